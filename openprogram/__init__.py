@@ -1,0 +1,28 @@
+"""openprogram: agentic programming with git-backed sessions.
+
+An ``@agentic_function``'s docstring is the prompt; every turn, function call, LLM call and
+question to the user is a node of one DAG persisted in a per-session git repository.
+"""
+
+from openprogram.agentic_programming import Runtime, agentic_function, ask_user, llm
+from openprogram.context.nodes import Call
+from openprogram.errors import NoProviderConfigured, OpenProgramError, UserError
+from openprogram.providers import create_runtime
+from openprogram.store.session.context import SessionHandle, session_context
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Call",
+    "NoProviderConfigured",
+    "OpenProgramError",
+    "Runtime",
+    "SessionHandle",
+    "UserError",
+    "__version__",
+    "agentic_function",
+    "ask_user",
+    "create_runtime",
+    "llm",
+    "session_context",
+]

@@ -1,0 +1,1 @@
+"""Entry points above the engine: the session database, dispatcher, process runner."""

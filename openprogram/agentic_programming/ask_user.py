@@ -1,0 +1,77 @@
+"""``ask_user``: a question to the user, recorded as an ``ask_user`` node.
+
+The answer comes from a pluggable handler: the one installed for the current context
+(``using_ask_user_handler``), else the process default (``set_default_ask_user_handler``),
+else the terminal when stdin is interactive.  With no one to answer, the node ends
+``unanswered`` at once and ``None`` is returned: never a silent hang.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from openprogram.agentic_programming.function import get_call_id, run_in_session
+from openprogram.context.nodes import ANSWERED, AWAITING, CANCELLED, UNANSWERED, make_call
+from openprogram.store.vars import get_store
+
+AskHandler = Callable[[str, list[str] | None], str | None]
+
+_handler: ContextVar[AskHandler | None] = ContextVar("openprogram_ask_handler", default=None)
+_default_handler: AskHandler | None = None
+
+
+def terminal_handler(question: str, choices: list[str] | None) -> str | None:
+    """Ask on the terminal when there is one; None when stdin is not interactive."""
+    if not (sys.stdin and sys.stdin.isatty()):
+        return None
+    hint = f" [{'/'.join(choices)}]" if choices else ""
+    try:
+        return input(f"{question}{hint} ")
+    except EOFError:
+        return None
+
+
+def set_default_ask_user_handler(handler: AskHandler | None) -> None:
+    global _default_handler
+    _default_handler = handler
+
+
+@contextmanager
+def using_ask_user_handler(handler: AskHandler | None) -> Iterator[None]:
+    token = _handler.set(handler)
+    try:
+        yield
+    finally:
+        _handler.reset(token)
+
+
+def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:
+    """Ask the user ``question``; returns the answer, or None if nobody can answer."""
+    return run_in_session(_ask, question, choices)
+
+
+def _ask(question: str, choices: list[str] | None) -> str | None:
+    writer = get_store()
+    assert writer is not None
+    node = make_call(
+        "ask_user",
+        "ask_user",
+        input={"question": question, "choices": choices},
+        caller=get_call_id(),
+        status=AWAITING,
+    )
+    writer.append(node)  # never turn-level: an ask_user node does not move HEAD
+    handler = _handler.get() or _default_handler or terminal_handler
+    try:
+        answer = handler(question, choices)
+    except BaseException as exc:
+        node.metadata.update(status=CANCELLED, error=f"{type(exc).__name__}: {exc}"[:500])
+        writer.update(node)
+        raise
+    node.output = answer
+    node.metadata["status"] = ANSWERED if answer is not None else UNANSWERED
+    writer.update(node)
+    return answer

@@ -1,0 +1,251 @@
+"""``@agentic_function`` and the owner of two per-turn ContextVars.
+
+``_current_runtime`` is the ambient :class:`Runtime` (injected into a ``runtime``
+parameter); ``_call_id`` is the node of the frame currently running, which makes nested
+calls carry ``caller``.  Both are set only through the scoped setters below.
+
+A decorated call writes a ``function`` node on entry (``running``, the docstring, inputs
+made JSON-safe), points ``_call_id`` at it, runs the body and writes output, status and
+duration on every exit path: return, exception, KeyboardInterrupt, the recursion cap.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from openprogram.context.nodes import (
+    CANCELLED,
+    COMPLETED,
+    ERROR,
+    Call,
+    make_call,
+    sanitize,
+)
+from openprogram.store.vars import get_store
+
+if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
+
+_current_runtime: ContextVar[Runtime | None] = ContextVar("openprogram_runtime", default=None)
+_call_id: ContextVar[str | None] = ContextVar("openprogram_call_id", default=None)
+_depth: ContextVar[int] = ContextVar("openprogram_depth", default=0)
+
+DEFAULT_MAX_DEPTH = 64
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def get_current_runtime() -> Runtime | None:
+    return _current_runtime.get()
+
+
+def get_call_id() -> str | None:
+    return _call_id.get()
+
+
+@contextmanager
+def using_runtime(runtime: Runtime | None) -> Iterator[None]:
+    """Install ``runtime`` as the ambient runtime; ``None`` keeps the current one."""
+    if runtime is None:
+        yield
+        return
+    token = _current_runtime.set(runtime)
+    try:
+        yield
+    finally:
+        _current_runtime.reset(token)
+
+
+@contextmanager
+def using_call_id(call_id: str | None) -> Iterator[None]:
+    token = _call_id.set(call_id)
+    try:
+        yield
+    finally:
+        _call_id.reset(token)
+
+
+class AgenticRecursionError(RecursionError):
+    """Agentic calls nested deeper than the cap (``max_depth``)."""
+
+
+# -- the ad-hoc process session --------------------------------------------------------------
+_process_session: str | None = None
+_process_lock = threading.Lock()
+
+
+def process_session_id() -> str:
+    """The session bare calls of this process record into (``OPENPROGRAM_SESSION`` or new).
+
+    Announced once on stderr with how to continue it; later bare calls continue it.
+    """
+    global _process_session
+    with _process_lock:
+        if _process_session is None:
+            from openprogram.store.session.ids import mint_session_id, validate_session_id
+
+            given = os.environ.get("OPENPROGRAM_SESSION")
+            _process_session = validate_session_id(given) if given else mint_session_id("adhoc")
+            if not given:
+                print(
+                    f"openprogram: recording to session {_process_session} "
+                    f"(set OPENPROGRAM_SESSION={_process_session} to continue it)",
+                    file=sys.stderr,
+                )
+        return _process_session
+
+
+def run_in_session(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn`` inside the current turn, or as one turn of the process session if none."""
+    if get_store() is not None:
+        return fn(*args, **kwargs)
+    from openprogram.store.session.context import session_context
+
+    with session_context(process_session_id(), source="script", message=_label(fn)):
+        return fn(*args, **kwargs)
+
+
+def _label(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", getattr(fn, "__name__", "call"))
+
+
+# -- the decorator ---------------------------------------------------------------------------
+class _Frame:
+    """Entering and leaving one agentic call (shared by the sync and async wrappers)."""
+
+    __slots__ = ("depth_token", "node", "started", "token", "writer")
+
+    def __init__(self, name: str, doc: str, inputs: dict[str, Any], max_depth: int) -> None:
+        writer = get_store()
+        assert writer is not None
+        depth = _depth.get()
+        caller = _call_id.get()
+        node = make_call("function", name, input=inputs, caller=caller, doc=doc)
+        self.writer = writer
+        self.node = writer.append(node, turn_level=caller is None)
+        self.started = time.perf_counter()
+        if depth >= max_depth:
+            err = AgenticRecursionError(
+                f"agentic calls nested deeper than {max_depth} (raise max_depth= if intended)"
+            )
+            self.finish(exc=err)
+            raise err
+        self.token = _call_id.set(node.id)
+        self.depth_token = _depth.set(depth + 1)
+
+    def finish(self, result: Any = None, exc: BaseException | None = None) -> None:
+        meta = self.node.metadata
+        meta["duration_ms"] = round((time.perf_counter() - self.started) * 1000, 3)
+        if exc is None:
+            self.node.output = sanitize(result)
+            meta["status"] = COMPLETED
+        elif isinstance(exc, KeyboardInterrupt | GeneratorExit):
+            meta["status"] = CANCELLED
+            meta["error"] = type(exc).__name__
+        else:
+            meta["status"] = ERROR
+            meta["error"] = f"{type(exc).__name__}: {exc}"
+            meta["traceback"] = "".join(traceback.format_exception(exc))[-20000:]
+        self.writer.update(self.node)
+
+    def leave(self) -> None:
+        _depth.reset(self.depth_token)
+        _call_id.reset(self.token)
+
+
+@overload
+def agentic_function(fn: F) -> F: ...
+@overload
+def agentic_function(
+    fn: None = None, *, name: str | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+) -> Callable[[F], F]: ...
+def agentic_function(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Make ``fn`` an agent: its docstring is the instruction its ``runtime.exec`` calls send.
+
+    Usable bare (``@agentic_function``) or configured (``@agentic_function(name=...)``).
+    A parameter named ``runtime`` is filled from the ambient runtime when not passed.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func)
+        params = list(signature.parameters)
+        runtime_index = params.index("runtime") if "runtime" in params else -1
+        label = name or func.__name__
+        doc = inspect.getdoc(func) or ""
+
+        def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            if runtime_index >= 0 and len(args) <= runtime_index and kwargs.get("runtime") is None:
+                kwargs["runtime"] = _current_runtime.get()
+            try:
+                bound = signature.bind_partial(*args, **kwargs).arguments
+            except TypeError:
+                bound = {"args": args, "kwargs": kwargs}
+            return {k: v for k, v in bound.items() if k != "runtime"}
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if get_store() is None:
+                    from openprogram.store.session.context import session_context
+
+                    with session_context(process_session_id(), source="script", message=label):
+                        return await async_wrapper(*args, **kwargs)
+                frame = _Frame(label, doc, prepare(args, kwargs), max_depth)
+                try:
+                    result = await func(*args, **kwargs)
+                except BaseException as exc:
+                    frame.finish(exc=exc)
+                    raise
+                finally:
+                    frame.leave()
+                frame.finish(result)
+                return result
+
+            wrapper: Callable[..., Any] = async_wrapper
+        else:
+
+            @functools.wraps(func)
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if get_store() is None:
+                    return run_in_session(sync_wrapper, *args, **kwargs)
+                frame = _Frame(label, doc, prepare(args, kwargs), max_depth)
+                try:
+                    result = func(*args, **kwargs)
+                except BaseException as exc:
+                    frame.finish(exc=exc)
+                    raise
+                finally:
+                    frame.leave()
+                frame.finish(result)
+                return result
+
+            wrapper = sync_wrapper
+        wrapper.__agentic__ = True  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def current_node() -> Call | None:
+    """The node of the agentic call running now (None at the top of a turn)."""
+    writer = get_store()
+    call_id = _call_id.get()
+    if writer is None or call_id is None:
+        return None
+    return writer.get(call_id)

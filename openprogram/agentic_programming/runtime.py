@@ -1,0 +1,225 @@
+"""The Runtime: ``runtime.exec(...)`` is one LLM call, recorded as one ``llm`` node.
+
+The prompt is rendered from the session DAG: the current frame's docstring once, earlier
+turns, earlier steps of this frame, then ``content``.  ``choices=`` and
+``response_format=`` are code gates: a reply that fails them is sent back with feedback a
+bounded number of times (each attempt is its own node), then a clear error is raised.
+Transient provider errors are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from openprogram.agentic_programming import validate
+from openprogram.agentic_programming.function import get_call_id, run_in_session
+from openprogram.context.graph import Graph
+from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
+from openprogram.context.render import render_messages
+from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
+from openprogram.providers.base import (
+    DeltaCallback,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    Provider,
+    TransientProviderError,
+)
+from openprogram.store.vars import get_store
+
+
+class Runtime:
+    """Binds a provider (or none) to retry and rendering settings."""
+
+    def __init__(
+        self,
+        provider: Provider | None = None,
+        *,
+        model: str | None = None,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        gate_attempts: int = 3,
+        max_history_turns: int = 20,
+        timeout: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model or (provider.model if provider is not None else "")
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.gate_attempts = gate_attempts
+        self.max_history_turns = max_history_turns
+        self.timeout = timeout
+
+    @property
+    def configured(self) -> bool:
+        return self.provider is not None
+
+    def __repr__(self) -> str:
+        name = self.provider.name if self.provider is not None else "none"
+        return f"Runtime(provider={name!r}, model={self.model!r})"
+
+    # -- public API ----------------------------------------------------------------------
+    def exec(
+        self,
+        content: Any,
+        *,
+        choices: list[str] | None = None,
+        response_format: Any = None,
+        tools: list[dict[str, Any]] | None = None,
+        stream: bool = False,
+        on_delta: DeltaCallback | None = None,
+        **options: Any,
+    ) -> Any:
+        """One LLM call in the current frame; returns the reply text (or the pick, or the
+        parsed structured value)."""
+        return run_in_session(
+            self._exec, content, choices, response_format, tools, stream, on_delta, options
+        )
+
+    async def aexec(self, content: Any, **kwargs: Any) -> Any:
+        """``exec`` for async code: runs on a worker thread with the current context."""
+        import asyncio
+
+        return await asyncio.to_thread(self.exec, content, **kwargs)
+
+    # -- internals -----------------------------------------------------------------------
+    def _exec(
+        self,
+        content: Any,
+        choices: list[str] | None,
+        response_format: Any,
+        tools: list[dict[str, Any]] | None,
+        stream: bool,
+        on_delta: DeltaCallback | None,
+        options: dict[str, Any],
+    ) -> Any:
+        if self.provider is None:
+            raise NoProviderConfigured()
+        writer = get_store()
+        assert writer is not None
+        session = writer.session
+        frame_id = get_call_id()
+        graph = Graph(_lookup(session), session.children, session.head_id)
+        visible = graph.visible_for(frame_id, max_turns=self.max_history_turns)
+
+        def kids(node: Call) -> list[Call]:
+            return [c for c in (_lookup(session)(i) for i in session.children(node.id)) if c]
+
+        base = render_messages(visible, content, kids)
+        schema = validate.schema_of(response_format) if response_format is not None else None
+        extra: list[Message] = []
+        answers: list[str] = []
+        for attempt in range(1, self.gate_attempts + 1):
+            request = LLMRequest(
+                messages=base + extra,
+                model=self.model,
+                tools=tools,
+                response_format=schema,
+                stream=stream or on_delta is not None,
+                timeout=self.timeout,
+                extra={"choices": choices, **options} if choices else dict(options),
+            )
+            node = make_call(
+                "llm",
+                self.provider.name,
+                input={"content": sanitize(content), "choices": choices, "attempt": attempt},
+                caller=frame_id,
+                messages=request.messages,
+                model=self.model,
+            )
+            writer.append(node, turn_level=frame_id is None)
+            response = self._call(node, request, on_delta)
+            reply = response.text
+            problem: str | None = None
+            value: Any = reply
+            if choices:
+                pick = validate.pick_choice(reply, choices)
+                if pick is None:
+                    problem = validate.choice_feedback(reply, choices)
+                value = pick
+            elif schema is not None:
+                try:
+                    value = validate.parse_structured(reply, response_format)
+                except ValueError as exc:
+                    problem = validate.format_feedback(str(exc), schema)
+            if problem is None:
+                return value
+            answers.append(reply)
+            node.metadata.update(status=ERROR, rejected=True, error=problem)
+            writer.update(node)
+            extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": problem}]
+        if choices:
+            raise ChoiceError(list(choices), answers)
+        raise ResponseFormatError(answers)
+
+    def _call(self, node: Call, request: LLMRequest, on_delta: DeltaCallback | None) -> LLMResponse:
+        """Ask the provider (retrying transient errors) and finish ``node`` either way."""
+        assert self.provider is not None
+        writer = get_store()
+        assert writer is not None
+        started = time.perf_counter()
+        meta = node.metadata
+        try:
+            response = _with_retries(
+                lambda: self.provider.complete(request, on_delta),  # type: ignore[union-attr]
+                self.max_retries,
+                self.backoff,
+                meta,
+            )
+        except BaseException as exc:
+            cancelled = isinstance(exc, KeyboardInterrupt)
+            meta.update(
+                status=CANCELLED if cancelled else ERROR,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+            writer.update(node)
+            raise
+        node.output = response.text
+        meta.update(
+            status=COMPLETED,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            model=response.model or self.model,
+            finish_reason=response.finish_reason,
+        )
+        if response.usage is not None:
+            meta["usage"] = response.usage.to_dict()
+        if response.tool_calls:
+            meta["tool_calls"] = [sanitize(vars(t)) for t in response.tool_calls]
+        writer.update(node)
+        return response
+
+
+def _lookup(session: Any) -> Callable[[str], Call | None]:
+    def lookup(node_id: str) -> Call | None:
+        try:
+            return session.get(node_id)  # type: ignore[no-any-return]
+        except Exception:
+            return None
+
+    return lookup
+
+
+def _with_retries(
+    call: Callable[[], LLMResponse], retries: int, backoff: float, meta: dict[str, Any]
+) -> LLMResponse:
+    for attempt in range(retries + 1):
+        try:
+            return call()
+        except TransientProviderError as exc:
+            if attempt >= retries:
+                raise
+            meta.setdefault("retries", []).append(f"{type(exc).__name__}: {exc}"[:300])
+            time.sleep(backoff * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+def llm(content: Any, *, runtime: Runtime | None = None, **kwargs: Any) -> Any:
+    """A one-shot LLM call with the ambient (or given, or configured) runtime."""
+    from openprogram.agentic_programming.function import get_current_runtime
+    from openprogram.providers import create_runtime
+
+    rt = runtime or get_current_runtime() or create_runtime()
+    return rt.exec(content, **kwargs)

@@ -1,0 +1,79 @@
+"""Checking a reply against ``choices`` or a ``response_format`` (pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+
+def pick_choice(reply: str, choices: list[str]) -> str | None:
+    """The choice ``reply`` names, or None if it names none or several.
+
+    Accepts the bare choice, any case, with quotes or punctuation around it, or a short
+    sentence containing exactly one of the choices as a word.
+    """
+    text = reply.strip().strip("`'\".,!*: \n").strip()
+    lowered = {c.lower(): c for c in choices}
+    if text.lower() in lowered:
+        return lowered[text.lower()]
+    found = {
+        c for c in choices if re.search(rf"(?<![\w-]){re.escape(c.lower())}(?![\w-])", text.lower())
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def choice_feedback(reply: str, choices: list[str]) -> str:
+    return (
+        f"Your answer {reply.strip()[:200]!r} is not one of the allowed choices. "
+        f"Reply with exactly one of: {', '.join(choices)}."
+    )
+
+
+def schema_of(response_format: Any) -> dict[str, Any]:
+    """A JSON schema from a schema dict or a pydantic model class."""
+    if isinstance(response_format, dict):
+        return response_format
+    to_schema = getattr(response_format, "model_json_schema", None)
+    if callable(to_schema):
+        schema = to_schema()
+        assert isinstance(schema, dict)
+        return schema
+    raise TypeError("response_format must be a JSON schema dict or a pydantic model class")
+
+
+def extract_json(reply: str) -> Any:
+    """Parse JSON from a reply, tolerating a fenced ```json block around it."""
+    text = reply.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    if fenced:
+        text = fenced.group(1).strip()
+    return json.loads(text)
+
+
+def parse_structured(reply: str, response_format: Any) -> Any:
+    """The reply parsed and validated; raises ValueError saying what is wrong."""
+    try:
+        data = extract_json(reply)
+    except ValueError as exc:
+        raise ValueError(f"the reply is not valid JSON ({exc})") from exc
+    validate = getattr(response_format, "model_validate", None)
+    if callable(validate):
+        try:
+            return validate(data)
+        except Exception as exc:  # pydantic.ValidationError
+            raise ValueError(str(exc)) from exc
+    import jsonschema
+
+    try:
+        jsonschema.validate(data, schema_of(response_format))
+    except jsonschema.ValidationError as exc:
+        raise ValueError(exc.message) from exc
+    return data
+
+
+def format_feedback(problem: str, schema: dict[str, Any]) -> str:
+    return (
+        f"Your reply did not match the required JSON format: {problem[:500]}. "
+        f"Reply with only a JSON value matching this schema: {json.dumps(schema)}"
+    )

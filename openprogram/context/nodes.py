@@ -1,0 +1,228 @@
+"""The one node type of the session DAG: :class:`Call`.
+
+A ``Call`` is a user turn, an ``@agentic_function`` run, one LLM exec, a tool call or a
+question to the user.  Two edges link nodes: ``predecessor`` (the conversation chain, turn
+after turn, or the previous step inside a frame) and ``caller`` (which frame made the
+call).  ``seq`` is allocated by the store and is the only time order.
+
+What a node *is* lives in ``metadata["kind"]``; its lifecycle in ``metadata["status"]``.
+Nodes round-trip through JSON with a format version (``v``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+FORMAT_VERSION: Final = 1
+
+Role = Literal["user", "llm", "code"]
+ROLES: Final[tuple[str, ...]] = ("user", "llm", "code")
+ROLE_LETTER: Final[dict[str, str]] = {"user": "u", "llm": "l", "code": "c"}
+
+KINDS: Final[tuple[str, ...]] = (
+    "root",  # the first node of every session
+    "turn",  # a notebook cell / a chat user message / a CLI task
+    "reply",  # a chat assistant message
+    "function",  # one @agentic_function run
+    "llm",  # one runtime.exec
+    "tool",  # a tool call made on the model's behalf
+    "ask_user",  # a question to the user
+    "error",  # a stand-alone error record
+)
+KIND_ROLE: Final[dict[str, str]] = {
+    "root": "user",
+    "turn": "user",
+    "reply": "llm",
+    "function": "code",
+    "llm": "llm",
+    "tool": "code",
+    "ask_user": "user",
+    "error": "code",
+}
+
+RUNNING: Final = "running"
+COMPLETED: Final = "completed"
+ERROR: Final = "error"
+CANCELLED: Final = "cancelled"
+INTERRUPTED: Final = "interrupted"
+AWAITING: Final = "awaiting"
+ANSWERED: Final = "answered"
+UNANSWERED: Final = "unanswered"
+
+OPEN_STATUSES: Final = frozenset({RUNNING, AWAITING})
+TERMINAL_STATUSES: Final = frozenset({COMPLETED, ERROR, CANCELLED, INTERRUPTED, ANSWERED, UNANSWERED})
+
+# Keys that must never reach a node (credentials); see ``sanitize``.
+SECRET_KEY_HINTS: Final = ("api_key", "apikey", "authorization", "token", "secret", "password")
+MAX_STRING: Final = 200_000  # characters kept of one string value in a node
+
+
+class NodeFormatError(ValueError):
+    """A node dict that is not a valid ``Call`` (wrong types, unknown version...)."""
+
+
+def new_id(prefix: str = "n") -> str:
+    """A short random node id, e.g. ``n_3f9c2a71d0``."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def sanitize(value: Any, *, _depth: int = 0) -> Any:
+    """Make ``value`` JSON-safe: containers recursed, other objects ``repr``'d.
+
+    Values under keys that look like credentials are replaced by ``"***"`` so that a
+    secret passed as an argument never lands in a session.
+    """
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…[truncated]"
+    if _depth > 12:
+        return "…[nested too deep]"
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = str(k)
+            if any(h in key.lower() for h in SECRET_KEY_HINTS) and v is not None:
+                out[key] = "***"
+            else:
+                out[key] = sanitize(v, _depth=_depth + 1)
+        return out
+    if isinstance(value, list | tuple | set | frozenset):
+        return [sanitize(v, _depth=_depth + 1) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sanitize(dataclasses.asdict(value), _depth=_depth + 1)
+    dump = getattr(value, "model_dump", None)  # pydantic models
+    if callable(dump):
+        try:
+            return sanitize(dump(mode="json"), _depth=_depth + 1)
+        except Exception:
+            pass
+    text = repr(value)
+    return text if len(text) <= 2000 else text[:2000] + "…"
+
+
+@dataclass
+class Call:
+    """One node of the session DAG (JSON round-trippable, see :meth:`to_dict`)."""
+
+    id: str
+    role: str
+    name: str
+    seq: int = -1
+    turn: int = 0
+    input: Any = None
+    output: Any = None
+    caller: str | None = None
+    predecessor: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def kind(self) -> str:
+        return str(self.metadata.get("kind", "function"))
+
+    @property
+    def status(self) -> str:
+        return str(self.metadata.get("status", COMPLETED))
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": FORMAT_VERSION,
+            "id": self.id,
+            "seq": self.seq,
+            "turn": self.turn,
+            "role": self.role,
+            "name": self.name,
+            "input": self.input,
+            "output": self.output,
+            "caller": self.caller,
+            "predecessor": self.predecessor,
+            "metadata": self.metadata,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Call:
+        if not isinstance(data, dict):
+            raise NodeFormatError(f"a node must be a JSON object, got {type(data).__name__}")
+        version = data.get("v", FORMAT_VERSION)
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise NodeFormatError(
+                f"node format version {version!r} is newer than this openprogram "
+                f"understands ({FORMAT_VERSION}); upgrade openprogram"
+            )
+        try:
+            node = cls(
+                id=_str(data, "id"),
+                role=_str(data, "role"),
+                name=_str(data, "name"),
+                seq=_int(data, "seq"),
+                turn=_int(data, "turn", 0),
+                input=data.get("input"),
+                output=data.get("output"),
+                caller=_opt_str(data, "caller"),
+                predecessor=_opt_str(data, "predecessor"),
+                metadata=dict(data.get("metadata") or {}),
+                created_at=float(data.get("created_at", 0.0)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise NodeFormatError(str(exc)) from exc
+        if node.role not in ROLES:
+            raise NodeFormatError(f"unknown role {node.role!r}")
+        return node
+
+
+def make_call(
+    kind: str,
+    name: str,
+    *,
+    input: Any = None,
+    caller: str | None = None,
+    predecessor: str | None = None,
+    status: str = RUNNING,
+    **metadata: Any,
+) -> Call:
+    """Build a new node of ``kind`` (role derived from the kind, input sanitized)."""
+    meta = {"kind": kind, "status": status, **metadata}
+    return Call(
+        id=new_id(),
+        role=KIND_ROLE.get(kind, "code"),
+        name=name,
+        input=sanitize(input),
+        caller=caller,
+        predecessor=predecessor,
+        metadata=meta,
+    )
+
+
+def _str(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise NodeFormatError(f"field {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _opt_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise NodeFormatError(f"field {key!r} must be a string or null, got {value!r}")
+    return value
+
+
+def _int(data: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise NodeFormatError(f"field {key!r} must be an integer, got {value!r}")
+    return value

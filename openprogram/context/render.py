@@ -1,0 +1,96 @@
+"""Render what a frame sees (:class:`~openprogram.context.graph.Visible`) as chat messages.
+
+Pure: no I/O.  The docstring becomes the one system message; earlier turns become
+user/assistant pairs; earlier steps of the frame follow; the new content comes last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from openprogram.context.graph import Visible
+from openprogram.context.nodes import Call
+
+MAX_MESSAGE_CHARS = 4000
+
+Message = dict[str, Any]
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} chars cut]"
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def call_line(node: Call) -> str:
+    """``name(arg=value, …)`` for a function/tool node."""
+    args = node.input if isinstance(node.input, dict) else {}
+    shown = ", ".join(f"{k}={clip(as_text(v), 200)!r}" for k, v in args.items())
+    return f"{node.name}({shown})"
+
+
+def step_messages(node: Call) -> list[Message]:
+    """One earlier step of a frame as messages."""
+    kind = node.kind
+    if kind == "llm":
+        content = node.input.get("content") if isinstance(node.input, dict) else node.input
+        return [
+            {"role": "user", "content": clip(as_text(content))},
+            {"role": "assistant", "content": clip(as_text(node.output))},
+        ]
+    if kind == "ask_user":
+        question = node.input.get("question") if isinstance(node.input, dict) else node.input
+        answer = as_text(node.output) if node.status == "answered" else "(no answer)"
+        return [{"role": "user", "content": f"Asked the user: {question}\nAnswer: {answer}"}]
+    status = "" if node.status == "completed" else f" [{node.status}]"
+    out = clip(as_text(node.output or node.metadata.get("error")), 1000)
+    return [{"role": "user", "content": f"Earlier step: {call_line(node)} -> {out}{status}"}]
+
+
+def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
+    """One earlier turn of the conversation as a user/assistant pair."""
+    if node.kind in ("turn", "reply"):
+        said = as_text(node.input.get("text") if isinstance(node.input, dict) else node.input)
+        parts = [
+            f"{call_line(c)} -> {clip(as_text(c.output), 1000)}"
+            for c in children(node)
+            if c.kind in ("function", "tool")
+        ]
+        if node.output not in (None, ""):
+            parts.append(clip(as_text(node.output)))
+        role = "assistant" if node.kind == "reply" else "user"
+        messages: list[Message] = [{"role": role, "content": clip(said)}]
+        if role == "user":
+            messages.append({"role": "assistant", "content": "\n".join(parts) or "(done)"})
+        return messages
+    if node.kind == "llm":
+        return step_messages(node)
+    return [
+        {"role": "user", "content": call_line(node)},
+        {"role": "assistant", "content": clip(as_text(node.output or node.metadata.get("error")))},
+    ]
+
+
+def render_messages(
+    visible: Visible,
+    content: Any,
+    children: Callable[[Call], list[Call]] = lambda _node: [],
+) -> list[Message]:
+    """The full prompt: docstring once, history, earlier steps, then ``content``."""
+    messages: list[Message] = []
+    if visible.doc:
+        messages.append({"role": "system", "content": visible.doc})
+    for node in visible.history:
+        messages.extend(turn_messages(node, children))
+    for node in visible.steps:
+        messages.extend(step_messages(node))
+    messages.append({"role": "user", "content": as_text(content)})
+    return messages

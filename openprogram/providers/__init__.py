@@ -1,0 +1,103 @@
+"""Providers and ``create_runtime()``.
+
+Resolution order: explicit arguments, then ``OPENPROGRAM_PROVIDER`` /
+``OPENPROGRAM_MODEL``, then the SDKs' own variables (``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` → openai; ``ANTHROPIC_API_KEY`` → anthropic).  SDK modules are imported
+only when their provider is built.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from openprogram.errors import NoProviderConfigured, UserError
+from openprogram.providers.base import (
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    ProviderError,
+    ToolCall,
+    TransientProviderError,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
+
+PROVIDER_NAMES = ("test", "openai", "anthropic", "replay")
+
+__all__ = [
+    "PROVIDER_NAMES",
+    "LLMRequest",
+    "LLMResponse",
+    "Provider",
+    "ProviderError",
+    "ToolCall",
+    "TransientProviderError",
+    "Usage",
+    "create_provider",
+    "create_runtime",
+]
+
+
+def create_provider(name: str, model: str | None = None, **options: Any) -> Provider:
+    """Build the provider called ``name`` (``test``, ``openai``, ``anthropic``, ``replay``)."""
+    name = name.strip().lower()
+    if name == "test":
+        from openprogram.providers.test import TestProvider
+
+        return TestProvider(model=model or "test", **options)
+    if name == "openai":
+        from openprogram.providers.openai_provider import OpenAIProvider
+
+        return OpenAIProvider(model, **options)
+    if name == "anthropic":
+        from openprogram.providers.anthropic_provider import AnthropicProvider
+
+        return AnthropicProvider(model, **options)
+    if name == "replay":
+        from openprogram.providers.replay import ReplayProvider
+
+        session = options.pop("session_id", None) or os.environ.get("OPENPROGRAM_REPLAY_SESSION")
+        if not session:
+            raise UserError("the replay provider needs a session id (OPENPROGRAM_REPLAY_SESSION)")
+        return ReplayProvider(session, **options)
+    raise UserError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
+
+
+def _provider_from_env() -> str | None:
+    explicit = os.environ.get("OPENPROGRAM_PROVIDER")
+    if explicit:
+        return explicit
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return "openai"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return None
+
+
+def create_runtime(
+    provider: str | Provider | None = None,
+    model: str | None = None,
+    *,
+    required: bool = True,
+    **options: Any,
+) -> Runtime:
+    """A Runtime for ``provider`` (a name or an instance), else what env/config says.
+
+    With nothing configured: raises :class:`NoProviderConfigured` when ``required``, else
+    returns an unconfigured Runtime whose ``exec`` raises that error (the store, the DAG and
+    docstrings keep working).
+    """
+    from openprogram.agentic_programming.runtime import Runtime
+
+    model = model or os.environ.get("OPENPROGRAM_MODEL") or None
+    if provider is None:
+        provider = _provider_from_env()
+    if provider is None:
+        if required:
+            raise NoProviderConfigured()
+        return Runtime(None)
+    instance = create_provider(provider, model) if isinstance(provider, str) else provider
+    return Runtime(instance, model=model or instance.model, **options)

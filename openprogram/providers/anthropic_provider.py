@@ -1,0 +1,417 @@
+"""Anthropic Messages through the official ``anthropic`` SDK.
+
+Mapping from the provider-neutral :class:`LLMRequest`:
+
+* ``system`` messages -> the ``system`` parameter (all of them joined, see
+  :attr:`LLMRequest.system`); they never appear in ``messages``.
+* other messages -> ``user`` / ``assistant`` turns.  Anthropic requires strict alternation
+  starting with a user turn, so consecutive same-role messages are merged (text joined with
+  a blank line, content blocks concatenated) and a leading assistant turn gets a short user
+  turn ("Continue.") in front of it.  ``tool`` messages (OpenAI style, with
+  ``tool_call_id``) become ``tool_result`` blocks in a user turn; assistant messages with
+  ``tool_calls`` become ``tool_use`` blocks.
+* ``tools`` ({name, description, parameters}) -> Anthropic tools with ``input_schema``.
+* ``response_format`` (a JSON schema) -> an instruction appended to the system prompt asking
+  for a bare JSON value matching the schema.  This works with every model and with
+  Anthropic-compatible servers (the native ``output_config.format`` structured-output option
+  is model-dependent).  If the model still wraps its answer in a single Markdown code fence,
+  the fence is removed from ``LLMResponse.text``.
+* ``max_tokens`` defaults to 4096 (Anthropic requires it).
+
+The SDK is imported lazily; its retries are disabled (``max_retries=0``) because the Runtime
+retries :class:`TransientProviderError` itself.  Error mapping: rate limits, 5xx/529
+overloaded, timeouts, connection failures, an ``overloaded``/``api_error`` event inside a
+stream and a stream that ends without ``message_stop`` -> :class:`TransientProviderError`;
+every other HTTP status and malformed replies -> :class:`ProviderError`.  Messages never
+contain the API key and the mapped error has no ``__cause__``/``__context__`` chain back to
+the SDK exception (which holds the request and its auth header).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from openprogram.providers.base import (
+    DeltaCallback,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    ProviderError,
+    ToolCall,
+    TransientProviderError,
+    Usage,
+)
+from openprogram.providers.network import check_model_request
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096
+PLACEHOLDER_API_KEY = "not-needed"
+
+_TRANSIENT_ERROR_TYPES = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def response_format_instruction(schema: dict[str, Any]) -> str:
+    """The system-prompt text that asks for JSON matching ``schema``."""
+    return (
+        "Respond with only a JSON value that conforms to the following JSON Schema - no "
+        "prose, no Markdown code fences:\n" + json.dumps(schema, indent=2, sort_keys=True)
+    )
+
+
+class AnthropicProvider:
+    """A :class:`~openprogram.providers.base.Provider` for the Anthropic Messages API."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        client: Any = None,
+    ) -> None:
+        self.model = model or os.environ.get("OPENPROGRAM_MODEL") or DEFAULT_MODEL
+        self._api_key = api_key
+        self._base_url = base_url
+        self.timeout = timeout
+        self._client = client
+
+    # -- identity (never shows the key) -------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The base URL requests go to (explicit, then ``ANTHROPIC_BASE_URL``, then Anthropic)."""
+        if self._client is not None:
+            return str(self._client.base_url)
+        return self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    __str__ = __repr__
+
+    # -- client ---------------------------------------------------------------------------
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            import anthropic
+
+            api_key = self._api_key
+            base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL")
+            if (
+                not api_key
+                and base_url
+                and not os.environ.get("ANTHROPIC_API_KEY")
+                and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            ):
+                api_key = PLACEHOLDER_API_KEY  # local Anthropic-compatible servers need no key
+            try:
+                self._client = anthropic.Anthropic(
+                    api_key=api_key,  # None -> the SDK resolves ANTHROPIC_API_KEY etc.
+                    base_url=base_url,  # None -> the SDK reads ANTHROPIC_BASE_URL
+                    timeout=self.timeout,
+                    max_retries=0,
+                )
+            except (anthropic.AnthropicError, ValueError, TypeError) as exc:
+                error = ProviderError(self._redact(f"anthropic: cannot create client: {exc}"))
+            else:
+                return self._client
+            raise error
+        return self._client
+
+    def _secret(self) -> str | None:
+        key = self._api_key
+        if not key and self._client is not None:
+            key = getattr(self._client, "api_key", None)
+        if not key:
+            key = os.environ.get("ANTHROPIC_API_KEY")
+        return key if isinstance(key, str) and key else None
+
+    def _redact(self, text: str) -> str:
+        secret = self._secret()
+        if secret and secret != PLACEHOLDER_API_KEY:
+            text = text.replace(secret, "***")
+        token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        if token:
+            text = text.replace(token, "***")
+        return text
+
+    # -- request ------------------------------------------------------------------------------
+
+    def _params(self, request: LLMRequest) -> dict[str, Any]:
+        system = request.system
+        if request.response_format is not None:
+            instruction = response_format_instruction(request.response_format)
+            system = f"{system}\n\n{instruction}" if system else instruction
+        params: dict[str, Any] = {
+            "model": request.model or self.model,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": to_anthropic_messages(request.messages),
+        }
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = [
+                {
+                    "name": tool["name"],
+                    "description": tool.get("description", ""),
+                    "input_schema": tool.get("parameters")
+                    or {"type": "object", "properties": {}},
+                }
+                for tool in request.tools
+            ]
+        if request.temperature is not None:
+            # anthropic 2.x dropped `temperature` from the typed signature; the API accepts it.
+            params["extra_body"] = {"temperature": request.temperature}
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        return params
+
+    def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
+        """Send ``request``; stream when ``request.stream`` or ``on_delta`` is given."""
+        check_model_request(self.base_url, "anthropic")
+        client = self._get_client()
+        import anthropic
+
+        params = self._params(request)
+        try:
+            if request.stream or on_delta is not None:
+                response = self._stream(client, params, on_delta)
+            else:
+                response = self._parse_message(client.messages.create(**params))
+        except anthropic.AnthropicError as exc:
+            error = self._map_error(exc)
+        else:
+            if request.response_format is not None:
+                response.text = strip_code_fence(response.text)
+            return response
+        # Raised outside the except block: no __context__ chain back to the SDK exception.
+        raise error
+
+    def _map_error(self, exc: BaseException) -> ProviderError:
+        import anthropic
+
+        detail = self._redact(str(exc))
+        if isinstance(exc, anthropic.APITimeoutError):
+            return TransientProviderError(f"anthropic: request timed out ({self.base_url})")
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            why = f": {self._redact(str(cause))}" if cause else ""
+            return TransientProviderError(f"anthropic: connection to {self.base_url} failed{why}")
+        if isinstance(exc, anthropic.APIStatusError):
+            status = exc.status_code
+            if isinstance(exc, anthropic.RateLimitError):
+                return TransientProviderError(
+                    f"anthropic: rate limited (HTTP {status}): {detail}"
+                )
+            if isinstance(exc, anthropic.InternalServerError) or status >= 500:
+                return TransientProviderError(
+                    f"anthropic: server error (HTTP {status}): {detail}"
+                )
+            if status < 400:  # an `event: error` inside a 200 stream
+                if _error_type(exc.body) in _TRANSIENT_ERROR_TYPES:
+                    return TransientProviderError(f"anthropic: error during stream: {detail}")
+                return ProviderError(f"anthropic: error during stream: {detail}")
+            if isinstance(exc, anthropic.AuthenticationError):
+                return ProviderError(
+                    f"anthropic: authentication failed (HTTP {status}) - check "
+                    f"ANTHROPIC_API_KEY: {detail}"
+                )
+            return ProviderError(f"anthropic: request failed (HTTP {status}): {detail}")
+        return ProviderError(f"anthropic: {type(exc).__name__}: {detail}")
+
+    # -- replies ------------------------------------------------------------------------------
+
+    def _parse_message(self, message: Any) -> LLMResponse:
+        text: list[str] = []
+        tool_calls: list[ToolCall] = []
+        for block in message.content or []:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                text.append(block.text or "")
+            elif kind == "tool_use":
+                arguments = block.input if block.input is not None else {}
+                if not isinstance(arguments, dict):
+                    raise ProviderError(
+                        f"anthropic: tool_use {block.name!r} input must be a JSON object"
+                    )
+                tool_calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+        usage = message.usage
+        return LLMResponse(
+            text="".join(text),
+            tool_calls=tool_calls,
+            usage=Usage(
+                input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+                output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            )
+            if usage is not None
+            else None,
+            model=message.model or "",
+            finish_reason=message.stop_reason,
+        )
+
+    def _stream(
+        self, client: Any, params: dict[str, Any], on_delta: DeltaCallback | None
+    ) -> LLMResponse:
+        text: list[str] = []
+        blocks: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        saw_usage = False
+        model = ""
+        stop_reason: str | None = None
+        finished = False
+        stream = client.messages.create(stream=True, **params)
+        try:
+            for event in stream:
+                kind = getattr(event, "type", None)
+                if kind == "message_start":
+                    model = event.message.model or model
+                    if event.message.usage is not None:
+                        saw_usage = True
+                        usage.input_tokens = int(event.message.usage.input_tokens or 0)
+                        usage.output_tokens = int(event.message.usage.output_tokens or 0)
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if getattr(block, "type", None) == "tool_use":
+                        blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    delta_type = getattr(delta, "type", None)
+                    if delta_type == "text_delta" and delta.text:
+                        text.append(delta.text)
+                        if on_delta is not None:
+                            on_delta(delta.text)
+                    elif delta_type == "input_json_delta" and event.index in blocks:
+                        blocks[event.index]["json"] += delta.partial_json or ""
+                elif kind == "message_delta":
+                    stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
+                    if event.usage is not None:
+                        saw_usage = True
+                        if getattr(event.usage, "input_tokens", None):
+                            usage.input_tokens = int(event.usage.input_tokens)
+                        if event.usage.output_tokens is not None:
+                            usage.output_tokens = int(event.usage.output_tokens)
+                elif kind == "message_stop":
+                    finished = True
+        finally:
+            stream.close()  # also on KeyboardInterrupt / an exception from on_delta
+        if not finished:
+            raise TransientProviderError(
+                "anthropic: the stream ended before the model finished (no message_stop)"
+            )
+        tool_calls = [
+            ToolCall(id=b["id"], name=b["name"], arguments=self._parse_arguments(b))
+            for _, b in sorted(blocks.items())
+        ]
+        return LLMResponse(
+            text="".join(text),
+            tool_calls=tool_calls,
+            usage=usage if saw_usage else None,
+            model=model,
+            finish_reason=stop_reason,
+        )
+
+    def _parse_arguments(self, block: dict[str, Any]) -> dict[str, Any]:
+        raw = block["json"]
+        if not raw.strip():
+            return {}
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ProviderError(
+                f"anthropic: tool_use {block['name']!r} input is not valid JSON ({exc.msg}): "
+                f"{self._redact(raw[:200])!r}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ProviderError(f"anthropic: tool_use {block['name']!r} input must be an object")
+        return parsed
+
+
+# -- message mapping ------------------------------------------------------------------------
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [dict(b) if isinstance(b, dict) else {"type": "text", "text": str(b)}
+                for b in content]
+    text = "" if content is None else str(content)
+    return [{"type": "text", "text": text}] if text else []
+
+
+def _tool_use_blocks(tool_calls: list[Any]) -> list[dict[str, Any]]:
+    blocks = []
+    for call in tool_calls:
+        if isinstance(call, ToolCall):
+            call_id, name, arguments = call.id, call.name, call.arguments
+        else:
+            function = call.get("function") or {}
+            call_id = call.get("id", "")
+            name = call.get("name") or function.get("name", "")
+            arguments = call.get("arguments", function.get("arguments", {}))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                arguments = {"_raw": arguments}
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+    return blocks
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Map role/content messages to alternating Anthropic turns (system messages dropped)."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "system":
+            continue
+        if role == "tool":
+            role = "user"
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id", ""),
+                "content": content if isinstance(content, list) else str(content or ""),
+            }
+            content = [result]
+        elif role != "assistant":
+            role = "user"
+        if role == "assistant" and message.get("tool_calls"):
+            content = _blocks(content) + _tool_use_blocks(message["tool_calls"])
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            if isinstance(previous, str) and isinstance(content, str):
+                turns[-1]["content"] = f"{previous}\n\n{content}" if previous else content
+            else:
+                turns[-1]["content"] = _blocks(previous) + _blocks(content)
+            continue
+        if isinstance(content, list):
+            turns.append({"role": role, "content": _blocks(content)})
+        else:
+            turns.append({"role": role, "content": "" if content is None else str(content)})
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": "Continue."})
+    return turns
+
+
+def strip_code_fence(text: str) -> str:
+    """Remove one Markdown code fence wrapped around the whole reply, if any."""
+    match = _FENCE.match(text)
+    return match.group(1).strip() if match else text
+
+
+def _error_type(body: object) -> str | None:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            kind = error.get("type")
+            return kind if isinstance(kind, str) else None
+    return None

@@ -1,0 +1,16 @@
+"""The git-backed session store and ``session_context``."""
+
+from openprogram.store.session.context import SessionHandle, session_context
+from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.session.store import Session, SessionStore
+from openprogram.store.session.writer import SessionNodeWriter
+
+__all__ = [
+    "Session",
+    "SessionHandle",
+    "SessionNodeWriter",
+    "SessionStore",
+    "mint_session_id",
+    "session_context",
+    "validate_session_id",
+]

@@ -1,0 +1,107 @@
+"""``session_context``: the one place that installs the per-turn session context.
+
+Every entry point — the notebook magic, the CLI and research harness, the chat
+dispatcher, the subprocess runner, the tests — enters a turn through this manager, so an
+``@agentic_function`` behaves the same everywhere: its docstring reaches the model, nodes
+persist, history renders, ``ask_user`` is tracked and nested calls are attributed.
+
+Session boundary: continuity is expressed by passing ``session_id``, never by call count.
+
+* ``session_id`` given → reuse it (created under that id if missing);
+* ``None`` → a new session is minted and its id exposed on the handle (callers print it).
+
+Sessions never close: leaving the context resets the ContextVars (in reverse order, also
+when the body raises), commits the turn, and deletes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.session.writer import SessionNodeWriter
+from openprogram.store.vars import using_store, using_turn_id
+
+if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.store.session.store import SessionStore
+
+
+@dataclass
+class SessionHandle:
+    """What ``session_context`` yields.  ``message`` becomes the turn's commit message."""
+
+    db: SessionStore
+    session_id: str
+    runtime: Runtime | None
+    turn_id: str
+    created: bool
+    writer: SessionNodeWriter
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def session_context(
+    session_id: str | None = None,
+    *,
+    agent_id: str = "main",
+    turn_id: str | None = None,
+    runtime: Runtime | None = None,
+    create_runtime_if_none: bool = True,
+    id_prefix: str = "session",
+    source: str = "python",
+    title: str | None = None,
+    message: str | None = None,
+    db: SessionStore | None = None,
+) -> Iterator[SessionHandle]:
+    """Install ``_store``, ``_current_turn_id``, ``_current_runtime`` (and reset ``_call_id``)
+    for one turn of ``session_id``; commit the turn on exit.
+
+    With no provider configured the store is still installed, so the DAG, docstrings and
+    history all work; only ``runtime.exec`` fails, saying how to configure a provider.
+    """
+    from openprogram.agent.session_db import default_db
+    from openprogram.agentic_programming.function import using_call_id, using_runtime
+    from openprogram.context.nodes import new_id
+
+    database = db if db is not None else default_db()
+    if session_id is None:
+        sid = mint_session_id(id_prefix)
+    else:
+        sid = validate_session_id(session_id)
+    created = not database.exists(sid)
+    if created:
+        database.create_session(sid, agent_id, source=source, title=title)
+    rt = runtime
+    if rt is None and create_runtime_if_none:
+        from openprogram.providers import create_runtime
+
+        rt = create_runtime(required=False)
+    tid = turn_id or new_id("turn")
+    writer = SessionNodeWriter(database, sid)
+    handle = SessionHandle(
+        db=database,
+        session_id=sid,
+        runtime=rt,
+        turn_id=tid,
+        created=created,
+        writer=writer,
+        message=message or "",
+    )
+    with ExitStack() as stack:
+        # set in order; ExitStack resets in reverse, also when the body raises
+        stack.enter_context(using_store(writer))
+        stack.enter_context(using_turn_id(tid))
+        stack.enter_context(using_runtime(rt))
+        stack.enter_context(using_call_id(None))
+        try:
+            yield handle
+        finally:
+            turn = writer._turn
+            label = (handle.message.strip().splitlines() or [""])[0][:72]
+            prefix = f"turn {turn}" if turn is not None else "session"
+            writer.commit(f"{prefix}: {label}" if label else prefix)

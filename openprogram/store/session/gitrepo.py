@@ -1,0 +1,227 @@
+"""Committing a session's files to git without the index (the fast path).
+
+The git index costs O(tracked files) per commit, so a turn is committed by writing the
+blobs and the few trees on its path directly with gitdb (GitPython's object layer) and a
+commit made from the new root tree.  History is sharded ``history/<bucket>/<turn>/`` so a
+commit rewrites four small trees, and the cost stays flat as the session grows
+(measurements: ``../shared/recipes/git-persistence-speed.md`` and ``benchmarks/``).
+
+Because the index is not updated per commit, :func:`maintain` refreshes it (and packs
+loose objects) every few dozen turns; between two maintenances ``git status`` in the
+session lists the newest node files as untracked although they are committed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import git
+
+BLOB_MODE = 0o100644
+TREE_MODE = 0o040000
+BRANCH = "main"
+ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
+
+TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
+
+
+def init_repo(path: Path) -> None:
+    """Create the session's repository (branch ``main``, no hooks, no auto gc)."""
+    import git
+
+    repo = git.Repo.init(path, initial_branch=BRANCH)
+    with repo.config_writer() as cfg:
+        cfg.set_value("gc", "auto", "0")
+        cfg.set_value("core", "hooksPath", "/dev/null")
+        cfg.set_value("user", "name", ACTOR_NAME)
+        cfg.set_value("user", "email", ACTOR_EMAIL)
+    repo.close()
+
+
+class GitWriter:
+    """Writes blobs, trees and commits for one session repository, in-process."""
+
+    def __init__(self, worktree: Path) -> None:
+        self.worktree = worktree
+        self.git_dir = worktree / ".git"
+        from gitdb.db import GitDB
+
+        self.odb = GitDB(str(self.git_dir / "objects"))
+        self._tree_cache: dict[bytes, TreeEntries] = {}
+        self._repo: git.Repo | None = None
+
+    # -- refs --------------------------------------------------------------------------
+    def head_commit(self) -> bytes | None:
+        """The binary sha ``refs/heads/main`` points to, or None in an empty repository."""
+        loose = self.git_dir / "refs" / "heads" / BRANCH
+        try:
+            return bytes.fromhex(loose.read_text().strip())
+        except FileNotFoundError:
+            pass
+        packed = self.git_dir / "packed-refs"
+        try:
+            for line in packed.read_text().splitlines():
+                if line.endswith(f" refs/heads/{BRANCH}"):
+                    return bytes.fromhex(line.split(" ", 1)[0])
+        except FileNotFoundError:
+            pass
+        return None
+
+    def _set_head_commit(self, binsha: bytes) -> None:
+        ref = self.git_dir / "refs" / "heads" / BRANCH
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ref.with_name(f".{BRANCH}.{os.getpid()}.tmp")
+        tmp.write_text(binsha.hex() + "\n")
+        os.replace(tmp, ref)
+
+    # -- objects -----------------------------------------------------------------------
+    def _store(self, kind: bytes, data: bytes) -> bytes:
+        from gitdb import IStream
+
+        return self.odb.store(IStream(kind, len(data), io.BytesIO(data))).binsha
+
+    def blob(self, data: bytes) -> bytes:
+        return self._store(b"blob", data)
+
+    def read_tree(self, binsha: bytes | None) -> TreeEntries:
+        if binsha is None:
+            return {}
+        cached = self._tree_cache.get(binsha)
+        if cached is None:
+            from git.objects.fun import tree_entries_from_data
+
+            data = self.odb.stream(binsha).read()
+            cached = {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
+            self._tree_cache[binsha] = cached
+        return dict(cached)
+
+    def write_tree(self, entries: TreeEntries) -> bytes:
+        # git orders tree entries by name, comparing directories as if they ended in "/"
+        def key(item: tuple[str, tuple[bytes, int]]) -> bytes:
+            name, (_sha, mode) = item
+            return (name + "/" if mode == TREE_MODE else name).encode()
+
+        from git.objects.fun import tree_to_stream
+
+        ordered = [(sha, mode, name) for name, (sha, mode) in sorted(entries.items(), key=key)]
+        buf = io.BytesIO()
+        tree_to_stream(ordered, buf.write)
+        binsha = self._store(b"tree", buf.getvalue())
+        self._tree_cache[binsha] = dict(entries)
+        return binsha
+
+    def _commit_tree(self, binsha: bytes | None) -> bytes | None:
+        if binsha is None:
+            return None
+        data = self.odb.stream(binsha).read()
+        first = data.split(b"\n", 1)[0]
+        return bytes.fromhex(first.split(b" ", 1)[1].decode())
+
+    # -- commits -----------------------------------------------------------------------
+    def commit(self, files: Mapping[str, bytes | None], message: str) -> bytes:
+        """Commit ``files`` (path -> content, None deletes) on top of ``main``.
+
+        Callers hold the session lock, so reading the parent and moving the ref is atomic
+        with respect to other writers.
+        """
+        import git
+
+        actor = git.Actor(ACTOR_NAME, ACTOR_EMAIL)
+        parent = self.head_commit()
+        root = self.read_tree(self._commit_tree(parent))
+        nested: dict[str, object] = {}
+        for path, content in files.items():
+            node = nested
+            parts = path.split("/")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})  # type: ignore[assignment]
+            node[parts[-1]] = content
+        tree = self._merge(root, nested)
+        now = int(time.time())
+        commit = git.Commit(
+            self._git_repo(),
+            git.Commit.NULL_BIN_SHA,
+            tree=git.Tree(self._git_repo(), tree),
+            author=actor,
+            authored_date=now,
+            author_tz_offset=0,
+            committer=actor,
+            committed_date=now,
+            committer_tz_offset=0,
+            message=message,
+            parents=[git.Commit(self._git_repo(), parent)] if parent else [],
+            encoding="UTF-8",
+            gpgsig=None,
+        )
+        buf = io.BytesIO()
+        commit._serialize(buf)
+        binsha = self._store(b"commit", buf.getvalue())
+        self._set_head_commit(binsha)
+        return binsha
+
+    def _merge(self, entries: TreeEntries, changes: Mapping[str, object]) -> bytes:
+        for name, change in changes.items():
+            if isinstance(change, dict):
+                old = entries.get(name)
+                sub = self.read_tree(old[0]) if old and old[1] == TREE_MODE else {}
+                entries[name] = (self._merge(sub, change), TREE_MODE)
+            elif change is None:
+                entries.pop(name, None)
+            else:
+                assert isinstance(change, bytes)
+                entries[name] = (self.blob(change), BLOB_MODE)
+        return self.write_tree(entries)
+
+    def _git_repo(self) -> git.Repo:
+        if self._repo is None:
+            import git
+
+            self._repo = git.Repo(self.worktree)
+        return self._repo
+
+    def close(self) -> None:
+        if self._repo is not None:
+            self._repo.close()
+            self._repo = None
+
+
+def refresh_index(worktree: Path) -> None:
+    """Make git's index match HEAD, so ``git status`` in the session is clean."""
+    _git(worktree, "read-tree", "HEAD")
+
+
+def _git(worktree: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    subprocess.run(
+        ["git", "-c", "gc.auto=0", *args],
+        cwd=worktree,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def maintain(worktree: Path) -> None:
+    """Pack loose objects and refresh the index so ``git status`` is clean again.
+
+    Cheap enough to run every few dozen turns (a subprocess of a few tens of ms).  A stale
+    ``index.lock`` left by a dead process is removed first: nothing else in a session uses
+    the index, so an old lock can only be debris.
+    """
+    lock = worktree / ".git" / "index.lock"
+    try:
+        if time.time() - lock.stat().st_mtime > 60:
+            lock.unlink()
+    except FileNotFoundError:
+        pass
+    _git(worktree, "repack", "-d", "-q")
+    refresh_index(worktree)

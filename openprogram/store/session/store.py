@@ -1,0 +1,565 @@
+"""The git-backed session store: one git repository per session.
+
+::
+
+    $OPENPROGRAM_HOME/sessions/<session_id>/
+      .git/          one commit per turn
+      .gitignore     .state/ and workdir/ are never committed
+      meta.json      id, title, agent_id, source, created_at, updated_at, head_id, turns, v
+      history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
+      workdir/       per-session scratch space
+      .state/        lock, counters (seq, turn, HEAD), journals, index cache
+
+Writes are cheap (:meth:`Session.append` journals one line); :meth:`Session.commit`
+materialises the turn's node files and makes one commit.  A process killed mid-turn
+leaves its journal behind; the next :meth:`SessionStore.open` replays it, marks its
+``running`` nodes ``interrupted`` and commits that as a recovery.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import pickle
+import shutil
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from openprogram.context.nodes import (
+    AWAITING,
+    INTERRUPTED,
+    OPEN_STATUSES,
+    ROLE_LETTER,
+    UNANSWERED,
+    Call,
+    NodeFormatError,
+    make_call,
+)
+from openprogram.errors import CorruptedFile, SessionNotFound
+from openprogram.store.session import events
+from openprogram.store.session.files import (
+    Counters,
+    Journal,
+    SessionLock,
+    atomic_write,
+    claim_dead_journals,
+    dumps,
+    read_journal,
+)
+from openprogram.store.session.gitrepo import GitWriter, init_repo, maintain, refresh_index
+from openprogram.store.session.ids import validate_session_id
+
+META_VERSION = 1
+TURNS_PER_BUCKET = 100
+MAINTAIN_EVERY = 50  # commits between packing + index refresh
+INDEX_VERSION = 2
+GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
+
+
+class CorruptedFileWarning(UserWarning):
+    """A session file could not be read; the rest of the session is still available."""
+
+
+def node_relpath(call: Call) -> str:
+    bucket = call.turn // TURNS_PER_BUCKET
+    letter = ROLE_LETTER.get(call.role, "x")
+    return f"history/{bucket:04d}/{call.turn:06d}/{call.seq:08d}-{letter}-{call.id}.json"
+
+
+def _entry(call: Call, path: str) -> dict[str, Any]:
+    """The light index entry of a node (no inputs or outputs)."""
+    return {
+        "id": call.id,
+        "seq": call.seq,
+        "turn": call.turn,
+        "role": call.role,
+        "name": call.name,
+        "kind": call.kind,
+        "status": call.status,
+        "caller": call.caller,
+        "predecessor": call.predecessor,
+        "created_at": call.created_at,
+        "path": path,
+    }
+
+
+class Session:
+    """One session opened by this process.  Thread-safe; other processes may write too."""
+
+    def __init__(self, session_id: str, path: Path) -> None:
+        self.id = session_id
+        self.path = path
+        self.pid = os.getpid()
+        state = path / ".state"
+        state.mkdir(exist_ok=True)
+        (path / "workdir").mkdir(exist_ok=True)
+        self._state = state
+        self.lock = SessionLock(state / "lock")
+        self.counters = Counters(state / "counters")
+        self.git = GitWriter(path)
+        self.meta: dict[str, Any] = {}
+        self.problems: list[str] = []
+        self._mu = threading.RLock()
+        self._nodes: dict[str, Call] = {}
+        self._index: dict[str, dict[str, Any]] = {}
+        self._dir_mtimes: dict[str, int] = {}
+        self._children: dict[str | None, list[str]] | None = None
+        self._dirty: dict[str, Call] = {}
+        self._open: set[str] = set()
+        self._journal: Journal | None = None
+        self._commits = 0
+        with self.lock:
+            self._load_meta()
+            self._load_index()
+            self._ensure_counters()
+            self._recover()
+
+    # -- reading -------------------------------------------------------------------------
+    def _load_meta(self) -> None:
+        meta_path = self.path / "meta.json"
+        try:
+            meta = json.loads(meta_path.read_bytes())
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            self._problem(str(meta_path), str(exc))
+            meta = {"id": self.id, "title": self.id, "created_at": time.time()}
+        meta["id"] = self.id
+        self.meta = meta
+
+    def _problem(self, path: str, reason: str) -> None:
+        message = str(CorruptedFile(path, reason))
+        self.problems.append(message)
+        warnings.warn(message, CorruptedFileWarning, stacklevel=3)
+
+    def _load_index(self) -> None:
+        cache_path = self._state / "index.pickle"
+        try:
+            with open(cache_path, "rb") as fh:
+                cache = pickle.load(fh)
+            if cache.get("v") != INDEX_VERSION:
+                raise ValueError("old index")
+            entries: dict[str, dict[str, Any]] = cache["entries"]
+            dirs: dict[str, int] = cache["dirs"]
+        except Exception:
+            entries, dirs = {}, {}
+        by_dir: dict[str, list[str]] = {}
+        for node_id, entry in entries.items():
+            by_dir.setdefault(entry["path"].rsplit("/", 1)[0], []).append(node_id)
+        seen: dict[str, int] = {}
+        history = self.path / "history"
+        for bucket in sorted(os.scandir(history), key=lambda e: e.name) if history.is_dir() else []:
+            if not bucket.is_dir():
+                continue
+            for turn_dir in os.scandir(bucket.path):
+                if not turn_dir.is_dir():
+                    continue
+                rel = f"history/{bucket.name}/{turn_dir.name}"
+                mtime = turn_dir.stat().st_mtime_ns
+                seen[rel] = mtime
+                if dirs.get(rel) == mtime:
+                    continue
+                for node_id in by_dir.pop(rel, []):
+                    entries.pop(node_id, None)
+                self._scan_dir(rel, entries)
+        for rel in set(by_dir) - set(seen):  # turn folders that disappeared
+            for node_id in by_dir[rel]:
+                entries.pop(node_id, None)
+        self._index = entries
+        self._dir_mtimes = seen
+
+    def _scan_dir(self, rel: str, entries: dict[str, dict[str, Any]]) -> None:
+        for item in os.scandir(self.path / rel):
+            if not item.name.endswith(".json") or item.name.startswith("."):
+                continue
+            call = self._parse(Path(item.path))
+            if call is not None:
+                entries[call.id] = _entry(call, f"{rel}/{item.name}")
+                self._nodes.pop(call.id, None)
+
+    def _parse(self, path: Path) -> Call | None:
+        try:
+            return Call.from_dict(json.loads(path.read_bytes()))
+        except (OSError, ValueError, NodeFormatError) as exc:
+            self._problem(str(path), str(exc))
+            return None
+
+    def save_index(self) -> None:
+        with self._mu:
+            data = {"v": INDEX_VERSION, "entries": self._index, "dirs": dict(self._dir_mtimes)}
+            payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        atomic_write(self._state / "index.pickle", payload)
+
+    def _ensure_counters(self) -> None:
+        if self.counters.read() is not None:
+            return
+        seqs = [e["seq"] for e in self._index.values()]
+        turns = [e["turn"] for e in self._index.values()]
+        head = self.meta.get("head_id")
+        if not isinstance(head, str) or head not in self._index:
+            roots = [e for e in self._index.values() if e["kind"] == "root"]
+            head = roots[0]["id"] if roots else None
+        self.counters.write(max(seqs, default=-1) + 1, max(turns, default=0) + 1, head)
+
+    # -- recovery ------------------------------------------------------------------------
+    def _recover(self) -> None:
+        """Replay journals left by dead processes; their open nodes become interrupted."""
+        own = self._journal.path if self._journal else None
+        claimed = claim_dead_journals(self._state / "journal", own)
+        if not claimed:
+            return
+        recovered: dict[str, Call] = {}
+        for path, fd in claimed:
+            try:
+                for record in read_journal(fd):
+                    try:
+                        call = Call.from_dict(record)
+                    except NodeFormatError:
+                        continue
+                    recovered[call.id] = call
+            finally:
+                os.close(fd)
+        for call in recovered.values():
+            if call.status in OPEN_STATUSES:
+                call.metadata["status"] = UNANSWERED if call.status == AWAITING else INTERRUPTED
+                call.metadata["recovered"] = True
+        with self._mu:
+            for call in recovered.values():
+                self._put(call)
+                self._dirty[call.id] = call
+            self._commit_locked(f"recovery: {len(recovered)} nodes left by a stopped process")
+        for path, _fd in claimed:
+            path.unlink(missing_ok=True)
+
+    # -- writing -------------------------------------------------------------------------
+    def begin_turn(self) -> int:
+        """Allocate the next turn number (the storage shard of the nodes of one turn)."""
+        with self.lock:
+            seq, turn, head = self._counters()
+            self.counters.write(seq, turn + 1, head)
+        return turn
+
+    def _counters(self) -> tuple[int, int, str | None]:
+        state = self.counters.read()
+        assert state is not None
+        return state
+
+    @property
+    def head_id(self) -> str | None:
+        return self._counters()[2]
+
+    def append(self, call: Call, *, turn: int, advance_head: bool = False) -> Call:
+        """Give ``call`` a seq and record it.  A turn-level write (``advance_head``) links
+        the call after HEAD (unless a predecessor is given) and moves HEAD to it, atomically.
+        """
+        with self.lock:
+            seq, next_turn, head = self._counters()
+            call.seq = seq
+            call.turn = turn
+            if advance_head:
+                if call.predecessor is None:
+                    call.predecessor = head
+                head = call.id
+            self.counters.write(seq + 1, next_turn, head)
+        self._record(call)
+        return call
+
+    def compare_and_set_head(self, expected: str | None, new: str) -> bool:
+        """Move HEAD to ``new`` only if it is still ``expected``."""
+        with self.lock:
+            seq, turn, head = self._counters()
+            if head != expected:
+                return False
+            self.counters.write(seq, turn, new)
+            return True
+
+    def update(self, call: Call) -> None:
+        """Record a new state of a node already appended (output, status...)."""
+        self._record(call)
+
+    def _record(self, call: Call) -> None:
+        record = dumps(call.to_dict())
+        with self._mu:
+            self._put(call)
+            self._dirty[call.id] = call
+            if call.is_open:
+                self._open.add(call.id)
+            else:
+                self._open.discard(call.id)
+            if self._journal is None:
+                self._journal = Journal(self._state / "journal")
+            self._journal.append(record)
+        if events.has_listeners():
+            events.emit(self.id, call.to_dict())
+
+    def _put(self, call: Call) -> None:
+        self._nodes[call.id] = call
+        is_new = call.id not in self._index
+        self._index[call.id] = _entry(call, node_relpath(call))
+        if is_new and self._children is not None:
+            self._children.setdefault(call.caller, []).append(call.id)
+
+    def commit(self, message: str) -> str | None:
+        """Write this process's changed nodes and ``meta.json``, and make one commit."""
+        with self.lock, self._mu:
+            return self._commit_locked(message)
+
+    def _commit_locked(self, message: str) -> str | None:
+        if not self._dirty:
+            return None
+        files: dict[str, bytes | None] = {}
+        for call in sorted(self._dirty.values(), key=lambda c: c.seq):
+            rel = node_relpath(call)
+            data = dumps(call.to_dict())
+            target = self.path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, data)
+            files[rel] = data
+        for rel_dir in {rel.rsplit("/", 1)[0] for rel in files}:
+            self._dir_mtimes[rel_dir] = (self.path / rel_dir).stat().st_mtime_ns
+        _seq, next_turn, head = self._counters()
+        self.meta.update(
+            {
+                "v": META_VERSION,
+                "id": self.id,
+                "head_id": head,
+                "turns": next_turn - 1,
+                "updated_at": time.time(),
+            }
+        )
+        meta = json.dumps(self.meta, indent=1, ensure_ascii=False).encode()
+        atomic_write(self.path / "meta.json", meta)
+        files["meta.json"] = meta
+        sha = self.git.commit(files, message)
+        self._dirty.clear()
+        if not self._open and self._journal is not None:
+            self._journal.truncate()
+        self._commits += 1
+        if self._commits % MAINTAIN_EVERY == 0:
+            self.maintain()
+        return sha.hex()
+
+    def maintain(self) -> None:
+        """Pack loose objects, refresh git's index and save the index cache."""
+        maintain(self.path)
+        self.save_index()
+
+    # -- queries -------------------------------------------------------------------------
+    def get(self, node_id: str) -> Call:
+        with self._mu:
+            call = self._nodes.get(node_id)
+            if call is not None:
+                return call
+            entry = self._index.get(node_id)
+        if entry is None:
+            raise KeyError(f"no node {node_id!r} in session {self.id}")
+        path = self.path / entry["path"]
+        try:
+            call = Call.from_dict(json.loads(path.read_bytes()))
+        except (OSError, ValueError, NodeFormatError) as exc:
+            raise CorruptedFile(str(path), str(exc)) from exc
+        with self._mu:
+            self._nodes[node_id] = call
+        return call
+
+    def index(self) -> list[dict[str, Any]]:
+        """Light entries of every node, in seq order."""
+        with self._mu:
+            return sorted(self._index.values(), key=lambda e: e["seq"])
+
+    def nodes(self) -> list[Call]:
+        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        out = []
+        for entry in self.index():
+            try:
+                out.append(self.get(entry["id"]))
+            except CorruptedFile as exc:
+                if str(exc) not in self.problems:
+                    self.problems.append(str(exc))
+        return out
+
+    def children(self, caller: str | None) -> list[str]:
+        """Ids of the nodes ``caller`` made, in seq order."""
+        with self._mu:
+            if self._children is None:
+                kids: dict[str | None, list[str]] = {}
+                for entry in sorted(self._index.values(), key=lambda e: e["seq"]):
+                    kids.setdefault(entry["caller"], []).append(entry["id"])
+                self._children = kids
+            return list(self._children.get(caller, ()))
+
+    def chain(self, start: str | None, limit: int) -> list[Call]:
+        """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
+        out: list[Call] = []
+        seen: set[str] = set()
+        node_id = start
+        while node_id is not None and len(out) < limit and node_id not in seen:
+            seen.add(node_id)
+            try:
+                call = self.get(node_id)
+            except (KeyError, CorruptedFile):
+                break
+            out.append(call)
+            node_id = call.predecessor
+        out.reverse()
+        return out
+
+    def close(self) -> None:
+        with self._mu:
+            if self._dirty:
+                self.commit("flush on close")
+            try:
+                self.save_index()
+            except OSError:
+                pass
+            if self._journal is not None:
+                self._journal.close(remove=not self._open)
+                self._journal = None
+                refresh_index(self.path)
+            self.git.close()
+            self.lock.close()
+            self.counters.close()
+
+
+class SessionStore:
+    """All sessions under ``<home>/sessions``; hands out one :class:`Session` per id."""
+
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+        default = os.environ.get("OPENPROGRAM_HOME") or Path.home() / ".openprogram"
+        self.home = Path(home if home is not None else default).expanduser().resolve()
+        self.root = self.home / "sessions"
+        self._open: dict[str, Session] = {}
+        self._mu = threading.Lock()
+        atexit.register(self.close)
+
+    def session_path(self, session_id: str) -> Path:
+        return self.root / validate_session_id(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        return (self.session_path(session_id) / "meta.json").exists() or (
+            self.session_path(session_id) / ".git"
+        ).is_dir()
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session's ``meta.json`` (as far as readable), or None if it does not exist."""
+        if not self.exists(session_id):
+            return None
+        return dict(self.open(session_id).meta)
+
+    def create_session(
+        self,
+        session_id: str,
+        agent_id: str = "main",
+        *,
+        source: str = "python",
+        title: str | None = None,
+    ) -> Session:
+        """Create ``session_id`` (or return it if another writer just created it)."""
+        target = self.session_path(session_id)
+        if self.exists(session_id):
+            return self.open(session_id)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".creating-{session_id}-{os.getpid()}-{os.urandom(3).hex()}"
+        tmp.mkdir()
+        try:
+            init_repo(tmp)
+            (tmp / ".gitignore").write_bytes(GITIGNORE)
+            now = time.time()
+            root = make_call("root", "root", status="completed")
+            root.seq, root.turn = 0, 0
+            meta = {
+                "v": META_VERSION,
+                "id": session_id,
+                "title": title or session_id,
+                "agent_id": agent_id,
+                "source": source,
+                "created_at": now,
+                "updated_at": now,
+                "head_id": root.id,
+                "turns": 0,
+            }
+            rel = node_relpath(root)
+            (tmp / rel).parent.mkdir(parents=True)
+            files: dict[str, bytes | None] = {
+                ".gitignore": GITIGNORE,
+                "meta.json": json.dumps(meta, indent=1).encode(),
+                rel: dumps(root.to_dict()),
+            }
+            for name, data in files.items():
+                assert data is not None
+                (tmp / name).write_bytes(data)
+            writer = GitWriter(tmp)
+            writer.commit(files, f"session {session_id} created")
+            writer.close()
+            refresh_index(tmp)
+            (tmp / ".state").mkdir()
+            Counters(tmp / ".state" / "counters").write(1, 1, root.id)
+            try:
+                os.rename(tmp, target)
+            except OSError:  # somebody else created it first: theirs wins
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return self.open(session_id)
+
+    def open(self, session_id: str) -> Session:
+        """Open an existing session (recovering it if a writer died mid-turn)."""
+        path = self.session_path(session_id)
+        with self._mu:
+            session = self._open.get(session_id)
+            if session is not None and session.pid == os.getpid():
+                return session
+            if not (path / ".git").is_dir():
+                raise SessionNotFound(
+                    f"no session {session_id!r} under {self.root}; "
+                    "`openprogram sessions list` shows the ones there are"
+                )
+            session = Session(session_id, path)
+            self._open[session_id] = session
+            return session
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        """``meta.json`` of every session, most recently updated first."""
+        out = []
+        if not self.root.is_dir():
+            return out
+        for item in self.root.iterdir():
+            if item.name.startswith(".") or not (item / ".git").is_dir():
+                continue
+            try:
+                meta = json.loads((item / "meta.json").read_bytes())
+                if not isinstance(meta, dict):
+                    raise ValueError("not an object")
+            except (OSError, ValueError) as exc:
+                meta = {"id": item.name, "problem": f"meta.json unreadable: {exc}"}
+            meta["id"] = item.name
+            out.append(meta)
+        out.sort(key=lambda m: m.get("updated_at") or 0, reverse=True)
+        return out
+
+    def delete_session(self, session_id: str) -> None:
+        path = self.session_path(session_id)
+        with self._mu:
+            session = self._open.pop(session_id, None)
+        if session is not None:
+            session._dirty.clear()
+            session.close()
+        if not path.is_dir():
+            raise SessionNotFound(f"no session {session_id!r} under {self.root}")
+        shutil.rmtree(path)
+
+    def close(self) -> None:
+        with self._mu:
+            sessions = list(self._open.values())
+            self._open.clear()
+        for session in sessions:
+            if session.pid == os.getpid():
+                try:
+                    session.close()
+                except Exception:
+                    pass

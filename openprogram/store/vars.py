@@ -1,0 +1,46 @@
+"""Owner of two of the per-turn ContextVars: ``_store`` and ``_current_turn_id``.
+
+Nobody outside this module calls ``.set()`` on them: use :func:`using_store` /
+:func:`using_turn_id` (scoped, reset in ``finally``) or, for a whole turn,
+:func:`openprogram.store.session.context.session_context`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openprogram.store.session.writer import SessionNodeWriter
+
+_store: ContextVar[SessionNodeWriter | None] = ContextVar("openprogram_store", default=None)
+_current_turn_id: ContextVar[str | None] = ContextVar("openprogram_turn_id", default=None)
+
+
+def get_store() -> SessionNodeWriter | None:
+    """The node writer of the current turn, or None outside any session."""
+    return _store.get()
+
+
+def get_turn_id() -> str | None:
+    return _current_turn_id.get()
+
+
+@contextmanager
+def using_store(writer: SessionNodeWriter | None) -> Iterator[None]:
+    token = _store.set(writer)
+    try:
+        yield
+    finally:
+        _store.reset(token)
+
+
+@contextmanager
+def using_turn_id(turn_id: str | None) -> Iterator[None]:
+    token = _current_turn_id.set(turn_id)
+    try:
+        yield
+    finally:
+        _current_turn_id.reset(token)
