@@ -1,0 +1,53 @@
+"""Shared fixtures: every test gets its own OPENPROGRAM_HOME and no real model requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openprogram.providers import network
+
+
+@pytest.fixture(autouse=True)
+def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private ``$OPENPROGRAM_HOME`` (sessions land in ``tmp_path/home/sessions``)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("OPENPROGRAM_HOME", str(home))
+    for var in (
+        "OPENPROGRAM_PROVIDER",
+        "OPENPROGRAM_MODEL",
+        "OPENPROGRAM_SESSION",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    with network.allow_model_requests(False):
+        yield home
+    from openprogram.agent.session_db import default_db
+
+    default_db().close()
+
+
+@pytest.fixture
+def db(op_home: Path):  # type: ignore[no-untyped-def]
+    from openprogram.agent.session_db import default_db
+
+    return default_db()
+
+
+@pytest.fixture
+def test_provider():  # type: ignore[no-untyped-def]
+    from openprogram.providers.test import TestProvider
+
+    return TestProvider()
+
+
+@pytest.fixture
+def rt(test_provider):  # type: ignore[no-untyped-def]
+    from openprogram import create_runtime
+
+    return create_runtime(test_provider, backoff=0.0)
