@@ -15,7 +15,7 @@ from contextvars import ContextVar
 
 from openprogram.agentic_programming.function import get_call_id, run_in_session
 from openprogram.context.nodes import ANSWERED, AWAITING, CANCELLED, UNANSWERED, make_call
-from openprogram.store.vars import get_store
+from openprogram.store.vars import get_store, reset_token
 
 AskHandler = Callable[[str, list[str] | None], str | None]
 
@@ -45,7 +45,7 @@ def using_ask_user_handler(handler: AskHandler | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _handler.reset(token)
+        reset_token(_handler, token)
 
 
 def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:

@@ -31,7 +31,7 @@ from openprogram.context.nodes import (
     make_call,
     sanitize,
 )
-from openprogram.store.vars import get_store
+from openprogram.store.vars import get_store, reset_token
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -63,7 +63,7 @@ def using_runtime(runtime: Runtime | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _current_runtime.reset(token)
+        reset_token(_current_runtime, token)
 
 
 @contextmanager
@@ -72,7 +72,7 @@ def using_call_id(call_id: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _call_id.reset(token)
+        reset_token(_call_id, token)
 
 
 class AgenticRecursionError(RecursionError):
@@ -188,9 +188,26 @@ def agentic_function(
         label = name or func.__name__
         doc = inspect.getdoc(func) or ""
 
+        # Plain signatures (no *args/**kwargs/positional-only) are bound by zipping names
+        # with the arguments: ``Signature.bind_partial`` is a large share of the overhead.
+        simple = all(
+            p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            for p in signature.parameters.values()
+        )
+        positional = [
+            n for n, p in signature.parameters.items() if p.kind == p.POSITIONAL_OR_KEYWORD
+        ]
+
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             if runtime_index >= 0 and len(args) <= runtime_index and kwargs.get("runtime") is None:
                 kwargs["runtime"] = _current_runtime.get()
+            if simple and len(args) <= len(positional):
+                inputs = dict(zip(positional, args)) if args else {}
+                for key, value in kwargs.items():
+                    if key != "runtime":
+                        inputs[key] = value
+                inputs.pop("runtime", None)
+                return inputs
             try:
                 bound = signature.bind_partial(*args, **kwargs).arguments
             except TypeError:

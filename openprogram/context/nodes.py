@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -61,6 +61,7 @@ TERMINAL_STATUSES: Final = frozenset({COMPLETED, ERROR, CANCELLED, INTERRUPTED, 
 # Keys that must never reach a node (credentials); see ``sanitize``.
 SECRET_KEY_HINTS: Final = ("api_key", "apikey", "authorization", "token", "secret", "password")
 MAX_STRING: Final = 200_000  # characters kept of one string value in a node
+_PLAIN: Final = frozenset({str, int, bool})  # returned as is by ``sanitize`` (fast path)
 
 
 class NodeFormatError(ValueError):
@@ -69,7 +70,22 @@ class NodeFormatError(ValueError):
 
 def new_id(prefix: str = "n") -> str:
     """A short random node id, e.g. ``n_3f9c2a71d0``."""
-    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+    return f"{prefix}_{os.urandom(5).hex()}"
+
+
+_secret_keys: dict[str, bool] = {}
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a mapping key looks like it holds a credential (``api_key``, ``x-api-key``,
+    ``Authorization``, ``token``...).  Cached: the same few keys come back on every call."""
+    hit = _secret_keys.get(key)
+    if hit is None:
+        norm = key.lower().replace("-", "_")
+        hit = any(h in norm for h in SECRET_KEY_HINTS)
+        if len(_secret_keys) < 4096:
+            _secret_keys[key] = hit
+    return hit
 
 
 def sanitize(value: Any, *, _depth: int = 0) -> Any:
@@ -78,20 +94,27 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
     Values under keys that look like credentials are replaced by ``"***"`` so that a
     secret passed as an argument never lands in a session.
     """
-    if value is None or isinstance(value, bool | int):
+    kind = type(value)
+    if value is None or kind is bool or kind is int:
         return value
+    if kind is str:
+        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…[truncated]"
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
+    if isinstance(value, bool | int):
+        return int(value)  # int subclasses (enums...): plain JSON numbers
     if isinstance(value, str):
-        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…[truncated]"
+        return sanitize(str.__str__(value))
     if _depth > 12:
         return "…[nested too deep]"
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            key = str(k)
-            if any(h in key.lower() for h in SECRET_KEY_HINTS) and v is not None:
+            key = k if type(k) is str else str(k)
+            if v is not None and is_secret_key(key):
                 out[key] = "***"
+            elif v is None or type(v) in _PLAIN:
+                out[key] = v if type(v) is not str or len(v) <= MAX_STRING else sanitize(v)
             else:
                 out[key] = sanitize(v, _depth=_depth + 1)
         return out

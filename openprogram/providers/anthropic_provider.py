@@ -29,9 +29,11 @@ the SDK exception (which holds the request and its auth header).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
+import sys
 from typing import Any
 
 from openprogram.providers.base import (
@@ -182,13 +184,15 @@ class AnthropicProvider:
         client = self._get_client()
         import anthropic
 
+        timeouts, transport = _transport_errors()
+
         params = self._params(request)
         try:
             if request.stream or on_delta is not None:
                 response = self._stream(client, params, on_delta)
             else:
                 response = self._parse_message(client.messages.create(**params))
-        except anthropic.AnthropicError as exc:
+        except (anthropic.AnthropicError, *timeouts, *transport) as exc:
             error = self._map_error(exc)
         else:
             if request.response_format is not None:
@@ -201,6 +205,13 @@ class AnthropicProvider:
         import anthropic
 
         detail = self._redact(str(exc))
+        timeouts, transport = _transport_errors()
+        if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
+            return TransientProviderError(f"anthropic: request timed out ({self.base_url})")
+        if isinstance(exc, transport):
+            return TransientProviderError(
+                f"anthropic: connection to {self.base_url} failed: {detail or type(exc).__name__}"
+            )
         if isinstance(exc, anthropic.APITimeoutError):
             return TransientProviderError(f"anthropic: request timed out ({self.base_url})")
         if isinstance(exc, anthropic.APIConnectionError):
@@ -415,3 +426,30 @@ def _error_type(body: object) -> str | None:
             kind = error.get("type")
             return kind if isinstance(kind, str) else None
     return None
+
+
+def _transport_errors() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
+    """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
+
+    Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when
+    something already imported it (the SDK uses ``httpx2`` and accepts legacy clients).
+    """
+    timeouts: list[type[BaseException]] = []
+    transport: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        module = sys.modules.get(name)
+        if module is None and name == "httpx2":
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        if module is not None:
+            timeouts.append(module.TimeoutException)
+            transport.append(module.TransportError)
+    return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
+
+
+class _Never(Exception):
+    """Placeholder in an ``except`` tuple when no httpx flavour is installed."""

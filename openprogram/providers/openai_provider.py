@@ -22,8 +22,10 @@ exception (whose request object holds the ``Authorization`` header).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 from typing import Any
 
 from openprogram.providers.base import (
@@ -169,13 +171,15 @@ class OpenAIProvider:
         client = self._get_client()
         import openai
 
+        timeouts, transport = _transport_errors()
+
         streaming = bool(request.stream or on_delta is not None)
         params = self._params(request, streaming)
         try:
             if streaming:
                 return self._stream(client, params, on_delta)
             return self._parse_completion(client.chat.completions.create(**params))
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, *timeouts, *transport) as exc:
             error = self._map_error(exc)
         # Raised outside the except block: no __context__ chain back to the SDK exception.
         raise error
@@ -184,6 +188,13 @@ class OpenAIProvider:
         import openai
 
         detail = self._redact(str(exc))
+        timeouts, transport = _transport_errors()
+        if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
+            return TransientProviderError(f"openai: request timed out ({self.base_url})")
+        if isinstance(exc, transport):
+            return TransientProviderError(
+                f"openai: connection to {self.base_url} failed: {detail or type(exc).__name__}"
+            )
         if isinstance(exc, openai.APITimeoutError):
             return TransientProviderError(f"openai: request timed out ({self.base_url})")
         if isinstance(exc, openai.APIConnectionError):
@@ -309,3 +320,30 @@ def _usage(raw: Any) -> Usage | None:
         input_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
     )
+
+
+def _transport_errors() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
+    """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
+
+    Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when
+    something already imported it (the SDK uses ``httpx2`` and accepts legacy clients).
+    """
+    timeouts: list[type[BaseException]] = []
+    transport: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        module = sys.modules.get(name)
+        if module is None and name == "httpx2":
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        if module is not None:
+            timeouts.append(module.TimeoutException)
+            transport.append(module.TransportError)
+    return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
+
+
+class _Never(Exception):
+    """Placeholder in an ``except`` tuple when no httpx flavour is installed."""

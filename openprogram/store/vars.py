@@ -9,14 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openprogram.store.session.writer import SessionNodeWriter
 
 _store: ContextVar[SessionNodeWriter | None] = ContextVar("openprogram_store", default=None)
 _current_turn_id: ContextVar[str | None] = ContextVar("openprogram_turn_id", default=None)
+
+
+def reset_token(var: ContextVar[Any], token: Token[Any]) -> None:
+    """Reset ``var``; a token made in another Context is dropped silently.
+
+    That happens when a notebook cell with top-level ``await`` ran in a copy of the
+    kernel's Context: the copy (and the value set in it) is already gone.
+    """
+    try:
+        var.reset(token)
+    except ValueError:
+        pass
 
 
 def get_store() -> SessionNodeWriter | None:
@@ -34,7 +46,7 @@ def using_store(writer: SessionNodeWriter | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _store.reset(token)
+        reset_token(_store, token)
 
 
 @contextmanager
@@ -43,4 +55,4 @@ def using_turn_id(turn_id: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        _current_turn_id.reset(token)
+        reset_token(_current_turn_id, token)

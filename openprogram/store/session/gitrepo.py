@@ -56,6 +56,7 @@ class GitWriter:
 
         self.odb = GitDB(str(self.git_dir / "objects"))
         self._tree_cache: dict[bytes, TreeEntries] = {}
+        self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree sha
         self._repo: git.Repo | None = None
 
     # -- refs --------------------------------------------------------------------------
@@ -88,6 +89,21 @@ class GitWriter:
 
         return self.odb.store(IStream(kind, len(data), io.BytesIO(data))).binsha
 
+    def _read(self, binsha: bytes) -> bytes:
+        try:
+            return bytes(self.odb.stream(binsha).read())
+        except Exception:
+            # packed since (``maintain``, here or in another process) or written by another
+            # process: gitdb caches where objects live and which packs exist, so refresh
+            self.odb.update_cache(force=True)
+            return bytes(self.odb.stream(binsha).read())
+
+    def refresh(self) -> None:
+        """Forget where objects live (after packing) and drop the tree caches (bounded memory)."""
+        self.odb.update_cache(force=True)
+        self._tree_cache.clear()
+        self._commit_trees.clear()
+
     def blob(self, data: bytes) -> bytes:
         return self._store(b"blob", data)
 
@@ -98,7 +114,7 @@ class GitWriter:
         if cached is None:
             from git.objects.fun import tree_entries_from_data
 
-            data = self.odb.stream(binsha).read()
+            data = self._read(binsha)
             cached = {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
             self._tree_cache[binsha] = cached
         return dict(cached)
@@ -121,7 +137,10 @@ class GitWriter:
     def _commit_tree(self, binsha: bytes | None) -> bytes | None:
         if binsha is None:
             return None
-        data = self.odb.stream(binsha).read()
+        tree = self._commit_trees.get(binsha)
+        if tree is not None:
+            return tree
+        data = self._read(binsha)
         first = data.split(b"\n", 1)[0]
         return bytes.fromhex(first.split(b" ", 1)[1].decode())
 
@@ -164,6 +183,7 @@ class GitWriter:
         buf = io.BytesIO()
         commit._serialize(buf)
         binsha = self._store(b"commit", buf.getvalue())
+        self._commit_trees[binsha] = tree
         self._set_head_commit(binsha)
         return binsha
 

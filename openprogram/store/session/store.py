@@ -346,6 +346,7 @@ class Session:
     def maintain(self) -> None:
         """Pack loose objects, refresh git's index and save the index cache."""
         maintain(self.path)
+        self.git.refresh()
         self.save_index()
 
     # -- queries -------------------------------------------------------------------------

@@ -1,0 +1,44 @@
+"""IPython extension: ``%load_ext openprogram_magics``.
+
+Every ``%%openprogram`` cell becomes one turn of a git-backed OpenProgram session whose id
+is kept in the notebook's metadata; ``%openprogram help`` lists the line commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["load_ipython_extension", "show_dag", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from openprogram_magics.magics import OpenProgramMagics, transform_cell
+
+    magics = OpenProgramMagics(ipython)
+    ipython.register_magics(magics)
+    if magics not in ipython.configurables:
+        ipython.configurables.append(magics)
+    if transform_cell not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(transform_cell)
+    ipython.events.register("pre_run_cell", magics.pre_run_cell)
+    ipython.events.register("post_run_cell", magics.post_run_cell)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from openprogram_magics.magics import OpenProgramMagics, transform_cell
+
+    magics = ipython.magics_manager.registry.get("OpenProgramMagics")
+    if isinstance(magics, OpenProgramMagics):
+        ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
+        ipython.events.unregister("post_run_cell", magics.post_run_cell)
+        if magics in ipython.configurables:
+            ipython.configurables.remove(magics)
+    if transform_cell in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(transform_cell)
+
+
+def show_dag(session_id: str | None = None, **kwargs: Any) -> Any:
+    """Draw a whole session's DAG (see :func:`openprogram_magics.widget.show_dag`)."""
+    from openprogram_magics.widget import show_dag as _show
+
+    return _show(session_id, **kwargs)

@@ -1,0 +1,152 @@
+"""Where a notebook's session id comes from, and where it goes (pure logic + small reads).
+
+The id lives in the notebook's top-level ``metadata.openprogram``::
+
+    {"session_id": "nb_3f9c2a71d0", "version": 1, "last_turn_id": "n_…"}
+
+Resolution order when a ``%%openprogram`` cell starts a turn (first match wins):
+
+1. ``--session ID`` on the cell (pinned in code);
+2. ``%openprogram use ID`` / ``%openprogram new`` earlier in this kernel;
+3. what the JupyterLab/Notebook 7 extension handed the kernel when it started
+   (``openprogram_magics.bridge``: the live, possibly unsaved metadata);
+4. what a headless runner (``openprogram run``) handed the kernel the same way;
+5. the saved file: ``JPY_SESSION_NAME`` (Jupyter server) or ``__vsc_ipynb_file__`` (VS Code)
+   — lags unsaved changes;
+6. otherwise a new session is minted.
+
+The kernel never rewrites an ``.ipynb``: the id goes back through the extension (a
+fire-and-forget comm), through a JSON mime part in every turn's output (``MIME_TYPE``),
+and through headless runners, which own the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openprogram.errors import InvalidSessionId, UserError
+from openprogram.store.session.ids import validate_session_id
+
+METADATA_KEY = "openprogram"
+METADATA_VERSION = 1
+MIME_TYPE = "application/vnd.openprogram.session+json"
+MAX_METADATA_BYTES = 64 * 1024
+MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
+
+
+class MetadataError(UserError):
+    """The notebook's ``metadata.openprogram`` is unusable; the message says how to recover."""
+
+
+@dataclass(frozen=True)
+class NotebookMeta:
+    session_id: str
+    last_turn_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"session_id": self.session_id, "version": METADATA_VERSION}
+        if self.last_turn_id:
+            out["last_turn_id"] = self.last_turn_id
+        return out
+
+
+@dataclass(frozen=True)
+class Resolution:
+    meta: NotebookMeta | None  # None: mint a new session
+    source: str  # "pinned" | "kernel" | "frontend" | "file" | "new"
+    note: str = ""  # something the user should be told (a conflict), or ""
+
+
+_RECOVER = "run `%openprogram new` to start a fresh session for this notebook"
+
+
+def parse_metadata(value: Any, *, where: str = "notebook metadata.openprogram") -> NotebookMeta | None:
+    """Validate the stored metadata.  ``None``/missing → None; anything bad → MetadataError."""
+    if value is None:
+        return None
+    try:
+        size = len(json.dumps(value))
+    except (TypeError, ValueError):
+        size = MAX_METADATA_BYTES + 1
+    if size > MAX_METADATA_BYTES:
+        raise MetadataError(f"{where} is too large ({size} bytes); {_RECOVER}")
+    if not isinstance(value, dict):
+        raise MetadataError(f"{where} must be an object, not {type(value).__name__}; {_RECOVER}")
+    version = value.get("version", METADATA_VERSION)
+    if not isinstance(version, int) or version > METADATA_VERSION:
+        raise MetadataError(f"{where} has unsupported version {version!r}; {_RECOVER}")
+    sid = value.get("session_id")
+    if sid is None:
+        return None
+    try:
+        validate_session_id(sid)
+    except InvalidSessionId as exc:
+        raise MetadataError(f"{where}: {str(exc).split(';')[0]}; {_RECOVER}") from None
+    last = value.get("last_turn_id")
+    if last is not None and not (isinstance(last, str) and len(last) <= 64):
+        last = None
+    return NotebookMeta(sid, last)
+
+
+def resolve(
+    *,
+    pinned: str | None,
+    kernel: NotebookMeta | None,
+    frontend: NotebookMeta | None,
+    file: NotebookMeta | None,
+) -> Resolution:
+    """Pick the session for the next turn (see the module docstring for the order)."""
+    if pinned is not None:
+        validate_session_id(pinned)
+        stored = kernel or frontend or file
+        note = ""
+        if stored is not None and stored.session_id != pinned:
+            note = (
+                f"--session {pinned} overrides this notebook's session {stored.session_id}; "
+                f"the notebook now records {pinned}"
+            )
+        last = stored.last_turn_id if stored and stored.session_id == pinned else None
+        return Resolution(NotebookMeta(pinned, last), "pinned", note)
+    for meta, source in ((kernel, "kernel"), (frontend, "frontend"), (file, "file")):
+        if meta is not None:
+            return Resolution(meta, source)
+    return Resolution(None, "new")
+
+
+def notebook_path_from_env(user_ns: dict[str, Any]) -> Path | None:
+    """The notebook file this kernel was started for, when a frontend says so."""
+    vscode = user_ns.get("__vsc_ipynb_file__")
+    if isinstance(vscode, str) and vscode.endswith(".ipynb"):
+        return Path(vscode)
+    jpy = os.environ.get("JPY_SESSION_NAME")
+    if jpy and jpy.endswith(".ipynb"):
+        return Path(jpy)
+    return None
+
+
+def read_file_metadata(path: Path) -> Any:
+    """``metadata.openprogram`` of a saved notebook (None if absent or unreadable)."""
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return None
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict):
+        return None
+    return data["metadata"].get(METADATA_KEY)
+
+
+def session_from_outputs(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last turn's ``MIME_TYPE`` payload found in saved cell outputs (headless write-back)."""
+    found = None
+    for cell in cells:
+        for output in cell.get("outputs", []) or []:
+            data = output.get("data") if isinstance(output, dict) else None
+            if isinstance(data, dict) and isinstance(data.get(MIME_TYPE), dict):
+                found = data[MIME_TYPE]
+    return found

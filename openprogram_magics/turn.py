@@ -1,0 +1,199 @@
+"""One ``%%openprogram`` cell as one turn: begin (before the body runs) and end (after).
+
+``begin`` enters :func:`openprogram.session_context` for the resolved session, writes the
+``turn`` node (its predecessor is this notebook's last turn, so two copies of a notebook
+continuing one session fork instead of interleaving), points ``_call_id`` at it so the
+cell's agentic calls hang under it, and shows the live DAG of the turn.  ``end`` records
+the outcome, leaves the context (one commit per cell), hands the id back to the notebook
+and replaces the live view with the final one (static fallback included).
+"""
+
+from __future__ import annotations
+
+import traceback
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
+
+from openprogram.context.nodes import COMPLETED, ERROR, INTERRUPTED, Call, make_call, sanitize
+from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
+
+if TYPE_CHECKING:
+    from openprogram.store.session.context import SessionHandle
+
+
+def notebook_ask_handler(question: str, choices: list[str] | None) -> str | None:
+    """Ask through the frontend's stdin; None when the frontend has no stdin (headless)."""
+    hint = f" [{'/'.join(choices)}]" if choices else ""
+    try:
+        return input(f"{question}{hint} ")
+    except Exception:  # StdinNotImplementedError (nbclient), EOFError
+        return None
+
+
+class CellTurn:
+    def __init__(
+        self,
+        meta: NotebookMeta,
+        *,
+        source: str,
+        execution_count: int | None,
+        runtime: Any,
+        live: bool = True,
+    ) -> None:
+        self.meta = meta
+        self.source = source
+        self.execution_count = execution_count
+        self.runtime = runtime
+        self.live = live
+        self.stack = ExitStack()
+        self.handle: SessionHandle | None = None
+        self.node: Call | None = None
+        self.forked_from: str | None = None
+        self.widget: Any = None
+        self.display_id: str | None = None
+        self._unsubscribe: Any = None
+
+    # -- begin ---------------------------------------------------------------------------
+    def begin(self) -> None:
+        from openprogram.agentic_programming.ask_user import using_ask_user_handler
+        from openprogram.agentic_programming.function import using_call_id
+        from openprogram.store.session.context import session_context
+
+        body = [ln for ln in self.source.strip().splitlines() if not ln.startswith("%%openprogram")]
+        first = (body or [""])[0]
+        handle = self.stack.enter_context(
+            session_context(
+                self.meta.session_id,
+                runtime=self.runtime,
+                source="notebook",
+                message=f"[{self.execution_count}] {first}" if self.execution_count else first,
+            )
+        )
+        self.handle = handle
+        try:
+            session = handle.writer.session
+            head = session.head_id
+            predecessor = None
+            last = self.meta.last_turn_id
+            if last and last != head and any(e["id"] == last for e in _turn_entries(session)):
+                predecessor = last
+                self.forked_from = last
+            label = f"cell [{self.execution_count}]" if self.execution_count else "cell"
+            node = make_call(
+                "turn",
+                label,
+                input={"text": self.source, "execution_count": self.execution_count},
+                predecessor=predecessor,
+            )
+            self.node = handle.writer.append(node, turn_level=True)
+            self.stack.enter_context(using_call_id(node.id))
+            self.stack.enter_context(using_ask_user_handler(notebook_ask_handler))
+            if self.live:
+                self._show_live()
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def _show_live(self) -> None:
+        from openprogram.store.session import events
+
+        assert self.handle is not None and self.node is not None
+        try:
+            from IPython.display import display
+
+            from openprogram_magics.widget import DagWidget
+        except ImportError:
+            return
+        self.widget = DagWidget(nodes=[self.node.to_dict()], head_id=self.node.id, title=self._title())
+        handle = display(self.widget, display_id=True)
+        self.display_id = getattr(handle, "display_id", None)
+        sid, turn = self.handle.session_id, self.node.turn
+
+        def on_write(session_id: str, node: dict[str, Any]) -> None:
+            if session_id == sid and node.get("turn") == turn and self.widget is not None:
+                self.widget.upsert(node)
+
+        self._unsubscribe = events.subscribe(on_write)
+
+    def _title(self) -> str:
+        assert self.handle is not None
+        return f"session {self.handle.session_id} · {self.node.name if self.node else ''}"
+
+    # -- end -----------------------------------------------------------------------------
+    def end(self, error: BaseException | None = None, result: Any = None) -> NotebookMeta:
+        """Record the outcome, commit, and return the metadata the notebook should keep."""
+        assert self.handle is not None and self.node is not None
+        node, handle = self.node, self.handle
+        try:
+            if error is None:
+                node.metadata["status"] = COMPLETED
+                if result is not None:
+                    node.output = sanitize(repr(result)[:2000])
+            elif isinstance(error, KeyboardInterrupt):
+                node.metadata.update(status=INTERRUPTED, error="KeyboardInterrupt")
+            else:
+                node.metadata.update(
+                    status=ERROR,
+                    error=f"{type(error).__name__}: {error}"[:2000],
+                    traceback="".join(traceback.format_exception(error))[-20000:],
+                )
+            handle.writer.update(node)
+        finally:
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            self.stack.close()  # resets the context vars and commits the turn
+        meta = NotebookMeta(handle.session_id, node.id)
+        self._show_final(meta)
+        return meta
+
+    def bundle(self, meta: NotebookMeta) -> dict[str, Any]:
+        """The final mime bundle: DAG (widget + static HTML + text) and the session id."""
+        from openprogram_magics.dagview import render_static_html, render_text_tree
+
+        assert self.handle is not None and self.node is not None
+        nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node.turn)]
+        for item in nodes:  # this view shows one turn: its link to the previous one is elsewhere
+            if item["id"] == self.node.id:
+                item["predecessor"] = None
+        payload = {**meta.to_json(), "turn": self.node.turn, "status": self.node.status}
+        header = f"openprogram · session {meta.session_id} · turn {self.node.turn}"
+        if self.forked_from:
+            header += f" · forked from {self.forked_from} (the session had moved on)"
+        data: dict[str, Any] = {
+            "text/plain": header + "\n" + render_text_tree(nodes, self.node.id),
+            "text/html": render_static_html(nodes, self.node.id, title=header),
+            MIME_TYPE: payload,
+        }
+        if self.widget is not None:
+            view = self.widget._repr_mimebundle_()
+            view = view[0] if isinstance(view, tuple) else view
+            for key, value in view.items():
+                if key.startswith("application/vnd.jupyter.widget"):
+                    data[key] = value
+        return data
+
+    def _show_final(self, meta: NotebookMeta) -> None:
+        try:
+            from IPython.display import display, update_display
+        except ImportError:
+            return
+        data = self.bundle(meta)
+        if self.display_id is not None:
+            update_display(data, raw=True, display_id=self.display_id)
+        else:
+            display(data, raw=True)
+
+
+def _turn_entries(session: Any) -> list[dict[str, Any]]:
+    return [e for e in session.index() if e["kind"] in ("turn", "reply", "root")]
+
+
+def _turn_nodes(session: Any, turn: int) -> list[Call]:
+    out = []
+    for entry in session.index():
+        if entry["turn"] == turn:
+            try:
+                out.append(session.get(entry["id"]))
+            except Exception:
+                continue
+    return out
