@@ -89,7 +89,11 @@ class CellTurn:
             self.stack.enter_context(using_call_id(node.id))
             self.stack.enter_context(using_ask_user_handler(notebook_ask_handler))
             if self.live:
-                self._show_live()
+                try:
+                    self._show_live()
+                except Exception as exc:  # a view must never break a turn
+                    self.widget = None
+                    print(f"openprogram: live DAG unavailable ({type(exc).__name__}: {exc})")
         except BaseException:
             self.stack.close()
             raise

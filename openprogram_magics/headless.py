@@ -1,0 +1,85 @@
+"""Running a notebook headless (``openprogram run nb.ipynb``), continuing its session.
+
+A headless runner owns the file, so it does what the browser extension does in a live
+frontend: before the first cell it hands the kernel the notebook's ``metadata.openprogram``
+(the same silent request the extension sends), and afterwards it writes the session id
+found in the turns' outputs back into the metadata.  Like ``nbconvert --execute
+--inplace`` the result is saved in place unless ``output`` is given.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openprogram_magics.notebook import METADATA_KEY, parse_metadata, session_from_outputs
+
+
+@dataclass
+class RunResult:
+    path: Path
+    session_id: str | None
+    error: str | None  # the first cell error, if execution stopped
+
+
+def state_payload(metadata: Any, path: str) -> str:
+    """The base64 payload the kernel's bridge decodes (see ``openprogram_magics.bridge``)."""
+    return base64.b64encode(json.dumps({"metadata": metadata, "path": path}).encode()).decode()
+
+
+def run_notebook(
+    path: str | Path,
+    output: str | Path | None = None,
+    *,
+    timeout: int = 600,
+    kernel_name: str | None = None,
+) -> RunResult:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    from nbclient.util import run_sync
+
+    from openprogram_magics.bridge import silent_code
+
+    source = Path(path)
+    nb = nbformat.read(source, as_version=4)
+    stored = nb.metadata.get(METADATA_KEY)
+    parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail before running
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python3"),
+        resources={"metadata": {"path": str(source.parent.resolve())}},
+        store_widget_state=True,
+    )
+    error: str | None = None
+    with client.setup_kernel():
+        assert client.kc is not None
+        msg_id = client.kc.execute(
+            silent_code(state_payload(stored, str(source))), silent=True, store_history=False
+        )
+        while True:
+            reply = run_sync(client.kc.get_shell_msg)(timeout=60)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        try:
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+        except CellExecutionError as exc:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+            error = text.splitlines()[-1] if text else "cell failed"
+        finally:
+            client.set_widgets_metadata()
+    found = session_from_outputs(nb.cells)
+    if found is not None:
+        meta = parse_metadata(found, where="turn output")
+        if meta is not None:
+            nb.metadata[METADATA_KEY] = meta.to_json()
+    target = Path(output) if output is not None else source
+    nbformat.write(nb, target)
+    session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
+    return RunResult(target, session, error)
