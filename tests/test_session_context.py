@@ -107,10 +107,9 @@ def test_inside_every_var_is_set_and_leaving_resets_them(rt: Any) -> None:
 
 
 def test_leaving_resets_every_var_when_the_body_raises(rt: Any) -> None:
-    with pytest.raises(ZeroDivisionError):
-        with session_context(runtime=rt) as s:
-            write_turn(s, "doomed")
-            1 / 0  # noqa: B018
+    with pytest.raises(ZeroDivisionError), session_context(runtime=rt) as s:
+        write_turn(s, "doomed")
+        1 / 0  # noqa: B018
     assert current_vars() == NOTHING
     # what was written before the error was still committed
     repo = git.Repo(s.db.session_path(s.session_id))
@@ -121,11 +120,10 @@ def test_leaving_resets_every_var_when_the_body_raises(rt: Any) -> None:
 def test_nested_contexts_restore_the_outer_turn(rt: Any) -> None:
     with session_context(runtime=rt) as outer:
         before = current_vars()
-        with pytest.raises(RuntimeError):
-            with session_context(runtime=rt) as inner:
-                assert current_vars()[0] is inner.writer
-                assert inner.session_id != outer.session_id
-                raise RuntimeError("inner failed")
+        with pytest.raises(RuntimeError), session_context(runtime=rt) as inner:
+            assert current_vars()[0] is inner.writer
+            assert inner.session_id != outer.session_id
+            raise RuntimeError("inner failed")
         assert current_vars() == before
         with fn_mod.using_call_id("n_frame"):
             with session_context(outer.session_id) as same:

@@ -25,7 +25,20 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+try:  # an optional speed-up: ~10x faster than json on the per-event hot path
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+
 def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (orjson when installed, falling back to json for what it rejects:
+    non-string keys, integers beyond 64 bits)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(obj)  # type: ignore[no-any-return]
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -59,6 +72,7 @@ class SessionLock:
 
 
 _STATE = struct.Struct("<qq48s")  # next seq, next turn, head id
+_MAINT = struct.Struct("<qq")  # after _STATE: commits made, commits at the last maintenance
 
 
 class Counters:
@@ -81,6 +95,18 @@ class Counters:
 
     def write(self, seq: int, turn: int, head_id: str | None) -> None:
         os.pwrite(self._fd, _STATE.pack(seq, turn, (head_id or "").encode()[:48]), 0)
+
+    def bump_commits(self) -> tuple[int, int]:
+        """Count one more commit (by any process); returns (commits, commits at last maintain)."""
+        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
+        commits, maintained = _MAINT.unpack(raw) if len(raw) == _MAINT.size else (0, 0)
+        os.pwrite(self._fd, _MAINT.pack(commits + 1, maintained), _STATE.size)
+        return commits + 1, maintained
+
+    def set_maintained(self) -> None:
+        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
+        commits = _MAINT.unpack(raw)[0] if len(raw) == _MAINT.size else 0
+        os.pwrite(self._fd, _MAINT.pack(commits, commits), _STATE.size)
 
     def close(self) -> None:
         os.close(self._fd)

@@ -19,7 +19,6 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

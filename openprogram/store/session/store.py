@@ -111,7 +111,6 @@ class Session:
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
         self._journal: Journal | None = None
-        self._commits = 0
         with self.lock:
             self._load_meta()
             self._load_index()
@@ -213,7 +212,7 @@ class Session:
         if not claimed:
             return
         recovered: dict[str, Call] = {}
-        for path, fd in claimed:
+        for _path, fd in claimed:
             try:
                 for record in read_journal(fd):
                     try:
@@ -338,15 +337,17 @@ class Session:
         self._dirty.clear()
         if not self._open and self._journal is not None:
             self._journal.truncate()
-        self._commits += 1
-        if self._commits % MAINTAIN_EVERY == 0:
+        commits, maintained = self.counters.bump_commits()  # counted across processes
+        if commits - maintained >= MAINTAIN_EVERY:
             self.maintain()
         return sha.hex()
 
     def maintain(self) -> None:
         """Pack loose objects, refresh git's index and save the index cache."""
-        maintain(self.path)
-        self.git.refresh()
+        with self.lock:
+            maintain(self.path)
+            self.git.refresh()
+            self.counters.set_maintained()
         self.save_index()
 
     # -- queries -------------------------------------------------------------------------
