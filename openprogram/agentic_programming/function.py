@@ -75,6 +75,14 @@ def using_call_id(call_id: str | None) -> Iterator[None]:
         reset_token(_call_id, token)
 
 
+def is_cancellation(exc: BaseException) -> bool:
+    """Ctrl-C, a cancelled asyncio task or a closed generator: the node ends ``cancelled``."""
+    if isinstance(exc, KeyboardInterrupt | GeneratorExit):
+        return True
+    asyncio = sys.modules.get("asyncio")  # no import: without asyncio there is no task
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
 class AgenticRecursionError(RecursionError):
     """Agentic calls nested deeper than the cap (``max_depth``)."""
 
@@ -149,7 +157,7 @@ class _Frame:
         if exc is None:
             self.node.output = sanitize(result)
             meta["status"] = COMPLETED
-        elif isinstance(exc, KeyboardInterrupt | GeneratorExit):
+        elif is_cancellation(exc):
             meta["status"] = CANCELLED
             meta["error"] = type(exc).__name__
         else:
@@ -202,10 +210,8 @@ def agentic_function(
             if runtime_index >= 0 and len(args) <= runtime_index and kwargs.get("runtime") is None:
                 kwargs["runtime"] = _current_runtime.get()
             if simple and len(args) <= len(positional):
-                inputs = dict(zip(positional, args)) if args else {}
-                for key, value in kwargs.items():
-                    if key != "runtime":
-                        inputs[key] = value
+                inputs = dict(zip(positional, args, strict=False)) if args else {}
+                inputs.update(kwargs)
                 inputs.pop("runtime", None)
                 return inputs
             try:

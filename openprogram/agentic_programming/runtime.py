@@ -14,7 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from openprogram.agentic_programming import validate
-from openprogram.agentic_programming.function import get_call_id, run_in_session
+from openprogram.agentic_programming.function import (
+    get_call_id,
+    is_cancellation,
+    run_in_session,
+)
 from openprogram.context.graph import Graph
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
 from openprogram.context.render import render_messages
@@ -84,7 +88,25 @@ class Runtime:
 
         return await asyncio.to_thread(self.exec, content, **kwargs)
 
+    def render_prompt(self, content: Any) -> list[Message]:
+        """The messages an ``exec(content)`` made here and now would send (no LLM call):
+        the current frame's docstring once, earlier turns, earlier steps, then ``content``."""
+        return run_in_session(self._render, content)
+
     # -- internals -----------------------------------------------------------------------
+    def _render(self, content: Any) -> list[Message]:
+        writer = get_store()
+        assert writer is not None
+        session = writer.session
+        lookup = _lookup(session)
+        graph = Graph(lookup, session.children, session.head_id)
+        visible = graph.visible_for(get_call_id(), max_turns=self.max_history_turns)
+
+        def kids(node: Call) -> list[Call]:
+            return [c for c in (lookup(i) for i in session.children(node.id)) if c]
+
+        return render_messages(visible, content, kids)
+
     def _exec(
         self,
         content: Any,
@@ -99,15 +121,8 @@ class Runtime:
             raise NoProviderConfigured()
         writer = get_store()
         assert writer is not None
-        session = writer.session
         frame_id = get_call_id()
-        graph = Graph(_lookup(session), session.children, session.head_id)
-        visible = graph.visible_for(frame_id, max_turns=self.max_history_turns)
-
-        def kids(node: Call) -> list[Call]:
-            return [c for c in (_lookup(session)(i) for i in session.children(node.id)) if c]
-
-        base = render_messages(visible, content, kids)
+        base = self._render(content)
         schema = validate.schema_of(response_format) if response_format is not None else None
         extra: list[Message] = []
         answers: list[str] = []
@@ -161,20 +176,31 @@ class Runtime:
         assert writer is not None
         started = time.perf_counter()
         meta = node.metadata
+        streamed: list[str] = []
+        sink = on_delta
+        if on_delta is not None:
+
+            def sink(delta: str) -> None:
+                streamed.append(delta)
+                on_delta(delta)
+
         try:
             response = _with_retries(
-                lambda: self.provider.complete(request, on_delta),  # type: ignore[union-attr]
+                lambda: self.provider.complete(request, sink),  # type: ignore[union-attr]
                 self.max_retries,
                 self.backoff,
                 meta,
+                streamed,
             )
         except BaseException as exc:
-            cancelled = isinstance(exc, KeyboardInterrupt)
             meta.update(
-                status=CANCELLED if cancelled else ERROR,
+                status=CANCELLED if is_cancellation(exc) else ERROR,
                 error=f"{type(exc).__name__}: {exc}"[:2000],
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
             )
+            if streamed:  # what the user already saw of the reply before it broke off
+                node.output = "".join(streamed)
+                meta["partial"] = True
             writer.update(node)
             raise
         node.output = response.text
@@ -203,7 +229,11 @@ def _lookup(session: Any) -> Callable[[str], Call | None]:
 
 
 def _with_retries(
-    call: Callable[[], LLMResponse], retries: int, backoff: float, meta: dict[str, Any]
+    call: Callable[[], LLMResponse],
+    retries: int,
+    backoff: float,
+    meta: dict[str, Any],
+    streamed: list[str],
 ) -> LLMResponse:
     for attempt in range(retries + 1):
         try:
@@ -212,6 +242,7 @@ def _with_retries(
             if attempt >= retries:
                 raise
             meta.setdefault("retries", []).append(f"{type(exc).__name__}: {exc}"[:300])
+            streamed.clear()  # a retry streams the reply again from the start
             time.sleep(backoff * (2**attempt))
     raise AssertionError("unreachable")
 

@@ -56,7 +56,9 @@ ANSWERED: Final = "answered"
 UNANSWERED: Final = "unanswered"
 
 OPEN_STATUSES: Final = frozenset({RUNNING, AWAITING})
-TERMINAL_STATUSES: Final = frozenset({COMPLETED, ERROR, CANCELLED, INTERRUPTED, ANSWERED, UNANSWERED})
+TERMINAL_STATUSES: Final = frozenset(
+    {COMPLETED, ERROR, CANCELLED, INTERRUPTED, ANSWERED, UNANSWERED}
+)
 
 # Keys that must never reach a node (credentials); see ``sanitize``.
 SECRET_KEY_HINTS: Final = ("api_key", "apikey", "authorization", "token", "secret", "password")
