@@ -166,8 +166,7 @@ class AnthropicProvider:
                 {
                     "name": tool["name"],
                     "description": tool.get("description", ""),
-                    "input_schema": tool.get("parameters")
-                    or {"type": "object", "properties": {}},
+                    "input_schema": tool.get("parameters") or {"type": "object", "properties": {}},
                 }
                 for tool in request.tools
             ]
@@ -185,6 +184,7 @@ class AnthropicProvider:
         import anthropic
 
         timeouts, transport = _transport_errors()
+        caught: tuple[type[BaseException], ...] = (anthropic.AnthropicError, *timeouts, *transport)
 
         params = self._params(request)
         try:
@@ -192,7 +192,7 @@ class AnthropicProvider:
                 response = self._stream(client, params, on_delta)
             else:
                 response = self._parse_message(client.messages.create(**params))
-        except (anthropic.AnthropicError, *timeouts, *transport) as exc:
+        except caught as exc:
             error = self._map_error(exc)
         else:
             if request.response_format is not None:
@@ -221,13 +221,9 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             if isinstance(exc, anthropic.RateLimitError):
-                return TransientProviderError(
-                    f"anthropic: rate limited (HTTP {status}): {detail}"
-                )
+                return TransientProviderError(f"anthropic: rate limited (HTTP {status}): {detail}")
             if isinstance(exc, anthropic.InternalServerError) or status >= 500:
-                return TransientProviderError(
-                    f"anthropic: server error (HTTP {status}): {detail}"
-                )
+                return TransientProviderError(f"anthropic: server error (HTTP {status}): {detail}")
             if status < 400:  # an `event: error` inside a 200 stream
                 if _error_type(exc.body) in _TRANSIENT_ERROR_TYPES:
                     return TransientProviderError(f"anthropic: error during stream: {detail}")
@@ -352,8 +348,9 @@ class AnthropicProvider:
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, list):
-        return [dict(b) if isinstance(b, dict) else {"type": "text", "text": str(b)}
-                for b in content]
+        return [
+            dict(b) if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content
+        ]
     text = "" if content is None else str(content)
     return [{"type": "text", "text": text}] if text else []
 
@@ -428,9 +425,7 @@ def _error_type(body: object) -> str | None:
     return None
 
 
-def _transport_errors() -> tuple[
-    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
-]:
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
 
     Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when

@@ -172,6 +172,7 @@ class OpenAIProvider:
         import openai
 
         timeouts, transport = _transport_errors()
+        caught: tuple[type[BaseException], ...] = (openai.OpenAIError, *timeouts, *transport)
 
         streaming = bool(request.stream or on_delta is not None)
         params = self._params(request, streaming)
@@ -179,7 +180,7 @@ class OpenAIProvider:
             if streaming:
                 return self._stream(client, params, on_delta)
             return self._parse_completion(client.chat.completions.create(**params))
-        except (openai.OpenAIError, *timeouts, *transport) as exc:
+        except caught as exc:
             error = self._map_error(exc)
         # Raised outside the except block: no __context__ chain back to the SDK exception.
         raise error
@@ -200,9 +201,7 @@ class OpenAIProvider:
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {self._redact(str(cause))}" if cause else ""
-            return TransientProviderError(
-                f"openai: connection to {self.base_url} failed{why}"
-            )
+            return TransientProviderError(f"openai: connection to {self.base_url} failed{why}")
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             if isinstance(exc, openai.RateLimitError):
@@ -322,9 +321,7 @@ def _usage(raw: Any) -> Usage | None:
     )
 
 
-def _transport_errors() -> tuple[
-    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
-]:
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
 
     Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when

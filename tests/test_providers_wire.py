@@ -1,0 +1,573 @@
+"""The OpenAI and Anthropic adapters, through the official SDKs, against a local wire server.
+
+Nothing is mocked: each test scripts replies on a real HTTP server on 127.0.0.1 that speaks
+the vendor's JSON and SSE wire format, and checks what a user of the provider would notice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openprogram.providers.anthropic_provider import (
+    AnthropicProvider,
+    strip_code_fence,
+    to_anthropic_messages,
+)
+from openprogram.providers.base import (
+    LLMRequest,
+    Provider,
+    ProviderError,
+    TransientProviderError,
+)
+from openprogram.providers.network import ModelRequestsBlocked, allow_model_requests
+from openprogram.providers.openai_provider import OpenAIProvider
+
+try:
+    from tests.wire_server import Reply, WireServer
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from wire_server import Reply, WireServer  # type: ignore[no-redef]
+
+KEY = "sk-test-SECRET-123"
+DOC = "Summarize the text in one sentence. (docstring of summarize)"
+KINDS = ["openai", "anthropic"]
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+# Index of the first text event in a stream (stall_after / die_after count SSE events):
+# OpenAI sends a role chunk first; Anthropic message_start, content_block_start and a ping.
+FIRST_TEXT = {"openai": 1, "anthropic": 3}
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ADMIN_KEY",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_PROFILE",
+        "ANTHROPIC_CUSTOM_HEADERS",
+        "OPENPROGRAM_MODEL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
+
+
+@pytest.fixture(scope="module")
+def _shared_server() -> Iterator[WireServer]:
+    with WireServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def server(_shared_server: WireServer) -> Iterator[WireServer]:
+    _shared_server.reset()
+    yield _shared_server
+    _shared_server.reset()
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+_PROVIDERS: dict[tuple[Any, ...], Any] = {}
+
+
+def make(kind: str, server: WireServer, *, fresh: bool = False, **kwargs: Any) -> Any:
+    """A provider for ``server``; identical configurations share one (building an SDK client
+    loads the CA bundle, ~40 ms, which would dominate this file's run time)."""
+    kwargs.setdefault("api_key", KEY)
+    kwargs.setdefault("timeout", 5.0)
+    if kind == "anthropic":  # the default, claude-sonnet-4-5, makes the SDK warn (deprecated)
+        kwargs.setdefault("model", "claude-wire-test")
+    key = (kind, server.url, tuple(sorted(kwargs.items())))
+    if not fresh and key in _PROVIDERS:
+        return _PROVIDERS[key]
+    if kind == "openai":
+        provider: Any = OpenAIProvider(base_url=server.openai_base_url, **kwargs)
+    else:
+        provider = AnthropicProvider(base_url=server.anthropic_base_url, **kwargs)
+    if not fresh:
+        _PROVIDERS[key] = provider
+    return provider
+
+
+def ask(text: str = "Hello there", **kwargs: Any) -> LLMRequest:
+    return LLMRequest(
+        messages=[{"role": "system", "content": DOC}, {"role": "user", "content": text}],
+        **kwargs,
+    )
+
+
+def wait_for(condition: Any, timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
+
+
+def no_key_anywhere(err: BaseException) -> None:
+    rendered = "".join(traceback.format_exception(err))
+    assert KEY not in rendered
+    assert KEY not in repr(err)
+    assert err.__cause__ is None and err.__context__ is None  # no chain to the SDK's request
+
+
+# -- plain replies and request bodies ----------------------------------------------------------
+
+
+def test_both_satisfy_the_provider_protocol() -> None:
+    assert isinstance(OpenAIProvider(api_key=KEY), Provider)
+    assert isinstance(AnthropicProvider(api_key=KEY), Provider)
+    assert OpenAIProvider(api_key=KEY).name == "openai"
+    assert AnthropicProvider(api_key=KEY).name == "anthropic"
+
+
+def test_plain_reply(kind: str, server: WireServer) -> None:
+    server.reply(Reply(text="A short summary.", model="wire-model-2025", usage=(42, 9)))
+    response = make(kind, server).complete(ask())
+    assert response.text == "A short summary."
+    assert response.usage is not None and response.usage.to_dict() == {
+        "input_tokens": 42,
+        "output_tokens": 9,
+    }
+    assert response.model == "wire-model-2025"  # what the server says it ran, not what we asked
+    assert response.finish_reason == ("stop" if kind == "openai" else "end_turn")
+    assert response.tool_calls == []
+    [recorded] = server.requests
+    assert recorded.path == ("/v1/chat/completions" if kind == "openai" else "/v1/messages")
+
+
+def test_default_model_comes_from_env(
+    kind: str, server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls: Any = OpenAIProvider if kind == "openai" else AnthropicProvider
+    assert cls(api_key=KEY).model == ("gpt-4o-mini" if kind == "openai" else "claude-sonnet-4-5")
+    monkeypatch.setenv("OPENPROGRAM_MODEL", "my-local-model")
+    server.reply(Reply(text="ok"))
+    provider = make(kind, server, fresh=True, model=None)
+    provider.complete(ask())
+    assert provider.model == "my-local-model"
+    assert server.requests[0].body["model"] == "my-local-model"
+    server.reply(Reply(text="ok"))
+    make(kind, server, model="explicit").complete(ask(model="per-request"))
+    assert server.requests[1].body["model"] == "per-request"
+
+
+def test_openai_messages_go_through_unchanged(server: WireServer) -> None:
+    server.reply(Reply(text="ok"))
+    messages = [
+        {"role": "system", "content": DOC},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "answer"},
+        {"role": "user", "content": "second"},
+    ]
+    make("openai", server).complete(LLMRequest(messages=messages, max_tokens=50, temperature=0.2))
+    body = server.requests[0].body
+    assert body["messages"] == messages
+    assert json.dumps(body).count(DOC) == 1  # the docstring is sent exactly once
+    assert body["max_tokens"] == 50  # compatible servers understand max_tokens
+    assert body["temperature"] == 0.2
+    assert "stream" not in body and "tools" not in body and "response_format" not in body
+
+
+def test_anthropic_system_prompt_once_and_turns_alternate(server: WireServer) -> None:
+    server.reply(Reply(text="ok"))
+    messages = [
+        {"role": "system", "content": DOC},
+        {"role": "user", "content": "earlier turn"},
+        {"role": "user", "content": "more context"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "now this"},
+    ]
+    make("anthropic", server).complete(LLMRequest(messages=messages))
+    body = server.requests[0].body
+    assert body["system"] == f"{DOC}\n\nBe brief."
+    assert json.dumps(body).count(DOC) == 1  # as `system`, not also in messages
+    assert body["messages"] == [
+        {"role": "user", "content": "earlier turn\n\nmore context"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "now this"},
+    ]
+    assert body["max_tokens"] == 4096
+
+
+def test_anthropic_message_mapping_edge_cases() -> None:
+    # A leading assistant turn gets a user turn in front; tool traffic becomes blocks.
+    turns = to_anthropic_messages(
+        [
+            {
+                "role": "assistant",
+                "content": "I will check.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "user", "content": "and tomorrow?"},
+        ]
+    )
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+    assert turns[0] == {"role": "user", "content": "Continue."}
+    assert turns[1]["content"][1] == {
+        "type": "tool_use",
+        "id": "call_1",
+        "name": "get_weather",
+        "input": {"city": "Oslo"},
+    }
+    assert turns[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"},
+        {"type": "text", "text": "and tomorrow?"},
+    ]
+    assert to_anthropic_messages([{"role": "system", "content": "x"}]) == [
+        {"role": "user", "content": "Continue."}
+    ]
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+def test_streamed_reply_calls_on_delta_per_chunk(kind: str, server: WireServer) -> None:
+    chunks = ["The ", "text is ", "about ", "wire protocols."]
+    server.reply(Reply(chunks=chunks, model="wire-stream", usage=(30, 12)))
+    seen: list[str] = []
+    response = make(kind, server).complete(ask(), on_delta=seen.append)
+    assert seen == chunks
+    assert response.text == "".join(chunks)
+    assert response.model == "wire-stream"
+    assert response.usage is not None and response.usage.to_dict() == {
+        "input_tokens": 30,
+        "output_tokens": 12,
+    }
+    body = server.requests[0].body
+    assert body["stream"] is True
+    if kind == "openai":
+        assert body["stream_options"] == {"include_usage": True}  # else no usage in a stream
+
+
+def test_stream_flag_without_callback_streams(kind: str, server: WireServer) -> None:
+    server.reply(Reply(chunks=["a", "b"]))
+    response = make(kind, server).complete(ask(stream=True))
+    assert response.text == "ab"
+    assert server.requests[0].body["stream"] is True
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_tool_call_is_parsed(kind: str, server: WireServer, streamed: bool) -> None:
+    args = {"city": "Zürich", "days": [1, 2], "note": 'quote " and, comma'}
+    server.reply(
+        Reply(
+            text="Let me look." if not streamed else "",
+            chunks=["Let me ", "look."] if streamed else None,
+            tool_calls=[("get_weather", args), ("noop", {})],
+            arg_chunk_size=5,
+        )
+    )
+    seen: list[str] = []
+    response = make(kind, server).complete(
+        ask(tools=[WEATHER_TOOL]), on_delta=seen.append if streamed else None
+    )
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [
+        ("get_weather", args),
+        ("noop", {}),
+    ]
+    assert all(c.id for c in response.tool_calls)
+    assert response.text == "Let me look."
+    assert response.finish_reason == ("tool_calls" if kind == "openai" else "tool_use")
+    sent = server.requests[0].body["tools"]
+    if kind == "openai":
+        assert sent == [{"type": "function", "function": WEATHER_TOOL}]
+    else:
+        assert sent == [
+            {
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "input_schema": WEATHER_TOOL["parameters"],
+            }
+        ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_openai_tool_arguments_that_are_not_json(server: WireServer, streamed: bool) -> None:
+    server.reply(Reply(tool_calls=[("get_weather", '{"city": "Oslo"')]))
+    with pytest.raises(ProviderError, match="not valid JSON") as info:
+        make("openai", server).complete(ask(stream=streamed, tools=[WEATHER_TOOL]))
+    assert not isinstance(info.value, TransientProviderError)
+
+
+def test_anthropic_streamed_tool_input_that_is_not_json(server: WireServer) -> None:
+    server.reply(Reply(tool_calls=[("get_weather", '{"city": ')]))
+    with pytest.raises(ProviderError, match="not valid JSON"):
+        make("anthropic", server).complete(ask(stream=True, tools=[WEATHER_TOOL]))
+
+
+# -- response_format ---------------------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}
+
+
+def test_openai_response_format_is_a_json_schema(server: WireServer) -> None:
+    server.reply(Reply(text='{"summary": "short"}'))
+    response = make("openai", server).complete(ask(response_format=SCHEMA))
+    assert json.loads(response.text) == {"summary": "short"}
+    assert server.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "reply", "schema": SCHEMA, "strict": False},
+    }
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_anthropic_response_format_is_instructed_in_system(
+    server: WireServer, streamed: bool
+) -> None:
+    server.reply(
+        Reply(
+            text='```json\n{"summary": "short"}\n```',
+            chunks=["```json\n", '{"summary": ', '"short"}', "\n```"],
+        )
+    )
+    response = make("anthropic", server).complete(ask(response_format=SCHEMA, stream=streamed))
+    assert json.loads(response.text) == {"summary": "short"}  # fence stripped
+    system = server.requests[0].body["system"]
+    assert system.startswith(DOC) and system.count(DOC) == 1
+    assert "JSON" in system and '"summary"' in system and '"required"' in system
+
+
+def test_strip_code_fence_leaves_plain_text_alone() -> None:
+    assert strip_code_fence('{"a": 1}') == '{"a": 1}'
+    assert strip_code_fence("```\n[1, 2]\n```") == "[1, 2]"
+    assert strip_code_fence("see ```x``` here") == "see ```x``` here"
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [(429, True), (500, True), (503, True), (400, False), (401, False), (404, False)],
+)
+def test_http_errors_map_to_provider_errors(
+    kind: str, server: WireServer, status: int, transient: bool
+) -> None:
+    # A misbehaving proxy that echoes the key in its error body must not leak it either.
+    server.reply(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
+    with pytest.raises(ProviderError) as info:
+        make(kind, server).complete(ask())
+    err = info.value
+    assert isinstance(err, TransientProviderError) is transient
+    assert str(status) in str(err)
+    assert "Incorrect API key provided: ***" in str(err)  # the server's reason, redacted
+    if status == 401:
+        assert "authentication failed" in str(err)
+    no_key_anywhere(err)
+    assert len(server.requests) == 1  # the SDK's own retries are off; the Runtime retries
+
+
+def test_anthropic_overloaded_529_is_transient(server: WireServer) -> None:
+    server.reply(Reply(status=529, error_message="Overloaded"))
+    with pytest.raises(TransientProviderError, match="529"):
+        make("anthropic", server).complete(ask())
+
+
+def test_error_in_stream_after_it_started(kind: str, server: WireServer) -> None:
+    error_type = "server_error" if kind == "openai" else "overloaded_error"
+    server.reply(
+        Reply(
+            chunks=["partial ", "answer"],
+            error_event_after=2,
+            error_type=error_type,
+            error_message="Overloaded",
+        )
+    )
+    with pytest.raises(TransientProviderError, match="Overloaded") as info:
+        make(kind, server).complete(ask(), on_delta=lambda _: None)
+    no_key_anywhere(info.value)
+    server.reply(Reply(chunks=["x"], error_event_after=1, error_type="invalid_request_error"))
+    with pytest.raises(ProviderError) as info2:
+        make(kind, server).complete(ask(stream=True))
+    assert not isinstance(info2.value, TransientProviderError)
+
+
+def test_slow_server_times_out_promptly(kind: str, server: WireServer) -> None:
+    server.reply(Reply(text="too late", delay=10))
+    start = time.monotonic()
+    with pytest.raises(TransientProviderError, match="timed out") as info:
+        make(kind, server, timeout=0.2).complete(ask())
+    assert time.monotonic() - start < 2
+    no_key_anywhere(info.value)
+
+
+def test_per_request_timeout_overrides_the_provider_default(kind: str, server: WireServer) -> None:
+    server.reply(Reply(text="too late", delay=10))
+    start = time.monotonic()
+    with pytest.raises(TransientProviderError):
+        make(kind, server, timeout=60).complete(ask(timeout=0.2))
+    assert time.monotonic() - start < 2
+
+
+def test_stream_that_stalls_times_out(kind: str, server: WireServer) -> None:
+    server.reply(
+        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
+    )
+    seen: list[str] = []
+    start = time.monotonic()
+    with pytest.raises(TransientProviderError, match="timed out"):
+        make(kind, server, timeout=0.2).complete(ask(), on_delta=seen.append)
+    assert time.monotonic() - start < 2
+    assert seen  # some text arrived before the stall
+    assert wait_for(lambda: server.hangups == 1)  # and the connection was closed
+
+
+def test_stream_that_dies_midway_is_an_error_not_a_hang(kind: str, server: WireServer) -> None:
+    server.reply(Reply(chunks=["one ", "two ", "three ", "four"], die_after=4))
+    start = time.monotonic()
+    with pytest.raises(TransientProviderError, match="connection") as info:
+        make(kind, server).complete(ask(), on_delta=lambda _: None)
+    assert time.monotonic() - start < 2
+    no_key_anywhere(info.value)
+
+
+def test_stream_that_ends_before_the_final_event(kind: str, server: WireServer) -> None:
+    # The HTTP body ends cleanly, but without finish_reason / message_stop.
+    server.reply(Reply(chunks=["one ", "two ", "three ", "four"], end_after=3))
+    with pytest.raises(TransientProviderError, match="ended before"):
+        make(kind, server).complete(ask(), on_delta=lambda _: None)
+
+
+def test_ctrl_c_in_on_delta_propagates_and_provider_still_works(
+    kind: str, server: WireServer
+) -> None:
+    # After the first text the server stalls for 20 s: if the provider did not close the stream
+    # on KeyboardInterrupt, or the next request reused that connection, this would hang.
+    server.reply(
+        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
+    )
+    provider = make(kind, server, fresh=True)
+
+    def interrupt(chunk: str) -> None:
+        raise KeyboardInterrupt
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        provider.complete(ask(), on_delta=interrupt)
+    assert wait_for(lambda: server.hangups == 1)  # the provider closed the stream
+    server.reply(Reply(chunks=["fine ", "again"]))
+    seen: list[str] = []
+    response = provider.complete(ask(), on_delta=seen.append)
+    assert response.text == "fine again" and seen == ["fine ", "again"]
+    assert time.monotonic() - start < 3
+    assert len(server.requests) == 2
+
+
+# -- keys, network switch, imports -------------------------------------------------------------
+
+
+def test_api_key_is_sent_only_as_the_auth_header(kind: str, server: WireServer) -> None:
+    server.reply(Reply(text="hi"), Reply(chunks=["h", "i"], tool_calls=[("noop", {})]))
+    provider = make(kind, server, fresh=True)
+    responses = [provider.complete(ask()), provider.complete(ask(), on_delta=lambda _: None)]
+    for recorded in server.requests:
+        carrying = [name for name, value in recorded.headers.items() if KEY in value]
+        assert len(carrying) == 1 and carrying[0] in ("authorization", "x-api-key")
+        if carrying[0] == "authorization":
+            assert recorded.headers["authorization"] == f"Bearer {KEY}"
+        assert KEY.encode() not in recorded.raw and KEY not in recorded.path
+    for response in responses:
+        assert KEY not in repr(response)
+    assert KEY not in repr(provider) and KEY not in str(provider)
+    assert server.url in repr(provider)
+
+
+def test_local_server_without_key_gets_a_placeholder(
+    kind: str, server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ollama / vLLM / LM Studio: only a base URL, from the environment, no key anywhere.
+    monkeypatch.setenv("OPENPROGRAM_MODEL", "local-model")
+    if kind == "openai":
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        provider: Any = OpenAIProvider(timeout=5)
+    else:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
+        provider = AnthropicProvider(timeout=5)
+    server.reply(Reply(text="local"))
+    assert provider.complete(ask()).text == "local"
+    assert server.url in provider.base_url
+    assert "not-needed" in server.requests[0].headers["authorization"]
+
+
+def test_blocked_switch_stops_remote_requests_before_sending(kind: str, server: WireServer) -> None:
+    try:
+        remote = WireServer(host="127.0.0.2")  # loopback to the kernel, not to network.py
+    except OSError:
+        pytest.skip("cannot bind 127.0.0.2 here")
+    with remote:
+        remote.reply(Reply(text="should not be reached"))
+        blocked = make(kind, remote, fresh=True)
+        with allow_model_requests(False):
+            with pytest.raises(ModelRequestsBlocked):
+                blocked.complete(ask())
+            with pytest.raises(ModelRequestsBlocked):  # the vendor's default endpoint
+                (OpenAIProvider if kind == "openai" else AnthropicProvider)(api_key=KEY).complete(
+                    ask()
+                )
+            assert remote.requests == []
+            server.reply(Reply(text="local is fine"))
+            assert make(kind, server).complete(ask()).text == "local is fine"
+        with allow_model_requests(True):  # proves the test would have seen a leak
+            assert blocked.complete(ask()).text == "should not be reached"
+        assert len(remote.requests) == 1
+
+
+def test_importing_the_providers_does_not_import_the_sdks() -> None:
+    code = (
+        "import sys\n"
+        "import openprogram.providers.openai_provider\n"
+        "import openprogram.providers.anthropic_provider\n"
+        "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_wire_server_without_a_scripted_reply_answers_500(server: WireServer) -> None:
+    with pytest.raises(TransientProviderError, match="no scripted reply"):
+        make("openai", server).complete(ask())
