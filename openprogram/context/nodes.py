@@ -130,7 +130,10 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
             return sanitize(dump(mode="json"), _depth=_depth + 1)
         except Exception:
             pass
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not leave the node unfinished
+        text = f"<{type(value).__qualname__} (repr failed: {type(exc).__name__})>"
     return text if len(text) <= 2000 else text[:2000] + "…"
 
 

@@ -1,0 +1,379 @@
+"""``Runtime.exec``: the ``choices`` / ``response_format`` gates, provider errors, timeouts
+and Ctrl-C in a streamed reply — offline (FunctionProvider) and through the official SDKs
+against the local wire server.  After each failure: the ``llm`` node ends ``error`` /
+``cancelled``, nothing stays ``running``, every ContextVar is reset, the next call works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from openprogram import agentic_function, create_runtime, session_context
+from openprogram.agentic_programming import function as fn_mod
+from openprogram.agentic_programming.function import get_call_id, get_current_runtime
+from openprogram.agentic_programming.runtime import Runtime
+from openprogram.context.nodes import Call
+from openprogram.errors import ChoiceError, ResponseFormatError
+from openprogram.providers.base import (
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    TransientProviderError,
+)
+from openprogram.providers.test import FunctionProvider
+from openprogram.store.session.store import SessionStore
+from openprogram.store.vars import get_store, get_turn_id
+
+try:
+    from tests.wire_server import Reply, WireServer
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from wire_server import Reply, WireServer  # type: ignore[no-redef]
+
+CHOICES = ["bug", "feature", "question"]
+
+
+def reopen(home: Path, session_id: str) -> list[Call]:
+    store = SessionStore(home)
+    try:
+        return store.open(session_id).nodes()
+    finally:
+        store.close()
+
+
+def assert_clean(home: Path, session_id: str) -> list[Call]:
+    """Nothing left running on disk and no ContextVar left set; returns the nodes."""
+    assert get_store() is None and get_turn_id() is None
+    assert get_current_runtime() is None and get_call_id() is None
+    assert fn_mod._depth.get() == 0
+    nodes = reopen(home, session_id)
+    assert [n for n in nodes if n.is_open] == []
+    return nodes
+
+
+def scripted(*replies: str | BaseException) -> FunctionProvider:
+    """A provider answering ``replies`` in order (an exception is raised instead)."""
+    queue = list(replies)
+
+    def answer(_request: LLMRequest) -> str:
+        item = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    return FunctionProvider(answer)
+
+
+def runtime(provider: Any, **options: Any) -> Runtime:
+    return create_runtime(provider, backoff=0.0, **options)
+
+
+@agentic_function
+def classify(ticket: str, runtime: Runtime | None = None) -> Any:
+    """Classify the ticket as bug, feature or question."""
+    assert runtime is not None
+    return runtime.exec(ticket, choices=CHOICES)
+
+
+@agentic_function
+def ask(content: str, runtime: Runtime | None = None, **options: Any) -> Any:
+    """Answer plainly."""
+    assert runtime is not None
+    return runtime.exec(content, **options)
+
+
+# -- choices -------------------------------------------------------------------------------
+def test_choices_garbage_then_a_valid_pick(op_home: Path):
+    provider = scripted("I would rather not say", "Feature.")
+    with session_context(runtime=runtime(provider)) as handle:
+        assert classify("add dark mode") == "feature"
+    nodes = assert_clean(op_home, handle.session_id)
+    first, second = [n for n in nodes if n.kind == "llm"]
+    assert first.metadata["rejected"] is True and first.status == "error"
+    assert first.output == "I would rather not say"
+    assert "not one of the allowed choices" in first.metadata["error"]
+    assert second.status == "completed" and second.output == "Feature."
+    fn = next(n for n in nodes if n.kind == "function")
+    assert first.caller == second.caller == fn.id and fn.output == "feature"
+    retry = provider.requests[1].messages
+    assert retry[-2] == {"role": "assistant", "content": "I would rather not say"}
+    assert "bug, feature, question" in retry[-1]["content"]
+
+
+def test_choices_garbage_every_time_is_a_clear_error(op_home: Path):
+    provider = scripted("no idea")
+    with session_context(runtime=runtime(provider, gate_attempts=3)) as handle:
+        with pytest.raises(ChoiceError) as info:
+            classify("??")
+        assert "did not pick one of ['bug', 'feature', 'question'] after 3" in str(info.value)
+        assert info.value.answers == ["no idea"] * 3
+    nodes = assert_clean(op_home, handle.session_id)
+    llms = [n for n in nodes if n.kind == "llm"]
+    assert len(llms) == 3 == len(provider.requests)
+    assert all(n.metadata.get("rejected") for n in llms)
+    fn = next(n for n in nodes if n.kind == "function")
+    assert fn.status == "error" and "ChoiceError" in fn.metadata["error"]
+
+
+class Ticket(BaseModel):
+    kind: str
+    priority: int
+
+
+TICKET_SCHEMA = {
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "priority": {"type": "integer"}},
+    "required": ["kind", "priority"],
+}
+
+
+@pytest.mark.parametrize("fmt", [Ticket, TICKET_SCHEMA], ids=["pydantic", "json-schema"])
+def test_response_format_garbage_then_valid(op_home: Path, fmt: Any):
+    provider = scripted("sure, it is a bug", '```json\n{"kind": "bug", "priority": 2}\n```')
+    with session_context(runtime=runtime(provider)) as handle:
+        value = ask("the app crashes", response_format=fmt)
+    expected = {"kind": "bug", "priority": 2}
+    assert (value.model_dump() if fmt is Ticket else value) == expected
+    assert provider.requests[0].response_format == (
+        Ticket.model_json_schema() if fmt is Ticket else TICKET_SCHEMA
+    )
+    nodes = assert_clean(op_home, handle.session_id)
+    first, second = [n for n in nodes if n.kind == "llm"]
+    assert first.metadata["rejected"] is True and "JSON" in first.metadata["error"]
+    assert second.status == "completed"
+
+
+@pytest.mark.parametrize("fmt", [Ticket, TICKET_SCHEMA], ids=["pydantic", "json-schema"])
+def test_response_format_garbage_every_time(op_home: Path, fmt: Any):
+    provider = scripted('{"kind": "bug"}')  # valid JSON, missing "priority"
+    with (
+        session_context(runtime=runtime(provider, gate_attempts=2)) as handle,
+        pytest.raises(ResponseFormatError, match="after 2 attempts"),
+    ):
+        ask("the app crashes", response_format=fmt)
+    nodes = assert_clean(op_home, handle.session_id)
+    assert len([n for n in nodes if n.kind == "llm" and n.metadata.get("rejected")]) == 2
+
+
+# -- provider errors, retries, Ctrl-C (offline) -------------------------------------------
+def test_provider_error_ends_the_node_error_and_the_next_call_works(op_home: Path):
+    provider = scripted(ProviderError("bad request: model not found"), "fine now")
+    with session_context(runtime=runtime(provider)) as handle:
+        with pytest.raises(ProviderError, match="model not found"):
+            ask("hello")
+        assert get_call_id() is None
+        assert ask("hello again") == "fine now"
+    nodes = assert_clean(op_home, handle.session_id)
+    broken, ok = [n for n in nodes if n.kind == "llm"]
+    assert broken.status == "error" and "model not found" in broken.metadata["error"]
+    assert ok.status == "completed"
+    assert [n.status for n in nodes if n.kind == "function"] == ["error", "completed"]
+    assert len(provider.requests) == 2  # a permanent error is not retried
+
+
+def test_transient_errors_are_retried_with_backoff(op_home: Path):
+    provider = scripted(
+        TransientProviderError("HTTP 503"), TransientProviderError("timed out"), "third time"
+    )
+    rt = create_runtime(provider, max_retries=3, backoff=0.02)
+    with session_context(runtime=rt) as handle:
+        started = time.perf_counter()
+        assert ask("hello") == "third time"
+        assert time.perf_counter() - started >= 0.02 + 0.04  # 0.02 s, then 0.04 s
+    (node,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert node.status == "completed"
+    assert node.metadata["retries"] == [
+        "TransientProviderError: HTTP 503",
+        "TransientProviderError: timed out",
+    ]
+
+
+def test_transient_errors_exhausted(op_home: Path):
+    provider = scripted(TransientProviderError("request timed out"))
+    with (
+        session_context(runtime=runtime(provider, max_retries=2)) as handle,
+        pytest.raises(TransientProviderError, match="timed out"),
+    ):
+        ask("hello")
+    assert len(provider.requests) == 3
+    (node,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert node.status == "error" and len(node.metadata["retries"]) == 2
+
+
+class StreamingProvider:
+    """Streams ``chunks`` through ``on_delta``; the callback itself may raise."""
+
+    name = "streaming"
+    model = "streaming"
+
+    def __init__(self, chunks: list[str]) -> None:
+        self.chunks = chunks
+
+    def complete(
+        self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
+    ) -> LLMResponse:
+        for chunk in self.chunks:
+            if on_delta is not None:
+                on_delta(chunk)
+        return LLMResponse(text="".join(self.chunks), finish_reason="stop")
+
+
+def ctrl_c_after(n: int) -> tuple[list[str], Callable[[str], None]]:
+    seen: list[str] = []
+
+    def on_delta(chunk: str) -> None:
+        seen.append(chunk)
+        if len(seen) == n:
+            raise KeyboardInterrupt
+
+    return seen, on_delta
+
+
+def test_ctrl_c_in_a_streamed_reply_cancels_the_node(op_home: Path):
+    rt = runtime(StreamingProvider(["Once ", "upon ", "a ", "time"]))
+    _seen, on_delta = ctrl_c_after(2)
+    with pytest.raises(KeyboardInterrupt), session_context(runtime=rt) as handle:
+        ask("tell a story", on_delta=on_delta)
+    nodes = assert_clean(op_home, handle.session_id)
+    (llm,) = [n for n in nodes if n.kind == "llm"]
+    assert llm.status == "cancelled" and llm.metadata["error"].startswith("KeyboardInterrupt")
+    assert llm.output == "Once upon " and llm.metadata["partial"] is True
+    assert [n.status for n in nodes if n.kind == "function"] == ["cancelled"]
+    with session_context(handle.session_id, runtime=rt):  # the next call works
+        chunks: list[str] = []
+        assert ask("again", on_delta=chunks.append) == "Once upon a time"
+        assert chunks == ["Once ", "upon ", "a ", "time"]
+
+
+def test_top_level_exec_outside_any_function(op_home: Path):
+    provider = scripted("hi")
+    with session_context(runtime=runtime(provider)) as handle:
+        assert handle.runtime is not None and handle.runtime.exec("hello") == "hi"
+    (llm,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert llm.caller is None and llm.status == "completed"
+    assert provider.requests[0].messages == [{"role": "user", "content": "hello"}]
+
+
+# -- sync exec inside a running event loop (Jupyter) ---------------------------------------
+def test_sync_exec_inside_a_running_event_loop(op_home: Path):
+    import asyncio
+
+    provider = scripted("from inside the loop")
+
+    async def cell() -> Any:
+        asyncio.get_running_loop()  # there is one, like in a notebook
+        return ask("hello")
+
+    with session_context(runtime=runtime(provider)) as handle:
+        assert asyncio.run(cell()) == "from inside the loop"
+    assert [n.status for n in assert_clean(op_home, handle.session_id)][1:] == [
+        "completed",
+        "completed",
+    ]
+
+
+def test_aexec_keeps_the_frame(op_home: Path):
+    import asyncio
+
+    provider = scripted("awaited")
+
+    @agentic_function
+    async def research(runtime: Runtime | None = None) -> Any:
+        """Research asynchronously."""
+        assert runtime is not None
+        return await runtime.aexec("look it up")
+
+    with session_context(runtime=runtime(provider)) as handle:
+        assert asyncio.run(research()) == "awaited"
+    nodes = assert_clean(op_home, handle.session_id)
+    fn = next(n for n in nodes if n.kind == "function")
+    llm = next(n for n in nodes if n.kind == "llm")
+    assert llm.caller == fn.id  # the worker thread ran in the caller's context
+    assert provider.requests[0].messages[0]["content"] == "Research asynchronously."
+
+
+# -- the same through the official SDKs against the local wire server ----------------------
+KEY = "sk-wire-test-KEY-42"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[WireServer]:
+    with WireServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def wire(server: WireServer) -> Iterator[WireServer]:
+    server.reset()
+    yield server
+    server.reset()
+
+
+def sdk_provider(kind: str, server: WireServer, timeout: float = 5.0) -> Any:
+    if kind == "openai":
+        from openprogram.providers.openai_provider import OpenAIProvider
+
+        return OpenAIProvider(
+            "gpt-wire", api_key=KEY, base_url=server.openai_base_url, timeout=timeout
+        )
+    from openprogram.providers.anthropic_provider import AnthropicProvider
+
+    return AnthropicProvider(
+        "claude-wire", api_key=KEY, base_url=server.anthropic_base_url, timeout=timeout
+    )
+
+
+SDKS = ["openai", "anthropic"]
+pytest_wire = pytest.mark.timeout(30)
+
+
+@pytest_wire
+@pytest.mark.parametrize("kind", SDKS)
+def test_sdk_docstring_and_500_then_success(kind: str, wire: WireServer, op_home: Path):
+    wire.reply(Reply(status=500, error_message="upstream hiccup"), Reply(text="feature"))
+    with session_context(runtime=runtime(sdk_provider(kind, wire))) as handle:
+        assert classify("add dark mode") == "feature"
+    assert len(wire.requests) == 2
+    body = wire.requests[-1].body
+    doc = "Classify the ticket as bug, feature or question."
+    assert str(body).count(doc) == 1  # the docstring reached the vendor's API once
+    (llm,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert llm.status == "completed" and len(llm.metadata["retries"]) == 1
+    assert "500" in llm.metadata["retries"][0]
+
+
+@pytest_wire
+@pytest.mark.parametrize("kind", SDKS)
+def test_sdk_stalled_stream_times_out(kind: str, wire: WireServer, op_home: Path):
+    wire.reply(Reply(chunks=["Once ", "upon ", "a time"], stall_after=2, stall_for=10))
+    wire.reply(Reply(text="recovered"))
+    rt = runtime(sdk_provider(kind, wire, timeout=0.5), max_retries=0)
+    with session_context(runtime=rt) as handle:
+        started = time.perf_counter()
+        with pytest.raises(TransientProviderError, match=r"timed out|ended|connection"):
+            ask("tell a story", stream=True)
+        assert time.perf_counter() - started < 5
+        assert ask("and now?") == "recovered"  # the next call works
+    llms = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert [n.status for n in llms] == ["error", "completed"]
+
+
+@pytest_wire
+@pytest.mark.parametrize("kind", SDKS)
+def test_sdk_ctrl_c_mid_stream(kind: str, wire: WireServer, op_home: Path):
+    wire.reply(Reply(chunks=["Once ", "upon ", "a ", "time"]), Reply(text="next"))
+    rt = runtime(sdk_provider(kind, wire))
+    seen, on_delta = ctrl_c_after(2)
+    with pytest.raises(KeyboardInterrupt), session_context(runtime=rt) as handle:
+        ask("tell a story", on_delta=on_delta)
+    assert seen == ["Once ", "upon "]
+    nodes = assert_clean(op_home, handle.session_id)
+    (llm,) = [n for n in nodes if n.kind == "llm"]
+    assert llm.status == "cancelled" and llm.output == "Once upon "
+    with session_context(handle.session_id, runtime=rt):
+        assert ask("go on") == "next"
