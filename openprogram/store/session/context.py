@@ -69,10 +69,7 @@ def session_context(
     from openprogram.context.nodes import new_id
 
     database = db if db is not None else default_db()
-    if session_id is None:
-        sid = mint_session_id(id_prefix)
-    else:
-        sid = validate_session_id(session_id)
+    sid = mint_session_id(id_prefix) if session_id is None else validate_session_id(session_id)
     created = not database.exists(sid)
     if created:
         database.create_session(sid, agent_id, source=source, title=title)

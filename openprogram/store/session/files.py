@@ -28,7 +28,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 try:  # an optional speed-up: ~10x faster than json on the per-event hot path
     import orjson as _orjson
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 
 def dumps(obj: Any) -> bytes:

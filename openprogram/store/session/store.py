@@ -56,7 +56,7 @@ from openprogram.store.session.ids import validate_session_id
 META_VERSION = 1
 TURNS_PER_BUCKET = 100
 MAINTAIN_EVERY = 50  # commits between packing + index refresh
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
 
@@ -70,21 +70,30 @@ def node_relpath(call: Call) -> str:
     return f"history/{bucket:04d}/{call.turn:06d}/{call.seq:08d}-{letter}-{call.id}.json"
 
 
-def _entry(call: Call, path: str) -> dict[str, Any]:
-    """The light index entry of a node (no inputs or outputs)."""
-    return {
-        "id": call.id,
-        "seq": call.seq,
-        "turn": call.turn,
-        "role": call.role,
-        "name": call.name,
-        "kind": call.kind,
-        "status": call.status,
-        "caller": call.caller,
-        "predecessor": call.predecessor,
-        "created_at": call.created_at,
-        "path": path,
-    }
+# The light index entry of a node (no inputs or outputs), kept as a tuple: a 5,000-turn
+# session has ~25,000 of them and unpickling tuples is ~2.5x faster than dicts (open time).
+ENTRY_FIELDS = (
+    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
+    "created_at", "path",
+)  # fmt: skip
+_SEQ, _TURN, _KIND, _CALLER, _PATH = 1, 2, 5, 7, 10
+Entry = tuple[Any, ...]
+
+
+def _entry(call: Call, path: str) -> Entry:
+    return (
+        call.id,
+        call.seq,
+        call.turn,
+        call.role,
+        call.name,
+        call.kind,
+        call.status,
+        call.caller,
+        call.predecessor,
+        call.created_at,
+        path,
+    )
 
 
 class Session:
@@ -105,7 +114,7 @@ class Session:
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}
-        self._index: dict[str, dict[str, Any]] = {}
+        self._index: dict[str, Entry] = {}
         self._dir_mtimes: dict[str, int] = {}
         self._children: dict[str | None, list[str]] | None = None
         self._dirty: dict[str, Call] = {}
@@ -142,13 +151,11 @@ class Session:
                 cache = pickle.load(fh)
             if cache.get("v") != INDEX_VERSION:
                 raise ValueError("old index")
-            entries: dict[str, dict[str, Any]] = cache["entries"]
+            entries: dict[str, Entry] = cache["entries"]
             dirs: dict[str, int] = cache["dirs"]
+            by_dir: dict[str, list[str]] = cache["by_dir"]
         except Exception:
-            entries, dirs = {}, {}
-        by_dir: dict[str, list[str]] = {}
-        for node_id, entry in entries.items():
-            by_dir.setdefault(entry["path"].rsplit("/", 1)[0], []).append(node_id)
+            entries, dirs, by_dir = {}, {}, {}
         seen: dict[str, int] = {}
         history = self.path / "history"
         for bucket in sorted(os.scandir(history), key=lambda e: e.name) if history.is_dir() else []:
@@ -171,7 +178,7 @@ class Session:
         self._index = entries
         self._dir_mtimes = seen
 
-    def _scan_dir(self, rel: str, entries: dict[str, dict[str, Any]]) -> None:
+    def _scan_dir(self, rel: str, entries: dict[str, Entry]) -> None:
         for item in os.scandir(self.path / rel):
             if not item.name.endswith(".json") or item.name.startswith("."):
                 continue
@@ -189,19 +196,27 @@ class Session:
 
     def save_index(self) -> None:
         with self._mu:
-            data = {"v": INDEX_VERSION, "entries": self._index, "dirs": dict(self._dir_mtimes)}
+            by_dir: dict[str, list[str]] = {}
+            for node_id, entry in self._index.items():
+                by_dir.setdefault(entry[_PATH].rsplit("/", 1)[0], []).append(node_id)
+            data = {
+                "v": INDEX_VERSION,
+                "entries": self._index,
+                "dirs": dict(self._dir_mtimes),
+                "by_dir": by_dir,
+            }
             payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
         atomic_write(self._state / "index.pickle", payload)
 
     def _ensure_counters(self) -> None:
         if self.counters.read() is not None:
             return
-        seqs = [e["seq"] for e in self._index.values()]
-        turns = [e["turn"] for e in self._index.values()]
+        seqs = [e[_SEQ] for e in self._index.values()]
+        turns = [e[_TURN] for e in self._index.values()]
         head = self.meta.get("head_id")
         if not isinstance(head, str) or head not in self._index:
-            roots = [e for e in self._index.values() if e["kind"] == "root"]
-            head = roots[0]["id"] if roots else None
+            roots = [e for e in self._index.values() if e[_KIND] == "root"]
+            head = roots[0][0] if roots else None
         self.counters.write(max(seqs, default=-1) + 1, max(turns, default=0) + 1, head)
 
     # -- recovery ------------------------------------------------------------------------
@@ -311,11 +326,15 @@ class Session:
         if not self._dirty:
             return None
         files: dict[str, bytes | None] = {}
+        made: set[str] = set()
         for call in sorted(self._dirty.values(), key=lambda c: c.seq):
             rel = node_relpath(call)
             data = dumps(call.to_dict())
             target = self.path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
+            rel_dir = rel.rsplit("/", 1)[0]
+            if rel_dir not in made and rel_dir not in self._dir_mtimes:  # a new turn folder
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(rel_dir)
             atomic_write(target, data)
             files[rel] = data
         for rel_dir in {rel.rsplit("/", 1)[0] for rel in files}:
@@ -339,13 +358,17 @@ class Session:
             self._journal.truncate()
         commits, maintained = self.counters.bump_commits()  # counted across processes
         if commits - maintained >= MAINTAIN_EVERY:
-            self.maintain()
+            self.maintain(wait=False)
         return sha.hex()
 
-    def maintain(self) -> None:
-        """Pack loose objects, refresh git's index and save the index cache."""
+    def maintain(self, *, wait: bool = True) -> None:
+        """Pack loose objects, refresh git's index and save the index cache.
+
+        Automatic maintenance (every ``MAINTAIN_EVERY`` commits, counted across processes)
+        runs git in the background (``wait=False``) so no turn waits for it.
+        """
         with self.lock:
-            maintain(self.path)
+            maintain(self.path, self._state / "maintain.lock", wait=wait)
             self.git.refresh()
             self.counters.set_maintained()
         self.save_index()
@@ -359,7 +382,7 @@ class Session:
             entry = self._index.get(node_id)
         if entry is None:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        path = self.path / entry["path"]
+        path = self.path / entry[_PATH]
         try:
             call = Call.from_dict(json.loads(path.read_bytes()))
         except (OSError, ValueError, NodeFormatError) as exc:
@@ -369,16 +392,19 @@ class Session:
         return call
 
     def index(self) -> list[dict[str, Any]]:
-        """Light entries of every node, in seq order."""
+        """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
         with self._mu:
-            return sorted(self._index.values(), key=lambda e: e["seq"])
+            entries = sorted(self._index.values(), key=lambda e: e[_SEQ])
+        return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in entries]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
         out = []
-        for entry in self.index():
+        with self._mu:
+            ids = [e[0] for e in sorted(self._index.values(), key=lambda e: e[_SEQ])]
+        for node_id in ids:
             try:
-                out.append(self.get(entry["id"]))
+                out.append(self.get(node_id))
             except CorruptedFile as exc:
                 if str(exc) not in self.problems:
                     self.problems.append(str(exc))
@@ -389,8 +415,8 @@ class Session:
         with self._mu:
             if self._children is None:
                 kids: dict[str | None, list[str]] = {}
-                for entry in sorted(self._index.values(), key=lambda e: e["seq"]):
-                    kids.setdefault(entry["caller"], []).append(entry["id"])
+                for entry in sorted(self._index.values(), key=lambda e: e[_SEQ]):
+                    kids.setdefault(entry[_CALLER], []).append(entry[0])
                 self._children = kids
             return list(self._children.get(caller, ()))
 
@@ -527,7 +553,7 @@ class SessionStore:
 
     def list_sessions(self) -> list[dict[str, Any]]:
         """``meta.json`` of every session, most recently updated first."""
-        out = []
+        out: list[dict[str, Any]] = []
         if not self.root.is_dir():
             return out
         for item in self.root.iterdir():
