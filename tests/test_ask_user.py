@@ -125,3 +125,17 @@ def test_ask_user_does_not_move_head(rt: Runtime, op_home: Path):
         with using_ask_user_handler(lambda q, c: "yes"):
             ask_user("ok?")
         assert handle.writer.head_id == before
+
+
+def test_a_broken_handler_ends_the_node_error(rt: Runtime, op_home: Path):
+    def handler(question: str, choices: list[str] | None) -> str:
+        raise RuntimeError("widget went away")
+
+    with (
+        pytest.raises(RuntimeError),
+        session_context(runtime=rt) as handle,
+        using_ask_user_handler(handler),
+    ):
+        ask_user("Continue?")
+    (asked,) = [n for n in reopen(op_home, handle.session_id) if n.kind == "ask_user"]
+    assert asked.status == "error" and "widget went away" in asked.metadata["error"]

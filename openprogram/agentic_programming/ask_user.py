@@ -13,8 +13,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from openprogram.agentic_programming.function import get_call_id, run_in_session
-from openprogram.context.nodes import ANSWERED, AWAITING, CANCELLED, UNANSWERED, make_call
+from openprogram.agentic_programming.function import (
+    get_call_id,
+    is_cancellation,
+    redact_secrets,
+    run_in_session,
+)
+from openprogram.context.nodes import (
+    ANSWERED,
+    AWAITING,
+    CANCELLED,
+    ERROR,
+    UNANSWERED,
+    make_call,
+)
 from openprogram.store.vars import get_store, reset_token
 
 AskHandler = Callable[[str, list[str] | None], str | None]
@@ -68,7 +80,8 @@ def _ask(question: str, choices: list[str] | None) -> str | None:
     try:
         answer = handler(question, choices)
     except BaseException as exc:
-        node.metadata.update(status=CANCELLED, error=f"{type(exc).__name__}: {exc}"[:500])
+        error = redact_secrets(f"{type(exc).__name__}: {exc}")[:500]
+        node.metadata.update(status=CANCELLED if is_cancellation(exc) else ERROR, error=error)
         writer.update(node)
         raise
     node.output = answer

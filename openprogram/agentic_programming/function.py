@@ -83,6 +83,19 @@ def is_cancellation(exc: BaseException) -> bool:
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
+_SECRET_ENV_HINTS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the values of credential-like environment variables (``OPENAI_API_KEY``,
+    ``ANTHROPIC_API_KEY``, ``*_TOKEN``...) replaced by ``***``: error messages and tracebacks
+    written to a node must not carry a key that some code put in an exception message."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and value in text and any(h in name.upper() for h in _SECRET_ENV_HINTS):
+            text = text.replace(value, "***")
+    return text
+
+
 class AgenticRecursionError(RecursionError):
     """Agentic calls nested deeper than the cap (``max_depth``)."""
 
@@ -162,8 +175,8 @@ class _Frame:
             meta["error"] = type(exc).__name__
         else:
             meta["status"] = ERROR
-            meta["error"] = f"{type(exc).__name__}: {exc}"
-            meta["traceback"] = "".join(traceback.format_exception(exc))[-20000:]
+            meta["error"] = redact_secrets(f"{type(exc).__name__}: {exc}")
+            meta["traceback"] = redact_secrets("".join(traceback.format_exception(exc))[-20000:])
         self.writer.update(self.node)
 
     def leave(self) -> None:

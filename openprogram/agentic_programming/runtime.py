@@ -17,6 +17,7 @@ from openprogram.agentic_programming import validate
 from openprogram.agentic_programming.function import (
     get_call_id,
     is_cancellation,
+    redact_secrets,
     run_in_session,
 )
 from openprogram.context.graph import Graph
@@ -195,7 +196,7 @@ class Runtime:
         except BaseException as exc:
             meta.update(
                 status=CANCELLED if is_cancellation(exc) else ERROR,
-                error=f"{type(exc).__name__}: {exc}"[:2000],
+                error=redact_secrets(f"{type(exc).__name__}: {exc}")[:2000],
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
             )
             if streamed:  # what the user already saw of the reply before it broke off
@@ -241,7 +242,9 @@ def _with_retries(
         except TransientProviderError as exc:
             if attempt >= retries:
                 raise
-            meta.setdefault("retries", []).append(f"{type(exc).__name__}: {exc}"[:300])
+            meta.setdefault("retries", []).append(
+                redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
+            )
             streamed.clear()  # a retry streams the reply again from the start
             time.sleep(backoff * (2**attempt))
     raise AssertionError("unreachable")
