@@ -13,14 +13,37 @@ from openprogram_magics.dagview.layout import (
     node_status,
 )
 from openprogram_magics.dagview.sample import sample_nodes
+from openprogram_magics.dagview.static import render_static_html, render_text_tree
+from openprogram_magics.dagview.summary import (
+    DETAIL_FIELDS,
+    DETAIL_LIMIT,
+    MORE_LIMIT,
+    content_summary,
+    node_detail,
+    node_summary,
+    payload_bytes,
+    position_summary,
+    summarize,
+)
 
 __all__ = [
+    "DETAIL_FIELDS",
+    "DETAIL_LIMIT",
     "KNOWN_KINDS",
     "KNOWN_STATUSES",
+    "MORE_LIMIT",
     "Layout",
     "Placed",
     "compute_layout",
+    "content_summary",
+    "node_detail",
     "node_kind",
     "node_status",
+    "node_summary",
+    "payload_bytes",
+    "position_summary",
+    "render_static_html",
+    "render_text_tree",
     "sample_nodes",
+    "summarize",
 ]

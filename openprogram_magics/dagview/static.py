@@ -1,0 +1,311 @@
+"""The DAG without JavaScript: self-contained HTML with an inline SVG, and a text tree.
+
+This is what GitHub, nbviewer and nbconvert show, where widgets are not live.  It is drawn
+from the same layout as the widget.  Everything from a node is escaped (node content is
+untrusted); colours are SVG presentation attributes, so the picture survives sanitizers
+that strip ``<style>``; each node has a ``<title>`` (the hover card) and a ``<details>``
+entry (the click panel), so it can be read without clicking anything live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import Any, Final
+
+from openprogram_magics.dagview.layout import KNOWN_KINDS, Layout, Placed, compute_layout
+from openprogram_magics.dagview.summary import clip, content_summary, node_detail
+
+ROW: Final = 24  # px per row
+COL: Final = 20  # px per column
+R: Final = 7  # node radius
+PAD: Final = 14
+LABEL_CHARS: Final = 90
+STATIC_FIELD_LIMIT: Final = 800  # characters per field in the static <details>
+KIND_COLORS: Final = {
+    "root": "#475569",
+    "turn": "#2563eb",
+    "reply": "#7c3aed",
+    "llm": "#9333ea",
+    "function": "#059669",
+    "tool": "#0d9488",
+    "ask_user": "#d97706",
+    "error": "#dc2626",
+}
+LANE_COLORS: Final = ("#64748b", "#e11d48", "#0891b2", "#65a30d", "#c026d3", "#ea580c")
+GLYPHS: Final = {
+    "root": "◆",
+    "turn": "●",
+    "reply": "▲",
+    "llm": "▲",
+    "function": "■",
+    "tool": "■",
+    "ask_user": "⬢",
+    "error": "✖",
+}
+RED: Final = "#dc2626"
+FADED: Final = frozenset({"cancelled", "interrupted"})
+
+_CSS: Final = """
+.op-dag-static{font:12px/1.4 system-ui,sans-serif;color:#1f2937}
+.op-dag-static .op-static-head{margin:4px 0}
+.op-dag-static .op-static-canvas{overflow:auto;max-height:480px;border:1px solid #e5e7eb}
+.op-dag-static details details{margin:2px 0 2px 12px}
+.op-dag-static pre{white-space:pre-wrap;max-height:240px;overflow:auto;background:#f8fafc;
+margin:2px 0;padding:4px}
+"""
+
+
+def render_static_html(
+    nodes: Sequence[Any],
+    head_id: str | None,
+    *,
+    title: str = "",
+    folded: Iterable[str] = (),
+    last_turns: int | None = None,
+    max_rows: int = 300,
+    layout: Layout | None = None,
+) -> str:
+    """The DAG as one self-contained HTML fragment (inline SVG + a ``<details>`` list).
+
+    Only the last ``max_rows`` visible rows are drawn (a long session would otherwise put
+    megabytes into the notebook); a line says how many earlier rows were left out.
+    Pass ``layout`` to reuse one already computed from these nodes.
+    """
+    lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
+    visible = lay.visible()
+    start = max(len(visible) - max_rows, 0)
+    window = visible[start:]
+    head = lay.placed.get(lay.head_id) if lay.head_id else None
+    name_of = content_summary(lay.source[head.id])["name"] if head else None
+    header = [f"<b>{escape(title)}</b>" if title else "<b>session DAG</b>"]
+    header.append(f"{len(lay.placed)} nodes")
+    if lay.rows < len(lay.placed):
+        header.append(f"{len(lay.placed) - lay.rows} folded away")
+    if head is not None:
+        header.append(f"HEAD: {escape(str(name_of))} <code>{escape(head.id)}</code>")
+    parts = [
+        '<div class="op-dag-static" data-op-dag="static">',
+        f"<style>{_CSS}</style>",
+        f'<div class="op-static-head">{" · ".join(header)}</div>',
+    ]
+    if start:
+        parts.append(f"<div><i>{start} earlier rows not shown (live widget shows all)</i></div>")
+    parts.append('<div class="op-static-canvas">')
+    parts.append(_svg(lay, window, start))
+    parts.append("</div>")
+    parts.append(f"<details><summary>Nodes ({len(window)} shown)</summary>")
+    parts.extend(_details(lay, p) for p in window)
+    parts.append("</details></div>")
+    return "\n".join(parts)
+
+
+def render_text_tree(
+    nodes: Sequence[Any],
+    head_id: str | None,
+    *,
+    folded: Iterable[str] = (),
+    last_turns: int | None = None,
+    max_lines: int = 300,
+    layout: Layout | None = None,
+) -> str:
+    """The DAG as an indented text tree, one line per visible node (for ``text/plain``)."""
+    lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
+    visible = lay.visible()
+    start = max(len(visible) - max_lines, 0)
+    lines = [f"session DAG: {len(lay.placed)} nodes, {lay.lanes} lane(s)"]
+    if start:
+        lines.append(f"… {start} earlier rows not shown")
+    for p in visible[start:]:
+        s = content_summary(lay.source[p.id])
+        bits = [
+            "  " * p.depth + GLYPHS.get(p.kind, "?"),
+            f"{p.kind} {s['name']}" if p.kind != "turn" else s["name"],
+            f"[{s['status']}]",
+        ]
+        bits += [_duration(s["ms"])] if "ms" in s else []
+        bits += [f"{s['tokens']} tok"] if "tokens" in s else []
+        bits += [f"(branch {p.lane})"] if p.depth == 0 and p.lane else []
+        bits += [f"▸ +{p.hidden_count} folded"] if p.folded else []
+        bits += [f"⚠ {', '.join(p.flags)}"] if p.flags else []
+        bits += ["← HEAD"] if p.id == lay.head_id else []
+        bits += [f"· {clip(s['preview'], 60)}"] if "preview" in s else []
+        lines.append(" ".join(bits))
+    return "\n".join(lines)
+
+
+def node_color(kind: str) -> str:
+    return KIND_COLORS.get(kind, "#9ca3af")
+
+
+def lane_color(lane: int) -> str:
+    return LANE_COLORS[lane % len(LANE_COLORS)]
+
+
+def shape_svg(kind: str, status: str, cx: float, cy: float, r: float = R) -> str:
+    """One node's shape as SVG markup (presentation attributes only)."""
+    known = kind in KNOWN_KINDS
+    fill = node_color(kind)
+    stroke = RED if status == "error" or kind == "error" else "#ffffff" if known else "#6b7280"
+    attrs = f'fill="{fill}" stroke="{stroke}" stroke-width="{2 if stroke == RED else 1.5}"'
+    if not known or status in ("running", "awaiting"):
+        attrs += ' stroke-dasharray="3 2"'
+    if not known:
+        attrs = attrs.replace(f'fill="{fill}"', 'fill="#e5e7eb"')
+    if status in FADED:
+        attrs += ' opacity="0.4"'
+    if kind == "turn":
+        body = f'<circle cx="{cx}" cy="{cy}" r="{r}" {attrs}/>'
+    elif kind in ("function", "tool") or not known:
+        s = r * 0.85
+        body = f'<rect x="{cx - s}" y="{cy - s}" width="{2 * s}" height="{2 * s}" rx="2" {attrs}/>'
+    else:
+        body = f'<polygon points="{_points(kind, cx, cy, r)}" {attrs}/>'
+    mark = "!" if stroke == RED else "?" if not known else ""
+    if mark:
+        color = "#ffffff" if known else "#374151"
+        body += (
+            f'<text x="{cx}" y="{cy + 3.5}" text-anchor="middle" font-size="10" '
+            f'font-weight="bold" fill="{color}">{mark}</text>'
+        )
+    return body
+
+
+def _points(kind: str, cx: float, cy: float, r: float) -> str:
+    if kind == "root":
+        pts = [(0, -r), (r, 0), (0, r), (-r, 0)]
+    elif kind in ("reply", "llm"):
+        pts = [(0, -r), (r, r * 0.8), (-r, r * 0.8)]
+    elif kind == "ask_user":
+        h = r * 0.87
+        pts = [(r, 0), (r / 2, h), (-r / 2, h), (-r, 0), (-r / 2, -h), (r / 2, -h)]
+    else:  # error: an octagon
+        a = r * 0.41
+        pts = [(a, -r), (r, -a), (r, a), (a, r), (-a, r), (-r, a), (-r, -a), (-a, -r)]
+    return " ".join(f"{cx + x:.1f},{cy + y:.1f}" for x, y in pts)
+
+
+def _xy(p: Placed, start: int) -> tuple[float, float]:
+    return PAD + p.x * COL, PAD + ((p.y or 0) - start) * ROW
+
+
+def _label_x(lay: Layout, p: Placed) -> float:
+    """Labels start right of every lane line, so a branch's line never crosses them."""
+    return PAD + max(p.x, lay.lanes - 1) * COL + R + 6
+
+
+def _svg(lay: Layout, window: list[Placed], start: int) -> str:
+    width = PAD * 2 + lay.columns * COL + 520
+    height = PAD * 2 + max(len(window) - 1, 0) * ROW
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" font-size="12">'
+    ]
+    for p in window:  # edges under the nodes
+        src_id = p.caller or p.pred
+        src = lay.placed.get(src_id) if src_id else None
+        if src is None or src.hidden:
+            continue
+        (px, py), (cx, cy) = _xy(src, start), _xy(p, start)
+        color = lane_color(p.lane)
+        if p.caller is not None:
+            d = f"M{px} {py + R} V{cy} H{cx - R}"
+            out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-opacity="0.55"/>')
+            continue
+        if px == cx or cy <= py:
+            d = f"M{px} {py} L{cx} {cy}"
+        else:
+            mid = py + ROW / 2
+            d = f"M{px} {py} C{px} {mid} {cx} {mid} {cx} {py + ROW} L{cx} {cy}"
+        out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
+    for p in window:
+        out.append(_node_svg(lay, p, start))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _node_svg(lay: Layout, p: Placed, start: int) -> str:
+    s = content_summary(lay.source[p.id])
+    cx, cy = _xy(p, start)
+    parts = [
+        f'<g class="op-node" data-id="{escape(p.id)}" data-kind="{escape(p.kind)}" '
+        f'data-status="{escape(p.status)}">',
+        f"<title>{escape(_card(p, s))}</title>",
+    ]
+    if p.id == lay.head_id:
+        parts.append(
+            f'<circle cx="{cx}" cy="{cy}" r="{R + 4}" fill="#facc15" fill-opacity="0.35" '
+            f'stroke="#eab308"/>'
+        )
+    parts.append(shape_svg(p.kind, p.status, cx, cy))
+    label = f"{s['name']}{f' (+{p.hidden_count})' if p.folded else ''}"
+    rest = " · ".join(
+        x
+        for x in (
+            s["status"] if s["status"] != "completed" else "",
+            _duration(s["ms"]) if "ms" in s else "",
+            f"{s['tokens']} tok" if "tokens" in s else "",
+            clip(s.get("preview", ""), 60),
+        )
+        if x
+    )
+    head = ' <tspan fill="#b45309" font-weight="bold">HEAD</tspan>' if p.id == lay.head_id else ""
+    parts.append(
+        f'<text x="{_label_x(lay, p)}" y="{cy + 4}" fill="#111827">'
+        f'<tspan font-weight="600">{escape(clip(label, LABEL_CHARS))}</tspan>{head}'
+        f'<tspan fill="#6b7280"> {escape(clip(rest, LABEL_CHARS))}</tspan></text></g>'
+    )
+    return "".join(parts)
+
+
+def _card(p: Placed, s: Mapping[str, Any]) -> str:
+    lines = [f"{p.kind} · {s['name']} · {s['status']}"]
+    if "tokens" in s:
+        lines.append(f"{s['tokens']} tokens")
+    if "ms" in s:
+        lines.append(_duration(s["ms"]))
+    if p.flags:
+        lines.append("flags: " + ", ".join(p.flags))
+    if "preview" in s:
+        lines.append(s["preview"])
+    return "\n".join(lines)
+
+
+def _details(lay: Layout, p: Placed) -> str:
+    d = node_detail(lay.source[p.id], limit=STATIC_FIELD_LIMIT)
+    summary = f"{GLYPHS.get(p.kind, '?')} {d['kind']} {d['name']} [{d['status']}]"
+    rows = [f"<b>id</b> <code>{escape(p.id)}</code>"]
+    for key in ("duration_ms", "model", "cost"):
+        if key in d:
+            rows.append(f"<b>{key}</b> {escape(str(d[key]))}")
+    if "tokens" in d:
+        t = d["tokens"]
+        rows.append(f"<b>tokens</b> {t['input']} in / {t['output']} out")
+    if p.flags:
+        rows.append(f"<b>flags</b> {escape(', '.join(p.flags))}")
+    for key in ("doc", "input", "output", "error", "traceback"):
+        if key in d:
+            rows.append(f"<b>{key}</b>{_pre(d[key])}")
+    if "messages" in d:
+        msgs = d["messages"]
+        items = "".join(
+            f"<div><i>{escape(m['role'])}</i>{_pre(m['content'])}</div>" for m in msgs["items"]
+        )
+        rows.append(f"<b>prompt ({msgs['count']} messages)</b>{items}")
+    indent = "&nbsp;" * (2 * p.depth)
+    return (
+        f"<details><summary>{indent}{escape(str(summary))}</summary>{'<br>'.join(rows)}</details>"
+    )
+
+
+def _pre(field: Mapping[str, Any]) -> str:
+    more = f"\n… ({field['length']} characters in all)" if field["truncated"] else ""
+    return f"<pre>{escape(field['text'] + more)}</pre>"
+
+
+def _duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    return f"{int(ms // 60_000)}m {int(ms % 60_000 // 1000)}s"

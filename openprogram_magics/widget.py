@@ -1,0 +1,281 @@
+"""The live session-DAG widget (anywidget), with a static fallback in the same mime bundle.
+
+Protocol (custom messages, JSON):
+
+- kernel → browser ``{"type": "upsert", "nodes": [summary, ...], "removed": [id, ...]}``:
+  only the summaries whose content or position changed (``removed`` only when non-empty).
+- browser → kernel ``{"type": "select", "id"}``; kernel → browser
+  ``{"type": "detail", "id", "detail": {...} | None, "error"?: str}``.
+- browser → kernel ``{"type": "more", "id", "field"}``: the same detail reply, with that
+  field up to 1 MB.
+
+Synced traits: ``summary`` (every node's summary, row order), ``head_id``, ``title``,
+``folded`` (ids; the browser folds and unfolds locally and saves this trait), ``selected``
+and ``detail``.  During live updates the ``summary`` trait is *not* re-synced per node —
+that would re-send the whole graph each time; :meth:`DagWidget.upsert` sends the diff as
+a message and marks the trait stale, and :meth:`DagWidget.flush` (called automatically
+after the running cell, through IPython's ``post_execute`` event) syncs it once, so views
+opened later start from the current graph.  ``flush`` also refreshes the static fallback
+of displays made with :meth:`DagWidget.display`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from openprogram_magics.dagview.layout import Layout, compute_layout
+from openprogram_magics.dagview.static import render_static_html, render_text_tree
+from openprogram_magics.dagview.summary import (
+    DETAIL_FIELDS,
+    content_summary,
+    node_detail,
+    position_summary,
+)
+
+_STATIC = Path(__file__).parent / "static"
+
+__all__ = ["DagWidget", "show_dag"]
+
+
+class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
+    """The session DAG, drawn live; click a node for its detail, fold a subtree, search."""
+
+    _esm = _STATIC / "dag.js"
+    _css = _STATIC / "dag.css"
+
+    summary: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)
+    head_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    folded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    selected = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    detail = traitlets.Dict(default_value=None, allow_none=True).tag(sync=True)
+
+    def __init__(
+        self,
+        nodes: Iterable[Mapping[str, Any]] = (),
+        head_id: str | None = None,
+        title: str = "",
+        last_turns: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._nodes: list[Mapping[str, Any]] = list(nodes)
+        self._where = {n.get("id"): i for i, n in enumerate(self._nodes) if isinstance(n, Mapping)}
+        self._content: dict[str, dict[str, Any]] = {}
+        self._dirty = False  # the summary trait lags the graph (see flush)
+        self._batch = False  # inside upsert_many: head_id changes do not re-lay out alone
+        self._flush_hooked = False
+        self._handles: list[Any] = []
+        layout = compute_layout(self._nodes, head_id, last_turns=last_turns)
+        self._layout = layout
+        self._current = self._summaries(layout)
+        super().__init__(
+            summary=list(self._current.values()),
+            head_id=head_id,
+            title=title,
+            folded=sorted(layout.folded),
+            **kwargs,
+        )
+        self.on_msg(self._on_custom_msg)
+        self.observe(self._on_head, names="head_id")
+        self.observe(self._on_folded, names="folded")
+
+    # -- live updates -------------------------------------------------------------------
+
+    def upsert(self, node: Mapping[str, Any], *, head_id: str | None = None) -> list[dict]:
+        """Add or replace one node (and move HEAD); send the browser what changed."""
+        return self.upsert_many([node], head_id=head_id)
+
+    def upsert_many(
+        self, nodes: Iterable[Mapping[str, Any]], *, head_id: str | None = None
+    ) -> list[dict]:
+        """Add or replace nodes in one re-layout; returns the summaries that were sent."""
+        with self._lock:
+            for node in nodes:
+                nid = node.get("id")
+                if nid in self._where:
+                    self._nodes[self._where[nid]] = node
+                else:
+                    self._where[nid] = len(self._nodes)
+                    self._nodes.append(node)
+                if isinstance(nid, str):
+                    self._content.pop(nid, None)
+            if head_id is not None:
+                self._batch = True
+                try:
+                    self.head_id = head_id
+                finally:
+                    self._batch = False
+            return self._refresh(send=True)
+
+    def flush(self) -> None:
+        """Sync the ``summary`` trait once and refresh the static fallback of displays."""
+        with self._lock:
+            changed = self._sync_summary()
+            handles = list(self._handles)
+        if changed:
+            for handle in handles:
+                handle.update(self)
+
+    def display(self) -> None:
+        """Display the widget; later :meth:`flush` calls also refresh its static HTML/text."""
+        from IPython.display import display
+
+        handle = display(self, display_id=True)
+        if handle is not None:
+            self._handles.append(handle)
+
+    # -- details --------------------------------------------------------------------------
+
+    def select(self, node_id: str) -> dict[str, Any] | None:
+        """Select a node and send its detail to the browser (what a click does)."""
+        self.selected = node_id
+        return self._reply_detail(node_id, None)
+
+    def show_more(self, node_id: str, field: str) -> dict[str, Any] | None:
+        """Send ``field`` of a node's detail up to 1 MB (the "show more" button)."""
+        return self._reply_detail(node_id, field)
+
+    def node(self, node_id: str) -> Mapping[str, Any] | None:
+        """The node dict shown for ``node_id``."""
+        return self._layout.source.get(node_id)
+
+    # -- static fallback ------------------------------------------------------------------
+
+    def to_html(self) -> str:
+        return render_static_html((), self.head_id, title=self.title, layout=self._layout)
+
+    def to_text(self) -> str:
+        return render_text_tree((), self.head_id, layout=self._layout)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        with self._lock:
+            self._sync_summary()
+            data = {**data, "text/plain": self.to_text(), "text/html": self.to_html()}
+        return data, meta
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _summaries(self, layout: Layout) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for p in layout.placed.values():
+            content = self._content.get(p.id)
+            if content is None:
+                content = self._content[p.id] = content_summary(layout.source[p.id])
+            out[p.id] = {**position_summary(p), **content}
+        return out
+
+    def _refresh(self, *, send: bool) -> list[dict]:
+        """Re-lay out; send the summaries that changed (when ``send``); mark the trait stale."""
+        with self._lock:
+            self._layout = compute_layout(self._nodes, self.head_id, folded=self.folded)
+            new = self._summaries(self._layout)
+            old = self._current
+            changed = [s for nid, s in new.items() if old.get(nid) != s]
+            removed = [nid for nid in old if nid not in new]
+            self._current = new
+            if not (changed or removed):
+                return []
+            self._dirty = True
+            self._schedule_flush()
+            if not send:
+                return []
+            msg: dict[str, Any] = {"type": "upsert", "nodes": changed}
+            if removed:
+                msg["removed"] = removed
+            self.send(msg)
+            return changed
+
+    def _sync_summary(self) -> bool:
+        if not self._dirty:
+            return False
+        self._dirty = False
+        self.summary = list(self._current.values())
+        return True
+
+    def _schedule_flush(self) -> None:
+        if self._flush_hooked:
+            return
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - IPython ships with ipywidgets
+            return
+        shell = get_ipython()
+        if shell is None:
+            return  # not in a kernel: callers flush() themselves
+        shell.events.register("post_execute", self._after_cell)
+        self._flush_hooked = True
+
+    def _after_cell(self) -> None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:
+            shell.events.unregister("post_execute", self._after_cell)
+        self._flush_hooked = False
+        self.flush()
+
+    def _on_head(self, change: Mapping[str, Any]) -> None:
+        if not self._batch:
+            self._refresh(send=True)
+
+    def _on_folded(self, change: Mapping[str, Any]) -> None:
+        # The browser re-flows rows itself when folding; only keep our copy in step.
+        self._refresh(send=False)
+
+    def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict) or not isinstance(content.get("id"), str):
+            return
+        if content.get("type") == "select":
+            self.select(content["id"])
+        elif content.get("type") == "more":
+            self.show_more(content["id"], str(content.get("field")))
+
+    def _reply_detail(self, node_id: str, field: str | None) -> dict[str, Any] | None:
+        node = self.node(node_id)
+        if node is None or (field is not None and field not in DETAIL_FIELDS):
+            error = f"no node {node_id!r} here" if node is None else f"no field {field!r}"
+            self.send({"type": "detail", "id": node_id, "detail": None, "error": error})
+            return None
+        detail = node_detail(node, full_field=field)
+        self.send({"type": "detail", "id": node_id, "detail": detail})
+        self.detail = detail
+        return detail
+
+
+def show_dag(
+    session_id: str | None = None,
+    *,
+    nodes: Sequence[Mapping[str, Any]] | None = None,
+    head_id: str | None = None,
+    last_turns: int | None = 50,
+    title: str | None = None,
+) -> DagWidget:
+    """A :class:`DagWidget` of a stored session (by id) or of the given ``nodes``.
+
+    Only the last ``last_turns`` turns start unfolded (``None`` unfolds everything).
+    """
+    if nodes is None:
+        if session_id is None:
+            raise ValueError("show_dag() needs a session id, or the nodes to draw (nodes=[...])")
+        from openprogram.agent.session_db import default_db
+
+        session = default_db().open(session_id)
+        nodes = [c.to_dict() for c in session.nodes()]
+        head_id = session.head_id if head_id is None else head_id
+    return DagWidget(
+        nodes,
+        head_id=head_id,
+        title=title if title is not None else session_id or "",
+        last_turns=last_turns,
+    )

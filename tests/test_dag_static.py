@@ -1,0 +1,141 @@
+"""The DAG where widgets are not live: static HTML + SVG, and the text tree."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+from openprogram_magics.dagview import render_static_html, render_text_tree, sample_nodes
+
+
+def mk(nid: str, seq: int, kind: str, status: str = "completed", **fields: Any) -> dict[str, Any]:
+    meta = {"kind": kind, "status": status, **fields.pop("metadata", {})}
+    return {
+        "v": 1,
+        "id": nid,
+        "seq": seq,
+        "turn": 1,
+        "role": "code",
+        "name": nid,
+        "input": None,
+        "output": None,
+        "caller": None,
+        "predecessor": None,
+        "metadata": meta,
+        "created_at": 0.0,
+        **fields,
+    }
+
+
+def small_session() -> list[dict[str, Any]]:
+    return [
+        mk("root", 0, "root"),
+        mk("t1", 1, "turn", predecessor="root", input="x = research('sparse attention')"),
+        mk("f1", 2, "function", caller="t1", metadata={"doc": "Survey the topic."}),
+        mk("l1", 3, "llm", caller="f1", output="three open questions"),
+        mk("a1", 4, "ask_user", "awaiting", caller="f1", input="Which one?"),
+        mk("e1", 5, "function", "error", caller="t1", metadata={"error": "ValueError: boom"}),
+        mk("t2", 6, "turn", "running", predecessor="t1"),
+        mk("w1", 7, "wizard", caller="t2"),
+        mk("t2b", 8, "turn", "cancelled", predecessor="t1"),
+    ]
+
+
+class Elements(HTMLParser):
+    """Start tags with their attributes, to assert on structure rather than on strings."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def nodes(self) -> dict[str, dict[str, str | None]]:
+        return {a["data-id"] or "": a for t, a in self.tags if a.get("class") == "op-node"}
+
+
+def test_node_content_is_escaped_so_nothing_runs() -> None:
+    nodes = small_session()
+    nodes[3]["output"] = "<script>alert('pwned')</script>"
+    nodes[3]["name"] = '<img src=x onerror="alert(1)">'
+    nodes[4]["id"] = 'a1" onmouseover="alert(2)'
+    nodes[2]["metadata"]["doc"] = "</details></div><script>steal()</script>"
+    html = render_static_html(nodes, "t2", title="<b>t</b>")
+
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    tags = Elements(html).tags
+    assert not [a for _, a in tags if any(k.startswith("on") for k in a)]
+    assert not [t for t, _ in tags if t in ("img", "script", "iframe")]
+    assert 'a1" onmouseover="alert(2)' in Elements(html).nodes()
+    assert "&lt;b&gt;t&lt;/b&gt;" in html
+
+
+def test_the_static_html_is_self_contained_svg_with_one_group_per_node() -> None:
+    html = render_static_html(small_session(), "t2", title="demo")
+    assert "<svg" in html and "</svg>" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # nothing fetched
+    assert "@import" not in html and "url(" not in html
+    nodes = Elements(html).nodes()
+    assert set(nodes) == {"root", "t1", "f1", "l1", "a1", "e1", "t2", "w1", "t2b"}
+    assert nodes["a1"]["data-kind"] == "ask_user" and nodes["a1"]["data-status"] == "awaiting"
+    assert html.count("<details>") == 1 + 9  # the list, then one entry per node
+    assert "Survey the topic." in html  # the docstring is readable without clicking
+
+
+def test_shapes_and_states_follow_kind_and_status() -> None:
+    html = render_static_html(small_session(), "t2")
+    pattern = re.compile(r'<g class="op-node" data-id="([^"]+)".*?</g>', re.S)
+    group = {m.group(1): m.group(0) for m in pattern.finditer(html)}
+    assert "<polygon" in group["root"] and "<circle" in group["t1"]  # diamond, circle
+    assert "<rect" in group["f1"] and "<polygon" in group["l1"]  # square, triangle
+    assert 'stroke="#dc2626"' in group["e1"] and ">!</text>" in group["e1"]  # error: red + !
+    assert "stroke-dasharray" in group["t2"]  # running: dashed
+    assert ">?</text>" in group["w1"] and "stroke-dasharray" in group["w1"]  # unknown kind
+    assert 'opacity="0.4"' in group["t2b"]  # cancelled: faded
+    assert "HEAD" in group["t2"] and "HEAD" not in group["t1"]
+
+
+def test_a_long_session_draws_only_its_most_recent_rows() -> None:
+    nodes = sample_nodes(3000)
+    html = render_static_html(nodes, None, max_rows=200)
+    assert len(Elements(html).nodes()) == 200
+    assert "2800 earlier rows not shown" in html
+    assert nodes[-1]["id"] in Elements(html).nodes()
+    assert len(html) < 600_000
+
+
+def test_the_text_tree_shows_nesting_branches_folds_head_and_flags() -> None:
+    text = render_text_tree(small_session(), "t2", folded={"t2"})
+    lines = text.splitlines()
+    assert lines[0] == "session DAG: 9 nodes, 2 lane(s)"
+    t1 = next(line for line in lines if line.startswith("● t1"))
+    f1 = next(line for line in lines if "function f1" in line)
+    l1 = next(line for line in lines if "llm l1" in line)
+    assert f1.startswith("  ■") and l1.startswith("    ▲")  # indented by nesting
+    assert "three open questions" in l1 and "x = research" in t1
+    t2 = next(line for line in lines if line.startswith("● t2 "))
+    assert "▸ +1 folded" in t2 and "← HEAD" in t2 and "[running]" in t2
+    assert not any("wizard" in line for line in lines)  # folded away
+    assert "(branch 1)" in next(line for line in lines if line.startswith("● t2b"))
+    assert "ValueError: boom" in next(line for line in lines if "function e1" in line)
+
+
+def test_nbconvert_html_shows_the_static_dag() -> None:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from openprogram_magics.widget import DagWidget
+
+    widget = DagWidget(small_session(), "t2", title="exported")
+    bundle = widget._repr_mimebundle_()
+    assert bundle is not None
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show_dag()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle[0])]
+    nb.cells = [cell]
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    assert "<svg" in body and 'data-id="l1"' in body and "three open questions" in body
