@@ -401,3 +401,59 @@ def test_an_unprintable_result_still_finishes_the_node(rt: Runtime, op_home: Pat
         odd()
     (node,) = finished_function(op_home, handle.session_id, "odd")
     assert node.status == "completed" and "Weird" in str(node.output)
+
+
+# -- nothing lost if the process is killed ----------------------------------------------------
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from openprogram import agentic_function, create_runtime, session_context
+    from openprogram.providers.test import FunctionProvider
+
+    def slow(request):
+        print("READY", flush=True)
+        time.sleep(60)
+
+    @agentic_function
+    def long_job(topic, runtime=None):
+        \"\"\"Work on the topic for a long time.\"\"\"
+        runtime.exec(f"first pass on {topic}")
+
+    with session_context(sys.argv[1], runtime=create_runtime(FunctionProvider(slow))):
+        long_job("glaciers")
+    """
+)
+
+
+def test_a_function_node_survives_sigkill(tmp_path: Path):
+    import signal
+
+    home = tmp_path / "killed_home"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    env = dict(os.environ, OPENPROGRAM_HOME=str(home), PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "killed_session"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"  # mid-exec, nothing committed yet
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    nodes = reopen(home, "killed_session")  # a fresh store recovers the dead journal
+    (fn,) = [n for n in nodes if n.kind == "function"]
+    (llm,) = [n for n in nodes if n.kind == "llm"]
+    assert fn.name == "long_job" and fn.input == {"topic": "glaciers"}
+    assert fn.metadata["doc"] == "Work on the topic for a long time."
+    assert fn.status == "interrupted" and fn.metadata["recovered"] is True
+    assert llm.status == "interrupted" and llm.caller == fn.id
+    assert llm.input["content"] == "first pass on glaciers"
+    assert not [n for n in nodes if n.is_open]
