@@ -18,7 +18,9 @@ full run takes a few minutes.  Figures only; no assertions.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -76,21 +78,31 @@ def grow(session: Session, upto: int, label: str) -> None:
             print(f"  [{label}] built {i + 1} turns ({rate:.1f} ms/turn)", flush=True)
 
 
-def time_store_turns(session: Session, samples: int) -> list[float]:
-    out = []
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_store_turns(session: Session, samples: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU ms of each turn (CPU: this process; the figure that does not depend on
+    what else the machine is doing)."""
+    wall, cpu = [], []
     base = session._counters()[1]
     for i in range(samples):
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), time.process_time()
         write_turn(session, base + i)
-        out.append((time.perf_counter() - started) * 1000)
-    return out
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu0) * 1000)
+    return wall, cpu
 
 
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
 
 
-def time_git_cli_turns(source: Path, scratch: Path, samples: int) -> list[float]:
+def time_git_cli_turns(
+    source: Path, scratch: Path, samples: int
+) -> tuple[list[float], list[float]]:
     """``git add`` + ``git commit`` of a turn's 5 files + meta.json on a copy of ``source``."""
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -104,9 +116,9 @@ def time_git_cli_turns(source: Path, scratch: Path, samples: int) -> list[float]
     _git(scratch, "add", "-A")
     _git(scratch, "commit", "-q", "-m", "copy")
     payload = ("x" * 500).encode()
-    out = []
+    wall, cpu = [], []
     for i in range(samples):
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), time.process_time() + children_cpu()
         turn_dir = scratch / "history" / "9999" / f"{i:06d}"
         turn_dir.mkdir(parents=True)
         for k in range(5):
@@ -114,14 +126,25 @@ def time_git_cli_turns(source: Path, scratch: Path, samples: int) -> list[float]
         (scratch / "meta.json").write_text(f'{{"turns": {i}}}')
         _git(scratch, "add", "history", "meta.json")
         _git(scratch, "commit", "-q", "-m", f"turn {i}")
-        out.append((time.perf_counter() - started) * 1000)
-    return out
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() + children_cpu() - cpu0) * 1000)
+    return wall, cpu
 
 
-def summary(values: list[float]) -> str:
+def summary(values: list[float], cpu: list[float] | None = None) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
-    return f"{statistics.median(ordered):7.1f} {p90:7.1f} {ordered[-1]:7.1f}"
+    line = f"{statistics.median(ordered):7.1f} {p90:7.1f} {ordered[-1]:7.1f}"
+    return line + (f" {statistics.median(cpu):7.1f}" if cpu is not None else "")
+
+
+def wait_for_maintenance(path: Path) -> None:
+    """Block until a background maintenance (if any) is done; runs nothing itself."""
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
 
 
 def du(path: Path, *, apparent: bool = False) -> float:
@@ -164,8 +187,8 @@ def time_open(home: Path, sid: str, *, cold: bool, repeats: int = 5) -> list[flo
         store = SessionStore(home)
         started = time.perf_counter()
         session = store.open(sid)
-        n = len(session.index())
         out.append((time.perf_counter() - started) * 1000)
+        n = len(session.index())
         store.close()  # saves the index cache
         assert n > 0
     return out
@@ -199,15 +222,17 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(root / f"gitcli_{size}", ignore_errors=True)
         store.close()
 
-        print("\n(1) one turn's persistence, ms        median     p90     max")
+        print(f"\nmachine load average before the figures: {os.getloadavg()[0]:.1f}")
+        print("(1) one turn's persistence, ms        median     p90     max  median CPU")
         for size, ours, theirs in rows:
-            print(f"  store   at {size:5d} prior turns     {summary(ours)}")
-            print(f"  git CLI at {size:5d} prior turns     {summary(theirs)}")
+            print(f"  store   at {size:5d} prior turns     {summary(*ours)}")
+            print(f"  git CLI at {size:5d} prior turns     {summary(*theirs)}")
 
         largest = sizes[-1] + args.samples * len(sizes)
         cold = time_open(home, sid, cold=True)
         warm = time_open(home, sid, cold=False)
         print(f"\n(2) opening a {largest}-turn session, ms  median     p90     max")
+        wait_for_maintenance(home / "sessions" / sid)
         print(f"  cold (no index cache)            {summary(cold)}")
         print(f"  warm (index cache)               {summary(warm)}")
 
@@ -225,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure_size(store: SessionStore, session: Session, home: Path, sid: str) -> str:
+    wait_for_maintenance(home / "sessions" / sid)  # a background repack may be running
     return sizes_line(home / "sessions" / sid, session._counters()[1] - 1)
 
 

@@ -14,10 +14,13 @@ session lists the newest node files as untracked although they are committed.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import os
 import subprocess
+import threading
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,9 +89,36 @@ class GitWriter:
 
     # -- objects -----------------------------------------------------------------------
     def _store(self, kind: bytes, data: bytes) -> bytes:
-        from gitdb import IStream
+        """Write one loose object (zlib of ``<kind> <size>\\0<data>``, as git does).
 
-        return self.odb.store(IStream(kind, len(data), io.BytesIO(data))).binsha
+        Done here rather than by gitdb's ``LooseObjectDB.store``: fewer syscalls, and a
+        background ``git prune-packed`` may remove an empty fan-out folder between creating
+        it and renaming the object into it, which gitdb does not survive.
+        """
+        header = b"%s %d\0" % (kind, len(data))
+        digest = hashlib.sha1(header)
+        digest.update(data)
+        binsha, hexsha = digest.digest(), digest.hexdigest()
+        objects = self.git_dir / "objects"
+        target = f"{objects}/{hexsha[:2]}/{hexsha[2:]}"
+        if os.path.exists(target):
+            return binsha
+        tmp = f"{objects}/tmp_obj_{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            os.write(fd, zlib.compress(header + data, 1))
+        finally:
+            os.close(fd)
+        for attempt in range(20):
+            try:
+                os.rename(tmp, target)
+                break
+            except FileNotFoundError:  # the fan-out folder does not exist (any more)
+                if attempt == 19:
+                    os.unlink(tmp)
+                    raise
+                os.makedirs(f"{objects}/{hexsha[:2]}", exist_ok=True)
+        return binsha
 
     def _read(self, binsha: bytes) -> bytes:
         try:
