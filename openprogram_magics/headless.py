@@ -59,11 +59,12 @@ def run_notebook(
     error: str | None = None
     with client.setup_kernel():
         assert client.kc is not None
-        msg_id = client.kc.execute(
+        kc: Any = client.kc
+        msg_id = kc.execute(
             silent_code(state_payload(stored, str(source))), silent=True, store_history=False
         )
         while True:
-            reply = run_sync(client.kc.get_shell_msg)(timeout=60)
+            reply = run_sync(kc.get_shell_msg)(timeout=60)
             if reply["parent_header"].get("msg_id") == msg_id:
                 break
         try:

@@ -10,15 +10,19 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Unicode
 
+if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
+    from openprogram_magics.notebook import NotebookMeta
+
 MAGIC = "%%openprogram"
 GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard({args!r})\n'
+AUTO_GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard("", auto=True)\n'
 
 HELP = """\
 %openprogram COMMAND — the notebook's OpenProgram session
@@ -54,11 +58,10 @@ class OpenProgramMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        from openprogram_magics.notebook import NotebookMeta
-
         self.kernel_meta: NotebookMeta | None = None  # set by new/use and by every turn
         self.turn: Any = None  # the CellTurn in progress
         self._raw_cell = ""
+        self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
         self._runtime: Any = None
         self._runtime_key: tuple[str, str] | None = None
         self._noted: set[str] = set()
@@ -66,8 +69,10 @@ class OpenProgramMagics(Magics):
     # -- the turn lifecycle ------------------------------------------------------------------
     def pre_run_cell(self, info: Any) -> None:
         self._raw_cell = info.raw_cell or ""
+        self._in_cell = True
 
     def post_run_cell(self, result: Any) -> None:
+        self._in_cell = False
         turn, self.turn = self.turn, None
         if turn is None:
             return
@@ -101,8 +106,8 @@ class OpenProgramMagics(Magics):
 
     def _resolve(self, pinned: str | None) -> Any:
         from openprogram.store.session.ids import mint_session_id
-        from openprogram_magics import bridge
         from openprogram_magics.notebook import (
+            MetadataError,
             NotebookMeta,
             notebook_path_from_env,
             parse_metadata,
@@ -110,31 +115,61 @@ class OpenProgramMagics(Magics):
             resolve,
         )
 
-        frontend = None
-        state = bridge.frontend_state()
-        if state is not None and state.metadata is not None:
-            frontend = parse_metadata(state.metadata)
-        file_meta = None
-        if self.kernel_meta is None and frontend is None and pinned is None:
-            path = notebook_path_from_env(self.shell.user_ns)
-            if path is not None:
-                file_meta = parse_metadata(read_file_metadata(path), where=f"{path.name} metadata")
+        frontend = file_meta = None
+        if self.kernel_meta is None:  # `use`/`new`/an earlier turn in this kernel wins
+            try:
+                frontend = self._frontend_meta()
+                if frontend is None:
+                    user_ns = self.shell.user_ns if self.shell is not None else {}
+                    path = notebook_path_from_env(user_ns)
+                    if path is not None:
+                        file_meta = parse_metadata(
+                            read_file_metadata(path), where=f"{path.name} metadata"
+                        )
+            except MetadataError:
+                if pinned is None:
+                    raise
+                # --session ID does not need the notebook's metadata: bad metadata is
+                # replaced by the pinned id (pushed back after the turn)
         res = resolve(pinned=pinned, kernel=self.kernel_meta, frontend=frontend, file=file_meta)
         if res.note and res.note not in self._noted:
             self._noted.add(res.note)
             print(f"openprogram: {res.note}")
         if res.meta is None:
             meta = NotebookMeta(mint_session_id("nb"))
-            print(f"openprogram: new session {meta.session_id} (stored in this notebook's metadata)")
+            print(
+                f"openprogram: new session {meta.session_id} (stored in this notebook's metadata)"
+            )
             return meta
         return res.meta
+
+    def _frontend_meta(self) -> Any:
+        """What the frontend handed this kernel, validated (MetadataError if unusable).
+
+        A message the bridge refused (not an object, too large...) stops turns too, rather
+        than quietly minting a session whose id would then overwrite the notebook's.
+        """
+        from openprogram_magics import bridge
+        from openprogram_magics.notebook import MetadataError, parse_metadata
+
+        state = bridge.frontend_state()
+        if state is None:
+            return None
+        if state.problem is not None:
+            raise MetadataError(
+                f"the notebook's metadata.openprogram is unusable ({state.problem}); "
+                "run `%openprogram new` to start a fresh session for this notebook"
+            )
+        return parse_metadata(state.metadata) if state.metadata is not None else None
 
     def runtime(self) -> Any:
         from openprogram.providers import create_runtime
 
         key = (self.provider, self.model)
         if self._runtime is None or key != self._runtime_key:
-            self._runtime = create_runtime(self.provider or None, self.model or None, required=False)
+            self._runtime = create_runtime(
+                self.provider or None, self.model or None, required=False
+            )
             self._runtime_key = key
         return self._runtime
 
@@ -172,6 +207,7 @@ class OpenProgramMagics(Magics):
         # Reached only when the transformer did not run (e.g. run_cell_magic from code).
         self.begin_turn(line, f"{MAGIC} {line}\n{cell}")
         turn, self.turn = self.turn, None
+        assert self.shell is not None
         result = self.shell.run_cell(cell, store_history=False)
         self.kernel_meta = turn.end(result.error_in_exec or result.error_before_exec, result.result)
         self._push_metadata()
@@ -206,15 +242,9 @@ class OpenProgramMagics(Magics):
         return meta.session_id if meta else None
 
     def _resolve_quiet(self) -> Any:
-        from openprogram_magics import bridge
-        from openprogram_magics.notebook import parse_metadata
-
         if self.kernel_meta is not None:
             return self.kernel_meta
-        state = bridge.frontend_state()
-        if state is not None and state.metadata is not None:
-            return parse_metadata(state.metadata)
-        return None
+        return self._frontend_meta()
 
     def _cmd_status(self, _args: list[str]) -> dict[str, Any]:
         from openprogram.agent.session_db import default_db
@@ -263,7 +293,10 @@ class OpenProgramMagics(Magics):
         self.kernel_meta = NotebookMeta(sid)
         self._push_metadata()
         exists = default_db().exists(sid)
-        print(f"openprogram: using session {sid}" + ("" if exists else " (new: created at the next turn)"))
+        print(
+            f"openprogram: using session {sid}"
+            + ("" if exists else " (new: created at the next turn)")
+        )
         return sid
 
     def _cmd_list(self, _args: list[str]) -> list[dict[str, Any]]:
@@ -285,7 +318,11 @@ class OpenProgramMagics(Magics):
         import git
 
         repo = git.Repo(default_db().open(sid).path)
-        lines = [f"{c.hexsha[:8]} {c.summary}" for c in repo.iter_commits("main")]
+        lines = [
+            f"{c.hexsha[:8]} "
+            + (c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"))
+            for c in repo.iter_commits("main")
+        ]
         repo.close()
         print("\n".join(lines))
         return lines
@@ -303,7 +340,9 @@ class OpenProgramMagics(Magics):
         elif len(args) != 1:
             raise UsageError("usage: %openprogram provider NAME [--model MODEL]")
         if name not in PROVIDER_NAMES:
-            raise UsageError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
+            raise UsageError(
+                f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}"
+            )
         create_runtime(name, model or None)  # fail now, not at the next cell
         self.provider, self.model = name, model
         print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
@@ -358,7 +397,7 @@ def transform_cell(lines: list[str]) -> list[str]:
         return [GUARD.format(args=rest.strip()), *lines[1:]]
     magics = _instance()
     if magics is not None and magics.auto and not first.startswith(("%", "!", "?")):
-        return [GUARD.format(args=""), *lines]
+        return [AUTO_GUARD, *lines]
     return lines
 
 
@@ -374,9 +413,13 @@ def _instance() -> OpenProgramMagics | None:
     return found if isinstance(found, OpenProgramMagics) else None
 
 
-def _cell_guard(args: str) -> None:
+def _cell_guard(args: str, auto: bool = False) -> None:
     """First statement of a ``%%openprogram`` cell: begin its turn."""
     magics = _instance()
     if magics is None:
+        if auto:
+            return
         raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
+    if auto and not magics._in_cell:
+        return  # a silent request (a frontend's): no post_run_cell would ever end the turn
     magics.begin_turn(args, magics._raw_cell)

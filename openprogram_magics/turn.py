@@ -75,7 +75,7 @@ class CellTurn:
             head = session.head_id
             predecessor = None
             last = self.meta.last_turn_id
-            if last and last != head and any(e["id"] == last for e in _turn_entries(session)):
+            if last and last != head and _is_turn(session, last):
                 predecessor = last
                 self.forked_from = last
             label = f"cell [{self.execution_count}]" if self.execution_count else "cell"
@@ -108,7 +108,9 @@ class CellTurn:
             from openprogram_magics.widget import DagWidget
         except ImportError:
             return
-        self.widget = DagWidget(nodes=[self.node.to_dict()], head_id=self.node.id, title=self._title())
+        self.widget = DagWidget(
+            nodes=[self.node.to_dict()], head_id=self.node.id, title=self._title()
+        )
         handle = display(self.widget, display_id=True)
         self.display_id = getattr(handle, "display_id", None)
         sid, turn = self.handle.session_id, self.node.turn
@@ -155,7 +157,7 @@ class CellTurn:
         from openprogram_magics.dagview import render_static_html, render_text_tree
 
         assert self.handle is not None and self.node is not None
-        nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node.turn)]
+        nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node)]
         for item in nodes:  # this view shows one turn: its link to the previous one is elsewhere
             if item["id"] == self.node.id:
                 item["predecessor"] = None
@@ -188,16 +190,35 @@ class CellTurn:
             display(data, raw=True)
 
 
-def _turn_entries(session: Any) -> list[dict[str, Any]]:
-    return [e for e in session.index() if e["kind"] in ("turn", "reply", "root")]
+def _is_turn(session: Any, node_id: str) -> bool:
+    """Whether ``node_id`` is a turn-level node of ``session`` (one lookup, not a scan)."""
+    try:
+        return session.get(node_id).kind in ("turn", "reply", "root")  # type: ignore[no-any-return]
+    except Exception:  # unknown id (another machine's metadata), unreadable file
+        return False
 
 
-def _turn_nodes(session: Any, turn: int) -> list[Call]:
-    out = []
-    for entry in session.index():
-        if entry["turn"] == turn:
-            try:
-                out.append(session.get(entry["id"]))
-            except Exception:
-                continue
+def _turn_nodes(session: Any, root: Call) -> list[Call]:
+    """``root`` and every node nested under it (by ``caller``), in seq order.
+
+    Walks the session's children map (kept up to date on every write), so the cost is the
+    size of this turn, not of the session.
+    """
+    out: list[Call] = []
+    seen: set[str] = set()
+    stack = [root.id]
+    while stack:
+        node_id = stack.pop()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        try:
+            call = root if node_id == root.id else session.get(node_id)
+        except Exception:
+            continue
+        if call.turn != root.turn:
+            continue
+        out.append(call)
+        stack.extend(session.children(node_id))
+    out.sort(key=lambda c: c.seq)
     return out

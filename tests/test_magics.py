@@ -1,0 +1,464 @@
+"""``%%openprogram`` / ``%openprogram`` in a real IPython ``InteractiveShell``.
+
+Every test gets a fresh shell with the extension loaded and ``%openprogram provider test``
+(the ``shell`` fixture).  Like jupysql's ``TestingShell``, :meth:`Shell.run` raises the
+cell's exception unless the test says it expects one, so a broken cell never passes quietly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+from IPython.core.displaypub import CapturingDisplayPublisher
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from traitlets.config import Config
+
+import openprogram.agentic_programming.function as fn_mod
+import openprogram.store as store_mod
+import openprogram_magics.bridge as bridge
+from openprogram.agent.session_db import default_db
+from openprogram.context.nodes import Call
+from openprogram.providers.base import LLMRequest
+from openprogram.providers.test import FunctionProvider
+from openprogram_magics.magics import OpenProgramMagics
+from openprogram_magics.notebook import MIME_TYPE
+
+AGENTS = '''
+from openprogram import agentic_function
+
+@agentic_function
+def triage(ticket: str, runtime=None) -> str:
+    """Classify the support ticket as bug, feature or question."""
+    return runtime.exec(ticket, choices=["bug", "feature", "question"])
+
+@agentic_function
+def handle(ticket: str, runtime=None) -> str:
+    """Handle a ticket: classify it, then say what happens next."""
+    kind = triage(ticket)
+    return f"{kind}: queued"
+'''
+
+
+class Shell:
+    """A fresh InteractiveShell with the extension loaded and the test provider chosen."""
+
+    def __init__(self, ip: InteractiveShell) -> None:
+        self.ip = ip
+        self.display = CapturingDisplayPublisher()
+        ip.display_pub = self.display
+
+    @property
+    def magics(self) -> OpenProgramMagics:
+        found = self.ip.magics_manager.registry["OpenProgramMagics"]  # type: ignore[union-attr]
+        assert isinstance(found, OpenProgramMagics)
+        return found
+
+    def run(self, code: str, *, error: type[BaseException] | None = None) -> ExecutionResult:
+        """Run a cell (counted, as in a notebook); raise its exception unless ``error``."""
+        result = self.ip.run_cell(code, store_history=True)
+        exc = result.error_before_exec or result.error_in_exec
+        if error is None:
+            if exc is not None:
+                raise exc
+        else:
+            assert isinstance(exc, error), f"expected {error.__name__}, got {exc!r}"
+        return result
+
+    def line(self, line: str) -> Any:
+        return self.ip.run_line_magic("openprogram", line)
+
+    def use_provider(self, fn: Any) -> FunctionProvider:
+        """Answer LLM calls with ``fn(request)`` (a FunctionProvider)."""
+        from openprogram.providers import create_runtime
+
+        provider = FunctionProvider(fn)
+        self.magics._runtime = create_runtime(provider, backoff=0.0)
+        self.magics._runtime_key = (self.magics.provider, self.magics.model)
+        return provider
+
+    def bundles(self) -> list[dict[str, Any]]:
+        """Every display/update published so far that carries the session mime part."""
+        return [o["data"] for o in self.display.outputs if MIME_TYPE in o["data"]]
+
+
+def make_shell(ipython_dir: Path) -> Shell:
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.ipython_dir = str(ipython_dir)
+    config.InteractiveShell.colors = "NoColor"
+    ip = InteractiveShell.instance(config=config)
+    shell = Shell(ip)
+    ip.run_line_magic("load_ext", "openprogram_magics")
+    ip.run_line_magic("openprogram", "provider test")
+    shell.magics.live_dag = False  # widgets need a frontend; the final bundle is still shown
+    return shell
+
+
+@pytest.fixture(scope="session")
+def ipython_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ipython")
+
+
+@pytest.fixture
+def shell(ipython_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
+    monkeypatch.setattr(bridge, "_state", None)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    sh = make_shell(ipython_dir)
+    sh.run(AGENTS)
+    try:
+        yield sh
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def session_nodes(sid: str) -> list[Call]:
+    db = default_db()
+    db.close()  # read what is on disk, as a new process would
+    return db.open(sid).nodes()
+
+
+def turns_of(sid: str) -> list[Call]:
+    return [n for n in session_nodes(sid) if n.kind == "turn"]
+
+
+def all_vars() -> tuple[Any, ...]:
+    return (
+        store_mod._store.get(),
+        store_mod._current_turn_id.get(),
+        fn_mod._current_runtime.get(),
+        fn_mod._call_id.get(),
+        fn_mod._depth.get(),
+    )
+
+
+# -- a %%openprogram cell is a normal cell ---------------------------------------------------
+def test_cell_runs_like_a_plain_cell(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    result = shell.run('%%openprogram\nx = 41\nprint("hello from the cell")\nx + 1')
+    assert shell.ip.user_ns["x"] == 41
+    assert result.result == 42
+    out = capsys.readouterr().out
+    assert "hello from the cell" in out
+    assert "Out[" in out and "42" in out  # the last value is displayed as usual
+
+
+def test_traceback_is_the_original_exception(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = shell.run('%%openprogram\nraise ValueError("boom 7")', error=ValueError)
+    assert str(result.error_in_exec) == "boom 7"
+    err = capsys.readouterr()
+    shown = err.out + err.err
+    assert "ValueError" in shown and "boom 7" in shown
+
+
+def test_top_level_await(shell: Shell) -> None:
+    result = shell.run("%%openprogram\nimport asyncio\nawait asyncio.sleep(0.01)\nz = 'awaited'\nz")
+    assert result.result == "awaited"
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert [t.status for t in turns_of(sid)] == ["completed"]
+    assert all_vars() == (None, None, None, None, 0)
+
+
+def test_async_agentic_call_under_await_hangs_under_the_turn(shell: Shell) -> None:
+    shell.run(
+        "from openprogram import agentic_function\n"
+        "@agentic_function\n"
+        "async def summarize(text, runtime=None):\n"
+        '    """Summarize."""\n'
+        "    return await runtime.aexec(text)\n"
+    )
+    shell.run('%%openprogram\nawait summarize("a long text")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    nodes = session_nodes(sid)
+    turn = next(n for n in nodes if n.kind == "turn")
+    fn = next(n for n in nodes if n.kind == "function")
+    llm = next(n for n in nodes if n.kind == "llm")
+    assert fn.caller == turn.id and llm.caller == fn.id
+    assert turn.status == fn.status == llm.status == "completed"
+
+
+# -- one turn, one commit --------------------------------------------------------------------
+def test_cell_is_one_turn_with_the_calls_under_it_and_one_commit(shell: Shell) -> None:
+    shell.run('%%openprogram\nhandle("the app crashes on save")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    nodes = session_nodes(sid)
+    turns = [n for n in nodes if n.kind == "turn"]
+    assert len(turns) == 1 and turns[0].status == "completed"
+    turn = turns[0]
+    by_id = {n.id: n for n in nodes}
+    handle = next(n for n in nodes if n.name == "handle")
+    triage = next(n for n in nodes if n.name == "triage")
+    llm = next(n for n in nodes if n.kind == "llm")
+    assert handle.caller == turn.id
+    assert triage.caller == handle.id
+    assert llm.caller == triage.id
+    assert {n.turn for n in (turn, handle, triage, llm)} == {turn.turn}
+    assert by_id[turn.predecessor].kind == "root"  # type: ignore[index]
+    assert "handle(" in turn.input["text"]
+    assert turn.output == repr("bug: queued")
+
+    shell.run('%%openprogram\ntriage("dark mode please")')
+    lines = shell.line("log")
+    assert len(lines) == 3  # created + one commit per cell
+    assert lines[0].split(" ", 1)[1].startswith("turn 2:")
+    assert lines[1].split(" ", 1)[1].startswith("turn 1:")
+    path = default_db().open(sid).path
+    default_db().close()  # git's index is refreshed when the store closes
+    repo = git.Repo(path)
+    try:
+        assert len(list(repo.iter_commits("main"))) == 3
+        assert not repo.is_dirty(untracked_files=True)
+    finally:
+        repo.close()
+
+
+def test_two_cells_continue_one_session_and_chain(shell: Shell) -> None:
+    shell.run('%%openprogram\ntriage("one")')
+    first = shell.magics.kernel_meta
+    shell.run('%%openprogram\ntriage("two")')
+    second = shell.magics.kernel_meta
+    assert first is not None and second is not None
+    assert first.session_id == second.session_id
+    t1, t2 = turns_of(second.session_id)
+    assert t2.predecessor == t1.id == first.last_turn_id
+    assert second.last_turn_id == t2.id
+    # the second LLM call saw the first turn in its prompt (the session is continued)
+    llm2 = [n for n in session_nodes(second.session_id) if n.kind == "llm"][-1]
+    assert "one" in str(llm2.metadata.get("messages"))
+
+
+def test_session_pin_wins_and_is_recorded(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    shell.run('%%openprogram\ntriage("one")')
+    before = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    capsys.readouterr()
+    shell.run('%%openprogram --session pinned_abc\ntriage("two")')
+    assert shell.magics.kernel_meta.session_id == "pinned_abc"  # type: ignore[union-attr]
+    out = capsys.readouterr().out
+    assert f"--session pinned_abc overrides this notebook's session {before}" in out
+    assert len(turns_of("pinned_abc")) == 1 and len(turns_of(before)) == 1
+    shell.run('%%openprogram --session pinned_abc\ntriage("three")')
+    assert capsys.readouterr().out.count("overrides") == 0  # told once
+    assert len(turns_of("pinned_abc")) == 2
+    shell.run('%%openprogram --session "../etc"\n_ran = True', error=UsageError)
+    assert "_ran" not in shell.ip.user_ns
+
+
+# -- errors and interrupts -------------------------------------------------------------------
+def test_error_is_recorded_and_the_next_cell_works(shell: Shell) -> None:
+    shell.run('%%openprogram\ntriage("one")\nraise KeyError("missing thing")', error=KeyError)
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    (turn,) = turns_of(sid)
+    assert turn.status == "error"
+    assert "KeyError" in turn.metadata["error"] and "missing thing" in turn.metadata["error"]
+    assert "Traceback" in turn.metadata["traceback"]
+    assert all_vars() == (None, None, None, None, 0)
+    shell.run('%%openprogram\nok = triage("two")')
+    assert shell.ip.user_ns["ok"] == "bug"
+    assert [t.status for t in turns_of(sid)] == ["error", "completed"]
+
+
+def test_keyboard_interrupt_mid_llm_call(shell: Shell) -> None:
+    def interrupted(request: LLMRequest) -> str:
+        raise KeyboardInterrupt
+
+    shell.use_provider(interrupted)
+    result = shell.run(
+        '%%openprogram\n_before = 1\ntriage("slow")\n_after = 1', error=KeyboardInterrupt
+    )
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert "_before" in shell.ip.user_ns and "_after" not in shell.ip.user_ns
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    nodes = session_nodes(sid)
+    assert next(n for n in nodes if n.kind == "turn").status == "interrupted"
+    assert next(n for n in nodes if n.kind == "function").status == "cancelled"
+    assert next(n for n in nodes if n.kind == "llm").status == "cancelled"
+    # every ContextVar is reset: a plain cell sees none of them
+    shell.run(
+        "import openprogram.store as _s, openprogram.agentic_programming.function as _f\n"
+        "_vars = (_s._store.get(), _s._current_turn_id.get(), _f._current_runtime.get(),"
+        " _f._call_id.get(), _f._depth.get())"
+    )
+    assert shell.ip.user_ns["_vars"] == (None, None, None, None, 0)
+    shell.magics._runtime = None  # back to the test provider
+    shell.run('%%openprogram\nnext_ok = triage("fast")')
+    assert shell.ip.user_ns["next_ok"] == "bug"
+    assert [t.status for t in turns_of(sid)] == ["interrupted", "completed"]
+
+
+def test_a_plain_call_after_a_turn_is_not_recorded_into_the_turn(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.run('%%openprogram\ntriage("in a turn")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    count = len(session_nodes(sid))
+    # outside a turn a call records into the process's ad-hoc session (announced on
+    # stderr); `%openprogram provider` applies to turns only, so the env chooses here
+    monkeypatch.setenv("OPENPROGRAM_PROVIDER", "test")
+    monkeypatch.setattr(fn_mod, "_process_session", None)
+    shell.run("plain = triage('outside')")
+    assert shell.ip.user_ns["plain"] == "bug"
+    assert len(session_nodes(sid)) == count
+    assert "recording to session adhoc_" in capsys.readouterr().err
+
+
+# -- line commands ---------------------------------------------------------------------------
+def test_line_commands(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    info = shell.line("status")
+    assert info["session_id"] is None and info["provider"] == "test"
+    shell.line("help")
+    assert "use ID" in capsys.readouterr().out
+    shell.run('%%openprogram\ntriage("one")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    info = shell.line("status")
+    assert info["session_id"] == sid and info["turns"] == 1
+    assert info["path"] == str(default_db().root / sid)
+    assert info["head"] == shell.magics.kernel_meta.last_turn_id  # type: ignore[union-attr]
+    assert "session_id" in capsys.readouterr().out
+    assert [m["id"] for m in shell.line("list")] == [sid]
+
+    new = shell.line("new")
+    assert new != sid and shell.line("status")["session_id"] == new
+    shell.run('%%openprogram\ntriage("two")')
+    assert len(turns_of(new)) == 1 and len(turns_of(sid)) == 1
+    assert shell.line("use " + sid) == sid
+    shell.run('%%openprogram\ntriage("three")')
+    assert len(turns_of(sid)) == 2
+    assert len(shell.line(f"log {new}")) == 2
+
+    shell.line("provider test --model tiny")
+    assert (shell.magics.provider, shell.magics.model) == ("test", "tiny")
+    assert shell.line("status")["model"] == "tiny"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "frobnicate",
+        "use",
+        "use a b",
+        "use ../x",
+        "provider",  # valid: shows the provider (checked below), not an error
+        "provider nope",
+        "provider test --bogus x",
+        "auto maybe",
+        "dag --last x",
+        'use "unterminated',
+    ],
+)
+def test_bad_usage_is_a_usage_error(shell: Shell, line: str) -> None:
+    if line == "provider":
+        shell.line(line)
+        return
+    with pytest.raises(UsageError):
+        shell.line(line)
+
+
+def test_log_without_a_session_is_a_usage_error(shell: Shell) -> None:
+    with pytest.raises(UsageError, match="no session yet"):
+        shell.line("log")
+
+
+def test_config_traitlets(shell: Shell) -> None:
+    shell.run('%config OpenProgramMagics.provider = "test"')
+    shell.run('%config OpenProgramMagics.model = "m2"')
+    assert shell.magics.provider == "test" and shell.magics.runtime().model == "m2"
+    shell.run("%config OpenProgramMagics.auto = True")
+    assert shell.magics.auto is True
+
+
+def test_cell_magic_help(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = shell.ip.find_cell_magic("openprogram").__doc__
+    assert doc is not None
+    assert "metadata" in doc and "session" in doc
+    assert "%%openprogram\n" in doc and "triage(" in doc  # an example
+    assert "--session" in doc
+    shell.ip.run_cell("%%openprogram?", store_history=False)  # pinfo: must not run a turn
+    assert shell.magics.kernel_meta is None
+
+
+def test_auto_makes_plain_cells_turns(shell: Shell) -> None:
+    shell.line("auto on")
+    shell.run('r1 = triage("auto one")')
+    shell.run("r2 = 2")
+    shell.run("%openprogram status")  # magics are not turns
+    shell.line("auto off")
+    shell.run("r3 = 3")
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert [t.status for t in turns_of(sid)] == ["completed", "completed"]
+
+
+def test_auto_does_not_turn_silent_requests(shell: Shell) -> None:
+    # a frontend's silent request (the bridge's) runs with no pre/post_run_cell events:
+    # it must not open a turn that nobody ends
+    shell.line("auto on")
+    shell.ip.run_cell("_silent = 1", silent=True)
+    assert shell.magics.turn is None
+    shell.run("r = 1")
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert len(turns_of(sid)) == 1
+
+
+# -- what is displayed -----------------------------------------------------------------------
+def test_output_bundle_carries_the_session_and_the_static_dag(shell: Shell) -> None:
+    shell.run('%%openprogram\ntriage("one")')
+    meta = shell.magics.kernel_meta
+    assert meta is not None
+    (bundle,) = shell.bundles()
+    part = bundle[MIME_TYPE]
+    assert part["session_id"] == meta.session_id and part["last_turn_id"] == meta.last_turn_id
+    assert part["version"] == 1 and part["status"] == "completed"
+    assert "<svg" in bundle["text/html"]
+    assert meta.session_id in bundle["text/plain"] and "triage" in bundle["text/plain"]
+
+
+def test_first_turn_prints_the_id_and_use_resumes(
+    shell: Shell, ipython_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a plain IPython terminal: no frontend, no notebook file
+    shell.run('%%openprogram\ntriage("one")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert f"new session {sid}" in capsys.readouterr().out
+    shell.run('%%openprogram\ntriage("two")')
+    assert "new session" not in capsys.readouterr().out
+    # tomorrow: a new IPython
+    again = make_shell(ipython_dir)
+    again.run(AGENTS)
+    again.line(f"use {sid}")
+    again.run('%%openprogram\ntriage("three")')
+    assert again.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    _t1, t2, t3 = turns_of(sid)
+    assert t3.predecessor == t2.id
+
+
+def test_load_is_idempotent_and_unload_restores_plain_cells(shell: Shell) -> None:
+    shell.ip.run_line_magic("reload_ext", "openprogram_magics")
+    assert (
+        shell.ip.input_transformers_cleanup.count(
+            __import__("openprogram_magics.magics", fromlist=["_"]).transform_cell
+        )
+        == 1
+    )
+    shell.line("provider test")
+    shell.run('%%openprogram\ntriage("one")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert len(turns_of(sid)) == 1
+
+
+def test_live_dag_failure_never_breaks_a_turn(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell.magics.live_dag = True
+    import openprogram_magics.turn as turn_mod
+
+    def broken(self: Any) -> None:
+        raise RuntimeError("no widgets here")
+
+    monkeypatch.setattr(turn_mod.CellTurn, "_show_live", broken)
+    result = shell.run('%%openprogram\ntriage("one")')
+    assert result.result == "bug"
