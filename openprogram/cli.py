@@ -1,0 +1,244 @@
+"""The ``openprogram`` console script.
+
+    openprogram sessions list                 id, turns, updated, title — newest first
+    openprogram sessions show ID              meta, node counts, problems, the DAG as a tree
+    openprogram sessions log ID               one line per commit
+    openprogram sessions delete ID [--yes]
+
+Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
+handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
+append it to :data:`COMMANDS`.  Keep imports inside the handlers so ``openprogram --help``
+stays fast.  A handler reports a mistake the user can fix by raising :class:`CliError` (or
+any :class:`~openprogram.errors.UserError` / ``SessionError``): ``main`` prints it as one
+line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openprogram.store.session.store import SessionStore
+
+Handler = Callable[[argparse.Namespace], int]
+SubParsers = Any  # argparse's private _SubParsersAction
+
+
+class CliError(Exception):
+    """A one-line error for the user; exit status 2."""
+
+
+# -- helpers shared by commands -------------------------------------------------------------
+def open_store(args: argparse.Namespace) -> SessionStore:
+    """The store under ``--home`` or ``$OPENPROGRAM_HOME`` (default ``~/.openprogram``)."""
+    from openprogram.store.session.store import SessionStore
+
+    return SessionStore(getattr(args, "home", None))
+
+
+def fmt_time(value: Any) -> str:
+    import time
+
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# -- sessions ---------------------------------------------------------------------------------
+def sessions_list(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    rows = store.list_sessions()
+    if not rows:
+        print(f"no sessions under {store.root}")
+        return 0
+    width = max(len("ID"), *(len(str(m["id"])) for m in rows))
+    print(f"{'ID':<{width}}  {'TURNS':>5}  {'UPDATED':<16}  TITLE")
+    for meta in rows:
+        title = meta.get("problem") or meta.get("title") or ""
+        turns = meta.get("turns")
+        print(
+            f"{meta['id']:<{width}}  {turns if isinstance(turns, int) else '?':>5}  "
+            f"{fmt_time(meta.get('updated_at')):<16}  {one_line(title)[:80]}"
+        )
+    return 0
+
+
+def _open_session(args: argparse.Namespace) -> Any:
+    import warnings
+
+    store = open_store(args)
+    with warnings.catch_warnings():  # problems are listed by `show` itself
+        warnings.simplefilter("ignore")
+        return store.open(args.session_id)
+
+
+def dag_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The DAG as text: one line per node ``kind name [status]``, indented under its caller.
+
+    Nodes whose caller is unknown are shown at the top level; cycles are cut.
+    """
+    known = {e["id"] for e in entries}
+    kids: dict[str | None, list[dict[str, Any]]] = {}
+    for entry in entries:  # already in seq order
+        caller = entry["caller"] if entry["caller"] in known else None
+        kids.setdefault(caller, []).append(entry)
+    lines: list[str] = []
+    shown: set[str] = set()
+    stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(kids.get(None, []))]
+    while stack:
+        entry, depth = stack.pop()
+        if entry["id"] in shown:
+            continue
+        shown.add(entry["id"])
+        lines.append(f"{'  ' * depth}{entry['kind']} {entry['name']} [{entry['status']}]")
+        stack.extend((child, depth + 1) for child in reversed(kids.get(entry["id"], [])))
+    for entry in entries:  # only reachable through a cycle
+        if entry["id"] not in shown:
+            lines.append(f"{entry['kind']} {entry['name']} [{entry['status']}] (in a cycle)")
+    return lines
+
+
+def sessions_show(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    session = _open_session(args)
+    meta = session.meta
+    entries = session.index()
+    kinds = Counter(e["kind"] for e in entries)
+    statuses = Counter(e["status"] for e in entries)
+    print(f"session  {session.id}")
+    print(f"title    {one_line(meta.get('title') or '')}")
+    print(f"agent    {meta.get('agent_id', '-')}   source {meta.get('source', '-')}")
+    print(f"created  {fmt_time(meta.get('created_at'))}   updated {fmt_time(meta.get('updated_at'))}")
+    print(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
+    print(f"path     {session.path}")
+    print(
+        f"nodes    {len(entries)}: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        + " | "
+        + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()))
+    )
+    if session.problems:
+        print(f"problems ({len(session.problems)}):")
+        for problem in session.problems:
+            print(f"  {one_line(problem)}")
+    else:
+        print("problems none")
+    print()
+    for line in dag_lines(entries):
+        print(line)
+    return 0
+
+
+def sessions_log(args: argparse.Namespace) -> int:
+    import subprocess
+
+    store = open_store(args)
+    path = store.session_path(args.session_id)
+    if not (path / ".git").is_dir():
+        store.open(args.session_id)  # raises SessionNotFound with the how-to
+    result = subprocess.run(
+        ["git", "log", "--format=%h %ad %s", "--date=format-local:%Y-%m-%d %H:%M:%S"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise CliError(f"git log failed in {path}: {one_line(result.stderr)}")
+    sys.stdout.write(result.stdout)
+    return 0
+
+
+def sessions_delete(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    path = store.session_path(args.session_id)
+    if not path.is_dir():
+        store.open(args.session_id)  # raises SessionNotFound with the how-to
+    if not args.yes:
+        try:
+            answer = input(f"delete session {args.session_id} ({path})? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CliError(f"not deleted: {args.session_id} (pass --yes to skip the question)")
+    store.delete_session(args.session_id)
+    print(f"deleted session {args.session_id}")
+    return 0
+
+
+def add_sessions_parser(sub: SubParsers) -> None:
+    sessions = sub.add_parser("sessions", help="list, inspect and delete sessions")
+    commands = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND")
+    sessions.set_defaults(handler=lambda _args: _usage(sessions))
+
+    p = commands.add_parser("list", help="every session, newest first")
+    p.set_defaults(handler=sessions_list)
+    p = commands.add_parser("show", help="meta, node counts, problems and the DAG of a session")
+    p.add_argument("session_id", metavar="ID")
+    p.set_defaults(handler=sessions_show)
+    p = commands.add_parser("log", help="the session's git log, one line per commit")
+    p.add_argument("session_id", metavar="ID")
+    p.set_defaults(handler=sessions_log)
+    p = commands.add_parser("delete", help="delete a session (asks first)")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    p.set_defaults(handler=sessions_delete)
+
+
+# -- the command table -------------------------------------------------------------------------
+COMMANDS: list[Callable[[SubParsers], None]] = [add_sessions_parser]
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from openprogram import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="openprogram",
+        description="Agentic programming with git-backed sessions.",
+    )
+    parser.add_argument("--version", action="version", version=f"openprogram {__version__}")
+    parser.add_argument(
+        "--home",
+        metavar="DIR",
+        help="where sessions live (default: $OPENPROGRAM_HOME or ~/.openprogram)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    parser.set_defaults(handler=lambda _args: _usage(parser))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from openprogram.errors import SessionError, UserError
+
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except (CliError, UserError, SessionError) as exc:
+        print(f"openprogram: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `openprogram sessions show ID | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
