@@ -116,7 +116,8 @@ def sessions_show(args: argparse.Namespace) -> int:
     print(f"session  {session.id}")
     print(f"title    {one_line(meta.get('title') or '')}")
     print(f"agent    {meta.get('agent_id', '-')}   source {meta.get('source', '-')}")
-    print(f"created  {fmt_time(meta.get('created_at'))}   updated {fmt_time(meta.get('updated_at'))}")
+    created, updated = fmt_time(meta.get("created_at")), fmt_time(meta.get("updated_at"))
+    print(f"created  {created}   updated {updated}")
     print(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
     print(f"path     {session.path}")
     print(

@@ -113,7 +113,7 @@ def test_leaving_resets_every_var_when_the_body_raises(rt: Any) -> None:
     assert current_vars() == NOTHING
     # what was written before the error was still committed
     repo = git.Repo(s.db.session_path(s.session_id))
-    assert repo.head.commit.message.startswith("turn 1")
+    assert str(repo.head.commit.message).startswith("turn 1")
     repo.close()
 
 
@@ -228,7 +228,8 @@ def test_leaving_the_context_commits_the_nodes_at_head(op_home: Path) -> None:
     repo = git.Repo(session_dir(op_home, s.session_id))
     tree = repo.head.commit.tree
     found = {}
-    for item in tree.traverse():
+    items: list[Any] = list(tree.traverse())
+    for item in items:
         if item.type == "blob" and item.path.startswith("history/"):
             node = json.loads(item.data_stream.read())
             found[node["id"]] = node

@@ -98,7 +98,7 @@ def test_a_corrupted_node_file_is_named_and_the_rest_of_the_session_still_works(
 
     third = add_turn(fresh, "damaged", "three")  # a new turn can still be written
     assert session.get(third[0].id).predecessor == second[0].id
-    assert git.Repo(session_path).head.commit.message.startswith("turn 3")
+    assert str(git.Repo(session_path).head.commit.message).startswith("turn 3")
     fresh.close()
 
 
@@ -151,7 +151,7 @@ def test_a_stale_index_lock_left_by_a_dead_process_does_not_wedge_the_session(
     os.utime(lock, (old, old))
 
     made = add_turn(store, "locked", "two")  # commits do not need git's index
-    assert git.Repo(path).head.commit.message.startswith("turn 2")
+    assert str(git.Repo(path).head.commit.message).startswith("turn 2")
     session = store.open("locked")
     session.maintain()
     assert not lock.exists()

@@ -99,7 +99,8 @@ def test_two_processes_appending_500_nodes_each_lose_nothing(op_home: Path) -> N
     assert sum(1 for m in log if "parent turn" in m) == 50
     # the committed tree holds every node file
     repo = git.Repo(path)
-    committed = [b.path for b in repo.head.commit.tree.traverse() if b.path.endswith(".json")]
+    blobs: list[Any] = list(repo.head.commit.tree.traverse())
+    committed = [str(b.path) for b in blobs if str(b.path).endswith(".json")]
     repo.close()
     assert len([p for p in committed if p.startswith("history/")]) == 1001
 
