@@ -196,6 +196,25 @@ def test_the_summary_trait_is_synced_when_the_cell_ends(session: list[dict[str, 
     assert widget._after_cell not in shell.events.callbacks["post_execute"]
 
 
+def test_flush_refreshes_the_static_fallback_of_its_displays(
+    session: list[dict[str, Any]],
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    widget = DagWidget(session, head_of(session))
+    with capture_output() as cap:
+        widget.display()
+        widget.upsert(node("live-1", 10_000, caller=last_function(session)["id"], name="LIVE"))
+        widget.flush()
+    first, update = cap.outputs
+    assert WIDGET_MIME in first.data and "LIVE" not in first.data["text/html"]
+    assert (
+        update.update and "LIVE" in update.data["text/html"] and "LIVE" in update.data["text/plain"]
+    )
+
+
 def test_moving_head_to_a_branch_relays_out_the_lanes(session: list[dict[str, Any]]) -> None:
     widget = DagWidget(session, head_of(session))
     wire = Recorder(widget)

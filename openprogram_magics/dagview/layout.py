@@ -161,7 +161,7 @@ def compute_layout(
             stack.extend((k, d + 1) for k in reversed(nest_kids.get(nid, ())))
 
     lane_of_top, lanes = _assign_lanes(
-        source, head_id, key, parent, attach, chain_kids, topo, turn_level, order, unit
+        source, head_id, parent, attach, chain_kids, topo, turn_level, order, unit
     )
 
     # Folds: given ids, plus all but the last N turn-level nodes.
@@ -171,7 +171,7 @@ def compute_layout(
         effective.update(n for n in old if n in nest_kids)
 
     descendants = dict.fromkeys(order, 0)
-    ordered = sorted(order, key=order.__getitem__)
+    ordered = list(order)  # insertion order is row order
     for nid in reversed(ordered):
         if attach.get(nid) == _NEST:
             descendants[parent[nid]] += descendants[nid] + 1
@@ -181,29 +181,32 @@ def compute_layout(
     row = 0
     columns = 0
     for nid in ordered:
-        caller = parent[nid] if attach.get(nid) == _NEST else None
+        how = attach.get(nid)
+        caller = parent[nid] if how == _NEST else None
         is_hidden = caller is not None and (hidden[caller] or caller in effective)
         hidden[nid] = is_hidden
         lane = lane_of_top[unit[nid]]
         d = depth[nid]
         x = lane if d == 0 else lanes + d - 1
-        columns = max(columns, x + 1)
-        placed[nid] = Placed(
-            id=nid,
-            order=order[nid],
-            depth=d,
-            lane=lane,
-            x=x,
-            y=None if is_hidden else row,
-            caller=caller,
-            pred=parent[nid] if attach.get(nid) == _CHAIN else None,
-            children=len(nest_kids.get(nid, ())),
-            descendants=descendants[nid],
-            folded=nid in effective and nid in nest_kids,
-            hidden=is_hidden,
-            kind=index.kind[nid],
-            status=index.status[nid],
-            flags=tuple(flags.get(nid, ())),
+        if x >= columns:
+            columns = x + 1
+        kids = len(nest_kids[nid]) if nid in nest_kids else 0
+        placed[nid] = Placed(  # positional: this loop is most of the layout time at 5k nodes
+            nid,
+            order[nid],
+            d,
+            lane,
+            x,
+            None if is_hidden else row,
+            caller,
+            parent[nid] if how == _CHAIN else None,
+            kids,
+            descendants[nid],
+            kids > 0 and nid in effective,
+            is_hidden,
+            index.kind[nid],
+            index.status[nid],
+            tuple(flags[nid]),
         )
         if not is_hidden:
             row += 1
@@ -333,7 +336,6 @@ def _break_cycles(
 def _assign_lanes(
     source: dict[str, Mapping[str, Any]],
     head_id: str | None,
-    key: dict[str, tuple[int, int]],
     parent: dict[str, str],
     attach: dict[str, int],
     chain_kids: dict[str, list[str]],
@@ -362,13 +364,8 @@ def _assign_lanes(
             segment[nid] = 0
             continue
         par = parent.get(nid)
-        continues = (
-            par is not None
-            and par not in trunk
-            and par in segment
-            and chain_kids[par][0] == nid  # the first (in seq order) child continues
-        )
-        if continues and par is not None:
+        # A branch continues through the first (in seq order) child of its last node.
+        if par is not None and par not in trunk and par in segment and chain_kids[par][0] == nid:
             segment[nid] = segment[par]
         else:
             segment[nid] = len(first_of)

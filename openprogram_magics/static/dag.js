@@ -446,7 +446,7 @@ class DagView {
     p.dataset.id = id;
     const head = htmlEl("div", "op-detail-head", null, p);
     htmlEl("span", `op-detail-kind op-kind-${d.kind}`, d.kind, head);
-    htmlEl("b", "op-detail-name", ` ${d.name} `, head);
+    htmlEl("b", "op-detail-name", ` ${d.name ?? ""} `, head);
     htmlEl("span", `op-detail-status op-status-${d.status}`, d.status, head);
     const close = htmlEl("button", "op-detail-close", "×", head);
     close.title = "close";
