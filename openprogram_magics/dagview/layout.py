@@ -190,7 +190,7 @@ def compute_layout(
         x = lane if d == 0 else lanes + d - 1
         if x >= columns:
             columns = x + 1
-        kids = len(nest_kids[nid]) if nid in nest_kids else 0
+        n_kids = len(nest_kids[nid]) if nid in nest_kids else 0
         placed[nid] = Placed(  # positional: this loop is most of the layout time at 5k nodes
             nid,
             order[nid],
@@ -200,9 +200,9 @@ def compute_layout(
             None if is_hidden else row,
             caller,
             parent[nid] if how == _CHAIN else None,
-            kids,
+            n_kids,
             descendants[nid],
-            kids > 0 and nid in effective,
+            n_kids > 0 and nid in effective,
             is_hidden,
             index.kind[nid],
             index.status[nid],
