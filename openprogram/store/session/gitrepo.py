@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import git
+    from gitdb.db import GitDB
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
@@ -56,12 +57,18 @@ class GitWriter:
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.git_dir = worktree / ".git"
-        from gitdb.db import GitDB
-
-        self.odb = GitDB(str(self.git_dir / "objects"))
+        self._odb: GitDB | None = None  # created on first use: importing gitdb takes time
         self._tree_cache: dict[bytes, TreeEntries] = {}
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree sha
         self._repo: git.Repo | None = None
+
+    @property
+    def odb(self) -> GitDB:
+        if self._odb is None:
+            from gitdb.db import GitDB
+
+            self._odb = GitDB(str(self.git_dir / "objects"))
+        return self._odb
 
     # -- refs --------------------------------------------------------------------------
     def head_commit(self) -> bytes | None:
@@ -131,7 +138,8 @@ class GitWriter:
 
     def refresh(self) -> None:
         """Forget where objects live (after packing) and drop the tree caches (bounded memory)."""
-        self.odb.update_cache(force=True)
+        if self._odb is not None:
+            self._odb.update_cache(force=True)
         self._tree_cache.clear()
         self._commit_trees.clear()
 
