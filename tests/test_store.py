@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -174,16 +175,16 @@ def test_a_fresh_foreign_index_lock_is_left_alone_and_turns_still_commit(op_home
     assert "turn 2" in git_out(path, "log", "--format=%s", "-1")
 
 
-def packed_counts(path: Path, timeout: float = 30.0) -> dict[str, str]:
-    """``git count-objects -v`` once packs exist (automatic maintenance runs in the
-    background, so give it a moment)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        out = git_out(path, "count-objects", "-v")
-        counts = dict(line.split(": ", 1) for line in out.splitlines())
-        if int(counts["packs"]) >= 1 or time.monotonic() > deadline:
-            return counts
-        time.sleep(0.05)
+def packed_counts(path: Path) -> dict[str, str]:
+    """``git count-objects -v`` once a background maintenance (if any) has finished: it
+    holds ``.state/maintain.lock`` while it runs; waiting on it runs nothing."""
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+    out = git_out(path, "count-objects", "-v")
+    return dict(line.split(": ", 1) for line in out.splitlines())
 
 
 # -- size --------------------------------------------------------------------------------------

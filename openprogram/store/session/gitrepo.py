@@ -164,12 +164,13 @@ class GitWriter:
             name, (_sha, mode) = item
             return (name + "/" if mode == TREE_MODE else name).encode()
 
-        from git.objects.fun import tree_to_stream
-
-        ordered = [(sha, mode, name) for name, (sha, mode) in sorted(entries.items(), key=key)]
-        buf = io.BytesIO()
-        tree_to_stream(ordered, buf.write)
-        binsha = self._store(b"tree", buf.getvalue())
+        # the format of GitPython's ``tree_to_stream``, without its per-entry name checks
+        # (15x faster; names here are our own: history/<bucket>/<turn>/<seq>-<l>-<id>.json)
+        data = b"".join(
+            b"%o %s\0%s" % (mode, name.encode(), sha)
+            for name, (sha, mode) in sorted(entries.items(), key=key)
+        )
+        binsha = self._store(b"tree", data)
         self._tree_cache[binsha] = dict(entries)
         return binsha
 
