@@ -4,6 +4,7 @@
     openprogram sessions show ID              meta, node counts, problems, the DAG as a tree
     openprogram sessions log ID               one line per commit
     openprogram sessions delete ID [--yes]
+    openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
@@ -193,8 +194,45 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.set_defaults(handler=sessions_delete)
 
 
+# -- run --------------------------------------------------------------------------------------
+def run_notebook_cmd(args: argparse.Namespace) -> int:
+    """Execute a notebook headless, continuing the session in its metadata."""
+    import os
+    from pathlib import Path
+
+    source = Path(args.notebook)
+    if not source.is_file():
+        raise CliError(f"no notebook {source}")
+    try:
+        from openprogram_magics.headless import run_notebook
+    except ImportError as exc:
+        raise CliError(
+            f"`openprogram run` needs the Jupyter extras ({exc}): "
+            "pip install 'openprogram[jupyter]'"
+        ) from None
+    if getattr(args, "home", None):  # the kernel inherits where sessions live
+        os.environ["OPENPROGRAM_HOME"] = str(Path(args.home).expanduser().resolve())
+    result = run_notebook(source, args.output, timeout=args.timeout)
+    print(f"session: {result.session_id}")
+    print(f"wrote {result.path}")
+    if result.error:
+        print(f"openprogram: a cell failed: {one_line(result.error)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_run_parser(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "run", help="execute a notebook in place, continuing the session in its metadata"
+    )
+    p.add_argument("notebook", metavar="NOTEBOOK.ipynb")
+    p.add_argument("-o", "--output", metavar="OUT", help="write the result here instead")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    p.set_defaults(handler=run_notebook_cmd)
+
+
 # -- the command table -------------------------------------------------------------------------
-COMMANDS: list[Callable[[SubParsers], None]] = [add_sessions_parser]
+COMMANDS: list[Callable[[SubParsers], None]] = [add_sessions_parser, add_run_parser]
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

@@ -226,7 +226,7 @@ class OpenProgramMagics(Magics):
         if handler is None:
             raise UsageError(f"unknown command {command!r}; `%openprogram help` lists them")
         try:
-            return handler(rest)
+            return _quiet(handler(rest))
         except UserError as exc:
             raise UsageError(str(exc)) from None
 
@@ -368,6 +368,35 @@ class OpenProgramMagics(Magics):
         if not sid:
             raise UsageError("no session yet; run a %%openprogram cell or `%openprogram use ID`")
         return show_dag(sid, last_turns=last)
+
+
+class _QuietDict(dict):  # type: ignore[type-arg]
+    def _ipython_display_(self) -> None:  # already printed: no second copy as Out[n]
+        pass
+
+
+class _QuietList(list):  # type: ignore[type-arg]
+    def _ipython_display_(self) -> None:
+        pass
+
+
+class _QuietStr(str):
+    __slots__ = ()
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def _quiet(value: Any) -> Any:
+    """A command's value (``x = %openprogram status`` works) that is not displayed again
+    under the text the command already printed."""
+    if isinstance(value, dict):
+        return _QuietDict(value)
+    if isinstance(value, list):
+        return _QuietList(value)
+    if isinstance(value, str):
+        return _QuietStr(value)
+    return value
 
 
 class _CellArgs:

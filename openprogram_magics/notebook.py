@@ -64,7 +64,9 @@ class Resolution:
 _RECOVER = "run `%openprogram new` to start a fresh session for this notebook"
 
 
-def parse_metadata(value: Any, *, where: str = "notebook metadata.openprogram") -> NotebookMeta | None:
+def parse_metadata(
+    value: Any, *, where: str = "notebook metadata.openprogram"
+) -> NotebookMeta | None:
     """Validate the stored metadata.  ``None``/missing → None; anything bad → MetadataError."""
     if value is None:
         return None

@@ -108,15 +108,18 @@ class CellTurn:
             from openprogram_magics.widget import DagWidget
         except ImportError:
             return
-        self.widget = DagWidget(
-            nodes=[self.node.to_dict()], head_id=self.node.id, title=self._title()
-        )
+        if not _in_kernel():  # a terminal cannot draw a live view: the final one is enough
+            return
+        root = {**self.node.to_dict(), "predecessor": None}  # this view shows one turn
+        self.widget = DagWidget(nodes=[root], head_id=self.node.id, title=self._title())
         handle = display(self.widget, display_id=True)
         self.display_id = getattr(handle, "display_id", None)
-        sid, turn = self.handle.session_id, self.node.turn
+        sid, turn, root_id = self.handle.session_id, self.node.turn, self.node.id
 
         def on_write(session_id: str, node: dict[str, Any]) -> None:
             if session_id == sid and node.get("turn") == turn and self.widget is not None:
+                if node.get("id") == root_id:
+                    node = {**node, "predecessor": None}
                 self.widget.upsert(node)
 
         self._unsubscribe = events.subscribe(on_write)
@@ -188,6 +191,16 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (a frontend that can show widgets), not a terminal."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def _is_turn(session: Any, node_id: str) -> bool:

@@ -462,3 +462,19 @@ def test_live_dag_failure_never_breaks_a_turn(
     monkeypatch.setattr(turn_mod.CellTurn, "_show_live", broken)
     result = shell.run('%%openprogram\ntriage("one")')
     assert result.result == "bug"
+
+
+def test_a_terminal_shows_only_the_final_view(shell: Shell) -> None:
+    shell.magics.live_dag = True  # no kernel: no live widget to draw, just the final bundle
+    shell.run('%%openprogram\ntriage("one")')
+    (only,) = shell.display.outputs
+    assert MIME_TYPE in only["data"] and "running" not in only["data"]["text/plain"]
+    assert "missing-predecessor" not in only["data"]["text/plain"]
+
+
+def test_line_command_values_are_printed_once(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = shell.run("%openprogram status")
+    assert result.result["provider"] == "test"  # x = %openprogram status still works
+    assert capsys.readouterr().out.count("provider: test") == 1  # not shown again as Out

@@ -1,0 +1,173 @@
+"""Headless runs of a notebook: ``run_notebook`` / ``openprogram run`` (nbclient) continue
+the session named in the file's metadata; papermill (which cannot hand the kernel the
+metadata) records turns but does not continue it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openprogram.cli import main as cli_main
+from openprogram.store.session.store import SessionStore
+from openprogram_magics.headless import run_notebook
+from openprogram_magics.notebook import MIME_TYPE, MetadataError
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+
+
+def read(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def turn_count(home: Path, sid: str) -> int:
+    store = SessionStore(home)
+    try:
+        return sum(1 for e in store.open(sid).index() if e["kind"] == "turn")
+    finally:
+        store.close()
+
+
+def session_parts(nb: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        out["data"][MIME_TYPE]
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if MIME_TYPE in out.get("data", {})
+    ]
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    target = tmp_path / "work" / "quickstart.ipynb"
+    target.parent.mkdir()
+    shutil.copy(QUICKSTART, target)
+    return target
+
+
+def test_run_twice_continues_the_session_and_o_writes_elsewhere(
+    notebook: Path, op_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "openprogram" not in read(notebook)["metadata"]
+    first = run_notebook(notebook)
+    assert first.error is None and first.path == notebook
+    saved = read(notebook)
+    sid = saved["metadata"]["openprogram"]["session_id"]
+    assert first.session_id == sid
+    assert turn_count(op_home, sid) == 2
+    parts = session_parts(saved)
+    assert len(parts) == 2 and {p["session_id"] for p in parts} == {sid}
+    assert saved["metadata"]["openprogram"]["last_turn_id"] == parts[-1]["last_turn_id"]
+    status = "".join(
+        "".join(o.get("text", "")) for c in saved["cells"] for o in c.get("outputs", [])
+    )
+    assert f"session_id: {sid}" in status  # `%openprogram status` output was saved
+
+    second = run_notebook(notebook)
+    again = read(notebook)
+    assert second.session_id == sid == again["metadata"]["openprogram"]["session_id"]
+    assert turn_count(op_home, sid) == 4
+    assert again["metadata"]["openprogram"]["last_turn_id"] != parts[-1]["last_turn_id"]
+
+    before = notebook.read_bytes()
+    out = notebook.parent / "out" / "run3.ipynb"
+    out.parent.mkdir()
+    assert cli_main(["run", str(notebook), "-o", str(out), "--timeout", "120"]) == 0
+    printed = capsys.readouterr().out
+    assert f"session: {sid}" in printed
+    assert notebook.read_bytes() == before  # the input is untouched
+    assert read(out)["metadata"]["openprogram"]["session_id"] == sid
+    assert turn_count(op_home, sid) == 6
+
+
+def test_malformed_metadata_stops_before_anything_runs(
+    notebook: Path, op_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nb = read(notebook)
+    nb["metadata"]["openprogram"] = {"session_id": "../../etc", "version": 1}
+    notebook.write_text(json.dumps(nb))
+    before = notebook.read_bytes()
+    with pytest.raises(MetadataError, match="%openprogram new"):
+        run_notebook(notebook)
+    assert cli_main(["run", str(notebook)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid session id" in err
+    assert notebook.read_bytes() == before
+    assert not (op_home / "sessions").exists()  # nothing executed, nothing recorded
+
+
+def test_a_failing_cell_is_reported_and_saved(
+    notebook: Path, op_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nb = read(notebook)
+    nb["cells"].insert(
+        5,  # after the first %%openprogram cell
+        {
+            "cell_type": "code",
+            "id": "fails",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": '%%openprogram\nraise RuntimeError("broken on purpose")',
+        },
+    )
+    notebook.write_text(json.dumps(nb))
+    assert cli_main(["run", str(notebook)]) == 1
+    captured = capsys.readouterr()
+    assert "broken on purpose" in captured.err
+    saved = read(notebook)
+    sid = saved["metadata"]["openprogram"]["session_id"]  # the turn before the failure
+    statuses = [p["status"] for p in session_parts(saved)]
+    assert statuses == ["completed", "error"]
+    assert turn_count(op_home, sid) == 2
+
+
+def test_papermill_records_turns_but_cannot_continue_the_session(
+    notebook: Path, op_home: Path
+) -> None:
+    """papermill runs the cells itself and never hands the kernel the notebook's metadata:
+    each run starts a new session (its id is in the outputs, not in the metadata, which
+    papermill copies from the input unchanged).  Pin the id in code (``%%openprogram
+    --session ID``, or a parameters cell running ``%openprogram use ID``) to continue one."""
+    papermill = pytest.importorskip("papermill")
+    nb = read(notebook)
+    nb["metadata"]["openprogram"] = {"session_id": "nb_infile", "version": 1}
+    notebook.write_text(json.dumps(nb))
+    out = notebook.parent / "pm.ipynb"
+    papermill.execute_notebook(
+        str(notebook), str(out), kernel_name="python3", progress_bar=False, log_output=False
+    )
+    result = read(out)
+    parts = session_parts(result)
+    assert len(parts) == 2
+    minted = parts[0]["session_id"]
+    assert minted != "nb_infile"  # not continued
+    assert {p["session_id"] for p in parts} == {minted}  # but one session for the run
+    assert result["metadata"]["openprogram"]["session_id"] == "nb_infile"  # a stale copy
+    assert turn_count(op_home, minted) == 2
+    assert not (op_home / "sessions" / "nb_infile").exists()
+    # the parameters-cell workaround continues the file's session
+    nb = read(notebook)
+    nb["cells"].insert(
+        2,
+        {
+            "cell_type": "code",
+            "id": "params",
+            "metadata": {"tags": ["parameters"]},
+            "execution_count": None,
+            "outputs": [],
+            "source": "%openprogram use nb_infile",
+        },
+    )
+    notebook.write_text(json.dumps(nb))
+    papermill.execute_notebook(
+        str(notebook), str(out), kernel_name="python3", progress_bar=False, log_output=False
+    )
+    assert {p["session_id"] for p in session_parts(read(out))} == {"nb_infile"}
+    assert turn_count(op_home, "nb_infile") == 2
