@@ -12,8 +12,8 @@ How the server finds the ``openprogram-jupyter`` extension
 ----------------------------------------------------------
 The extension is prebuilt into ``openprogram_magics/labextension`` and a *regular* ``pip
 install`` copies it to ``<prefix>/share/jupyter/labextensions/openprogram-jupyter``
-(hatch shared-data). An editable install (``pip install -e .``, what ``.ci/run`` does) may
-not, and even when something is installed it may be a stale build. So the server is
+(hatch shared-data); hatchling's editable install (``pip install -e .``, what ``.ci/run``
+does) copies it too, but a copy goes stale as soon as the extension is rebuilt. So the server is
 started with ``JUPYTER_PATH=<tmp>/jupyter_path`` where
 ``<tmp>/jupyter_path/labextensions/openprogram-jupyter`` is a symlink to the
 ``labextension`` folder next to the imported ``openprogram_magics`` package. JUPYTER_PATH
@@ -21,7 +21,7 @@ entries come first in jupyter_core's search path, so this copy wins over any ins
 one (jupyterlab_server keeps the first extension of a given name it finds). The kernels the
 server starts inherit ``PYTHONPATH`` with the directory holding that same
 ``openprogram_magics``, so the browser and the kernel run the code under test.
-:meth:`LabPage.loaded_extensions` returns what the page really loaded, to assert on.
+:meth:`LabPage.assert_extension_under_test` checks the page loaded exactly this build.
 
 Isolation: each server gets its own ``JUPYTER_CONFIG_DIR``, ``JUPYTER_DATA_DIR``,
 ``JUPYTER_RUNTIME_DIR``, ``JUPYTERLAB_SETTINGS_DIR``, ``JUPYTERLAB_WORKSPACES_DIR`` and
@@ -66,6 +66,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 EXTENSION_NAME = "openprogram-jupyter"
+#: User settings of every test server, as <settings dir>/<pkg>/<plugin>.jupyterlab-settings.
+USER_SETTINGS: dict[str, dict[str, Any]] = {
+    "@jupyterlab/apputils-extension:notification": {
+        "checkForUpdates": False,
+        "fetchNews": "false",
+    },
+}
 #: Selector for the visible notebook (``?reset`` + this keeps restored tabs out of the way).
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 
@@ -144,6 +151,12 @@ class LabServer:
         jpath = base / "jupyter_path"
         (jpath / "labextensions").mkdir(parents=True)
         (jpath / "labextensions" / EXTENSION_NAME).symlink_to(extension_source())
+        # User settings live in our private JUPYTERLAB_SETTINGS_DIR: e.g. no news toast.
+        for plugin_id, values in USER_SETTINGS.items():
+            pkg, plugin = plugin_id.split(":")
+            target = base / "settings" / pkg / f"{plugin}.jupyterlab-settings"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(values))
         pkg_parent = str(extension_source().parent.parent)
         env = dict(os.environ)
         env.update(
@@ -275,6 +288,25 @@ class LabPage:
         self.page.goto(self.server.lab_url(path), wait_until="domcontentloaded")
         self.page.wait_for_selector(f"{NOTEBOOK} .jp-Cell", timeout=timeout)
 
+    def wait_kernel_session(self, timeout: float = 60_000) -> str:
+        """Wait until the current notebook has a kernel connection (any status); return it.
+
+        Earlier, JupyterLab's status bar may already show the *pending* kernel's name
+        ("Python 3 (ipykernel) | Connecting") while ``sessionContext.hasNoKernel`` is still
+        true; running cells then makes JupyterLab start/select a kernel itself and the
+        cells may silently not run. Reads ``window.jupyterapp``.
+        """
+        handle = self.page.wait_for_function(
+            """() => {
+                const w = window.jupyterapp.shell.currentWidget;
+                const k = w && w.sessionContext && w.sessionContext.session
+                    && w.sessionContext.session.kernel;
+                return k ? k.status : false;
+            }""",
+            timeout=timeout,
+        )
+        return str(handle.json_value())
+
     def wait_kernel_idle(self, timeout: float = 60_000) -> None:
         """Wait for the status bar to read ``... | Idle`` (the kernel exists and is idle).
 
@@ -324,11 +356,20 @@ class LabPage:
         return bool(self.page.locator(".jp-mod-dirty").count())
 
     # -- app access (window.jupyterapp) ---------------------------------------------
-    def command(self, command_id: str, args: dict[str, Any] | None = None) -> Any:
-        """Run a JupyterLab command, e.g. ``notebook:restart-run-all`` (may open a dialog)."""
-        return self.page.evaluate(
-            "([id, args]) => window.jupyterapp.commands.execute(id, args)", [command_id, args or {}]
+    def command(self, command_id: str, args: dict[str, Any] | None = None) -> None:
+        """Start a JupyterLab command, e.g. ``notebook:restart-run-all``; do not wait for it.
+
+        Commands that open a dialog resolve only when it closes, so this never awaits the
+        result (``page.evaluate`` has no timeout): wait on the UI instead.
+        """
+        self.page.evaluate(
+            "([id, args]) => { void window.jupyterapp.commands.execute(id, args); }",
+            [command_id, args or {}],
         )
+
+    def accept_dialog(self, timeout: float = 30_000) -> None:
+        """Click the accept button of the open dialog (e.g. "Restart")."""
+        self.page.locator(".jp-Dialog .jp-mod-accept").click(timeout=timeout)
 
     def notebook_metadata(self, key: str) -> Any:
         """The current (unsaved) model's top-level ``metadata[key]`` in the browser."""
@@ -340,15 +381,23 @@ class LabPage:
             key,
         )
 
-    def loaded_extensions(self) -> list[str]:
-        """Names of federated extensions the page was configured with."""
+    def loaded_extensions(self) -> dict[str, dict[str, Any]]:
+        """Federated extensions the page was configured with: ``{name: {"load": ...}}``."""
         return self.page.evaluate(
             """() => {
                 const el = document.getElementById('jupyter-config-data');
                 const cfg = el ? JSON.parse(el.textContent) : {};
-                return (cfg.federated_extensions || []).map(e => e.name);
+                return Object.fromEntries((cfg.federated_extensions || []).map(e => [e.name, e]));
             }"""
         )
+
+    def assert_extension_under_test(self) -> None:
+        """The page loaded ``openprogram-jupyter`` from the build under test (same hash)."""
+        built = json.loads((extension_source() / "package.json").read_text())
+        want = built["jupyterlab"]["_build"]["load"]
+        got = self.loaded_extensions().get(EXTENSION_NAME)
+        assert got is not None, f"{EXTENSION_NAME} not loaded: {self.loaded_extensions()}"
+        assert got.get("load") == want, f"stale {EXTENSION_NAME}: page has {got}, build {want}"
 
     def screenshot(self, name: str, directory: str | Path = "/tmp") -> Path:
         path = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .jupyterlab import EXTENSION_NAME, LabPage, write_notebook
+from .jupyterlab import LabPage, write_notebook
 
 READ_STATE = (
     "import openprogram_magics.bridge as b\n"
@@ -25,7 +25,7 @@ def test_metadata_round_trip(lab: LabPage, notebook_dir: tuple[Path, str]) -> No
         abs_dir / "round trip.ipynb", [READ_STATE, PUSH], {"openprogram": {"session_id": "s_pre"}}
     )
     lab.open_notebook(f"{rel_dir}/round trip.ipynb")
-    assert EXTENSION_NAME in lab.loaded_extensions()
+    lab.assert_extension_under_test()
     lab.wait_kernel_idle()
 
     # The silent execute_request reached the kernel before the first cell.
@@ -40,3 +40,32 @@ def test_metadata_round_trip(lab: LabPage, notebook_dir: tuple[Path, str]) -> No
     saved = json.loads(nb_path.read_text())
     assert saved["metadata"]["openprogram"]["session_id"] == "s_new"
     assert saved["metadata"]["openprogram"] == {"session_id": "s_new", "version": 1}
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(180)
+def test_state_arrives_before_run_all(lab: LabPage, notebook_dir: tuple[Path, str]) -> None:
+    """Run All as soon as a kernel exists, and Restart+Run All: the first cell sees the state."""
+    abs_dir, rel_dir = notebook_dir
+    write_notebook(
+        abs_dir / "order.ipynb",
+        [READ_STATE, "x = 1", "y = 2"],
+        {"openprogram": {"session_id": "s_pre"}},
+    )
+    lab.open_notebook(f"{rel_dir}/order.ipynb")
+    status = lab.wait_kernel_session()  # usually "unknown"/"starting": not yet idle
+    lab.run_all()
+    print(f"Run All clicked with kernel status {status!r}")
+    assert "META {'session_id': 's_pre'}" in lab.wait_output(0, "META")
+
+    # After a restart the module state is gone; the extension re-sends the *current*
+    # (unsaved) model metadata ahead of the cells queued by "Restart Kernel and Run All".
+    lab.wait_kernel_idle()
+    lab.page.evaluate(
+        "() => window.jupyterapp.shell.currentWidget.model"
+        ".setMetadata('openprogram', {session_id: 's_model'})"
+    )
+    lab.command("notebook:restart-run-all")
+    lab.accept_dialog()
+    lab.cell(0).locator(".jp-InputPrompt", has_text="[1]").wait_for()
+    assert "META {'session_id': 's_model'}" in lab.wait_output(0, "s_model")
