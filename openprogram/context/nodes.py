@@ -84,7 +84,8 @@ def is_secret_key(key: str) -> bool:
     hit = _secret_keys.get(key)
     if hit is None:
         norm = key.lower().replace("-", "_")
-        hit = any(h in norm for h in SECRET_KEY_HINTS)
+        # "tokens" (counts: max_tokens, input_tokens) is not a credential; "token" is
+        hit = any(h in norm for h in SECRET_KEY_HINTS) and not norm.endswith("tokens")
         if len(_secret_keys) < 4096:
             _secret_keys[key] = hit
     return hit
