@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,8 @@ def bench_cells(cells: int, turns: int, home: Path, *, live: bool) -> dict[str, 
     config.HistoryManager.hist_file = ":memory:"
     ip = InteractiveShell.instance(config=config)
     ip.display_pub = _Sink().pub
+    if live:  # the live view is drawn only in a kernel: pretend (its comms go nowhere)
+        setattr(ip, "kernel", types.SimpleNamespace())  # noqa: B010
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         ip.run_line_magic("load_ext", "openprogram_magics")
