@@ -3,7 +3,9 @@
 Fixtures (see ``jupyterlab.py`` for how the server finds the ``openprogram-jupyter``
 extension and how it is isolated):
 
-- ``lab_server`` (session): a running :class:`LabServer` whose root is a temp dir.
+- ``lab_server`` (session): a running :class:`LabServer` whose root is a temp dir. Its
+  kernels use ``lab_server.openprogram_home``, shared by all browser tests of the session
+  (the per-test ``op_home`` of tests/conftest.py does not reach the kernels).
 - ``notebook_dir`` (function): a fresh sub-directory of the server root; returns
   ``(abs_path, rel_path)``; write notebooks there with ``write_notebook``.
 - ``chromium_browser`` (session): a Playwright ``Browser`` on /usr/bin/chromium.

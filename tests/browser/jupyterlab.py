@@ -24,11 +24,12 @@ server starts inherit ``PYTHONPATH`` with the directory holding that same
 :meth:`LabPage.assert_extension_under_test` checks the page loaded exactly this build.
 
 Isolation: each server gets its own ``JUPYTER_CONFIG_DIR``, ``JUPYTER_DATA_DIR``,
-``JUPYTER_RUNTIME_DIR``, ``JUPYTERLAB_SETTINGS_DIR``, ``JUPYTERLAB_WORKSPACES_DIR`` and
-``IPYTHONDIR`` under a temp dir, listens on 127.0.0.1 only with a random token, and is
-stopped by its own PID. ``--allow-root`` is passed when running as root (it exits otherwise).
-The app is exposed as ``window.jupyterapp`` (``expose_app_in_browser``) so tests may call
-``LabPage.command()``; prefer driving the real UI for what a user does.
+``JUPYTER_RUNTIME_DIR``, ``JUPYTERLAB_SETTINGS_DIR``, ``JUPYTERLAB_WORKSPACES_DIR``,
+``IPYTHONDIR`` and ``OPENPROGRAM_HOME`` under a temp dir, listens on 127.0.0.1 only with a
+random token, and is stopped by its own PID. ``--allow-root`` is passed when running as
+root (it exits otherwise). The app is exposed as ``window.jupyterapp``
+(``expose_app_in_browser``) so tests may call ``LabPage.command()``; prefer driving the
+real UI for what a user does.
 
 Timing on a 2-core machine: server up in ~2 s; a page load with a fresh kernel 4-5 s.
 """
@@ -140,13 +141,25 @@ class LabServer:
             raw = resp.read()
         return json.loads(raw) if raw else None
 
+    @property
+    def openprogram_home(self) -> Path:
+        """``OPENPROGRAM_HOME`` of the kernels this server starts (sessions live here)."""
+        return Path(self.env["OPENPROGRAM_HOME"])
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, root_dir: Path, *, timeout: float = 60) -> Iterator[LabServer]:
-        """Start a server for ``root_dir``; stop it (and its kernels) on exit."""
+    def start(
+        cls, root_dir: Path, *, timeout: float = 60, extra_env: dict[str, str] | None = None
+    ) -> Iterator[LabServer]:
+        """Start a server for ``root_dir``; stop it (and its kernels) on exit.
+
+        Kernels inherit the server's environment: ``OPENPROGRAM_HOME`` is
+        ``<tmp>/openprogram_home`` (see :attr:`openprogram_home`) unless ``extra_env``
+        (applied last) says otherwise.
+        """
         base = Path(tempfile.mkdtemp(prefix="oplab-"))
         jpath = base / "jupyter_path"
         (jpath / "labextensions").mkdir(parents=True)
@@ -169,7 +182,9 @@ class LabServer:
             IPYTHONDIR=str(base / "ipython"),
             PYTHONPATH=os.pathsep.join(filter(None, [pkg_parent, env.get("PYTHONPATH")])),
             JUPYTER_PLATFORM_DIRS="1",
+            OPENPROGRAM_HOME=str(base / "openprogram_home"),
         )
+        env.update(extra_env or {})
         for k in ("JPY_SESSION_NAME", "JUPYTER_TOKEN", "JPY_PARENT_PID"):
             env.pop(k, None)
         port, token = _free_port(), secrets.token_hex(16)
