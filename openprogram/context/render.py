@@ -59,11 +59,7 @@ def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Me
     """One earlier turn of the conversation as a user/assistant pair."""
     if node.kind in ("turn", "reply"):
         said = as_text(node.input.get("text") if isinstance(node.input, dict) else node.input)
-        parts = [
-            f"{call_line(c)} -> {clip(as_text(c.output), 1000)}"
-            for c in children(node)
-            if c.kind in ("function", "tool")
-        ]
+        parts = [_child_part(c) for c in children(node) if c.kind in ("function", "tool", "reply")]
         if node.output not in (None, ""):
             parts.append(clip(as_text(node.output)))
         role = "assistant" if node.kind == "reply" else "user"
@@ -77,6 +73,16 @@ def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Me
         {"role": "user", "content": call_line(node)},
         {"role": "assistant", "content": clip(as_text(node.output or node.metadata.get("error")))},
     ]
+
+
+def _child_part(node: Call) -> str:
+    """What a call made during a turn contributes to that turn's assistant message; a chat
+    ``reply`` nested under a user message contributes its text (or how it ended)."""
+    if node.kind != "reply":
+        return f"{call_line(node)} -> {clip(as_text(node.output), 1000)}"
+    if node.output not in (None, ""):
+        return clip(as_text(node.output))
+    return f"[{node.status}] {as_text(node.metadata.get('error'))}".strip()
 
 
 def render_messages(

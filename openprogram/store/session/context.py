@@ -57,9 +57,13 @@ def session_context(
     title: str | None = None,
     message: str | None = None,
     db: SessionStore | None = None,
+    writer: SessionNodeWriter | None = None,
 ) -> Iterator[SessionHandle]:
     """Install ``_store``, ``_current_turn_id``, ``_current_runtime`` (and reset ``_call_id``)
     for one turn of ``session_id``; commit the turn on exit.
+
+    ``writer``: a node writer that already wrote part of this turn (the dispatcher persists
+    the user message before binding the turn), so the whole turn shares one shard and commit.
 
     With no provider configured the store is still installed, so the DAG, docstrings and
     history all work; only ``runtime.exec`` fails, saying how to configure a provider.
@@ -68,8 +72,12 @@ def session_context(
     from openprogram.agentic_programming.function import using_call_id, using_runtime
     from openprogram.context.nodes import new_id
 
-    database = db if db is not None else default_db()
+    database = db if db is not None else writer.db if writer is not None else default_db()
+    if session_id is None and writer is not None:
+        session_id = writer.session_id
     sid = mint_session_id(id_prefix) if session_id is None else validate_session_id(session_id)
+    if writer is not None and writer.session_id != sid:
+        raise ValueError(f"writer is bound to session {writer.session_id!r}, not {sid!r}")
     created = not database.exists(sid)
     if created:
         database.create_session(sid, agent_id, source=source, title=title)
@@ -79,7 +87,7 @@ def session_context(
 
         rt = create_runtime(required=False)
     tid = turn_id or new_id("turn")
-    writer = SessionNodeWriter(database, sid)
+    writer = writer if writer is not None else SessionNodeWriter(database, sid)
     handle = SessionHandle(
         db=database,
         session_id=sid,

@@ -1,0 +1,50 @@
+"""Stage 6: close the reply, title a new session after its first message, build the result.
+
+The commit itself is made by ``session_context`` when stage 3's block exits.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openprogram.agent.dispatcher.prep import PreparedTurn
+    from openprogram.agent.dispatcher.types import TurnResult
+
+TITLE_CHARS = 60
+
+
+def finalize_turn(prepared: PreparedTurn) -> TurnResult:
+    from openprogram.agent.dispatcher.types import TurnResult
+    from openprogram.context.nodes import COMPLETED
+
+    writer = prepared.writer
+    reply = writer.reply
+    assert reply is not None, "open_placeholder first"
+    reply.metadata["status"] = COMPLETED
+    reply.metadata["duration_ms"] = round((time.time() - reply.created_at) * 1000, 3)
+    writer.nodes.update(reply)
+    maybe_auto_title(prepared)
+    return TurnResult(
+        session_id=prepared.session_id,
+        user_node_id=writer.head_for_finalize(),
+        reply_node_id=reply.id,
+        text=str(reply.output or ""),
+        status=COMPLETED,
+        created=prepared.created,
+    )
+
+
+def maybe_auto_title(prepared: PreparedTurn) -> None:
+    """A session still titled with its id gets the first line of its first message
+    (written to ``meta.json`` by the turn's commit)."""
+    session = prepared.writer.nodes.session
+    title = session.meta.get("title")
+    if title and title != session.id:
+        return
+    user = prepared.writer.user
+    text = user.input.get("text", "") if user is not None and isinstance(user.input, dict) else ""
+    line = " ".join(str(text).split())
+    if line:
+        session.meta["title"] = line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS] + "…"

@@ -1,0 +1,59 @@
+"""What goes into a chat turn and what comes out of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
+
+Event = dict[str, Any]  # {"type": "user" | "reply_started" | "tool_call" | ... , ...}
+EventCallback = Callable[[Event], None]
+Tool = Callable[..., Any]
+
+DEFAULT_SYSTEM = (
+    "You are a helpful assistant in a chat. Answer the user's last message, using the "
+    "conversation so far; call a tool when it gives you something you cannot know yourself."
+)
+
+
+@dataclass
+class TurnRequest:
+    """One user message.  ``session_id=None`` starts a new session (its id is on the result);
+    passing it back continues that session.  ``fork_from`` links the message after that
+    node instead of HEAD (a branch).  ``tools`` maps a name to a Python callable."""
+
+    session_id: str | None
+    text: str
+    agent_id: str = "main"
+    runtime: Runtime | None = None
+    on_event: EventCallback | None = None
+    fork_from: str | None = None
+    system: str = DEFAULT_SYSTEM
+    tools: dict[str, Tool] = field(default_factory=dict)
+    max_iterations: int = 8
+
+
+@dataclass
+class TurnResult:
+    """How the turn ended: ``status`` is ``completed``, ``error`` or ``cancelled``."""
+
+    session_id: str
+    user_node_id: str
+    reply_node_id: str | None
+    text: str
+    status: str
+    error: str | None = None
+    created: bool = False  # the turn created the session
+
+
+def emit(request: TurnRequest, event: Event) -> None:
+    """Hand ``event`` to the caller; a broken listener never breaks the turn."""
+    if request.on_event is None:
+        return
+    try:
+        request.on_event(event)
+    except Exception:
+        pass
