@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -54,6 +55,17 @@ def git_run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=path, capture_output=True, text=True)
 
 
+def fsck(path: Path) -> subprocess.CompletedProcess[str]:
+    """``git fsck --strict`` once a background maintenance (if any) is done: fsck reports
+    loose objects that a concurrent ``prune-packed`` removes (now in a pack) as missing."""
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+    return git_run(path, "fsck", "--strict", "--no-progress")
+
+
 def test_two_processes_appending_500_nodes_each_lose_nothing(op_home: Path) -> None:
     with session_context("shared") as created:
         pass
@@ -92,8 +104,8 @@ def test_two_processes_appending_500_nodes_each_lose_nothing(op_home: Path) -> N
     assert session.problems == []
 
     path = op_home / "sessions" / sid
-    fsck = git_run(path, "fsck", "--strict", "--no-progress")
-    assert fsck.returncode == 0 and fsck.stdout == "", fsck.stdout + fsck.stderr
+    checked = fsck(path)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout + checked.stderr
     log = git_run(path, "log", "--format=%s").stdout.splitlines()
     assert sum(1 for m in log if "child turn" in m) == 50
     assert sum(1 for m in log if "parent turn" in m) == 50
@@ -170,8 +182,8 @@ def test_a_writer_killed_mid_turn_is_recovered_on_the_next_open(op_home: Path) -
 
     log = git_run(path, "log", "--format=%s").stdout.splitlines()
     assert log[0].startswith("recovery")
-    fsck = git_run(path, "fsck", "--strict", "--no-progress")
-    assert fsck.returncode == 0 and fsck.stdout == ""
+    checked = fsck(path)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stderr
     assert not list((path / ".state" / "journal").glob("*.jsonl"))  # replayed and removed
 
     # recovered once: a later open finds nothing more to do, and the session continues
