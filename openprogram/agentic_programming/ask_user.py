@@ -60,6 +60,11 @@ def using_ask_user_handler(handler: AskHandler | None) -> Iterator[None]:
         reset_token(_handler, token)
 
 
+def current_ask_user_handler() -> AskHandler:
+    """The handler a question asked here and now would go to (context, default, terminal)."""
+    return _handler.get() or _default_handler or terminal_handler
+
+
 def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:
     """Ask the user ``question``; returns the answer, or None if nobody can answer."""
     return run_in_session(_ask, question, choices)
@@ -76,7 +81,7 @@ def _ask(question: str, choices: list[str] | None) -> str | None:
         status=AWAITING,
     )
     writer.append(node)  # never turn-level: an ask_user node does not move HEAD
-    handler = _handler.get() or _default_handler or terminal_handler
+    handler = current_ask_user_handler()
     try:
         answer = handler(question, choices)
     except BaseException as exc:

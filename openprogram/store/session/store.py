@@ -259,6 +259,29 @@ class Session:
         for path, _fd in claimed:
             path.unlink(missing_ok=True)
 
+    def refresh(self) -> None:
+        """Pick up what other processes wrote since this process opened the session: turn
+        folders they committed, ``meta.json``, and the journals of writers that died
+        (recovered as usual).  This process's own unsaved writes are kept."""
+        with self.lock, self._mu:
+            meta = dict(self.meta)
+            self._load_meta()
+            meta.update(self.meta)  # title etc. from disk; nothing of ours is lost
+            self.meta = meta
+            history = self.path / "history"
+            buckets = list(os.scandir(history)) if history.is_dir() else []
+            for bucket in (b for b in buckets if b.is_dir()):
+                for turn_dir in (d for d in os.scandir(bucket.path) if d.is_dir()):
+                    rel = f"history/{bucket.name}/{turn_dir.name}"
+                    mtime = turn_dir.stat().st_mtime_ns
+                    if self._dir_mtimes.get(rel) != mtime:
+                        self._scan_dir(rel, self._index)
+                        self._dir_mtimes[rel] = mtime
+            for call in self._dirty.values():  # ours, newer than any file
+                self._put(call)
+            self._children = None
+            self._recover()
+
     # -- writing -------------------------------------------------------------------------
     def begin_turn(self) -> int:
         """Allocate the next turn number (the storage shard of the nodes of one turn)."""

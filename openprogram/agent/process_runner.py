@@ -1,0 +1,355 @@
+"""Run an agentic function in a ``spawn``ed child process, attached to the caller's turn.
+
+The child re-enters ``session_context`` with the parent's session id and sets its caller
+anchor (the parent's current frame) through the owner's scoped setter, so its nodes hang
+under the parent's frame exactly as an in-process call's would.  Node writes and
+``ask_user`` questions flow back through queues: the parent re-emits the writes (live
+views keep drawing) and answers questions with its own ambient handler (or leaves them
+unanswered).  The result, or the exception, comes back at the end.
+
+``stop()`` is graceful first (SIGINT: the child's frames end ``cancelled`` and its turn is
+committed), then kills the child's process group; the parent's ``Session.refresh()`` then
+recovers what the killed child left (``running`` → ``interrupted``).
+
+The function must be importable by module path (spawn starts a fresh interpreter): a
+top-level function of a module, not one defined in ``__main__`` or a notebook cell.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from openprogram.errors import OpenProgramError, UserError
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from openprogram.agentic_programming.ask_user import AskHandler
+    from openprogram.agentic_programming.runtime import Runtime
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+class ProcessRunError(OpenProgramError):
+    """The function raised in the child (or the child died); names the original error."""
+
+    def __init__(self, target: str, error: str, traceback: str = "") -> None:
+        self.target = target
+        self.error = error
+        self.traceback = traceback
+        super().__init__(f"{target} failed in its child process: {error}")
+
+
+class ProcessRunCancelled(ProcessRunError):
+    """The child was stopped (``stop()``, Ctrl-C) before it finished."""
+
+
+@dataclass
+class _Spec:
+    """Everything the child needs; pickled by ``spawn``."""
+
+    target: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    session_id: str
+    call_id: str | None
+    runtime: bytes | None  # a pickled Runtime, or None: the child configures its own
+    home: str
+    allow_requests: bool
+
+
+def target_of(fn: Callable[..., Any] | str) -> str:
+    """``"module:qualname"`` of ``fn``; refuses what a fresh interpreter cannot import."""
+    if isinstance(fn, str):
+        if ":" not in fn:
+            raise UserError(f"a target is 'package.module:function', got {fn!r}")
+        return fn
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname:
+        raise UserError(
+            f"{qualname or fn!r} cannot run in a child process: define it at the top level "
+            "of an importable module (not in __main__, a notebook cell or another function)"
+        )
+    return f"{module}:{qualname}"
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    import importlib
+
+    module_name, _, qualname = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]
+
+
+class ProcessRun:
+    """One function run in a child process: ``start()``, then ``wait()`` (or ``poll()``),
+    ``stop()`` at any time."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        runtime: Runtime | None = None,
+        on_event: EventCallback | None = None,
+        ask_handler: AskHandler | None = None,
+    ) -> None:
+        from openprogram.agentic_programming.ask_user import current_ask_user_handler
+        from openprogram.agentic_programming.function import get_call_id, process_session_id
+        from openprogram.store.vars import get_store
+
+        self.target = target_of(fn)
+        writer = get_store()
+        self.session_id = session_id or (writer.session_id if writer else process_session_id())
+        in_turn = writer is not None and writer.session_id == self.session_id
+        self.call_id = get_call_id() if in_turn else None
+        self.args, self.kwargs = tuple(args), dict(kwargs or {})
+        self.runtime = _pickled_runtime(runtime)
+        self.on_event = on_event
+        self.ask_handler = ask_handler or current_ask_user_handler()  # the caller's, now
+        self.process: BaseProcess | None = None
+        self.finished = False
+        self._result: Any = None
+        self._error: ProcessRunError | None = None
+        self._stopping = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> ProcessRun:
+        import multiprocessing
+
+        from openprogram.providers import network
+        from openprogram.store.vars import get_store
+
+        writer = get_store()
+        if writer is not None and writer.session_id == self.session_id:
+            # the child opens the session from disk: let it see the frame it hangs under
+            writer.session.commit("checkpoint: before a child process")
+        spec = _Spec(
+            target=self.target,
+            args=self.args,
+            kwargs=self.kwargs,
+            session_id=self.session_id,
+            call_id=self.call_id,
+            runtime=self.runtime,
+            home=os.environ.get("OPENPROGRAM_HOME", ""),
+            allow_requests=network.model_requests_allowed(),
+        )
+        ctx = multiprocessing.get_context("spawn")
+        self._inbox: Any = ctx.Queue()
+        self._outbox: Any = ctx.Queue()
+        self.process = ctx.Process(
+            target=_child_main, args=(spec, self._inbox, self._outbox), daemon=True
+        )
+        self.process.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """The function's return value; raises :class:`ProcessRunError` if it raised.
+        Ctrl-C here stops the child (gracefully first) and propagates."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self.poll(0.1):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.target} still running after {timeout} s")
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Handle what the child sent within ``timeout`` s; True once it has finished."""
+        if self.finished:
+            return True
+        assert self.process is not None, "start() first"
+        try:
+            message = self._inbox.get(timeout=timeout) if timeout > 0 else self._inbox.get_nowait()
+        except queue.Empty:
+            if not self.process.is_alive():
+                self._drain()
+                if not self.finished:
+                    code = self.process.exitcode
+                    self._finish(error=(f"the child process died (exit code {code})", ""))
+            return self.finished
+        self._handle(message)
+        return self.finished
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGINT the child (its frames end ``cancelled``), then kill its process group
+        after ``timeout`` s; the session is refreshed (and recovered) either way."""
+        if self.finished or self.process is None:
+            return
+        self._stopping = True
+        pid = self.process.pid
+        assert pid is not None
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while not self.poll(0.05) and time.monotonic() < deadline:
+            pass
+        if not self.finished:
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the child leads its own group
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+            self.process.join(5)
+            self._drain()
+            if not self.finished:
+                self._finish(error=("killed after a graceful stop timed out", ""))
+
+    # -- messages from the child ------------------------------------------------------------
+    def _drain(self) -> None:
+        while not self.finished:
+            try:
+                self._handle(self._inbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "node":
+            from openprogram.store.session import events
+
+            _kind, session_id, node = message
+            events.emit(session_id, node)  # the parent's live views see the child's writes
+            self._notify({"type": "node", "session_id": session_id, "node": node})
+        elif kind == "ask":
+            _kind, question, choices = message
+            self._notify({"type": "ask_user", "question": question, "choices": choices})
+            try:
+                answer = self.ask_handler(question, choices)
+            except Exception:
+                answer = None
+            self._outbox.put(answer)
+        elif kind == "result":
+            self._finish(result=message[1])
+        elif kind == "error":
+            _kind, error, tb, cancelled = message
+            self._finish(error=(error, tb), cancelled=cancelled)
+
+    def _notify(self, event: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:
+                pass
+
+    def _finish(
+        self, *, result: Any = None, error: tuple[str, str] | None = None, cancelled: bool = False
+    ) -> None:
+        self.finished = True
+        self._result = result
+        if error is not None:
+            kind = ProcessRunCancelled if cancelled or self._stopping else ProcessRunError
+            self._error = kind(self.target, *error)
+        if self.process is not None:
+            self.process.join(5)
+        self._refresh()
+        self._notify({"type": "finished", "error": str(self._error) if self._error else None})
+
+    def _refresh(self) -> None:
+        """Let this process's Session see what the child wrote (and recover a killed one)."""
+        from openprogram.agent.session_db import default_db
+        from openprogram.store.vars import get_store
+
+        writer = get_store()
+        if writer is not None and writer.session_id == self.session_id:
+            writer.session.refresh()
+        else:
+            default_db().open(self.session_id).refresh()
+
+
+def run_in_process(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a child process, attached to the current frame."""
+    return ProcessRun(fn, args, kwargs).start().wait()
+
+
+def _pickled_runtime(runtime: Runtime | None) -> bytes | None:
+    """The given (or ambient) runtime for the child; an ambient one that cannot be pickled
+    (a ``function`` provider's closure) is left behind and the child configures its own."""
+    from openprogram.agentic_programming.function import get_current_runtime
+
+    chosen = runtime or get_current_runtime()
+    if chosen is None:
+        return None
+    try:
+        return pickle.dumps(chosen)
+    except Exception as exc:
+        if runtime is not None:
+            raise UserError(f"the runtime cannot be sent to a child process: {exc}") from None
+        return None
+
+
+# -- the child ---------------------------------------------------------------------------------
+def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
+    """Entry point of the spawned interpreter (``outbox`` goes to the parent)."""
+    import traceback
+
+    try:
+        os.setpgrp()  # stop() kills the group: whatever the function started dies with it
+    except OSError:
+        pass
+    if spec.home:
+        os.environ["OPENPROGRAM_HOME"] = spec.home
+    try:
+        outcome: tuple[Any, ...] = ("result", _run_child(spec, outbox, inbox))
+        try:
+            pickle.dumps(outcome)
+        except Exception as exc:
+            outcome = ("error", f"the result cannot be sent back: {exc}", "", False)
+    except BaseException as exc:
+        from openprogram.agentic_programming.function import is_cancellation, redact_secrets
+
+        error = redact_secrets(f"{type(exc).__name__}: {exc}")
+        tb = redact_secrets("".join(traceback.format_exception(exc))[-20000:])
+        outcome = ("error", error, tb, is_cancellation(exc))
+    outbox.put(outcome)
+    outbox.close()
+    outbox.join_thread()
+
+
+def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
+    from openprogram.agentic_programming.ask_user import using_ask_user_handler
+    from openprogram.agentic_programming.function import using_call_id
+    from openprogram.providers import network
+    from openprogram.store.session import events
+    from openprogram.store.session.context import session_context
+
+    network.set_model_requests_allowed(spec.allow_requests)
+    fn = _resolve(spec.target)
+    runtime = pickle.loads(spec.runtime) if spec.runtime is not None else None
+
+    def forward(session_id: str, node: dict[str, Any]) -> None:
+        outbox.put(("node", session_id, node))
+
+    def ask_parent(question: str, choices: list[str] | None) -> str | None:
+        outbox.put(("ask", question, choices))
+        answer: str | None = inbox.get()
+        return answer
+
+    unsubscribe = events.subscribe(forward)
+    try:
+        with (
+            session_context(
+                spec.session_id, runtime=runtime, source="process", message=spec.target
+            ),
+            using_call_id(spec.call_id),
+            using_ask_user_handler(ask_parent),
+        ):
+            return fn(*spec.args, **spec.kwargs)
+    finally:
+        unsubscribe()
