@@ -41,9 +41,6 @@ def run_notebook(
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from nbclient.util import run_sync
-
-    from openprogram_magics.bridge import silent_code
 
     source = Path(path)
     nb = nbformat.read(source, as_version=4)
@@ -58,15 +55,7 @@ def run_notebook(
     )
     error: str | None = None
     with client.setup_kernel():
-        assert client.kc is not None
-        kc: Any = client.kc
-        msg_id = kc.execute(
-            silent_code(state_payload(stored, str(source))), silent=True, store_history=False
-        )
-        while True:
-            reply = run_sync(kc.get_shell_msg)(timeout=60)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
+        hand_over_state(client.kc, stored, str(source))
         try:
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
@@ -75,12 +64,34 @@ def run_notebook(
             error = text.splitlines()[-1] if text else "cell failed"
         finally:
             client.set_widgets_metadata()
+    write_back(nb)
+    target = Path(output) if output is not None else source
+    nbformat.write(nb, target)
+    session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
+    return RunResult(target, session, error)
+
+
+def hand_over_state(kc: Any, metadata: Any, path: str) -> None:
+    """Send the kernel the notebook's metadata, as the browser extension does, and wait
+    for the reply so it lands before the first cell."""
+    from nbclient.util import run_sync
+
+    from openprogram_magics.bridge import silent_code
+
+    assert kc is not None
+    msg_id = kc.execute(
+        silent_code(state_payload(metadata, path)), silent=True, store_history=False
+    )
+    while True:
+        reply = run_sync(kc.get_shell_msg)(timeout=60)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return
+
+
+def write_back(nb: Any) -> None:
+    """Store the session the turns ran in (found in their outputs) in ``nb``'s metadata."""
     found = session_from_outputs(nb.cells)
     if found is not None:
         meta = parse_metadata(found, where="turn output")
         if meta is not None:
             nb.metadata[METADATA_KEY] = meta.to_json()
-    target = Path(output) if output is not None else source
-    nbformat.write(nb, target)
-    session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
-    return RunResult(target, session, error)

@@ -9,6 +9,7 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -345,6 +346,10 @@ class OpenProgramMagics(Magics):
             )
         create_runtime(name, model or None)  # fail now, not at the next cell
         self.provider, self.model = name, model
+        # calls made outside a turn (the process's ad-hoc session) use the same provider
+        os.environ["OPENPROGRAM_PROVIDER"] = name
+        if model:
+            os.environ["OPENPROGRAM_MODEL"] = model
         print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
 
     def _cmd_auto(self, args: list[str]) -> None:

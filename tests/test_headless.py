@@ -1,6 +1,7 @@
 """Headless runs of a notebook: ``run_notebook`` / ``openprogram run`` (nbclient) continue
-the session named in the file's metadata; papermill (which cannot hand the kernel the
-metadata) records turns but does not continue it."""
+the session named in the file's metadata; papermill's default engine (which cannot hand
+the kernel the metadata) records turns but does not continue it, ``--engine openprogram``
+does."""
 
 from __future__ import annotations
 
@@ -171,3 +172,35 @@ def test_papermill_records_turns_but_cannot_continue_the_session(
     )
     assert {p["session_id"] for p in session_parts(read(out))} == {"nb_infile"}
     assert turn_count(op_home, "nb_infile") == 2
+
+
+def test_papermill_openprogram_engine_continues_the_files_session(
+    notebook: Path, op_home: Path
+) -> None:
+    """With ``--engine openprogram`` papermill behaves like ``openprogram run``: the kernel
+    is handed the input's metadata before the first cell, and the output records the id."""
+    papermill = pytest.importorskip("papermill")
+    out1 = notebook.parent / "pm1.ipynb"
+    out2 = notebook.parent / "pm2.ipynb"
+    papermill.execute_notebook(
+        str(notebook),
+        str(out1),
+        kernel_name="python3",
+        engine_name="openprogram",
+        progress_bar=False,
+    )
+    first = read(out1)["metadata"]["openprogram"]
+    sid = first["session_id"]
+    assert {p["session_id"] for p in session_parts(read(out1))} == {sid}
+    papermill.execute_notebook(
+        str(out1),
+        str(out2),
+        kernel_name="python3",
+        engine_name="openprogram",
+        progress_bar=False,
+    )
+    second = read(out2)["metadata"]["openprogram"]
+    assert second["session_id"] == sid
+    assert second["last_turn_id"] != first["last_turn_id"]
+    assert turn_count(op_home, sid) == 4
+    assert [p.name for p in (op_home / "sessions").iterdir() if not p.name.startswith(".")] == [sid]

@@ -298,8 +298,7 @@ def test_a_plain_call_after_a_turn_is_not_recorded_into_the_turn(
     sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
     count = len(session_nodes(sid))
     # outside a turn a call records into the process's ad-hoc session (announced on
-    # stderr); `%openprogram provider` applies to turns only, so the env chooses here
-    monkeypatch.setenv("OPENPROGRAM_PROVIDER", "test")
+    # stderr), with the provider `%openprogram provider test` chose (no env set by the test)
     monkeypatch.setattr(fn_mod, "_process_session", None)
     shell.run("plain = triage('outside')")
     assert shell.ip.user_ns["plain"] == "bug"
