@@ -230,6 +230,13 @@ class LabServer:
                 time.sleep(0.2)
         raise TimeoutError(f"jupyter lab not ready after {timeout}s:\n{self.log()}")
 
+    def shutdown_notebook_kernels(self, path: str) -> None:
+        """Delete the server sessions (so the kernels) of notebook ``path`` (root-relative)."""
+        with contextlib.suppress(Exception):
+            for s in self.api("api/sessions") or []:
+                if s.get("path") == path:
+                    self.api(f"api/sessions/{s['id']}", method="DELETE")
+
     def stop(self) -> None:
         """Shut down kernels via the API, then terminate our own process by PID."""
         if self.proc.poll() is None:
@@ -340,6 +347,19 @@ class LabPage:
         cell.locator(".jp-InputPrompt").click()
         self.page.keyboard.press("Shift+Enter")
         cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout)
+        return self.output_text(index)
+
+    def run_cell_expect(self, index: int, execution_count: int, timeout: float = 30_000) -> str:
+        """Select cell ``index``, Shift+Enter, wait for exactly ``[execution_count]``.
+
+        Safer than :meth:`run_cell` when the cell still shows an old ``[n]`` (after a
+        kernel restart or a reopen): only the new count satisfies the wait.  Returns the
+        cell's output text.
+        """
+        cell = self.cell(index)
+        cell.locator(".jp-InputPrompt").click()
+        self.page.keyboard.press("Shift+Enter")
+        cell.locator(".jp-InputPrompt", has_text=f"[{execution_count}]").wait_for(timeout=timeout)
         return self.output_text(index)
 
     def output_text(self, index: int) -> str:
