@@ -5,6 +5,7 @@
     openprogram sessions log ID               one line per commit
     openprogram sessions delete ID [--yes]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
+    openprogram research "TASK" --work-dir DIR [--session ID] [--provider NAME]
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
@@ -231,8 +232,41 @@ def add_run_parser(sub: SubParsers) -> None:
     p.set_defaults(handler=run_notebook_cmd)
 
 
+# -- research ---------------------------------------------------------------------------------
+def research_cmd(args: argparse.Namespace) -> int:
+    """Run the research workflow as one turn of a (new or continued) session."""
+    from openprogram.programs.research import run_research
+    from openprogram.providers import create_runtime
+    from openprogram.store.session.ids import mint_session_id
+
+    runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
+    session_id = args.session or mint_session_id("research")
+    print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
+    db = open_store(args) if getattr(args, "home", None) else None
+    result = run_research(
+        args.task, work_dir=args.work_dir, session_id=session_id, runtime=runtime, db=db
+    )
+    print(f"wrote {len(result.files)} files under {args.work_dir}:")
+    for path in result.files:
+        print(f"  {path}")
+    return 0
+
+
+def add_research_parser(sub: SubParsers) -> None:
+    p = sub.add_parser("research", help="survey a topic, design experiments, draft a paper")
+    p.add_argument("task", help="the research task, in words")
+    p.add_argument("--work-dir", required=True, metavar="DIR", help="where the files go")
+    p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
+    p.set_defaults(handler=research_cmd)
+
+
 # -- the command table -------------------------------------------------------------------------
-COMMANDS: list[Callable[[SubParsers], None]] = [add_sessions_parser, add_run_parser]
+COMMANDS: list[Callable[[SubParsers], None]] = [
+    add_sessions_parser,
+    add_run_parser,
+    add_research_parser,
+]
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

@@ -1,0 +1,1 @@
+"""Programs written as agentic functions on top of the engine."""
