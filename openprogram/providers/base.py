@@ -36,7 +36,8 @@ class Usage:
 class LLMRequest:
     messages: list[Message]
     model: str = ""
-    tools: list[dict[str, Any]] | None = None  # JSON-schema tool specs: {name, description, parameters}
+    # JSON-schema tool specs: {name, description, parameters}
+    tools: list[dict[str, Any]] | None = None
     response_format: dict[str, Any] | None = None  # a JSON schema the reply must satisfy
     stream: bool = False
     max_tokens: int | None = None

@@ -41,7 +41,7 @@ def set_model_requests_allowed(allowed: bool) -> None:
 
 
 def check_model_request(base_url: str | None, provider: str) -> None:
-    """Raise :class:`ModelRequestsBlocked` unless requests are allowed or ``base_url`` is loopback."""
+    """Raise :class:`ModelRequestsBlocked` unless requests are allowed or the URL is loopback."""
     if _allowed:
         return
     host = (urlparse(base_url).hostname or "") if base_url else ""
