@@ -100,7 +100,7 @@ def make(kind: str, server: WireServer, *, fresh: bool = False, **kwargs: Any) -
     loads the CA bundle, ~40 ms, which would dominate this file's run time)."""
     kwargs.setdefault("api_key", KEY)
     kwargs.setdefault("timeout", 5.0)
-    if kind == "anthropic":  # the default, claude-sonnet-4-5, makes the SDK warn (deprecated)
+    if kind == "anthropic":  # a name the SDK has no deprecation warning for
         kwargs.setdefault("model", "claude-wire-test")
     key = (kind, server.url, tuple(sorted(kwargs.items())))
     if not fresh and key in _PROVIDERS:
@@ -166,7 +166,7 @@ def test_default_model_comes_from_env(
     kind: str, server: WireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cls: Any = OpenAIProvider if kind == "openai" else AnthropicProvider
-    assert cls(api_key=KEY).model == ("gpt-4o-mini" if kind == "openai" else "claude-sonnet-4-5")
+    assert cls(api_key=KEY).model == ("gpt-4o-mini" if kind == "openai" else "claude-sonnet-4-6")
     monkeypatch.setenv("OPENPROGRAM_MODEL", "my-local-model")
     server.reply(Reply(text="ok"))
     provider = make(kind, server, fresh=True, model=None)

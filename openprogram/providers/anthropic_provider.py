@@ -48,7 +48,7 @@ from openprogram.providers.base import (
 )
 from openprogram.providers.network import check_model_request
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 PLACEHOLDER_API_KEY = "not-needed"
