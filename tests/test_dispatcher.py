@@ -212,3 +212,24 @@ def test_the_package_surface() -> None:
     from openprogram.agent.dispatcher import process_user_turn
 
     assert process_user_turn is D.process_user_turn
+
+
+def test_no_contextvar_is_set_outside_its_owner_module() -> None:
+    """ARCHITECTURE §5: entry points go through ``session_context`` or the owner's scoped
+    setter; only the owner module calls ``.set()`` on its ContextVars."""
+    owners = {
+        "_store": "openprogram/store/vars.py",
+        "_current_turn_id": "openprogram/store/vars.py",
+        "_current_runtime": "openprogram/agentic_programming/function.py",
+        "_call_id": "openprogram/agentic_programming/function.py",
+    }
+    root = PACKAGE.parents[2]
+    pattern = re.compile(r"\b(" + "|".join(owners) + r")\.set\(")
+    offenders = []
+    for folder in ("openprogram", "openprogram_magics"):
+        for path in (root / folder).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            for match in pattern.finditer(path.read_text()):
+                if owners[match.group(1)] != rel:
+                    offenders.append(f"{rel}: {match.group(0)}")
+    assert offenders == []
