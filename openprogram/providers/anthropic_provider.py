@@ -29,11 +29,8 @@ the SDK exception (which holds the request and its auth header).
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import re
-import sys
 from typing import Any
 
 from openprogram.providers.base import (
@@ -46,12 +43,11 @@ from openprogram.providers.base import (
     TransientProviderError,
     Usage,
 )
-from openprogram.providers.network import check_model_request
+from openprogram.providers.sdk import SDKProvider
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
-PLACEHOLDER_API_KEY = "not-needed"
 
 _TRANSIENT_ERROR_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
@@ -67,85 +63,28 @@ def response_format_instruction(schema: dict[str, Any]) -> str:
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider):
     """A :class:`~openprogram.providers.base.Provider` for the Anthropic Messages API."""
 
     name = "anthropic"
+    default_model = DEFAULT_MODEL
+    default_base_url = DEFAULT_BASE_URL
+    api_key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    token_envs = ("ANTHROPIC_AUTH_TOKEN",)
+    sdk_module = "anthropic"
+    sdk_error = "AnthropicError"
+    client_errors = (ValueError, TypeError)
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 120.0,
-        client: Any = None,
-    ) -> None:
-        self.model = model or os.environ.get("OPENPROGRAM_MODEL") or DEFAULT_MODEL
-        self._api_key = api_key
-        self._base_url = base_url
-        self.timeout = timeout
-        self._client = client
+    def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
+        import anthropic
 
-    # -- identity (never shows the key) -------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """The base URL requests go to (explicit, then ``ANTHROPIC_BASE_URL``, then Anthropic)."""
-        if self._client is not None:
-            return str(self._client.base_url)
-        return self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    __str__ = __repr__
-
-    # -- client ---------------------------------------------------------------------------
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import anthropic
-
-            api_key = self._api_key
-            base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL")
-            if (
-                not api_key
-                and base_url
-                and not os.environ.get("ANTHROPIC_API_KEY")
-                and not os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            ):
-                api_key = PLACEHOLDER_API_KEY  # local Anthropic-compatible servers need no key
-            try:
-                self._client = anthropic.Anthropic(
-                    api_key=api_key,  # None -> the SDK resolves ANTHROPIC_API_KEY etc.
-                    base_url=base_url,  # None -> the SDK reads ANTHROPIC_BASE_URL
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            except (anthropic.AnthropicError, ValueError, TypeError) as exc:
-                error = ProviderError(self._redact(f"anthropic: cannot create client: {exc}"))
-            else:
-                return self._client
-            raise error
-        return self._client
-
-    def _secret(self) -> str | None:
-        key = self._api_key
-        if not key and self._client is not None:
-            key = getattr(self._client, "api_key", None)
-        if not key:
-            key = os.environ.get("ANTHROPIC_API_KEY")
-        return key if isinstance(key, str) and key else None
-
-    def _redact(self, text: str) -> str:
-        secret = self._secret()
-        if secret and secret != PLACEHOLDER_API_KEY:
-            text = text.replace(secret, "***")
-        token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
-        if token:
-            text = text.replace(token, "***")
-        return text
+        return anthropic.Anthropic(
+            api_key=api_key,  # None -> the SDK resolves ANTHROPIC_API_KEY etc.
+            base_url=base_url,  # None -> the SDK reads ANTHROPIC_BASE_URL
+            timeout=self.timeout,
+            max_retries=0,
+        )
 
     # -- request ------------------------------------------------------------------------------
 
@@ -177,64 +116,27 @@ class AnthropicProvider:
             params["timeout"] = request.timeout
         return params
 
-    def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
-        """Send ``request``; stream when ``request.stream`` or ``on_delta`` is given."""
-        check_model_request(self.base_url, "anthropic")
-        client = self._get_client()
-        import anthropic
-
-        timeouts, transport = _transport_errors()
-        caught: tuple[type[BaseException], ...] = (anthropic.AnthropicError, *timeouts, *transport)
-
+    def _send(
+        self, client: Any, request: LLMRequest, on_delta: DeltaCallback | None
+    ) -> LLMResponse:
         params = self._params(request)
-        try:
-            if request.stream or on_delta is not None:
-                response = self._stream(client, params, on_delta)
-            else:
-                response = self._parse_message(client.messages.create(**params))
-        except caught as exc:
-            error = self._map_error(exc)
+        if request.stream or on_delta is not None:
+            response = self._stream(client, params, on_delta)
         else:
-            if request.response_format is not None:
-                response.text = strip_code_fence(response.text)
-            return response
-        # Raised outside the except block: no __context__ chain back to the SDK exception.
-        raise error
+            response = self._parse_message(client.messages.create(**params))
+        if request.response_format is not None:
+            response.text = strip_code_fence(response.text)
+        return response
 
-    def _map_error(self, exc: BaseException) -> ProviderError:
+    def _map_vendor_error(self, exc: BaseException, detail: str) -> ProviderError | None:
         import anthropic
 
-        detail = self._redact(str(exc))
-        timeouts, transport = _transport_errors()
-        if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
-            return TransientProviderError(f"anthropic: request timed out ({self.base_url})")
-        if isinstance(exc, transport):
-            return TransientProviderError(
-                f"anthropic: connection to {self.base_url} failed: {detail or type(exc).__name__}"
-            )
-        if isinstance(exc, anthropic.APITimeoutError):
-            return TransientProviderError(f"anthropic: request timed out ({self.base_url})")
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            why = f": {self._redact(str(cause))}" if cause else ""
-            return TransientProviderError(f"anthropic: connection to {self.base_url} failed{why}")
-        if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            if isinstance(exc, anthropic.RateLimitError):
-                return TransientProviderError(f"anthropic: rate limited (HTTP {status}): {detail}")
-            if isinstance(exc, anthropic.InternalServerError) or status >= 500:
-                return TransientProviderError(f"anthropic: server error (HTTP {status}): {detail}")
-            if status < 400:  # an `event: error` inside a 200 stream
-                if _error_type(exc.body) in _TRANSIENT_ERROR_TYPES:
-                    return TransientProviderError(f"anthropic: error during stream: {detail}")
-                return ProviderError(f"anthropic: error during stream: {detail}")
-            if isinstance(exc, anthropic.AuthenticationError):
-                return ProviderError(
-                    f"anthropic: authentication failed (HTTP {status}) - check "
-                    f"ANTHROPIC_API_KEY: {detail}"
-                )
-            return ProviderError(f"anthropic: request failed (HTTP {status}): {detail}")
-        return ProviderError(f"anthropic: {type(exc).__name__}: {detail}")
+        if isinstance(exc, anthropic.APIStatusError) and exc.status_code < 400:
+            # an `event: error` inside a 200 stream
+            if _error_type(exc.body) in _TRANSIENT_ERROR_TYPES:
+                return TransientProviderError(f"anthropic: error during stream: {detail}")
+            return ProviderError(f"anthropic: error during stream: {detail}")
+        return None
 
     # -- replies ------------------------------------------------------------------------------
 
@@ -423,28 +325,3 @@ def _error_type(body: object) -> str | None:
             kind = error.get("type")
             return kind if isinstance(kind, str) else None
     return None
-
-
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
-
-    Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when
-    something already imported it (the SDK uses ``httpx2`` and accepts legacy clients).
-    """
-    timeouts: list[type[BaseException]] = []
-    transport: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        module = sys.modules.get(name)
-        if module is None and name == "httpx2":
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                module = None
-        if module is not None:
-            timeouts.append(module.TimeoutException)
-            transport.append(module.TransportError)
-    return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
-
-
-class _Never(Exception):
-    """Placeholder in an ``except`` tuple when no httpx flavour is installed."""

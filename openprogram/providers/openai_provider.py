@@ -22,10 +22,7 @@ exception (whose request object holds the ``Authorization`` header).
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
 from typing import Any
 
 from openprogram.providers.base import (
@@ -37,88 +34,35 @@ from openprogram.providers.base import (
     TransientProviderError,
     Usage,
 )
-from openprogram.providers.network import check_model_request
+from openprogram.providers.sdk import SDKProvider
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-PLACEHOLDER_API_KEY = "not-needed"
 
 # In-band error types (an ``{"error": ...}`` chunk inside a 200 stream) worth retrying.
 _TRANSIENT_ERROR_MARKERS = ("server_error", "overloaded", "rate_limit", "timeout", "unavailable")
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider):
     """A :class:`~openprogram.providers.base.Provider` for OpenAI-compatible chat APIs."""
 
     name = "openai"
+    default_model = DEFAULT_MODEL
+    default_base_url = DEFAULT_BASE_URL
+    api_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    sdk_module = "openai"
+    sdk_error = "OpenAIError"
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 120.0,
-        client: Any = None,
-    ) -> None:
-        self.model = model or os.environ.get("OPENPROGRAM_MODEL") or DEFAULT_MODEL
-        self._api_key = api_key
-        self._base_url = base_url
-        self.timeout = timeout
-        self._client = client
+    def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
+        import openai
 
-    # -- identity (never shows the key) -------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """The base URL requests go to (explicit, then ``OPENAI_BASE_URL``, then OpenAI)."""
-        if self._client is not None:
-            return str(self._client.base_url)
-        return self._base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    __str__ = __repr__
-
-    # -- client ---------------------------------------------------------------------------
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            api_key = self._api_key
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL")
-            if not api_key and base_url and not os.environ.get("OPENAI_API_KEY"):
-                api_key = PLACEHOLDER_API_KEY  # local OpenAI-compatible servers need no key
-            try:
-                self._client = openai.OpenAI(
-                    api_key=api_key,  # None -> the SDK reads OPENAI_API_KEY
-                    base_url=base_url,  # None -> the SDK reads OPENAI_BASE_URL
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            except openai.OpenAIError as exc:  # e.g. no key anywhere
-                message = f"openai: cannot create client: {exc}"
-                error = ProviderError(self._redact(message))
-            else:
-                return self._client
-            raise error
-        return self._client
-
-    def _secret(self) -> str | None:
-        key = self._api_key
-        if not key and self._client is not None:
-            key = getattr(self._client, "api_key", None)
-        if not key:
-            key = os.environ.get("OPENAI_API_KEY")
-        return key if isinstance(key, str) and key else None
-
-    def _redact(self, text: str) -> str:
-        secret = self._secret()
-        if secret and secret != PLACEHOLDER_API_KEY:
-            text = text.replace(secret, "***")
-        return text
+        return openai.OpenAI(
+            api_key=api_key,  # None -> the SDK reads OPENAI_API_KEY
+            base_url=base_url,  # None -> the SDK reads OPENAI_BASE_URL
+            timeout=self.timeout,
+            max_retries=0,
+        )
 
     # -- request ------------------------------------------------------------------------------
 
@@ -165,61 +109,25 @@ class OpenAIProvider:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
-        """Send ``request``; stream when ``request.stream`` or ``on_delta`` is given."""
-        check_model_request(self.base_url, "openai")
-        client = self._get_client()
-        import openai
-
-        timeouts, transport = _transport_errors()
-        caught: tuple[type[BaseException], ...] = (openai.OpenAIError, *timeouts, *transport)
-
+    def _send(
+        self, client: Any, request: LLMRequest, on_delta: DeltaCallback | None
+    ) -> LLMResponse:
         streaming = bool(request.stream or on_delta is not None)
         params = self._params(request, streaming)
-        try:
-            if streaming:
-                return self._stream(client, params, on_delta)
-            return self._parse_completion(client.chat.completions.create(**params))
-        except caught as exc:
-            error = self._map_error(exc)
-        # Raised outside the except block: no __context__ chain back to the SDK exception.
-        raise error
+        if streaming:
+            return self._stream(client, params, on_delta)
+        return self._parse_completion(client.chat.completions.create(**params))
 
-    def _map_error(self, exc: BaseException) -> ProviderError:
+    def _map_vendor_error(self, exc: BaseException, detail: str) -> ProviderError | None:
         import openai
 
-        detail = self._redact(str(exc))
-        timeouts, transport = _transport_errors()
-        if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
-            return TransientProviderError(f"openai: request timed out ({self.base_url})")
-        if isinstance(exc, transport):
-            return TransientProviderError(
-                f"openai: connection to {self.base_url} failed: {detail or type(exc).__name__}"
-            )
-        if isinstance(exc, openai.APITimeoutError):
-            return TransientProviderError(f"openai: request timed out ({self.base_url})")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            why = f": {self._redact(str(cause))}" if cause else ""
-            return TransientProviderError(f"openai: connection to {self.base_url} failed{why}")
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if isinstance(exc, openai.RateLimitError):
-                return TransientProviderError(f"openai: rate limited (HTTP {status}): {detail}")
-            if isinstance(exc, openai.InternalServerError) or status >= 500:
-                return TransientProviderError(f"openai: server error (HTTP {status}): {detail}")
-            if isinstance(exc, openai.AuthenticationError):
-                return ProviderError(
-                    f"openai: authentication failed (HTTP {status}) - check OPENAI_API_KEY: "
-                    f"{detail}"
-                )
-            return ProviderError(f"openai: request failed (HTTP {status}): {detail}")
-        if isinstance(exc, openai.APIError):  # an error chunk inside a 200 stream
+        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIStatusError):
+            # an error chunk inside a 200 stream
             body = json.dumps(exc.body) if exc.body is not None else ""
             if any(marker in body for marker in _TRANSIENT_ERROR_MARKERS):
                 return TransientProviderError(f"openai: error during stream: {detail}")
             return ProviderError(f"openai: error during stream: {detail}")
-        return ProviderError(f"openai: {type(exc).__name__}: {detail}")
+        return None
 
     # -- replies ------------------------------------------------------------------------------
 
@@ -319,28 +227,3 @@ def _usage(raw: Any) -> Usage | None:
         input_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
     )
-
-
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
-
-    Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when
-    something already imported it (the SDK uses ``httpx2`` and accepts legacy clients).
-    """
-    timeouts: list[type[BaseException]] = []
-    transport: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        module = sys.modules.get(name)
-        if module is None and name == "httpx2":
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                module = None
-        if module is not None:
-            timeouts.append(module.TimeoutException)
-            transport.append(module.TransportError)
-    return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
-
-
-class _Never(Exception):
-    """Placeholder in an ``except`` tuple when no httpx flavour is installed."""

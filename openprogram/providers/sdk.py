@@ -1,0 +1,212 @@
+"""What the official-SDK adapters (``openai``, ``anthropic``) share.
+
+:class:`SDKProvider` owns the constructor, the identity (``model``, ``timeout``,
+``base_url``, a ``repr`` that never shows the key), the lazily built SDK client (with a
+placeholder key for key-less local servers), redaction of the key from messages, the
+request skeleton (loopback check, errors raised outside the ``except`` block) and the error
+mapping both SDKs have in common.  A subclass sets the class attributes and implements
+:meth:`~SDKProvider._make_client` and :meth:`~SDKProvider._send`; the wire mapping is all
+that is left in it.
+
+The SDK is imported lazily, on the first request (``sdk_module``), so importing an adapter
+does not import its SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+from typing import Any, ClassVar
+
+from openprogram.providers.base import (
+    DeltaCallback,
+    LLMRequest,
+    LLMResponse,
+    ProviderError,
+    TransientProviderError,
+)
+from openprogram.providers.network import check_model_request
+
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+class SDKProvider:
+    """Base of the providers that talk to a vendor API through its official SDK."""
+
+    name: str  # the vendor, also the prefix of every error message
+    default_model: ClassVar[str]
+    default_base_url: ClassVar[str]
+    api_key_env: ClassVar[str]  # e.g. OPENAI_API_KEY
+    base_url_env: ClassVar[str]  # e.g. OPENAI_BASE_URL
+    token_envs: ClassVar[tuple[str, ...]] = ()  # other credentials the SDK reads from env
+    sdk_module: ClassVar[str]  # imported on first use
+    sdk_error: ClassVar[str]  # the SDK's base exception class, by name
+    client_errors: ClassVar[tuple[type[Exception], ...]] = ()  # besides sdk_error
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 120.0,
+        client: Any = None,
+    ) -> None:
+        self.model = model or os.environ.get("OPENPROGRAM_MODEL") or self.default_model
+        self._api_key = api_key
+        self._base_url = base_url
+        self.timeout = timeout
+        self._client = client
+
+    # -- identity (never shows the key) -------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The base URL requests go to (explicit, then ``base_url_env``, then the vendor)."""
+        if self._client is not None:
+            return str(self._client.base_url)
+        return self._base_url or os.environ.get(self.base_url_env) or self.default_base_url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    __str__ = __repr__
+
+    # -- client ---------------------------------------------------------------------------
+
+    def _sdk(self) -> ModuleType:
+        return importlib.import_module(self.sdk_module)
+
+    def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
+        """The SDK client (``None`` arguments: the SDK reads its own environment variables)."""
+        raise NotImplementedError
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            sdk = self._sdk()
+            api_key = self._api_key
+            base_url = self._base_url or os.environ.get(self.base_url_env)
+            if (
+                not api_key
+                and base_url
+                and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs))
+            ):
+                api_key = PLACEHOLDER_API_KEY  # local compatible servers need no key
+            try:
+                self._client = self._make_client(api_key, base_url)
+            except (getattr(sdk, self.sdk_error), *self.client_errors) as exc:  # e.g. no key
+                error = ProviderError(self._redact(f"{self.name}: cannot create client: {exc}"))
+            else:
+                return self._client
+            raise error
+        return self._client
+
+    def _secret(self) -> str | None:
+        key = self._api_key
+        if not key and self._client is not None:
+            key = getattr(self._client, "api_key", None)
+        if not key:
+            key = os.environ.get(self.api_key_env)
+        return key if isinstance(key, str) and key else None
+
+    def _redact(self, text: str) -> str:
+        secret = self._secret()
+        if secret and secret != PLACEHOLDER_API_KEY:
+            text = text.replace(secret, "***")
+        for name in self.token_envs:
+            token = os.environ.get(name)
+            if token:
+                text = text.replace(token, "***")
+        return text
+
+    # -- request ------------------------------------------------------------------------------
+
+    def _send(
+        self, client: Any, request: LLMRequest, on_delta: DeltaCallback | None
+    ) -> LLMResponse:
+        """Send ``request`` with ``client`` and parse the reply (SDK errors propagate)."""
+        raise NotImplementedError
+
+    def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
+        """Send ``request``; stream when ``request.stream`` or ``on_delta`` is given."""
+        check_model_request(self.base_url, self.name)
+        client = self._get_client()
+        sdk = self._sdk()
+        timeouts, transport = transport_errors()
+        caught = (getattr(sdk, self.sdk_error), *timeouts, *transport)
+        try:
+            response = self._send(client, request, on_delta)
+        except caught as exc:
+            error = self._map_error(exc)
+        else:
+            return response
+        # Raised outside the except block: no __context__ chain back to the SDK exception.
+        raise error
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _map_vendor_error(self, exc: BaseException, detail: str) -> ProviderError | None:
+        """A subclass's own mapping, tried after connection, rate-limit and 5xx errors."""
+        return None
+
+    def _map_error(self, exc: BaseException) -> ProviderError:
+        sdk = self._sdk()
+        name = self.name
+        detail = self._redact(str(exc))
+        timeouts, transport = transport_errors()
+        if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
+            return TransientProviderError(f"{name}: request timed out ({self.base_url})")
+        if isinstance(exc, transport):
+            return TransientProviderError(
+                f"{name}: connection to {self.base_url} failed: {detail or type(exc).__name__}"
+            )
+        if isinstance(exc, sdk.APITimeoutError):
+            return TransientProviderError(f"{name}: request timed out ({self.base_url})")
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            why = f": {self._redact(str(cause))}" if cause else ""
+            return TransientProviderError(f"{name}: connection to {self.base_url} failed{why}")
+        status: int | None = exc.status_code if isinstance(exc, sdk.APIStatusError) else None
+        if status is not None:
+            if isinstance(exc, sdk.RateLimitError):
+                return TransientProviderError(f"{name}: rate limited (HTTP {status}): {detail}")
+            if isinstance(exc, sdk.InternalServerError) or status >= 500:
+                return TransientProviderError(f"{name}: server error (HTTP {status}): {detail}")
+        mapped = self._map_vendor_error(exc, detail)
+        if mapped is not None:
+            return mapped
+        if status is not None:
+            if isinstance(exc, sdk.AuthenticationError):
+                return ProviderError(
+                    f"{name}: authentication failed (HTTP {status}) - check "
+                    f"{self.api_key_env}: {detail}"
+                )
+            return ProviderError(f"{name}: request failed (HTTP {status}): {detail}")
+        return ProviderError(f"{name}: {type(exc).__name__}: {detail}")
+
+
+def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """httpx(2) timeout and transport errors, which can escape the SDK while streaming.
+
+    Returns ``(timeout errors, other transport errors)``.  ``httpx`` is only consulted when
+    something already imported it (the SDKs use ``httpx2`` and accept legacy clients).
+    """
+    timeouts: list[type[BaseException]] = []
+    transport: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        module = sys.modules.get(name)
+        if module is None and name == "httpx2":
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        if module is not None:
+            timeouts.append(module.TimeoutException)
+            transport.append(module.TransportError)
+    return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
+
+
+class _Never(Exception):
+    """Placeholder in an ``except`` tuple when no httpx flavour is installed."""
