@@ -54,6 +54,16 @@ INTERRUPTED: Final = "interrupted"
 AWAITING: Final = "awaiting"
 ANSWERED: Final = "answered"
 UNANSWERED: Final = "unanswered"
+STATUSES: Final[tuple[str, ...]] = (
+    RUNNING,
+    COMPLETED,
+    ERROR,
+    CANCELLED,
+    INTERRUPTED,
+    AWAITING,
+    ANSWERED,
+    UNANSWERED,
+)
 
 OPEN_STATUSES: Final = frozenset({RUNNING, AWAITING})
 TERMINAL_STATUSES: Final = frozenset(

@@ -25,17 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-KNOWN_KINDS: Final = ("root", "turn", "reply", "function", "llm", "tool", "ask_user", "error")
-KNOWN_STATUSES: Final = (
-    "running",
-    "completed",
-    "error",
-    "cancelled",
-    "interrupted",
-    "awaiting",
-    "answered",
-    "unanswered",
-)
+from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
+
+# What the engine writes (openprogram.context.nodes); anything else is flagged as unknown.
+KNOWN_KINDS: Final = KINDS
+KNOWN_STATUSES: Final = STATUSES
 
 FLAG_BAD_ID: Final = "bad-id"
 FLAG_DUPLICATE: Final = "duplicate-id"
@@ -119,7 +113,7 @@ def node_kind(node: Mapping[str, Any]) -> str:
 def node_status(node: Mapping[str, Any]) -> str:
     """``metadata.status`` (``"completed"`` when absent, like ``Call.status``)."""
     meta = node.get("metadata")
-    status = meta.get("status", "completed") if _is_mapping(meta) else "completed"  # type: ignore[union-attr]
+    status = meta.get("status", COMPLETED) if _is_mapping(meta) else COMPLETED  # type: ignore[union-attr]
     return status if type(status) is str and status else "?"
 
 

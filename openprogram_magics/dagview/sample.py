@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from openprogram.context.nodes import KIND_ROLE
+
 _WORDS = ("survey", "topic", "sparse", "attention", "design", "experiments", "tokens", "cost")
 
 
@@ -25,13 +27,12 @@ def _node(
     output: Any = None,
     **meta: Any,
 ) -> dict[str, Any]:
-    role = {"turn": "user", "root": "user", "ask_user": "user", "llm": "llm", "reply": "llm"}
     return {
         "v": 1,
         "id": f"n_{seq:010x}",
         "seq": seq,
         "turn": turn,
-        "role": role.get(kind, "code"),
+        "role": KIND_ROLE.get(kind, "code"),
         "name": name,
         "input": input,
         "output": output,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any, Final
 
+from openprogram.context.nodes import OPEN_STATUSES
 from openprogram_magics.dagview.layout import KNOWN_KINDS, Layout, Placed, compute_layout
 from openprogram_magics.dagview.summary import clip, content_summary, node_detail
 
@@ -148,7 +149,7 @@ def shape_svg(kind: str, status: str, cx: float, cy: float, r: float = R) -> str
     fill = node_color(kind)
     stroke = RED if status == "error" or kind == "error" else "#ffffff" if known else "#6b7280"
     attrs = f'fill="{fill}" stroke="{stroke}" stroke-width="{2 if stroke == RED else 1.5}"'
-    if not known or status in ("running", "awaiting"):
+    if not known or status in OPEN_STATUSES:
         attrs += ' stroke-dasharray="3 2"'
     if not known:
         attrs = attrs.replace(f'fill="{fill}"', 'fill="#e5e7eb"')
