@@ -29,7 +29,14 @@ from typing import Any
 import anywidget
 import traitlets
 
-from openprogram_magics.dagview.layout import Layout, compute_layout
+from openprogram_magics.dagview.layout import (
+    KNOWN_KINDS,
+    KNOWN_STATUSES,
+    Layout,
+    compute_layout,
+    node_kind,
+    node_status,
+)
 from openprogram_magics.dagview.static import render_static_html, render_text_tree
 from openprogram_magics.dagview.summary import (
     DETAIL_FIELDS,
@@ -97,6 +104,11 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     ) -> list[dict]:
         """Add or replace nodes in one re-layout; returns the summaries that were sent."""
         with self._lock:
+            nodes = list(nodes)
+            if head_id is None or head_id == self.head_id:
+                in_place = self._update_in_place(nodes)
+                if in_place is not None:
+                    return in_place
             for node in nodes:
                 nid = node.get("id")
                 if nid in self._where:
@@ -195,6 +207,49 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                 msg["removed"] = removed
             self.send(msg)
             return changed
+
+    def _update_in_place(self, nodes: list[Mapping[str, Any]]) -> list[dict] | None:
+        """Replace nodes whose place cannot move, without a re-layout; None if any could.
+
+        A live update is mostly a node ending (status, output, duration): the same id,
+        ``seq``, ``caller`` and ``predecessor`` keep the node's row, lane and column, so only
+        its summary is redone — not the whole layout (~50 ms at 5,000 nodes).  Nodes with
+        layout flags, or that would get some (unknown kind or status), take the slow path.
+        """
+        layout = self._layout
+        for node in nodes:
+            nid = node.get("id")
+            place = layout.placed.get(nid) if isinstance(nid, str) else None
+            old = layout.source.get(nid) if place is not None else None
+            meta = node.get("metadata")
+            if (
+                old is None
+                or place is None
+                or place.flags
+                or nid not in self._where
+                or type(node.get("seq")) is not int
+                or any(node.get(k) != old.get(k) for k in ("seq", "caller", "predecessor"))
+                or not (meta is None or isinstance(meta, Mapping))
+                or node_kind(node) not in KNOWN_KINDS
+                or node_status(node) not in KNOWN_STATUSES
+            ):
+                return None
+        changed: dict[str, dict[str, Any]] = {}
+        for node in nodes:
+            nid = node["id"]
+            self._nodes[self._where[nid]] = node
+            layout.source[nid] = node
+            place = layout.placed[nid]
+            place.kind, place.status = node_kind(node), node_status(node)
+            content = self._content[nid] = content_summary(node)
+            summary = {**position_summary(place), **content}
+            if self._current.get(nid) != summary:
+                self._current[nid] = changed[nid] = summary
+        if changed:
+            self._dirty = True
+            self._schedule_flush()
+            self.send({"type": "upsert", "nodes": list(changed.values())})
+        return list(changed.values())
 
     def _sync_summary(self) -> bool:
         if not self._dirty:

@@ -141,6 +141,7 @@ class DagView {
     const body = htmlEl("div", "op-body", null, root);
     this.canvas = htmlEl("div", "op-canvas", null, body);
     this.svg = svgEl("svg", { class: "op-svg", width: 10, height: 10 }, this.canvas);
+    this.size = [10, 10];
     this.edgeLayer = svgEl("g", { class: "op-edges" }, this.svg);
     this.nodeLayer = svgEl("g", { class: "op-nodes" }, this.svg);
     this.panel = htmlEl("div", "op-detail op-hidden", null, body);
@@ -272,8 +273,12 @@ class DagView {
       e.lx = lx;
     }
     for (const s of list) this.drawEdge(s);
-    this.svg.setAttribute("width", String(PAD * 2 + cols * COL + 560));
-    this.svg.setAttribute("height", String(PAD * 2 + Math.max(row - 1, 0) * ROW + 4));
+    // Only when the size changes: setting it, even to the same value, makes the browser
+    // lay the whole SVG out again (~300 ms at 5,000 nodes), on every live update.
+    const size = [PAD * 2 + cols * COL + 560, PAD * 2 + Math.max(row - 1, 0) * ROW + 4];
+    if (size[0] !== this.size[0]) this.svg.setAttribute("width", String(size[0]));
+    if (size[1] !== this.size[1]) this.svg.setAttribute("height", String(size[1]));
+    this.size = size;
     this.visibleRows = row;
     this.root.classList.toggle("op-animate", row <= ANIMATE_MAX_ROWS);
     this.showCount();
