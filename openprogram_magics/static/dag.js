@@ -474,19 +474,20 @@ class DagView {
     for (const [key, title, cls] of FIELDS) {
       if (!d[key]) continue;
       const name = key === "output" && (d.kind === "llm" || d.kind === "reply") ? "Reply" : title;
-      if (key === "messages") this.renderMessages(p, id, d.messages);
-      else this.renderField(p, id, key, name, cls, d[key]);
+      const full = d.expanded === key; // already as long as "show more" gets it
+      if (key === "messages") this.renderMessages(p, id, d.messages, full);
+      else this.renderField(p, id, key, name, cls, d[key], full);
     }
   }
 
-  renderField(parent, id, key, title, cls, field) {
+  renderField(parent, id, key, title, cls, field, full) {
     const sec = htmlEl("section", `op-detail-field ${cls}`, null, parent);
     htmlEl("h4", null, title, sec);
     htmlEl("pre", null, field.text, sec);
-    if (field.truncated) this.moreButton(sec, id, key, field.text.length, field.length);
+    if (field.truncated) this.moreButton(sec, id, key, field.text.length, field.length, full);
   }
 
-  renderMessages(parent, id, m) {
+  renderMessages(parent, id, m, full) {
     const sec = htmlEl("section", "op-detail-field op-detail-messages", null, parent);
     htmlEl("h4", null, `Prompt (${m.count} message${m.count === 1 ? "" : "s"})`, sec);
     m.items.forEach((item, i) => {
@@ -495,10 +496,19 @@ class DagView {
       htmlEl("div", "op-msg-role", item.role, div);
       htmlEl("pre", null, item.content.text, div);
     });
-    if (m.truncated) this.moreButton(sec, id, "messages", null, m.length);
+    if (m.truncated) this.moreButton(sec, id, "messages", null, m.length, full);
   }
 
-  moreButton(sec, id, field, shown, total) {
+  moreButton(sec, id, field, shown, total, full) {
+    if (full) {
+      // the kernel sends at most 1 MB of a field: another click would get the same text
+      const note =
+        shown === null
+          ? "clipped (the longest the widget shows)"
+          : `the first ${shown} of ${total} characters (the most the widget shows)`;
+      htmlEl("div", "op-more-note", note, sec);
+      return;
+    }
     const label = shown === null ? "show more" : `show more (${shown} of ${total} characters)`;
     const b = htmlEl("button", "op-more", label, sec);
     b.dataset.field = field;
