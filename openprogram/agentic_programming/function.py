@@ -183,6 +183,22 @@ class _Frame:
         _depth.reset(self.depth_token)
         _call_id.reset(self.token)
 
+    # ``with _Frame(...) as frame: result = body()`` then ``return frame.done(result)``:
+    # an exception is recorded before the frame's ContextVars are reset, a result after.
+    def __enter__(self) -> _Frame:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is not None:
+                self.finish(exc=exc)
+        finally:
+            self.leave()
+
+    def done(self, result: Any) -> Any:
+        self.finish(result)
+        return result
+
 
 @overload
 def agentic_function(fn: F) -> F: ...
@@ -242,16 +258,9 @@ def agentic_function(
 
                     with session_context(process_session_id(), source="script", message=label):
                         return await async_wrapper(*args, **kwargs)
-                frame = _Frame(label, doc, prepare(args, kwargs), max_depth)
-                try:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth) as frame:
                     result = await func(*args, **kwargs)
-                except BaseException as exc:
-                    frame.finish(exc=exc)
-                    raise
-                finally:
-                    frame.leave()
-                frame.finish(result)
-                return result
+                return frame.done(result)
 
             wrapper: Callable[..., Any] = async_wrapper
         else:
@@ -260,16 +269,9 @@ def agentic_function(
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if get_store() is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
-                frame = _Frame(label, doc, prepare(args, kwargs), max_depth)
-                try:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth) as frame:
                     result = func(*args, **kwargs)
-                except BaseException as exc:
-                    frame.finish(exc=exc)
-                    raise
-                finally:
-                    frame.leave()
-                frame.finish(result)
-                return result
+                return frame.done(result)
 
             wrapper = sync_wrapper
         wrapper.__agentic__ = True  # type: ignore[attr-defined]
