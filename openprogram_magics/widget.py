@@ -219,8 +219,10 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         layout = self._layout
         for node in nodes:
             nid = node.get("id")
-            place = layout.placed.get(nid) if isinstance(nid, str) else None
-            old = layout.source.get(nid) if place is not None else None
+            if not isinstance(nid, str):
+                return None
+            place = layout.placed.get(nid)
+            old = layout.source.get(nid)
             meta = node.get("metadata")
             if (
                 old is None

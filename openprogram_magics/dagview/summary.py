@@ -99,6 +99,8 @@ def preview_text(node: Mapping[str, Any]) -> str:
     elif kind == "ask_user":
         values = [inp] if out is None else [inp, "→", out]
     elif kind in ("turn", "root"):
+        if isinstance(inp, Mapping) and isinstance(inp.get("text"), str):
+            inp = inp["text"]  # a notebook cell's turn: {"text": source, "execution_count": n}
         values = [inp if inp is not None else out]
     else:
         values = [out if out is not None else inp]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,7 @@ def open_and_define(lab: LabPage, abs_dir: Path, rel_dir: str, name: str, cells:
     return f"{rel_dir}/{name}"
 
 
-def node(lab: LabPage, index: int, kind: str, name: str | None = None) -> object:
+def node(lab: LabPage, index: int, kind: str, name: str | None = None) -> Any:
     loc = lab.cell(index).locator(f".jp-OutputArea-output g.op-node[data-kind='{kind}']")
     if name is None:
         return loc
@@ -100,7 +101,7 @@ def test_nested_calls_detail_screenshot_and_nbconvert(
     assert inner.count() == 1
 
     # click the inner function: its docstring in the detail panel
-    inner.locator(".op-shape").click()  # type: ignore[attr-defined]
+    inner.locator(".op-shape").click()
     detail = cell.locator(".op-detail")
     doc = detail.locator(".op-detail-doc")
     doc.wait_for()
@@ -110,8 +111,8 @@ def test_nested_calls_detail_screenshot_and_nbconvert(
     # click the LLM call triage made: the prompt = the docstring (system) + the content
     llms = node(lab, 2, "llm")
     prompt = None
-    for i in range(llms.count()):  # type: ignore[attr-defined]
-        llms.nth(i).locator(".op-shape").click()  # type: ignore[attr-defined]
+    for i in range(llms.count()):
+        llms.nth(i).locator(".op-shape").click()
         lab.page.wait_for_function(
             "(el) => el.dataset.id === el.closest('.op-dag').querySelector("
             "'g.op-node.op-selected').dataset.id && !!el.querySelector('.op-detail-head')",
@@ -170,8 +171,8 @@ def check_truncated_detail(lab: LabPage, index: int, name: str, total: int) -> N
     """Click node ``name``: a clipped output, a "show more" button that fetches more."""
     cell = lab.cell(index)
     big = node(lab, index, "function", name)
-    big.first.wait_for()  # type: ignore[attr-defined]
-    big.first.locator(".op-shape").click()  # type: ignore[attr-defined]
+    big.first.wait_for()
+    big.first.locator(".op-shape").click()
     output = cell.locator(".op-detail .op-detail-output")
     output.wait_for()
     shown = output.locator("pre").inner_text()
@@ -221,8 +222,8 @@ def test_five_megabyte_output(lab: LabPage, notebook_dir: tuple[Path, str]) -> N
     assert "Traceback" not in out, out
     cell = lab.cell(2)
     dump = node(lab, 2, "function", "dump")
-    dump.first.wait_for()  # type: ignore[attr-defined]
-    assert dump.first.get_attribute("data-status") == "completed"  # type: ignore[attr-defined]
+    dump.first.wait_for()
+    assert dump.first.get_attribute("data-status") == "completed"
     assert_responsive(lab)
     search = cell.locator(".op-search")  # typing into the widget still works
     search.fill("function")
@@ -233,7 +234,7 @@ def test_five_megabyte_output(lab: LabPage, notebook_dir: tuple[Path, str]) -> N
 
     out = lab.run_cell_expect(3, 4, timeout=60_000)
     assert "Traceback" not in out, out
-    node(lab, 3, "function", "huge").first.wait_for()  # type: ignore[attr-defined]
+    node(lab, 3, "function", "huge").first.wait_for()
     assert_responsive(lab)
     check_truncated_detail(lab, 3, "huge", size)
     assert_responsive(lab)
@@ -249,13 +250,13 @@ def test_nodes_appear_while_the_cell_runs(lab: LabPage, notebook_dir: tuple[Path
     cell.locator(".jp-InputPrompt").click()
     lab.page.keyboard.press("Shift+Enter")
     first = node(lab, 2, "function", "triage")
-    first.first.wait_for(timeout=20_000)  # type: ignore[attr-defined]
+    first.first.wait_for(timeout=20_000)
     # the cell is still running (the sleep between the two calls), the node is already here
     assert cell.locator(".jp-InputPrompt").inner_text().strip() == "[*]:"
     outer = node(lab, 2, "function", "slowly")
-    assert outer.first.get_attribute("data-status") == "running"  # type: ignore[attr-defined]
-    assert first.count() == 1  # type: ignore[attr-defined]
+    assert outer.first.get_attribute("data-status") == "running"
+    assert first.count() == 1
     cell.locator(".jp-InputPrompt", has_text="[3]").wait_for(timeout=30_000)
-    assert first.count() == 2  # type: ignore[attr-defined]
-    assert outer.first.get_attribute("data-status") == "completed"  # type: ignore[attr-defined]
+    assert first.count() == 2
+    assert outer.first.get_attribute("data-status") == "completed"
     lab.server.shutdown_notebook_kernels(rel)
