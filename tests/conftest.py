@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,27 @@ def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
     if session_db._db is not None:  # flush what the test left open (no new store created)
         session_db._db.close()
+
+
+@pytest.fixture(scope="module")
+def wire_server() -> Iterator[Any]:
+    """One local OpenAI/Anthropic wire server per test module (see ``wire_server.py``)."""
+    try:
+        from tests.wire_server import WireServer
+    except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+        from wire_server import WireServer  # type: ignore[no-redef]
+
+    with WireServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def wire(wire_server: Any) -> Iterator[Any]:
+    """The module's wire server with no scripted replies or recorded requests (before and
+    after the test)."""
+    wire_server.reset()
+    yield wire_server
+    wire_server.reset()
 
 
 @pytest.fixture

@@ -23,38 +23,22 @@ from openprogram.agentic_programming import function as fn_mod
 from openprogram.agentic_programming.function import (
     AgenticRecursionError,
     get_call_id,
-    get_current_runtime,
 )
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
 from openprogram.providers.test import TestProvider
-from openprogram.store.session.store import SessionStore
-from openprogram.store.vars import get_store, get_turn_id
+
+try:
+    from tests.helpers import assert_vars_clear, reopen
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from helpers import assert_vars_clear, reopen  # type: ignore[no-redef]
 
 DOC = "Classify the ticket as bug, feature or question."
 REPO = Path(__file__).resolve().parent.parent
 
 
-def reopen(home: Path, session_id: str) -> list[Call]:
-    """Every node of the session, read by a fresh store (what a later process would see)."""
-    store = SessionStore(home)
-    try:
-        return store.open(session_id).nodes()
-    finally:
-        store.close()
-
-
 def count_in_messages(messages: list[dict[str, Any]], text: str) -> int:
     return sum(str(m.get("content", "")).count(text) for m in messages)
-
-
-def assert_vars_clear() -> None:
-    """No ContextVar of the per-turn context is left set."""
-    assert get_store() is None
-    assert get_turn_id() is None
-    assert get_current_runtime() is None
-    assert get_call_id() is None
-    assert fn_mod._depth.get() == 0
 
 
 @agentic_function

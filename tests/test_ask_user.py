@@ -16,17 +16,12 @@ from openprogram.agentic_programming.ask_user import (
     using_ask_user_handler,
 )
 from openprogram.agentic_programming.runtime import Runtime
-from openprogram.context.nodes import Call
 from openprogram.providers.test import TestProvider
-from openprogram.store.session.store import SessionStore
 
-
-def reopen(home: Path, session_id: str) -> list[Call]:
-    store = SessionStore(home)
-    try:
-        return store.open(session_id).nodes()
-    finally:
-        store.close()
+try:
+    from tests.helpers import reopen
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from helpers import reopen  # type: ignore[no-redef]
 
 
 class NotATty:

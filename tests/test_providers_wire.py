@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,9 @@ from openprogram.providers.network import ModelRequestsBlocked, allow_model_requ
 from openprogram.providers.openai_provider import OpenAIProvider
 
 try:
-    from tests.wire_server import Reply, WireServer
+    from tests.helpers import Reply, WireServer, wire_provider
 except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from wire_server import Reply, WireServer  # type: ignore[no-redef]
+    from helpers import Reply, WireServer, wire_provider  # type: ignore[no-redef]
 
 KEY = "sk-test-SECRET-123"
 DOC = "Summarize the text in one sentence. (docstring of summarize)"
@@ -74,19 +73,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
 
 
-@pytest.fixture(scope="module")
-def _shared_server() -> Iterator[WireServer]:
-    with WireServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def server(_shared_server: WireServer) -> Iterator[WireServer]:
-    _shared_server.reset()
-    yield _shared_server
-    _shared_server.reset()
-
-
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -95,20 +81,17 @@ def kind(request: pytest.FixtureRequest) -> str:
 _PROVIDERS: dict[tuple[Any, ...], Any] = {}
 
 
-def make(kind: str, server: WireServer, *, fresh: bool = False, **kwargs: Any) -> Any:
-    """A provider for ``server``; identical configurations share one (building an SDK client
+def make(kind: str, wire: WireServer, *, fresh: bool = False, **kwargs: Any) -> Any:
+    """A provider for ``wire``; identical configurations share one (building an SDK client
     loads the CA bundle, ~40 ms, which would dominate this file's run time)."""
     kwargs.setdefault("api_key", KEY)
     kwargs.setdefault("timeout", 5.0)
     if kind == "anthropic":  # a name the SDK has no deprecation warning for
         kwargs.setdefault("model", "claude-wire-test")
-    key = (kind, server.url, tuple(sorted(kwargs.items())))
+    key = (kind, wire.url, tuple(sorted(kwargs.items())))
     if not fresh and key in _PROVIDERS:
         return _PROVIDERS[key]
-    if kind == "openai":
-        provider: Any = OpenAIProvider(base_url=server.openai_base_url, **kwargs)
-    else:
-        provider = AnthropicProvider(base_url=server.anthropic_base_url, **kwargs)
+    provider = wire_provider(kind, wire, **kwargs)
     if not fresh:
         _PROVIDERS[key] = provider
     return provider
@@ -147,9 +130,9 @@ def test_both_satisfy_the_provider_protocol() -> None:
     assert AnthropicProvider(api_key=KEY).name == "anthropic"
 
 
-def test_plain_reply(kind: str, server: WireServer) -> None:
-    server.reply(Reply(text="A short summary.", model="wire-model-2025", usage=(42, 9)))
-    response = make(kind, server).complete(ask())
+def test_plain_reply(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(text="A short summary.", model="wire-model-2025", usage=(42, 9)))
+    response = make(kind, wire).complete(ask())
     assert response.text == "A short summary."
     assert response.usage is not None and response.usage.to_dict() == {
         "input_tokens": 42,
@@ -158,36 +141,36 @@ def test_plain_reply(kind: str, server: WireServer) -> None:
     assert response.model == "wire-model-2025"  # what the server says it ran, not what we asked
     assert response.finish_reason == ("stop" if kind == "openai" else "end_turn")
     assert response.tool_calls == []
-    [recorded] = server.requests
+    [recorded] = wire.requests
     assert recorded.path == ("/v1/chat/completions" if kind == "openai" else "/v1/messages")
 
 
 def test_default_model_comes_from_env(
-    kind: str, server: WireServer, monkeypatch: pytest.MonkeyPatch
+    kind: str, wire: WireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cls: Any = OpenAIProvider if kind == "openai" else AnthropicProvider
     assert cls(api_key=KEY).model == ("gpt-4o-mini" if kind == "openai" else "claude-sonnet-4-6")
     monkeypatch.setenv("OPENPROGRAM_MODEL", "my-local-model")
-    server.reply(Reply(text="ok"))
-    provider = make(kind, server, fresh=True, model=None)
+    wire.reply(Reply(text="ok"))
+    provider = make(kind, wire, fresh=True, model=None)
     provider.complete(ask())
     assert provider.model == "my-local-model"
-    assert server.requests[0].body["model"] == "my-local-model"
-    server.reply(Reply(text="ok"))
-    make(kind, server, model="explicit").complete(ask(model="per-request"))
-    assert server.requests[1].body["model"] == "per-request"
+    assert wire.requests[0].body["model"] == "my-local-model"
+    wire.reply(Reply(text="ok"))
+    make(kind, wire, model="explicit").complete(ask(model="per-request"))
+    assert wire.requests[1].body["model"] == "per-request"
 
 
-def test_openai_messages_go_through_unchanged(server: WireServer) -> None:
-    server.reply(Reply(text="ok"))
+def test_openai_messages_go_through_unchanged(wire: WireServer) -> None:
+    wire.reply(Reply(text="ok"))
     messages = [
         {"role": "system", "content": DOC},
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": "answer"},
         {"role": "user", "content": "second"},
     ]
-    make("openai", server).complete(LLMRequest(messages=messages, max_tokens=50, temperature=0.2))
-    body = server.requests[0].body
+    make("openai", wire).complete(LLMRequest(messages=messages, max_tokens=50, temperature=0.2))
+    body = wire.requests[0].body
     assert body["messages"] == messages
     assert json.dumps(body).count(DOC) == 1  # the docstring is sent exactly once
     assert body["max_tokens"] == 50  # compatible servers understand max_tokens
@@ -195,8 +178,8 @@ def test_openai_messages_go_through_unchanged(server: WireServer) -> None:
     assert "stream" not in body and "tools" not in body and "response_format" not in body
 
 
-def test_anthropic_system_prompt_once_and_turns_alternate(server: WireServer) -> None:
-    server.reply(Reply(text="ok"))
+def test_anthropic_system_prompt_once_and_turns_alternate(wire: WireServer) -> None:
+    wire.reply(Reply(text="ok"))
     messages = [
         {"role": "system", "content": DOC},
         {"role": "user", "content": "earlier turn"},
@@ -205,8 +188,8 @@ def test_anthropic_system_prompt_once_and_turns_alternate(server: WireServer) ->
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "now this"},
     ]
-    make("anthropic", server).complete(LLMRequest(messages=messages))
-    body = server.requests[0].body
+    make("anthropic", wire).complete(LLMRequest(messages=messages))
+    body = wire.requests[0].body
     assert body["system"] == f"{DOC}\n\nBe brief."
     assert json.dumps(body).count(DOC) == 1  # as `system`, not also in messages
     assert body["messages"] == [
@@ -256,11 +239,11 @@ def test_anthropic_message_mapping_edge_cases() -> None:
 # -- streaming ---------------------------------------------------------------------------------
 
 
-def test_streamed_reply_calls_on_delta_per_chunk(kind: str, server: WireServer) -> None:
+def test_streamed_reply_calls_on_delta_per_chunk(kind: str, wire: WireServer) -> None:
     chunks = ["The ", "text is ", "about ", "wire protocols."]
-    server.reply(Reply(chunks=chunks, model="wire-stream", usage=(30, 12)))
+    wire.reply(Reply(chunks=chunks, model="wire-stream", usage=(30, 12)))
     seen: list[str] = []
-    response = make(kind, server).complete(ask(), on_delta=seen.append)
+    response = make(kind, wire).complete(ask(), on_delta=seen.append)
     assert seen == chunks
     assert response.text == "".join(chunks)
     assert response.model == "wire-stream"
@@ -268,26 +251,26 @@ def test_streamed_reply_calls_on_delta_per_chunk(kind: str, server: WireServer) 
         "input_tokens": 30,
         "output_tokens": 12,
     }
-    body = server.requests[0].body
+    body = wire.requests[0].body
     assert body["stream"] is True
     if kind == "openai":
         assert body["stream_options"] == {"include_usage": True}  # else no usage in a stream
 
 
-def test_stream_flag_without_callback_streams(kind: str, server: WireServer) -> None:
-    server.reply(Reply(chunks=["a", "b"]))
-    response = make(kind, server).complete(ask(stream=True))
+def test_stream_flag_without_callback_streams(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(chunks=["a", "b"]))
+    response = make(kind, wire).complete(ask(stream=True))
     assert response.text == "ab"
-    assert server.requests[0].body["stream"] is True
+    assert wire.requests[0].body["stream"] is True
 
 
 # -- tools -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
-def test_tool_call_is_parsed(kind: str, server: WireServer, streamed: bool) -> None:
+def test_tool_call_is_parsed(kind: str, wire: WireServer, streamed: bool) -> None:
     args = {"city": "Zürich", "days": [1, 2], "note": 'quote " and, comma'}
-    server.reply(
+    wire.reply(
         Reply(
             text="Let me look." if not streamed else "",
             chunks=["Let me ", "look."] if streamed else None,
@@ -296,7 +279,7 @@ def test_tool_call_is_parsed(kind: str, server: WireServer, streamed: bool) -> N
         )
     )
     seen: list[str] = []
-    response = make(kind, server).complete(
+    response = make(kind, wire).complete(
         ask(tools=[WEATHER_TOOL]), on_delta=seen.append if streamed else None
     )
     assert [(c.name, c.arguments) for c in response.tool_calls] == [
@@ -306,7 +289,7 @@ def test_tool_call_is_parsed(kind: str, server: WireServer, streamed: bool) -> N
     assert all(c.id for c in response.tool_calls)
     assert response.text == "Let me look."
     assert response.finish_reason == ("tool_calls" if kind == "openai" else "tool_use")
-    sent = server.requests[0].body["tools"]
+    sent = wire.requests[0].body["tools"]
     if kind == "openai":
         assert sent == [{"type": "function", "function": WEATHER_TOOL}]
     else:
@@ -320,17 +303,17 @@ def test_tool_call_is_parsed(kind: str, server: WireServer, streamed: bool) -> N
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
-def test_openai_tool_arguments_that_are_not_json(server: WireServer, streamed: bool) -> None:
-    server.reply(Reply(tool_calls=[("get_weather", '{"city": "Oslo"')]))
+def test_openai_tool_arguments_that_are_not_json(wire: WireServer, streamed: bool) -> None:
+    wire.reply(Reply(tool_calls=[("get_weather", '{"city": "Oslo"')]))
     with pytest.raises(ProviderError, match="not valid JSON") as info:
-        make("openai", server).complete(ask(stream=streamed, tools=[WEATHER_TOOL]))
+        make("openai", wire).complete(ask(stream=streamed, tools=[WEATHER_TOOL]))
     assert not isinstance(info.value, TransientProviderError)
 
 
-def test_anthropic_streamed_tool_input_that_is_not_json(server: WireServer) -> None:
-    server.reply(Reply(tool_calls=[("get_weather", '{"city": ')]))
+def test_anthropic_streamed_tool_input_that_is_not_json(wire: WireServer) -> None:
+    wire.reply(Reply(tool_calls=[("get_weather", '{"city": ')]))
     with pytest.raises(ProviderError, match="not valid JSON"):
-        make("anthropic", server).complete(ask(stream=True, tools=[WEATHER_TOOL]))
+        make("anthropic", wire).complete(ask(stream=True, tools=[WEATHER_TOOL]))
 
 
 # -- response_format ---------------------------------------------------------------------------
@@ -338,11 +321,11 @@ def test_anthropic_streamed_tool_input_that_is_not_json(server: WireServer) -> N
 SCHEMA = {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}
 
 
-def test_openai_response_format_is_a_json_schema(server: WireServer) -> None:
-    server.reply(Reply(text='{"summary": "short"}'))
-    response = make("openai", server).complete(ask(response_format=SCHEMA))
+def test_openai_response_format_is_a_json_schema(wire: WireServer) -> None:
+    wire.reply(Reply(text='{"summary": "short"}'))
+    response = make("openai", wire).complete(ask(response_format=SCHEMA))
     assert json.loads(response.text) == {"summary": "short"}
-    assert server.requests[0].body["response_format"] == {
+    assert wire.requests[0].body["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "reply", "schema": SCHEMA, "strict": False},
     }
@@ -350,17 +333,17 @@ def test_openai_response_format_is_a_json_schema(server: WireServer) -> None:
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
 def test_anthropic_response_format_is_instructed_in_system(
-    server: WireServer, streamed: bool
+    wire: WireServer, streamed: bool
 ) -> None:
-    server.reply(
+    wire.reply(
         Reply(
             text='```json\n{"summary": "short"}\n```',
             chunks=["```json\n", '{"summary": ', '"short"}', "\n```"],
         )
     )
-    response = make("anthropic", server).complete(ask(response_format=SCHEMA, stream=streamed))
+    response = make("anthropic", wire).complete(ask(response_format=SCHEMA, stream=streamed))
     assert json.loads(response.text) == {"summary": "short"}  # fence stripped
-    system = server.requests[0].body["system"]
+    system = wire.requests[0].body["system"]
     assert system.startswith(DOC) and system.count(DOC) == 1
     assert "JSON" in system and '"summary"' in system and '"required"' in system
 
@@ -379,12 +362,12 @@ def test_strip_code_fence_leaves_plain_text_alone() -> None:
     [(429, True), (500, True), (503, True), (400, False), (401, False), (404, False)],
 )
 def test_http_errors_map_to_provider_errors(
-    kind: str, server: WireServer, status: int, transient: bool
+    kind: str, wire: WireServer, status: int, transient: bool
 ) -> None:
     # A misbehaving proxy that echoes the key in its error body must not leak it either.
-    server.reply(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
+    wire.reply(Reply(status=status, error_message=f"Incorrect API key provided: {KEY}"))
     with pytest.raises(ProviderError) as info:
-        make(kind, server).complete(ask())
+        make(kind, wire).complete(ask())
     err = info.value
     assert isinstance(err, TransientProviderError) is transient
     assert str(status) in str(err)
@@ -392,18 +375,18 @@ def test_http_errors_map_to_provider_errors(
     if status == 401:
         assert "authentication failed" in str(err)
     no_key_anywhere(err)
-    assert len(server.requests) == 1  # the SDK's own retries are off; the Runtime retries
+    assert len(wire.requests) == 1  # the SDK's own retries are off; the Runtime retries
 
 
-def test_anthropic_overloaded_529_is_transient(server: WireServer) -> None:
-    server.reply(Reply(status=529, error_message="Overloaded"))
+def test_anthropic_overloaded_529_is_transient(wire: WireServer) -> None:
+    wire.reply(Reply(status=529, error_message="Overloaded"))
     with pytest.raises(TransientProviderError, match="529"):
-        make("anthropic", server).complete(ask())
+        make("anthropic", wire).complete(ask())
 
 
-def test_error_in_stream_after_it_started(kind: str, server: WireServer) -> None:
+def test_error_in_stream_after_it_started(kind: str, wire: WireServer) -> None:
     error_type = "server_error" if kind == "openai" else "overloaded_error"
-    server.reply(
+    wire.reply(
         Reply(
             chunks=["partial ", "answer"],
             error_event_after=2,
@@ -412,69 +395,69 @@ def test_error_in_stream_after_it_started(kind: str, server: WireServer) -> None
         )
     )
     with pytest.raises(TransientProviderError, match="Overloaded") as info:
-        make(kind, server).complete(ask(), on_delta=lambda _: None)
+        make(kind, wire).complete(ask(), on_delta=lambda _: None)
     no_key_anywhere(info.value)
-    server.reply(Reply(chunks=["x"], error_event_after=1, error_type="invalid_request_error"))
+    wire.reply(Reply(chunks=["x"], error_event_after=1, error_type="invalid_request_error"))
     with pytest.raises(ProviderError) as info2:
-        make(kind, server).complete(ask(stream=True))
+        make(kind, wire).complete(ask(stream=True))
     assert not isinstance(info2.value, TransientProviderError)
 
 
-def test_slow_server_times_out_promptly(kind: str, server: WireServer) -> None:
-    server.reply(Reply(text="too late", delay=10))
+def test_slow_server_times_out_promptly(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(text="too late", delay=10))
     start = time.monotonic()
     with pytest.raises(TransientProviderError, match="timed out") as info:
-        make(kind, server, timeout=0.2).complete(ask())
+        make(kind, wire, timeout=0.2).complete(ask())
     assert time.monotonic() - start < 2
     no_key_anywhere(info.value)
 
 
-def test_per_request_timeout_overrides_the_provider_default(kind: str, server: WireServer) -> None:
-    server.reply(Reply(text="too late", delay=10))
+def test_per_request_timeout_overrides_the_provider_default(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(text="too late", delay=10))
     start = time.monotonic()
     with pytest.raises(TransientProviderError):
-        make(kind, server, timeout=60).complete(ask(timeout=0.2))
+        make(kind, wire, timeout=60).complete(ask(timeout=0.2))
     assert time.monotonic() - start < 2
 
 
-def test_stream_that_stalls_times_out(kind: str, server: WireServer) -> None:
-    server.reply(
+def test_stream_that_stalls_times_out(kind: str, wire: WireServer) -> None:
+    wire.reply(
         Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
     )
     seen: list[str] = []
     start = time.monotonic()
     with pytest.raises(TransientProviderError, match="timed out"):
-        make(kind, server, timeout=0.2).complete(ask(), on_delta=seen.append)
+        make(kind, wire, timeout=0.2).complete(ask(), on_delta=seen.append)
     assert time.monotonic() - start < 2
     assert seen  # some text arrived before the stall
-    assert wait_for(lambda: server.hangups == 1)  # and the connection was closed
+    assert wait_for(lambda: wire.hangups == 1)  # and the connection was closed
 
 
-def test_stream_that_dies_midway_is_an_error_not_a_hang(kind: str, server: WireServer) -> None:
-    server.reply(Reply(chunks=["one ", "two ", "three ", "four"], die_after=4))
+def test_stream_that_dies_midway_is_an_error_not_a_hang(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(chunks=["one ", "two ", "three ", "four"], die_after=4))
     start = time.monotonic()
     with pytest.raises(TransientProviderError, match="connection") as info:
-        make(kind, server).complete(ask(), on_delta=lambda _: None)
+        make(kind, wire).complete(ask(), on_delta=lambda _: None)
     assert time.monotonic() - start < 2
     no_key_anywhere(info.value)
 
 
-def test_stream_that_ends_before_the_final_event(kind: str, server: WireServer) -> None:
+def test_stream_that_ends_before_the_final_event(kind: str, wire: WireServer) -> None:
     # The HTTP body ends cleanly, but without finish_reason / message_stop.
-    server.reply(Reply(chunks=["one ", "two ", "three ", "four"], end_after=3))
+    wire.reply(Reply(chunks=["one ", "two ", "three ", "four"], end_after=3))
     with pytest.raises(TransientProviderError, match="ended before"):
-        make(kind, server).complete(ask(), on_delta=lambda _: None)
+        make(kind, wire).complete(ask(), on_delta=lambda _: None)
 
 
 def test_ctrl_c_in_on_delta_propagates_and_provider_still_works(
-    kind: str, server: WireServer
+    kind: str, wire: WireServer
 ) -> None:
     # After the first text the server stalls for 20 s: if the provider did not close the stream
     # on KeyboardInterrupt, or the next request reused that connection, this would hang.
-    server.reply(
+    wire.reply(
         Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
     )
-    provider = make(kind, server, fresh=True)
+    provider = make(kind, wire, fresh=True)
 
     def interrupt(chunk: str) -> None:
         raise KeyboardInterrupt
@@ -482,23 +465,23 @@ def test_ctrl_c_in_on_delta_propagates_and_provider_still_works(
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         provider.complete(ask(), on_delta=interrupt)
-    assert wait_for(lambda: server.hangups == 1)  # the provider closed the stream
-    server.reply(Reply(chunks=["fine ", "again"]))
+    assert wait_for(lambda: wire.hangups == 1)  # the provider closed the stream
+    wire.reply(Reply(chunks=["fine ", "again"]))
     seen: list[str] = []
     response = provider.complete(ask(), on_delta=seen.append)
     assert response.text == "fine again" and seen == ["fine ", "again"]
     assert time.monotonic() - start < 3
-    assert len(server.requests) == 2
+    assert len(wire.requests) == 2
 
 
 # -- keys, network switch, imports -------------------------------------------------------------
 
 
-def test_api_key_is_sent_only_as_the_auth_header(kind: str, server: WireServer) -> None:
-    server.reply(Reply(text="hi"), Reply(chunks=["h", "i"], tool_calls=[("noop", {})]))
-    provider = make(kind, server, fresh=True)
+def test_api_key_is_sent_only_as_the_auth_header(kind: str, wire: WireServer) -> None:
+    wire.reply(Reply(text="hi"), Reply(chunks=["h", "i"], tool_calls=[("noop", {})]))
+    provider = make(kind, wire, fresh=True)
     responses = [provider.complete(ask()), provider.complete(ask(), on_delta=lambda _: None)]
-    for recorded in server.requests:
+    for recorded in wire.requests:
         carrying = [name for name, value in recorded.headers.items() if KEY in value]
         assert len(carrying) == 1 and carrying[0] in ("authorization", "x-api-key")
         if carrying[0] == "authorization":
@@ -507,27 +490,27 @@ def test_api_key_is_sent_only_as_the_auth_header(kind: str, server: WireServer) 
     for response in responses:
         assert KEY not in repr(response)
     assert KEY not in repr(provider) and KEY not in str(provider)
-    assert server.url in repr(provider)
+    assert wire.url in repr(provider)
 
 
 def test_local_server_without_key_gets_a_placeholder(
-    kind: str, server: WireServer, monkeypatch: pytest.MonkeyPatch
+    kind: str, wire: WireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Ollama / vLLM / LM Studio: only a base URL, from the environment, no key anywhere.
     monkeypatch.setenv("OPENPROGRAM_MODEL", "local-model")
     if kind == "openai":
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", wire.openai_base_url)
         provider: Any = OpenAIProvider(timeout=5)
     else:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", wire.anthropic_base_url)
         provider = AnthropicProvider(timeout=5)
-    server.reply(Reply(text="local"))
+    wire.reply(Reply(text="local"))
     assert provider.complete(ask()).text == "local"
-    assert server.url in provider.base_url
-    assert "not-needed" in server.requests[0].headers["authorization"]
+    assert wire.url in provider.base_url
+    assert "not-needed" in wire.requests[0].headers["authorization"]
 
 
-def test_blocked_switch_stops_remote_requests_before_sending(kind: str, server: WireServer) -> None:
+def test_blocked_switch_stops_remote_requests_before_sending(kind: str, wire: WireServer) -> None:
     try:
         remote = WireServer(host="127.0.0.2")  # loopback to the kernel, not to network.py
     except OSError:
@@ -543,8 +526,8 @@ def test_blocked_switch_stops_remote_requests_before_sending(kind: str, server: 
                     ask()
                 )
             assert remote.requests == []
-            server.reply(Reply(text="local is fine"))
-            assert make(kind, server).complete(ask()).text == "local is fine"
+            wire.reply(Reply(text="local is fine"))
+            assert make(kind, wire).complete(ask()).text == "local is fine"
         with allow_model_requests(True):  # proves the test would have seen a leak
             assert blocked.complete(ask()).text == "should not be reached"
         assert len(remote.requests) == 1
@@ -568,6 +551,6 @@ def test_importing_the_providers_does_not_import_the_sdks() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_wire_server_without_a_scripted_reply_answers_500(server: WireServer) -> None:
+def test_wire_server_without_a_scripted_reply_answers_500(wire: WireServer) -> None:
     with pytest.raises(TransientProviderError, match="no scripted reply"):
-        make("openai", server).complete(ask())
+        make("openai", wire).complete(ask())

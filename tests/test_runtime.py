@@ -7,7 +7,7 @@ against the local wire server.  After each failure: the ``llm`` node ends ``erro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from openprogram import agentic_function, create_runtime, session_context
-from openprogram.agentic_programming import function as fn_mod
-from openprogram.agentic_programming.function import get_call_id, get_current_runtime
+from openprogram.agentic_programming.function import get_call_id
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
 from openprogram.errors import ChoiceError, ResponseFormatError
@@ -27,30 +26,24 @@ from openprogram.providers.base import (
     TransientProviderError,
 )
 from openprogram.providers.test import FunctionProvider
-from openprogram.store.session.store import SessionStore
-from openprogram.store.vars import get_store, get_turn_id
 
 try:
-    from tests.wire_server import Reply, WireServer
+    from tests.helpers import Reply, WireServer, assert_vars_clear, reopen, wire_provider
 except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from wire_server import Reply, WireServer  # type: ignore[no-redef]
+    from helpers import (  # type: ignore[no-redef]
+        Reply,
+        WireServer,
+        assert_vars_clear,
+        reopen,
+        wire_provider,
+    )
 
 CHOICES = ["bug", "feature", "question"]
 
 
-def reopen(home: Path, session_id: str) -> list[Call]:
-    store = SessionStore(home)
-    try:
-        return store.open(session_id).nodes()
-    finally:
-        store.close()
-
-
 def assert_clean(home: Path, session_id: str) -> list[Call]:
     """Nothing left running on disk and no ContextVar left set; returns the nodes."""
-    assert get_store() is None and get_turn_id() is None
-    assert get_current_runtime() is None and get_call_id() is None
-    assert fn_mod._depth.get() == 0
+    assert_vars_clear()
     nodes = reopen(home, session_id)
     assert [n for n in nodes if n.is_open] == []
     return nodes
@@ -301,31 +294,9 @@ def test_aexec_keeps_the_frame(op_home: Path):
 KEY = "sk-wire-test-KEY-42"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[WireServer]:
-    with WireServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def wire(server: WireServer) -> Iterator[WireServer]:
-    server.reset()
-    yield server
-    server.reset()
-
-
 def sdk_provider(kind: str, server: WireServer, timeout: float = 5.0) -> Any:
-    if kind == "openai":
-        from openprogram.providers.openai_provider import OpenAIProvider
-
-        return OpenAIProvider(
-            "gpt-wire", api_key=KEY, base_url=server.openai_base_url, timeout=timeout
-        )
-    from openprogram.providers.anthropic_provider import AnthropicProvider
-
-    return AnthropicProvider(
-        "claude-wire", api_key=KEY, base_url=server.anthropic_base_url, timeout=timeout
-    )
+    model = "gpt-wire" if kind == "openai" else "claude-wire"
+    return wire_provider(kind, server, model=model, api_key=KEY, timeout=timeout)
 
 
 SDKS = ["openai", "anthropic"]

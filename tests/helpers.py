@@ -1,0 +1,54 @@
+"""Helpers shared by several test modules (shared fixtures live in ``conftest.py``).
+
+Import with the same fallback as ``wire_server``::
+
+    try:
+        from tests.helpers import reopen
+    except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+        from helpers import reopen  # type: ignore[no-redef]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openprogram.agentic_programming import function as fn_mod
+from openprogram.agentic_programming.function import get_call_id, get_current_runtime
+from openprogram.context.nodes import Call
+from openprogram.providers.anthropic_provider import AnthropicProvider
+from openprogram.providers.openai_provider import OpenAIProvider
+from openprogram.store.session.store import SessionStore
+from openprogram.store.vars import get_store, get_turn_id
+
+try:
+    from tests.wire_server import Reply, WireServer
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from wire_server import Reply, WireServer  # type: ignore[no-redef]
+
+__all__ = ["Reply", "WireServer", "assert_vars_clear", "reopen", "wire_provider"]
+
+
+def reopen(home: Path, session_id: str) -> list[Call]:
+    """Every node of the session, read by a fresh store (what a later process would see)."""
+    store = SessionStore(home)
+    try:
+        return store.open(session_id).nodes()
+    finally:
+        store.close()
+
+
+def assert_vars_clear() -> None:
+    """No ContextVar of the per-turn context is left set."""
+    assert get_store() is None
+    assert get_turn_id() is None
+    assert get_current_runtime() is None
+    assert get_call_id() is None
+    assert fn_mod._depth.get() == 0
+
+
+def wire_provider(kind: str, server: WireServer, **kwargs: Any) -> Any:
+    """An ``openai`` or ``anthropic`` provider pointed at the local wire ``server``."""
+    if kind == "openai":
+        return OpenAIProvider(base_url=server.openai_base_url, **kwargs)
+    return AnthropicProvider(base_url=server.anthropic_base_url, **kwargs)
