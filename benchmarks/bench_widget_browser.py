@@ -239,6 +239,11 @@ def main() -> None:
                 "≤ 50 ms",
             ),
             ("  p95 / max", f"{pct(latency, 0.95):.1f} / {max(latency):.1f} ms", ""),
+            (
+                "  first three (page still painting)",
+                " / ".join(f"{x:.0f}" for x in latency[:3]),
+                "",
+            ),
             ("  kernel→painted, median", f"{statistics.median(painted):.1f} ms", ""),
             (
                 "  of which upsert() in the kernel, median",
