@@ -330,3 +330,36 @@ def test_show_dag_loads_a_stored_session(db: Any) -> None:
     kinds = {s["id"]: s["kind"] for s in widget.summary}
     assert kinds[cell.id] == "turn" and kinds[fn.id] == "function"
     assert "root" in kinds.values()
+
+
+def test_status_updates_in_place_match_a_full_relayout(session: list[dict[str, Any]]) -> None:
+    """Live updates that only end nodes (status, output, duration) skip the re-layout; what
+    the browser ends up with must equal a widget built from scratch on the final nodes."""
+    import random
+
+    rng = random.Random(7)
+    head = head_of(session)
+    live = DagWidget(session, head)
+    Recorder(live)
+    fast = []
+    in_place = live._update_in_place
+    live._update_in_place = lambda nodes: fast.append(in_place(nodes)) or fast[-1]  # type: ignore[method-assign]
+    final = {n["id"]: n for n in session}
+    for _ in range(150):
+        target = rng.choice(session)
+        status = rng.choice(["completed", "error", "cancelled", "running"])
+        updated = {
+            **final[target["id"]],
+            "output": f"out-{rng.randrange(1000)}",
+            "metadata": {**final[target["id"]]["metadata"], "status": status, "duration_ms": 3},
+        }
+        final[target["id"]] = updated
+        live.upsert(updated)
+    live.flush()
+    assert sum(r is not None for r in fast) > 100  # the fast path was really taken
+    fresh = DagWidget(list(final.values()), head)
+
+    def by_id(summary: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {s["id"]: s for s in summary}
+
+    assert by_id(live.summary) == by_id(fresh.summary)
