@@ -32,12 +32,21 @@ _HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark (or skip) the browser tests, and run them last: Playwright's sync API keeps an
+    event loop running in the main thread until the session ends, which would break every
+    later test that starts its own loop (``asyncio.run``, top-level ``await``)."""
     reason = browser_skip_reason()
+    browser: list[pytest.Item] = []
+    others: list[pytest.Item] = []
     for item in items:
         if _HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.browser)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+            browser.append(item)
+        else:
+            others.append(item)
+    items[:] = others + browser
 
 
 @pytest.hookimpl(wrapper=True)
