@@ -27,6 +27,7 @@ import shutil
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,26 +167,30 @@ class Session:
         except Exception:
             entries, dirs, by_dir = {}, {}, {}
         seen: dict[str, int] = {}
-        history = self.path / "history"
-        for bucket in sorted(os.scandir(history), key=lambda e: e.name) if history.is_dir() else []:
-            if not bucket.is_dir():
+        for rel, mtime in self._turn_dirs():
+            seen[rel] = mtime
+            if dirs.get(rel) == mtime:
                 continue
-            for turn_dir in os.scandir(bucket.path):
-                if not turn_dir.is_dir():
-                    continue
-                rel = f"history/{bucket.name}/{turn_dir.name}"
-                mtime = turn_dir.stat().st_mtime_ns
-                seen[rel] = mtime
-                if dirs.get(rel) == mtime:
-                    continue
-                for node_id in by_dir.pop(rel, []):
-                    entries.pop(node_id, None)
-                self._scan_dir(rel, entries)
+            for node_id in by_dir.pop(rel, []):
+                entries.pop(node_id, None)
+            self._scan_dir(rel, entries)
         for rel in set(by_dir) - set(seen):  # turn folders that disappeared
             for node_id in by_dir[rel]:
                 entries.pop(node_id, None)
         self._index = entries
         self._dir_mtimes = seen
+
+    def _turn_dirs(self) -> Iterator[tuple[str, int]]:
+        """Every ``history/<bucket>/<turn>`` folder with its mtime (changes on any write)."""
+        history = self.path / "history"
+        if not history.is_dir():
+            return
+        for bucket in sorted(os.scandir(history), key=lambda e: e.name):
+            if not bucket.is_dir():
+                continue
+            for turn_dir in os.scandir(bucket.path):
+                if turn_dir.is_dir():
+                    yield f"history/{bucket.name}/{turn_dir.name}", turn_dir.stat().st_mtime_ns
 
     def _scan_dir(self, rel: str, entries: dict[str, Entry]) -> None:
         base = f"{self.path}/{rel}"  # plain strings: pathlib was a third of a cold open
@@ -268,15 +273,10 @@ class Session:
             self._load_meta()
             meta.update(self.meta)  # title etc. from disk; nothing of ours is lost
             self.meta = meta
-            history = self.path / "history"
-            buckets = list(os.scandir(history)) if history.is_dir() else []
-            for bucket in (b for b in buckets if b.is_dir()):
-                for turn_dir in (d for d in os.scandir(bucket.path) if d.is_dir()):
-                    rel = f"history/{bucket.name}/{turn_dir.name}"
-                    mtime = turn_dir.stat().st_mtime_ns
-                    if self._dir_mtimes.get(rel) != mtime:
-                        self._scan_dir(rel, self._index)
-                        self._dir_mtimes[rel] = mtime
+            for rel, mtime in self._turn_dirs():
+                if self._dir_mtimes.get(rel) != mtime:
+                    self._scan_dir(rel, self._index)
+                    self._dir_mtimes[rel] = mtime
             for call in self._dirty.values():  # ours, newer than any file
                 self._put(call)
             self._children = None
