@@ -19,28 +19,13 @@ from typing import Any
 
 import pytest
 
+from .agents import AGENTS, LOAD, TRIAGE_DOC
 from .jupyterlab import LabPage, write_notebook
 
-TRIAGE_DOC = "Classify the ticket as bug, feature or question."
-LOAD = "%load_ext openprogram_magics\n%openprogram provider test"
-DEFINE = f'''\
-import time
-
-from openprogram import agentic_function
-
-
-@agentic_function
-def triage(ticket: str, runtime=None) -> str:
-    """{TRIAGE_DOC}"""
-    return runtime.exec(ticket, choices=["bug", "feature", "question"])
-
-
-@agentic_function
-def handle(ticket: str, runtime=None) -> str:
-    """You are a support lead. Draft a one-sentence reply to the customer."""
-    kind = triage(ticket)
-    return runtime.exec(f"The ticket is a {{kind}}: {{ticket}}")
-
+DEFINE = (
+    "import time\n\n"
+    + AGENTS
+    + '''
 
 @agentic_function
 def dump(size: int) -> str:
@@ -55,6 +40,7 @@ def slowly(pause: float) -> list:
     time.sleep(pause)
     return [first, triage("second ticket")]
 '''
+)
 SCREENSHOT = Path("/tmp/op-dag.png")
 
 

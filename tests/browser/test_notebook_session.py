@@ -14,27 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from .agents import AGENTS, LOAD
 from .jupyterlab import LabPage, LabServer, write_notebook
 
-TRIAGE_DOC = "Classify the ticket as bug, feature or question."
-
-LOAD = "%load_ext openprogram_magics\n%openprogram provider test"
-DEFINE = f'''\
-from openprogram import agentic_function
-
-
-@agentic_function
-def triage(ticket: str, runtime=None) -> str:
-    """{TRIAGE_DOC}"""
-    return runtime.exec(ticket, choices=["bug", "feature", "question"])
-
-
-@agentic_function
-def handle(ticket: str, runtime=None) -> str:
-    """You are a support lead. Draft a one-sentence reply to the customer."""
-    kind = triage(ticket)
-    return runtime.exec(f"The ticket is a {{kind}}: {{ticket}}")
-'''
+DEFINE = AGENTS
 TURN_1 = '%%openprogram\nhandle("the app crashes on save")'
 TURN_2 = '%%openprogram\nhandle("please add a dark mode")'
 CELLS = [LOAD, DEFINE, TURN_1, TURN_2]
