@@ -14,7 +14,8 @@ import traceback
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from openprogram.context.nodes import COMPLETED, ERROR, INTERRUPTED, Call, make_call, sanitize
+from openprogram.context.nodes import COMPLETED, ERROR, INTERRUPTED, Call, make_call
+from openprogram.context.secrets import redact_secrets
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
 
 if TYPE_CHECKING:
@@ -82,7 +83,10 @@ class CellTurn:
             node = make_call(
                 "turn",
                 label,
-                input={"text": self.source, "execution_count": self.execution_count},
+                input={
+                    "text": redact_secrets(self.source),
+                    "execution_count": self.execution_count,
+                },
                 predecessor=predecessor,
             )
             self.node = handle.writer.append(node, turn_level=True)
@@ -133,26 +137,29 @@ class CellTurn:
         """Record the outcome, commit, and return the metadata the notebook should keep."""
         assert self.handle is not None and self.node is not None
         node, handle = self.node, self.handle
+        meta = NotebookMeta(handle.session_id, node.id)  # kept even if recording fails
         try:
             if error is None:
                 node.metadata["status"] = COMPLETED
                 if result is not None:
-                    node.output = sanitize(repr(result)[:2000])
+                    node.output = _short_repr(result)
             elif isinstance(error, KeyboardInterrupt):
                 node.metadata.update(status=INTERRUPTED, error="KeyboardInterrupt")
             else:
                 node.metadata.update(
                     status=ERROR,
-                    error=f"{type(error).__name__}: {error}"[:2000],
-                    traceback="".join(traceback.format_exception(error))[-20000:],
+                    error=redact_secrets(f"{type(error).__name__}: {error}")[:2000],
+                    traceback=redact_secrets("".join(traceback.format_exception(error)))[-20000:],
                 )
             handle.writer.update(node)
         finally:
             if self._unsubscribe is not None:
                 self._unsubscribe()
             self.stack.close()  # resets the context vars and commits the turn
-        meta = NotebookMeta(handle.session_id, node.id)
-        self._show_final(meta)
+        try:
+            self._show_final(meta)
+        except Exception as exc:  # a view must never lose the turn
+            print(f"openprogram: could not draw the turn ({type(exc).__name__}: {exc})")
         return meta
 
     def bundle(self, meta: NotebookMeta) -> dict[str, Any]:
@@ -235,3 +242,11 @@ def _turn_nodes(session: Any, root: Call) -> list[Call]:
         stack.extend(session.children(node_id))
     out.sort(key=lambda c: c.seq)
     return out
+
+
+def _short_repr(value: Any) -> str:
+    """What a cell's value looked like, for the turn node (a failing ``repr`` included)."""
+    try:
+        return redact_secrets(repr(value))[:2000]
+    except Exception as exc:
+        return f"<{type(value).__name__} object: repr failed with {type(exc).__name__}>"

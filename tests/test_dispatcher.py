@@ -110,6 +110,19 @@ def test_a_keyboard_interrupt_cancels_the_reply_and_propagates(
     assert reply.status == "cancelled"
 
 
+def test_ctrl_c_inside_a_tool_cancels_the_tool_and_the_reply() -> None:
+    def slow() -> str:
+        raise KeyboardInterrupt
+
+    rt, _ = runtime_for(lambda r: LLMResponse("", tool_calls=[ToolCall("c", "slow", {})]))
+    with pytest.raises(KeyboardInterrupt):
+        chat("chat_tool_ctrl_c", "use the tool", rt, tools={"slow": slow})
+    session = default_db().open("chat_tool_ctrl_c")
+    status = {n.kind: n.status for n in session.nodes() if n.kind in ("tool", "reply")}
+    assert status == {"tool": "cancelled", "reply": "cancelled"}
+    assert not [n for n in session.nodes() if n.status == "running"]
+
+
 def test_the_loop_seam_is_resolved_through_the_package(
     rt: Runtime, test_provider: TestProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:

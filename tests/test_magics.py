@@ -477,3 +477,35 @@ def test_line_command_values_are_printed_once(
     result = shell.run("%openprogram status")
     assert result.result["provider"] == "test"  # x = %openprogram status still works
     assert capsys.readouterr().out.count("provider: test") == 1  # not shown again as Out
+
+
+def test_a_value_whose_repr_fails_still_ends_the_turn_and_the_next_does_not_fork(
+    shell: Shell,
+) -> None:
+    shell.run("class Bad:\n    def __repr__(self):\n        raise ValueError('no repr')")
+    shell.run("%%openprogram\nBad()")  # IPython prints its own display error; the cell is fine
+    shell.run('%%openprogram\ntriage("next")')
+    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    first, second = turns_of(sid)
+    assert first.status == "completed" and "repr failed" in str(first.output)
+    assert second.predecessor == first.id
+    assert not any("forked" in b["text/plain"] for b in shell.bundles())
+
+
+def test_secrets_in_a_cell_never_reach_the_session(
+    shell: Shell, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-NOTEBOOK-SECRET-42"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    shell.run(
+        "%%openprogram\nimport os\nraise RuntimeError('key ' + os.environ['OPENAI_API_KEY'])",
+        error=RuntimeError,
+    )
+    shell.run(f"%%openprogram\nkey = '{secret}'\ntriage('ok')")
+    default_db().close()
+    leaked = [
+        p
+        for p in (op_home / "sessions").rglob("*")
+        if p.is_file() and secret.encode() in p.read_bytes()
+    ]
+    assert leaked == []

@@ -190,3 +190,25 @@ def test_no_secret_is_written_anywhere(server: WireServer, op_home: Path):
     assert all(
         n.metadata["error"] == "RuntimeError: could not log in with *** / ***" for n in leaks
     )
+
+
+def test_credential_keys_are_masked_and_token_counts_are_not() -> None:
+    from openprogram.context.nodes import sanitize
+
+    masked = [
+        "api_key",
+        "x-api-key",
+        "Authorization",
+        "private_key",
+        "passwd",
+        "Cookie",
+        "credentials",
+        "bearer",
+        "auth_token",
+        "access_token",
+        "client_secret",
+        "token",
+    ]
+    kept = ["max_tokens", "input_tokens", "output_tokens", "tokens", "keyboard", "author"]
+    out = sanitize({k: "value" for k in masked + kept})
+    assert {k for k, v in out.items() if v == "***"} == set(masked)

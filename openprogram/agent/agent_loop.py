@@ -87,10 +87,11 @@ def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallb
     a failure is recorded on the node and shown to the model, not raised."""
     from openprogram.agentic_programming.function import (
         get_call_id,
-        redact_secrets,
+        is_cancellation,
         using_call_id,
     )
-    from openprogram.context.nodes import COMPLETED, ERROR, make_call, sanitize
+    from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
+    from openprogram.context.secrets import redact_secrets
     from openprogram.store.vars import get_store
 
     writer = get_store()
@@ -106,8 +107,12 @@ def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallb
         with using_call_id(node.id):
             node.output = sanitize(fn(**arguments))
         node.metadata["status"] = COMPLETED
-    except Exception as exc:
-        node.metadata.update(status=ERROR, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+    except BaseException as exc:
+        status = CANCELLED if is_cancellation(exc) else ERROR
+        node.metadata.update(status=status, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+        if not isinstance(exc, Exception):  # Ctrl-C: recorded, then it stops the turn
+            writer.update(node)
+            raise
     writer.update(node)
     notify({"type": "tool_result", "name": name, "node_id": node.id, "status": node.status})
 

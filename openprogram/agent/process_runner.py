@@ -312,7 +312,8 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
         except Exception as exc:
             outcome = ("error", f"the result cannot be sent back: {exc}", "", False)
     except BaseException as exc:
-        from openprogram.agentic_programming.function import is_cancellation, redact_secrets
+        from openprogram.agentic_programming.function import is_cancellation
+        from openprogram.context.secrets import redact_secrets
 
         error = redact_secrets(f"{type(exc).__name__}: {exc}")
         tb = redact_secrets("".join(traceback.format_exception(exc))[-20000:])

@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from openprogram.agentic_programming.function import (
     get_call_id,
     is_cancellation,
-    redact_secrets,
     run_in_session,
 )
 from openprogram.context.nodes import (
@@ -27,6 +26,7 @@ from openprogram.context.nodes import (
     UNANSWERED,
     make_call,
 )
+from openprogram.context.secrets import redact_secrets
 from openprogram.store.vars import get_store, reset_token
 
 AskHandler = Callable[[str, list[str] | None], str | None]

@@ -31,6 +31,7 @@ from openprogram.context.nodes import (
     make_call,
     sanitize,
 )
+from openprogram.context.secrets import redact_secrets
 from openprogram.store.vars import get_store, reset_token
 
 if TYPE_CHECKING:
@@ -81,19 +82,6 @@ def is_cancellation(exc: BaseException) -> bool:
         return True
     asyncio = sys.modules.get("asyncio")  # no import: without asyncio there is no task
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
-
-
-_SECRET_ENV_HINTS = ("API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD")
-
-
-def redact_secrets(text: str) -> str:
-    """``text`` with the values of credential-like environment variables (``OPENAI_API_KEY``,
-    ``ANTHROPIC_API_KEY``, ``*_TOKEN``...) replaced by ``***``: error messages and tracebacks
-    written to a node must not carry a key that some code put in an exception message."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and value in text and any(h in name.upper() for h in _SECRET_ENV_HINTS):
-            text = text.replace(value, "***")
-    return text
 
 
 class AgenticRecursionError(RecursionError):

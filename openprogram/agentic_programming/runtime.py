@@ -17,12 +17,12 @@ from openprogram.agentic_programming import validate
 from openprogram.agentic_programming.function import (
     get_call_id,
     is_cancellation,
-    redact_secrets,
     run_in_session,
 )
 from openprogram.context.graph import Graph
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
 from openprogram.context.render import render_messages
+from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.providers.base import (
     DeltaCallback,

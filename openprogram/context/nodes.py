@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from openprogram.context.secrets import is_secret_key
+
 FORMAT_VERSION: Final = 1
 
 Role = Literal["user", "llm", "code"]
@@ -70,8 +72,6 @@ TERMINAL_STATUSES: Final = frozenset(
     {COMPLETED, ERROR, CANCELLED, INTERRUPTED, ANSWERED, UNANSWERED}
 )
 
-# Keys that must never reach a node (credentials); see ``sanitize``.
-SECRET_KEY_HINTS: Final = ("api_key", "apikey", "authorization", "token", "secret", "password")
 MAX_STRING: Final = 200_000  # characters kept of one string value in a node
 _PLAIN: Final = frozenset({str, int, bool})  # returned as is by ``sanitize`` (fast path)
 
@@ -83,22 +83,6 @@ class NodeFormatError(ValueError):
 def new_id(prefix: str = "n") -> str:
     """A short random node id, e.g. ``n_3f9c2a71d0``."""
     return f"{prefix}_{os.urandom(5).hex()}"
-
-
-_secret_keys: dict[str, bool] = {}
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a mapping key looks like it holds a credential (``api_key``, ``x-api-key``,
-    ``Authorization``, ``token``...).  Cached: the same few keys come back on every call."""
-    hit = _secret_keys.get(key)
-    if hit is None:
-        norm = key.lower().replace("-", "_")
-        # "tokens" (counts: max_tokens, input_tokens) is not a credential; "token" is
-        hit = any(h in norm for h in SECRET_KEY_HINTS) and not norm.endswith("tokens")
-        if len(_secret_keys) < 4096:
-            _secret_keys[key] = hit
-    return hit
 
 
 def sanitize(value: Any, *, _depth: int = 0) -> Any:

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 
 def handle_turn_error(prepared: PreparedTurn, exc: BaseException) -> TurnResult:
     from openprogram.agent.dispatcher.types import TurnResult
-    from openprogram.agentic_programming.function import is_cancellation, redact_secrets
+    from openprogram.agentic_programming.function import is_cancellation
     from openprogram.context.nodes import CANCELLED, ERROR
+    from openprogram.context.secrets import redact_secrets
 
     status = CANCELLED if is_cancellation(exc) else ERROR
     error = redact_secrets(f"{type(exc).__name__}: {exc}")[:2000]
