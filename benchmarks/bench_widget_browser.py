@@ -7,10 +7,17 @@ widget_browser``).  Needs /usr/bin/chromium and the playwright package (never ru
 What is measured (issue 5's budgets in brackets):
 
 - **first render** of ``DagWidget(nodes=sample_nodes(5000))`` — every node unfolded, so
-  5,000 ``g.op-node`` — from the moment the cell is executed (``notebook:run-cell``,
-  in the page) until the last ``g.op-node`` is in the DOM (a MutationObserver), and until
-  the next frame is painted [≤ 1 s].  "cold" is the page's first widget (anywidget loads
-  dag.js), "warm" a second one; "folded" is the ``show_dag`` default (last 50 turns open).
+  5,000 rows — from the moment the cell is executed (``notebook:run-cell``, in the page)
+  until the rows are in the DOM (a MutationObserver: all 5,000 ``g.op-node``, or, since
+  dag.js draws only the rows near the viewport of a long graph, ``.op-dag[data-rows]``
+  = 5,000 with its first ``g.op-node`` drawn), and until the next frame is painted
+  (``requestAnimationFrame`` then ``setTimeout 0``) [≤ 1 s].  "cold" is the page's first
+  widget (anywidget loads dag.js), "warm" a second one; "folded" is the ``show_dag``
+  default (last 50 turns open).
+- **scroll**: the cold widget's canvas scrolled by 120 px forty times (a mouse wheel),
+  then to thirty places spread over its height (dragging the scrollbar); each step timed
+  from setting ``scrollTop`` to the next painted frame, as above.  **search**: the id of
+  the middle node typed into ``.op-search``, timed until that node is in the DOM and painted.
 - **payload**: the ``summary`` trait as JSON (what the kernel sends) [≤ 2 MB], and the
   websocket bytes the page received while rendering.
 - **live update** of one node: the kernel puts ``time.time()`` into the node's name right
@@ -69,7 +76,11 @@ print("BENCH", json.dumps({{"upsert_ms": spent}}))
 MEASURE_RENDER = """
 ([index, count, notebook]) => new Promise((resolve, reject) => {
   const cell = document.querySelectorAll(notebook + ' .jp-Cell')[index];
-  const done = () => cell.querySelectorAll('g.op-node').length >= count;
+  const done = () => {
+    const drawn = cell.querySelectorAll('g.op-node').length;
+    const dag = cell.querySelector('.op-dag');
+    return drawn >= count || (drawn > 0 && dag && Number(dag.dataset.rows) >= count);
+  };
   const timer = setTimeout(() => reject(new Error('no render after 120 s')), 120000);
   let t0 = 0;
   const obs = new MutationObserver(() => {
@@ -85,6 +96,46 @@ MEASURE_RENDER = """
   t0 = performance.now();
   window.jupyterapp.commands.execute('notebook:run-cell');
 })
+"""
+# Scroll cell `index`'s widget: wheel-sized steps, then jumps over the whole height; then
+# type `query` into its search box.  Each step is timed to the next painted frame.
+MEASURE_SCROLL = """
+async ([index, notebook, query]) => {
+  const cell = document.querySelectorAll(notebook + ' .jp-Cell')[index];
+  const canvas = cell.querySelector('.op-canvas');
+  const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const step = async (move) => {
+    const t0 = performance.now();
+    move();
+    await frame();
+    return performance.now() - t0;
+  };
+  const out = {wheel: [], jump: []};
+  canvas.scrollTop = 0;
+  await frame();
+  await frame();
+  for (let i = 0; i < 40; i++) out.wheel.push(await step(() => { canvas.scrollTop += 120; }));
+  const max = canvas.scrollHeight - canvas.clientHeight;
+  for (let i = 1; i <= 30; i++) {
+    out.jump.push(await step(() => { canvas.scrollTop = Math.round((max * i) / 30); }));
+  }
+  out.drawn = cell.querySelectorAll('g.op-node').length;
+  canvas.scrollTop = 0;
+  await frame();
+  await frame();
+  const search = cell.querySelector('.op-search');
+  const t0 = performance.now();
+  search.value = query;
+  search.dispatchEvent(new Event('input', {bubbles: true}));
+  await frame();
+  out.search = performance.now() - t0;
+  out.found = !!cell.querySelector(`g.op-node[data-id="${query}"]`);
+  search.value = '';
+  search.dispatchEvent(new Event('input', {bubbles: true}));
+  canvas.scrollTop = canvas.scrollHeight;  // back to the end: the live updates' node
+  await frame();
+  return out;
+}
 """
 CLEAR_OUTPUTS = (
     "() => { void window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs'); }"
@@ -204,6 +255,8 @@ def main() -> None:
 
             cold, cold_k = render(1, NODES)
             time.sleep(2)  # let the page finish painting before the live updates
+            scroll = page.evaluate(MEASURE_SCROLL, [1, NOTEBOOK, nodes[NODES // 2]["id"]])
+            time.sleep(1)
             page.evaluate(WATCH_LIVE, [1, last_id, NOTEBOOK])
             lab.cell(2).locator(".jp-InputPrompt").click()
             page.keyboard.press("Shift+Enter")
@@ -227,6 +280,22 @@ def main() -> None:
             "≤ 1000 ms",
         ),
         ("  … painted", f"{folded['paint']:.0f} ms", ""),
+        (
+            "scroll 120 px (x40): frame, median / p95",
+            f"{statistics.median(scroll['wheel']):.0f} / {pct(scroll['wheel'], 0.95):.0f} ms",
+            "",
+        ),
+        (
+            "scroll jump (x30): frame, median / p95",
+            f"{statistics.median(scroll['jump']):.0f} / {pct(scroll['jump'], 0.95):.0f} ms",
+            "",
+        ),
+        ("  g.op-node in the DOM after scrolling", f"{scroll['drawn']}", ""),
+        (
+            "search the middle node's id → painted" + ("" if scroll["found"] else " (NOT FOUND)"),
+            f"{scroll['search']:.0f} ms",
+            "",
+        ),
         ("summary payload (JSON, kernel side)", f"{summary / 1e6:.2f} MB", "≤ 2 MB"),
         ("  folded view's summary payload", f"{folded_k['summary_bytes'] / 1e6:.2f} MB", ""),
         ("websocket bytes received, cold render", f"{cold['ws_bytes'] / 1e6:.2f} MB", ""),

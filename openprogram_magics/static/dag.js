@@ -3,8 +3,11 @@
 // Python lays the graph out (x = column, lane, order = row with nothing folded); this file
 // only turns summaries into SVG, re-flows rows when a subtree is folded (locally: the
 // kernel may be busy running a cell), and asks the kernel for a node's detail on click.
+// A long graph is virtualized: the SVG keeps its full height (so the scrollbar is right)
+// but only the rows in or near the viewport have elements, made or reused on scroll.
 // Stable hooks for browser tests: g.op-node[data-id][data-kind][data-status], .op-detail,
-// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search.
+// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search; .op-dag[data-rows] is the
+// number of rows laid out (drawn or not).
 
 const NS = "http://www.w3.org/2000/svg";
 const ROW = 24; // px per row
@@ -12,6 +15,10 @@ const COL = 20; // px per column
 const R = 7; // node radius
 const PAD = 14;
 const ANIMATE_MAX_ROWS = 400; // running/HEAD animations repaint the SVG: small graphs only
+const VIRTUAL_MIN_ROWS = 400; // from this many rows on, only rows near the viewport are drawn
+const OVERSCAN = 20; // rows drawn above and below the viewport
+const VIEW_GUESS = 600; // px: the viewport's height while the canvas has no layout yet
+const POOL_MAX = 200; // detached node elements kept for reuse
 const KIND_COLORS = {
   root: "#475569",
   turn: "#2563eb",
@@ -89,14 +96,20 @@ class DagView {
   constructor(model, el) {
     this.model = model;
     this.nodes = new Map(); // id -> summary
-    this.els = new Map(); // id -> {g, label, edge}; made when a node is first shown
-    this.stale = new Set(); // ids whose summary changed since their element was drawn
-    this.pos = new Map(); // id -> {x, y} of visible nodes
+    this.rows = []; // ids of the visible nodes (not folded away), top to bottom
+    this.pos = new Map(); // id -> {x, y} of visible nodes (y = row)
+    this.drawn = new Map(); // id -> {g, label, x, y, lx}: nodes that have an element now
+    this.edges = new Map(); // id -> {path, d, cls, stroke}: the edge into that node
+    this.pool = []; // detached node elements, reused for rows scrolled into view
+    this.stale = new Set(); // drawn ids whose summary changed since they were drawn
+    this.span = [0, -1]; // first and last row drawn
     this.folded = new Set(model.get("folded") || []);
     this.selected = model.get("selected");
     this.headId = model.get("head_id");
     this.lanes = 1;
     this.query = "";
+    this.cursor = -1; // row of the last search hit shown by Enter
+    this.frame = 0;
     this.handlers = [];
     this.build(el);
     this.listen("change:summary", () => this.reconcile(model.get("summary") || []));
@@ -123,6 +136,8 @@ class DagView {
 
   destroy() {
     for (const [event, fn] of this.handlers) this.model.off(event, fn);
+    if (this.resizer) this.resizer.disconnect();
+    cancelAnimationFrame(this.frame);
   }
 
   build(el) {
@@ -133,9 +148,15 @@ class DagView {
     this.search = htmlEl("input", "op-search", null, bar);
     this.search.type = "search";
     this.search.placeholder = "filter: name, kind or status";
+    this.search.title = "Enter: the next match";
     this.search.addEventListener("input", () => {
       this.query = this.search.value.trim().toLowerCase();
+      this.cursor = -1;
       this.applyFilter();
+      if (!this.matchInView()) this.revealMatch(0);
+    });
+    this.search.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") this.revealMatch(this.cursor + 1);
     });
     this.countEl = htmlEl("span", "op-count", null, bar);
     const body = htmlEl("div", "op-body", null, root);
@@ -149,9 +170,14 @@ class DagView {
     this.nodeLayer.addEventListener("click", (ev) => this.onClick(ev));
     this.nodeLayer.addEventListener("mouseover", (ev) => this.onHover(ev));
     this.nodeLayer.addEventListener("mouseout", () => this.card.classList.add("op-hidden"));
+    this.canvas.addEventListener("scroll", () => this.schedulePaint(), { passive: true });
+    if (typeof ResizeObserver !== "undefined") {
+      this.resizer = new ResizeObserver(() => this.schedulePaint());
+      this.resizer.observe(this.canvas);
+    }
   }
 
-  // -- summaries -> SVG ------------------------------------------------------------------
+  // -- summaries -> rows -----------------------------------------------------------------
 
   reconcile(list) {
     const keep = new Set(list.map((s) => s.id));
@@ -159,36 +185,122 @@ class DagView {
     this.apply(list, []);
   }
 
+  // A node off-screen only gets its summary stored: it is drawn from it when scrolled to.
   apply(list, removed) {
     for (const id of removed || []) this.remove(id);
     for (const s of list) {
       const old = this.nodes.get(s.id);
       if (old && JSON.stringify(old) === JSON.stringify(s)) continue;
       this.nodes.set(s.id, s);
-      this.stale.add(s.id);
+      if (this.drawn.has(s.id)) this.stale.add(s.id);
     }
     this.relayout();
   }
 
   remove(id) {
-    const e = this.els.get(id);
-    if (e) {
-      e.g.remove();
-      e.edge.remove();
-    }
-    this.els.delete(id);
+    const e = this.drawn.get(id);
+    if (e) this.release(id, e);
+    const edge = this.edges.get(id);
+    if (edge) edge.path.remove();
+    this.edges.delete(id);
     this.nodes.delete(id);
     this.pos.delete(id);
     this.stale.delete(id);
   }
 
-  drawNode(s) {
-    let e = this.els.get(s.id);
+  // Rows: nodes in `order`, skipping those under a folded (or hidden) caller.  Only the
+  // row numbers are computed here (no DOM); paint() draws the rows in view.
+  relayout() {
+    const list = [...this.nodes.values()].sort((a, b) => a.order - b.order);
+    this.lanes = 1 + list.reduce((m, s) => Math.max(m, s.lane || 0), 0);
+    const hidden = new Set();
+    let cols = 1;
+    this.rows = [];
+    this.pos.clear();
+    for (const s of list) {
+      const par = s.caller;
+      if (par !== undefined && this.nodes.has(par) && (hidden.has(par) || this.folded.has(par))) {
+        hidden.add(s.id);
+        continue;
+      }
+      cols = Math.max(cols, s.x + 1);
+      this.pos.set(s.id, { x: s.x, y: this.rows.length });
+      this.rows.push(s.id);
+    }
+    const rows = this.rows.length;
+    // Only when the size changes: setting it, even to the same value, makes the browser
+    // lay the whole SVG out again, on every live update.
+    const size = [PAD * 2 + cols * COL + 560, PAD * 2 + Math.max(rows - 1, 0) * ROW + 4];
+    if (size[0] !== this.size[0]) this.svg.setAttribute("width", String(size[0]));
+    if (size[1] !== this.size[1]) this.svg.setAttribute("height", String(size[1]));
+    this.size = size;
+    this.root.classList.toggle("op-animate", rows <= ANIMATE_MAX_ROWS);
+    this.root.dataset.rows = String(rows);
+    this.paint();
+    this.showCount();
+  }
+
+  // -- rows -> SVG -----------------------------------------------------------------------
+
+  // The rows to draw: all of them in a small graph, else the viewport plus OVERSCAN rows.
+  viewSpan() {
+    const n = this.rows.length;
+    if (n < VIRTUAL_MIN_ROWS) return [0, n - 1];
+    const top = this.canvas.scrollTop - PAD;
+    const height = this.canvas.clientHeight || VIEW_GUESS;
+    const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
+    return [first, Math.min(n - 1, Math.ceil((top + height) / ROW) + OVERSCAN)];
+  }
+
+  schedulePaint() {
+    if (this.frame || this.rows.length < VIRTUAL_MIN_ROWS) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      const [first, last] = this.viewSpan();
+      if (first !== this.span[0] || last !== this.span[1]) this.paint();
+    });
+  }
+
+  // Rows scrolled (or folded) away give their element back to the pool; rows in view get
+  // one, drawn afresh if new or stale; then the edges that cross the rows drawn.
+  paint() {
+    const [first, last] = this.viewSpan();
+    this.span = [first, last];
+    for (const [id, e] of this.drawn) {
+      const p = this.pos.get(id);
+      if (!p || p.y < first || p.y > last) this.release(id, e);
+    }
+    for (let y = first; y <= last; y++) this.place(this.nodes.get(this.rows[y]), y);
+    this.stale.clear();
+    this.paintEdges(first, last);
+  }
+
+  release(id, e) {
+    e.g.remove();
+    this.drawn.delete(id);
+    this.stale.delete(id);
+    if (this.pool.length < POOL_MAX) this.pool.push(e);
+  }
+
+  place(s, y) {
+    let e = this.drawn.get(s.id);
+    if (!e || this.stale.has(s.id)) e = this.drawNode(s, e);
+    if (e.y !== y || e.x !== s.x) {
+      e.g.setAttribute("transform", `translate(${PAD + s.x * COL},${PAD + y * ROW})`);
+      e.y = y;
+      e.x = s.x;
+    }
+    const lx = (Math.max(s.x, this.lanes - 1) - s.x) * COL + R + (s.kids ? 16 : 6);
+    if (e.lx !== lx) e.label.setAttribute("x", String(lx));
+    e.lx = lx;
+  }
+
+  drawNode(s, e) {
     if (!e) {
-      const g = svgEl("g", { class: "op-node" }, this.nodeLayer);
-      const edge = svgEl("path", { class: "op-edge", fill: "none" }, this.edgeLayer);
-      e = { g, edge, label: null, y: null, d: null, lx: null };
-      this.els.set(s.id, e);
+      e = this.pool.pop() || { g: svgEl("g", { class: "op-node" }) };
+      e.x = e.y = e.lx = null; // force the transform and label x to be set again
+      this.nodeLayer.appendChild(e.g);
+      this.drawn.set(s.id, e);
     }
     const { g } = e;
     g.replaceChildren();
@@ -232,81 +344,52 @@ class DagView {
     if (meta.length) svgEl("tspan", { class: "op-meta" }, label).textContent = ` ${meta.join(" · ")}`;
     e.label = label;
     e.lx = null;
-    e.y = null; // force the transform to be set again
-    const color = LANE_COLORS[s.lane % LANE_COLORS.length];
-    e.edge.setAttribute("stroke", color);
-    e.edge.setAttribute("class", s.caller ? "op-edge op-edge-caller" : "op-edge op-edge-pred");
+    return e;
   }
 
-  // Rows: nodes in `order`, skipping those under a folded (or hidden) caller.  Elements
-  // are (re)drawn only for visible nodes: a long session is mostly folded away.
-  relayout() {
-    const list = [...this.nodes.values()].sort((a, b) => a.order - b.order);
-    this.lanes = 1 + list.reduce((m, s) => Math.max(m, s.lane || 0), 0);
-    const hidden = new Set();
-    let row = 0;
-    let cols = 1;
-    this.pos.clear();
-    for (const s of list) {
-      const par = s.caller;
-      if (par !== undefined && this.nodes.has(par) && (hidden.has(par) || this.folded.has(par))) {
-        hidden.add(s.id);
-        const h = this.els.get(s.id);
-        if (h && h.y !== -1) h.g.setAttribute("display", "none");
-        if (h) h.y = -1;
-        continue;
-      }
-      if (this.stale.has(s.id) || !this.els.has(s.id)) this.drawNode(s);
-      this.stale.delete(s.id);
-      const e = this.els.get(s.id);
-      const y = row++;
-      cols = Math.max(cols, s.x + 1);
-      this.pos.set(s.id, { x: s.x, y });
-      if (e.y !== y || e.x !== s.x) {
-        e.g.setAttribute("transform", `translate(${PAD + s.x * COL},${PAD + y * ROW})`);
-        if (e.y === -1 || e.y === null) e.g.removeAttribute("display");
-        e.y = y;
-        e.x = s.x;
-      }
-      const lx = (Math.max(s.x, this.lanes - 1) - s.x) * COL + R + (s.kids ? 16 : 6);
-      if (e.lx !== lx) e.label.setAttribute("x", String(lx));
-      e.lx = lx;
+  // An edge runs from its node's caller (or chain predecessor) down to it: drawn when
+  // that stretch crosses the rows drawn, even if both ends are off-screen.
+  paintEdges(first, last) {
+    const keep = new Set();
+    for (const id of this.rows) {
+      const s = this.nodes.get(id);
+      const from = s.caller || s.pred;
+      const a = from && this.pos.get(from);
+      const b = this.pos.get(id);
+      if (!a || Math.max(a.y, b.y) < first || Math.min(a.y, b.y) > last) continue;
+      keep.add(id);
+      this.drawEdge(s, a, b);
     }
-    for (const s of list) this.drawEdge(s);
-    // Only when the size changes: setting it, even to the same value, makes the browser
-    // lay the whole SVG out again (~300 ms at 5,000 nodes), on every live update.
-    const size = [PAD * 2 + cols * COL + 560, PAD * 2 + Math.max(row - 1, 0) * ROW + 4];
-    if (size[0] !== this.size[0]) this.svg.setAttribute("width", String(size[0]));
-    if (size[1] !== this.size[1]) this.svg.setAttribute("height", String(size[1]));
-    this.size = size;
-    this.visibleRows = row;
-    this.root.classList.toggle("op-animate", row <= ANIMATE_MAX_ROWS);
-    this.showCount();
+    for (const [id, e] of this.edges) {
+      if (keep.has(id)) continue;
+      e.path.remove();
+      this.edges.delete(id);
+    }
   }
 
-  drawEdge(s) {
-    const e = this.els.get(s.id);
-    if (!e) return;
-    const from = s.caller || s.pred;
-    const a = from && this.pos.get(from);
-    const b = this.pos.get(s.id);
-    let d = "";
-    if (a && b) {
-      const [px, py] = [PAD + a.x * COL, PAD + a.y * ROW];
-      const [cx, cy] = [PAD + b.x * COL, PAD + b.y * ROW];
-      if (s.caller) d = `M${px} ${py + R} V${cy} H${cx - R}`;
-      else if (px === cx || cy <= py) d = `M${px} ${py} L${cx} ${cy}`;
-      else {
-        const mid = py + ROW / 2;
-        d = `M${px} ${py} C${px} ${mid} ${cx} ${mid} ${cx} ${py + ROW} L${cx} ${cy}`;
-      }
+  drawEdge(s, a, b) {
+    let e = this.edges.get(s.id);
+    if (!e) {
+      e = { path: svgEl("path", { fill: "none" }, this.edgeLayer), d: "", cls: "", stroke: "" };
+      this.edges.set(s.id, e);
     }
-    if (d !== e.d) {
-      if (d) e.edge.setAttribute("d", d);
-      else e.edge.removeAttribute("d");
-      e.d = d;
+    const [px, py] = [PAD + a.x * COL, PAD + a.y * ROW];
+    const [cx, cy] = [PAD + b.x * COL, PAD + b.y * ROW];
+    let d;
+    if (s.caller) d = `M${px} ${py + R} V${cy} H${cx - R}`;
+    else if (px === cx || cy <= py) d = `M${px} ${py} L${cx} ${cy}`;
+    else {
+      const mid = py + ROW / 2;
+      d = `M${px} ${py} C${px} ${mid} ${cx} ${mid} ${cx} ${py + ROW} L${cx} ${cy}`;
     }
+    const cls = s.caller ? "op-edge op-edge-caller" : "op-edge op-edge-pred";
+    const stroke = LANE_COLORS[s.lane % LANE_COLORS.length];
+    if (d !== e.d) e.path.setAttribute("d", (e.d = d));
+    if (cls !== e.cls) e.path.setAttribute("class", (e.cls = cls));
+    if (stroke !== e.stroke) e.path.setAttribute("stroke", (e.stroke = stroke));
   }
+
+  // -- search, fold, HEAD ----------------------------------------------------------------
 
   matches(s) {
     const q = this.query;
@@ -314,13 +397,36 @@ class DagView {
   }
 
   applyFilter() {
-    for (const [id, e] of this.els) e.g.classList.toggle("op-dim", !this.matches(this.nodes.get(id)));
+    for (const [id, e] of this.drawn) e.g.classList.toggle("op-dim", !this.matches(this.nodes.get(id)));
     this.showCount();
+  }
+
+  matchInView() {
+    const top = Math.floor((this.canvas.scrollTop - PAD) / ROW);
+    const bottom = top + Math.ceil((this.canvas.clientHeight || VIEW_GUESS) / ROW);
+    for (let y = Math.max(0, top); y <= Math.min(bottom, this.rows.length - 1); y++) {
+      if (this.matches(this.nodes.get(this.rows[y]))) return true;
+    }
+    return false;
+  }
+
+  // Scroll to the first search hit at or after row `from` (wrapping around).
+  revealMatch(from) {
+    if (!this.query) return;
+    const n = this.rows.length;
+    for (let i = 0; i < n; i++) {
+      const y = (from + i) % n;
+      const id = this.rows[y];
+      if (!this.matches(this.nodes.get(id))) continue;
+      this.cursor = y;
+      this.scrollTo(id);
+      return;
+    }
   }
 
   showCount() {
     if (!this.query) {
-      this.countEl.textContent = `${this.visibleRows} of ${this.nodes.size} nodes shown`;
+      this.countEl.textContent = `${this.rows.length} of ${this.nodes.size} nodes shown`;
       return;
     }
     let hits = 0;
@@ -341,7 +447,7 @@ class DagView {
   setHead(id) {
     const old = this.headId;
     this.headId = id;
-    for (const nid of [old, id]) if (nid && this.nodes.has(nid)) this.stale.add(nid);
+    for (const nid of [old, id]) if (this.drawn.has(nid)) this.stale.add(nid);
     this.relayout();
   }
 
@@ -349,7 +455,7 @@ class DagView {
     const next = new Set(ids);
     const changed = [...this.folded, ...next].filter((id) => this.folded.has(id) !== next.has(id));
     this.folded = next;
-    for (const id of changed) if (this.nodes.has(id)) this.stale.add(id);
+    for (const id of changed) if (this.drawn.has(id)) this.stale.add(id);
     this.relayout();
   }
 
@@ -362,9 +468,12 @@ class DagView {
     this.model.save_changes();
   }
 
+  // Centre node `id` in the canvas, and draw the rows there now (not on the scroll event).
   scrollTo(id) {
     const p = id && this.pos.get(id);
-    if (p) this.canvas.scrollTop = PAD + p.y * ROW - this.canvas.clientHeight / 2;
+    if (!p) return;
+    this.canvas.scrollTop = PAD + p.y * ROW - this.canvas.clientHeight / 2;
+    if (this.rows.length >= VIRTUAL_MIN_ROWS) this.paint();
   }
 
   // -- interaction -----------------------------------------------------------------------
@@ -416,10 +525,10 @@ class DagView {
 
   markSelected(id) {
     if (this.selected === id) return;
-    const old = this.selected && this.els.get(this.selected);
+    const old = this.selected && this.drawn.get(this.selected);
     if (old) old.g.classList.remove("op-selected");
     this.selected = id;
-    const e = id && this.els.get(id);
+    const e = id && this.drawn.get(id);
     if (e) e.g.classList.add("op-selected");
   }
 

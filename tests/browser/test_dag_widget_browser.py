@@ -5,7 +5,10 @@ for its docstring and an LLM node for the prompt it sent; the saved notebook con
 with ``jupyter nbconvert --to html`` shows the static DAG; a 5 MB output is truncated with
 a "show more" button; nodes appear while the cell is still running.
 
-The screenshot of the first test goes to ``/tmp/op-dag.png``: look at it.
+A 5,000-node widget draws only the rows near its viewport: scrolling, search, fold and
+live updates still reach every node.
+
+The screenshots go to ``/tmp/op-dag.png`` and ``/tmp/op-dag-5000.png``: look at them.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def slowly(pause: float) -> list:
 '''
 )
 SCREENSHOT = Path("/tmp/op-dag.png")
+LONG_SCREENSHOT = Path("/tmp/op-dag-5000.png")
 
 
 def open_and_define(lab: LabPage, abs_dir: Path, rel_dir: str, name: str, cells: list[str]) -> str:
@@ -245,4 +249,98 @@ def test_nodes_appear_while_the_cell_runs(lab: LabPage, notebook_dir: tuple[Path
     cell.locator(".jp-InputPrompt", has_text="[3]").wait_for(timeout=30_000)
     assert first.count() == 2
     assert outer.first.get_attribute("data-status") == "completed"
+    lab.server.shutdown_notebook_kernels(rel)
+
+
+LONG_WIDGET = """\
+from openprogram_magics.widget import DagWidget
+from openprogram_magics.dagview.sample import sample_nodes
+
+nodes = sample_nodes(5000)
+order = {n["id"]: i for i, n in enumerate(nodes)}
+deep = nodes[2500]
+nodes[2500] = {**deep, "name": "needle_in_the_dag"}
+w = DagWidget(nodes=nodes, title="five thousand")
+rows = sorted(w.summary, key=lambda s: s["order"])
+print("ROWS", len(rows), rows[0]["id"], rows[-1]["id"], deep["id"])
+w
+"""
+RENAME = """\
+for s in (rows[0], rows[-1]):
+    n = nodes[order[s["id"]]]
+    w.upsert({**n, "name": "renamed_" + s["id"]})
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(180)
+def test_five_thousand_nodes_are_drawn_near_the_viewport(
+    lab: LabPage, notebook_dir: tuple[Path, str]
+) -> None:
+    """5,000 unfolded nodes: only the rows in view are in the DOM; scrolling to the end
+    draws the last node; searching a name deep in the list scrolls to it; a live update
+    of a node off-screen shows when it is scrolled back into view."""
+    abs_dir, rel_dir = notebook_dir
+    write_notebook(abs_dir / "long.ipynb", [LONG_WIDGET, RENAME])
+    rel = f"{rel_dir}/long.ipynb"
+    lab.open_notebook(rel)
+    lab.wait_kernel_idle()
+    out = lab.run_cell_expect(0, 1, timeout=60_000)
+    match = re.search(r"ROWS (\d+) (\S+) (\S+) (\S+)", out)
+    assert match, out
+    rows, first, last, deep = int(match[1]), match[2], match[3], match[4]
+    assert rows == 5000
+    cell = lab.cell(0)
+    dag = cell.locator(".op-dag")
+    canvas = cell.locator(".op-canvas")
+    drawn = cell.locator("g.op-node")
+
+    def node_el(node_id: str) -> Any:
+        return cell.locator(f"g.op-node[data-id='{node_id}']")
+
+    node_el(first).wait_for()  # the top of the graph, drawn
+    assert dag.get_attribute("data-rows") == "5000"
+    assert "5000 of 5000 nodes shown" in cell.locator(".op-count").inner_text()
+    assert 0 < drawn.count() < 200, drawn.count()  # not 5,000 elements
+    height = float(cell.locator("svg.op-svg").get_attribute("height") or 0)
+    assert height > 4999 * 24, height  # full height: the scrollbar covers all rows
+    assert_responsive(lab)
+
+    canvas.evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
+    node_el(last).wait_for()
+    assert node_el(first).count() == 0  # scrolled away: its element was released
+    assert drawn.count() < 200, drawn.count()
+    assert_responsive(lab)
+
+    # live updates: the last node (on screen) at once, the first (off screen) when shown
+    lab.run_cell_expect(1, 2)
+    node_el(last).locator(".op-name", has_text=f"renamed_{last}").wait_for()
+    assert node_el(first).count() == 0
+    canvas.evaluate("(el) => { el.scrollTop = 0; }")
+    node_el(first).locator(".op-name", has_text=f"renamed_{first}").wait_for()
+
+    # fold the first subtree in view and unfold it again: the rows re-flow
+    toggle = cell.locator("g.op-node .op-toggle").first
+    toggle.click()
+    lab.page.wait_for_function("(el) => Number(el.dataset.rows) < 5000", arg=dag.element_handle())
+    assert "folded)" in (cell.locator(".op-badge").first.text_content() or "")
+    cell.locator("g.op-node .op-toggle").first.click()
+    lab.page.wait_for_function("(el) => el.dataset.rows === '5000'", arg=dag.element_handle())
+
+    # search for a name deep in the list: scrolled to, drawn, not dimmed; click it
+    assert node_el(deep).count() == 0
+    cell.locator(".op-search").fill("needle_in_the_dag")
+    needle = node_el(deep)
+    needle.wait_for()
+    assert "op-dim" not in (needle.get_attribute("class") or "")
+    assert cell.locator(".op-count").inner_text().startswith("1 match"), cell.locator(
+        ".op-count"
+    ).inner_text()
+    assert cell.locator("g.op-node:not(.op-dim)").count() == 1
+    needle.locator(".op-shape").click()
+    cell.locator(".op-detail-head", has_text="needle_in_the_dag").wait_for()
+    assert "op-selected" in (needle.get_attribute("class") or "")
+    cell.scroll_into_view_if_needed()
+    dag.screenshot(path=str(LONG_SCREENSHOT))
+    print(f"screenshot: {LONG_SCREENSHOT}")
     lab.server.shutdown_notebook_kernels(rel)
