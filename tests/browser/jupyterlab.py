@@ -31,6 +31,9 @@ root (it exits otherwise). The app is exposed as ``window.jupyterapp``
 (``expose_app_in_browser``) so tests may call ``LabPage.command()``; prefer driving the
 real UI for what a user does.
 
+The same server also serves Notebook 7 (``/notebooks/<path>``, see
+:meth:`LabServer.notebook_url` and :class:`NotebookPage`).
+
 Timing on a 2-core machine: server up in ~2 s; a page load with a fresh kernel 4-5 s.
 """
 
@@ -128,6 +131,15 @@ class LabServer:
         tree = f"lab/tree/{quote(path)}" if path else "lab"
         return f"{self.url}{tree}?{'reset&' if reset else ''}token={self.token}"
 
+    def notebook_url(self, path: str) -> str:
+        """URL opening ``path`` in Notebook 7 (``/notebooks/<path>``), token included.
+
+        The ``notebook`` package is a jupyter-server extension: the ``jupyter lab`` process
+        serves its pages (``/tree``, ``/notebooks/...``) beside Lab's, with the same
+        labextensions (so the same ``openprogram-jupyter`` build) and kernels.
+        """
+        return f"{self.url}notebooks/{quote(path)}?token={self.token}"
+
     def api(self, endpoint: str, method: str = "GET", body: Any = None) -> Any:
         """Call the REST API (e.g. ``api("api/sessions")``); returns decoded JSON or None."""
         data = None if body is None else json.dumps(body).encode()
@@ -201,6 +213,7 @@ class LabServer:
             "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",  # Notebook 7 pages too
             "--ServerApp.shutdown_no_activity_timeout=0",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -438,3 +451,45 @@ class LabPage:
         path = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+
+class NotebookPage(LabPage):
+    """:class:`LabPage` for Notebook 7's single-document page (``/notebooks/<path>``).
+
+    Same cell selectors and keyboard paths; Notebook 7 has no status bar, so kernel state
+    and the dirty flag are read from ``window.jupyterapp`` (exposed by the server flag
+    ``JupyterNotebookApp.expose_app_in_browser``).
+    """
+
+    def open_notebook(self, path: str, timeout: float = 60_000) -> None:
+        self.page.goto(self.server.notebook_url(path), wait_until="domcontentloaded")
+        self.page.wait_for_selector(f"{NOTEBOOK} .jp-Cell", timeout=timeout)
+
+    def app_name(self) -> str:
+        return str(self.page.evaluate("() => window.jupyterapp && window.jupyterapp.name"))
+
+    def wait_kernel_idle(self, timeout: float = 60_000) -> None:
+        self.page.wait_for_function(
+            """() => {
+                const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                const k = w && w.sessionContext && w.sessionContext.session
+                    && w.sessionContext.session.kernel;
+                return !!k && k.status === 'idle';
+            }""",
+            timeout=timeout,
+        )
+
+    def save(self, timeout: float = 30_000) -> None:
+        """Escape, Control+s, then wait until the document model is no longer dirty."""
+        self.page.locator(NOTEBOOK).first.click(position={"x": 5, "y": 5})
+        self.page.keyboard.press("Escape")
+        self.page.keyboard.press("Control+s")
+        self.page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.context.model.dirty === false",
+            timeout=timeout,
+        )
+
+    def is_dirty(self) -> bool:
+        return bool(
+            self.page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
+        )
