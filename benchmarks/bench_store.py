@@ -6,7 +6,7 @@
    prior turns (``--quick`` stops at 1,000), side by side with ``git add`` + ``git commit``
    through the git CLI on a copy of the same files at the same sizes.
    Target: ≤ 10 ms median, flat in session size.
-2. Opening the largest session: cold (no ``.state/index.pickle``) and warm (cache).
+2. Opening the largest session: cold (no ``.state/index.json``) and warm (cache).
    Target: ≤ 100 ms.
 3. Size on disk of a 1,000-turn session written through the store, with nothing run by hand
    (maintenance is automatic).  Target: ≤ 15 MiB.
@@ -183,7 +183,7 @@ def time_open(home: Path, sid: str, *, cold: bool, repeats: int = 5) -> list[flo
     out = []
     for _ in range(repeats):
         if cold:
-            (home / "sessions" / sid / ".state" / "index.pickle").unlink(missing_ok=True)
+            (home / "sessions" / sid / ".state" / "index.json").unlink(missing_ok=True)
         store = SessionStore(home)
         started = time.perf_counter()
         session = store.open(sid)

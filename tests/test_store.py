@@ -242,3 +242,32 @@ def test_stray_warnings_do_not_leak_from_a_healthy_session(op_home: Path) -> Non
         warnings.simplefilter("error")
         session = SessionStore(op_home).open("healthy")
     assert session.problems == []
+
+
+# -- files someone else wrote --------------------------------------------------------------
+def test_a_journal_line_with_a_path_in_its_id_writes_nothing_outside(op_home: Path) -> None:
+    """A copied or synced session folder can carry a crafted journal: recovery refuses an
+    id that is not a short name instead of writing ``history/…/<id>.json`` outside."""
+    store = SessionStore(op_home)
+    add_turn(store, "s_journal", "first")
+    store.close()
+    journal = op_home / "sessions" / "s_journal" / ".state" / "journal"
+    journal.mkdir(parents=True, exist_ok=True)
+    evil = make_call("function", "evil").to_dict()
+    evil.update(id="x/../../../../../../ESCAPED", seq=99, turn=1)
+    (journal / "999-dead.jsonl").write_text(json.dumps(evil) + "\n")
+    session = SessionStore(op_home).open("s_journal")
+    assert "x/../../../../../../ESCAPED" not in {e["id"] for e in session.index()}
+    assert [p for p in op_home.rglob("ESCAPED*")] == []
+
+
+def test_the_index_cache_is_data_not_code(op_home: Path) -> None:
+    """The index cache is JSON: a damaged or foreign one is ignored and rebuilt."""
+    store = SessionStore(op_home)
+    add_turn(store, "s_cache", "first")
+    store.close()
+    cache = op_home / "sessions" / "s_cache" / ".state" / "index.json"
+    assert cache.is_file()
+    cache.write_bytes(b"\x80\x04cos\nsystem\n(S'echo PWNED'\ntR.")  # a pickle payload
+    session = SessionStore(op_home).open("s_cache")
+    assert [e["kind"] for e in session.index()] == ["root", "turn", "function"]

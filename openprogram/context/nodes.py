@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -188,7 +189,7 @@ class Call:
             )
         try:
             node = cls(
-                id=_str(data, "id"),
+                id=_node_id(data),
                 role=_str(data, "role"),
                 name=_str(data, "name"),
                 seq=_int(data, "seq"),
@@ -234,6 +235,19 @@ def _str(data: dict[str, Any], key: str) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value:
         raise NodeFormatError(f"field {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def _node_id(data: dict[str, Any]) -> str:
+    """The id, which names the node's file: a short safe name, never a path."""
+    value = _str(data, "id")
+    if _ID.fullmatch(value) is None:
+        raise NodeFormatError(
+            f"field 'id' must be a short name of letters, digits, _ or -: {value[:80]!r}"
+        )
     return value
 
 

@@ -19,10 +19,8 @@ leaves its journal behind; the next :meth:`SessionStore.open` replays it, marks 
 from __future__ import annotations
 
 import atexit
-import gc
 import json
 import os
-import pickle
 import shutil
 import threading
 import time
@@ -60,7 +58,8 @@ from openprogram.store.session.ids import validate_session_id
 META_VERSION = 1
 TURNS_PER_BUCKET = 100
 MAINTAIN_EVERY = 50  # commits between packing + index refresh
-INDEX_VERSION = 3
+INDEX_VERSION = 4
+INDEX_FILE = "index.json"  # JSON, not pickle: a session folder may come from someone else
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
 
@@ -149,19 +148,12 @@ class Session:
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
 
     def _load_index(self) -> None:
-        cache_path = self._state / "index.pickle"
+        cache_path = self._state / INDEX_FILE
         try:
-            data = read_bytes(str(cache_path))
-            collecting = gc.isenabled()
-            gc.disable()  # ~25,000 tuples: the cyclic GC would otherwise run many times
-            try:
-                cache = pickle.loads(data)
-            finally:
-                if collecting:
-                    gc.enable()
+            cache = loads(read_bytes(str(cache_path)))
             if cache.get("v") != INDEX_VERSION:
                 raise ValueError("old index")
-            entries: dict[str, Entry] = cache["entries"]
+            entries: dict[str, Entry] = {k: tuple(v) for k, v in cache["entries"].items()}
             dirs: dict[str, int] = cache["dirs"]
             by_dir: dict[str, list[str]] = cache["by_dir"]
         except Exception:
@@ -220,8 +212,8 @@ class Session:
                 "dirs": dict(self._dir_mtimes),
                 "by_dir": by_dir,
             }
-            payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
-        atomic_write(self._state / "index.pickle", payload)
+            payload = dumps(data)
+        atomic_write(self._state / INDEX_FILE, payload)
 
     def _ensure_counters(self) -> None:
         if self.counters.read() is not None:
