@@ -53,6 +53,9 @@ def run_notebook(
         resources={"metadata": {"path": str(source.parent.resolve())}},
         store_widget_state=True,
     )
+    for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
+        if cell.get("cell_type") == "code":
+            cell.outputs, cell.execution_count = [], None
     error: str | None = None
     with client.setup_kernel():
         hand_over_state(client.kc, stored, str(source))

@@ -204,3 +204,40 @@ def test_papermill_openprogram_engine_continues_the_files_session(
     assert second["last_turn_id"] != first["last_turn_id"]
     assert turn_count(op_home, sid) == 4
     assert [p.name for p in (op_home / "sessions").iterdir() if not p.name.startswith(".")] == [sid]
+
+
+def test_a_rerun_after_a_failed_cell_continues_from_the_failed_turn(
+    tmp_path: Path, op_home: Path
+) -> None:
+    """Run 2 stops at a failing turn; run 3 must chain after it, not after run 1's last
+    turn (stale outputs of cells run 2 never reached must not name the last turn)."""
+    import nbformat
+
+    flag = tmp_path / "fail"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext openprogram_magics\n%openprogram provider test"),
+        nbformat.v4.new_code_cell("%%openprogram\n1"),
+        nbformat.v4.new_code_cell(
+            f"%%openprogram\nimport os\nassert not os.path.exists({str(flag)!r}), 'flagged'"
+        ),
+        nbformat.v4.new_code_cell("%%openprogram\n3"),
+    ]
+    path = tmp_path / "flaky.ipynb"
+    nbformat.write(nb, path)
+    assert run_notebook(path).error is None
+    flag.touch()
+    assert run_notebook(path).error is not None
+    flag.unlink()
+    sid = run_notebook(path).session_id
+    assert sid is not None
+    store = SessionStore(op_home)
+    try:
+        turns = [e for e in store.open(sid).index() if e["kind"] == "turn"]
+    finally:
+        store.close()
+    assert [t["status"] for t in turns] == ["completed"] * 3 + ["completed", "error"] + [
+        "completed"
+    ] * 3
+    assert [t["predecessor"] for t in turns[1:]] == [t["id"] for t in turns[:-1]]  # one chain
