@@ -139,7 +139,8 @@ class OpenProgramMagics(Magics):
         if res.meta is None:
             meta = NotebookMeta(mint_session_id("nb"))
             print(
-                f"openprogram: new session {meta.session_id} (stored in this notebook's metadata)"
+                f"openprogram: new session {meta.session_id} (kept with this notebook: in its "
+                "metadata and in each turn's output)"
             )
             return meta
         return res.meta
@@ -350,6 +351,8 @@ class OpenProgramMagics(Magics):
         os.environ["OPENPROGRAM_PROVIDER"] = name
         if model:
             os.environ["OPENPROGRAM_MODEL"] = model
+        else:  # the provider's own default, not the model chosen for another provider
+            os.environ.pop("OPENPROGRAM_MODEL", None)
         print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
 
     def _cmd_auto(self, args: list[str]) -> None:

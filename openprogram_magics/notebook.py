@@ -12,7 +12,7 @@ Resolution order when a ``%%openprogram`` cell starts a turn (first match wins):
    (``openprogram_magics.bridge``: the live, possibly unsaved metadata);
 4. what a headless runner (``openprogram run``) handed the kernel the same way;
 5. the saved file: ``JPY_SESSION_NAME`` (Jupyter server) or ``__vsc_ipynb_file__`` (VS Code)
-   — lags unsaved changes;
+   — its metadata, else the session part of its last turn's output; lags unsaved changes;
 6. otherwise a new session is minted.
 
 The kernel never rewrites an ``.ipynb``: the id goes back through the extension (a
@@ -131,7 +131,9 @@ def notebook_path_from_env(user_ns: dict[str, Any]) -> Path | None:
 
 
 def read_file_metadata(path: Path) -> Any:
-    """``metadata.openprogram`` of a saved notebook (None if absent or unreadable)."""
+    """What a saved notebook says about its session: ``metadata.openprogram``, else the
+    session part of its last turn's output (frontends without the extension — VS Code,
+    a Lab without it — save outputs but not our metadata).  None if absent or unreadable."""
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             return None
@@ -140,7 +142,10 @@ def read_file_metadata(path: Path) -> Any:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict):
         return None
-    return data["metadata"].get(METADATA_KEY)
+    stored = data["metadata"].get(METADATA_KEY)
+    if stored is None and isinstance(data.get("cells"), list):
+        return session_from_outputs([c for c in data["cells"] if isinstance(c, dict)])
+    return stored
 
 
 def session_from_outputs(cells: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -128,6 +128,26 @@ def test_saved_file_is_read_when_no_frontend_speaks(
     assert len(turns_of("nb_fromfile")) == 2
 
 
+def test_vscode_restart_continues_from_the_saved_outputs(shell: Shell, tmp_path: Path) -> None:
+    """VS Code (no extension) saves outputs but not our metadata: after a kernel restart the
+    session named in the saved turn output is continued, not replaced by a new one."""
+    shell.run('%%openprogram\ntriage("before restart")')
+    [bundle] = shell.bundles()
+    sid = bundle[MIME_TYPE]["session_id"]
+    saved = {
+        "metadata": {},
+        "cells": [{"cell_type": "code", "outputs": [{"data": {MIME_TYPE: bundle[MIME_TYPE]}}]}],
+    }
+    nb = tmp_path / "vscode.ipynb"
+    nb.write_text(json.dumps(saved))
+    shell.magics.kernel_meta = None  # what a restart leaves: nothing in the kernel
+    shell.ip.user_ns["__vsc_ipynb_file__"] = str(nb)
+    shell.run('%%openprogram\ntriage("after restart")')
+    assert shell.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    first, second = turns_of(sid)
+    assert second.predecessor == first.id
+
+
 def test_malformed_file_metadata_stops_the_cell(
     shell: Shell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
