@@ -193,3 +193,37 @@ def test_a_writer_killed_mid_turn_is_recovered_on_the_next_open(op_home: Path) -
     log = git_run(path, "log", "--format=%s").stdout.splitlines()
     assert sum(1 for m in log if m.startswith("recovery")) == 1
     assert log[0].startswith("turn ")
+
+
+def test_a_long_lived_process_sees_turns_and_titles_other_processes_wrote(
+    op_home: Path,
+) -> None:
+    """A kernel keeps its session open for hours while a CLI run or a second kernel writes
+    to it: its next turn must see their turns as history, and keep the title they set."""
+    from openprogram import create_runtime
+    from openprogram.providers.test import TestProvider
+
+    provider = TestProvider()
+    rt = create_runtime(provider)
+    with session_context("s_shared", runtime=rt):
+        rt.exec("first from the kernel")
+    script = (
+        "from openprogram import create_runtime, session_context\n"
+        "from openprogram.agent.session_db import default_db\n"
+        "rt = create_runtime('test')\n"
+        "with session_context('s_shared', runtime=rt) as h:\n"
+        "    rt.exec('second from another process')\n"
+        "    h.writer.session.set_meta(title='Plan the offsite')\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ})
+    with session_context("s_shared", runtime=rt):
+        rt.exec("third from the kernel")
+    contents = [m["content"] for m in provider.requests[-1].messages]
+    assert contents[:4] == [
+        "first from the kernel",
+        "[test reply] first from the kernel",
+        "second from another process",
+        "[test reply] second from another process",
+    ]
+    meta = json.loads((op_home / "sessions" / "s_shared" / "meta.json").read_text())
+    assert meta["title"] == "Plan the offsite" and meta["turns"] == 3

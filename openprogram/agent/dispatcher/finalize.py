@@ -47,4 +47,4 @@ def maybe_auto_title(prepared: PreparedTurn) -> None:
     text = user.input.get("text", "") if user is not None and isinstance(user.input, dict) else ""
     line = " ".join(str(text).split())
     if line:
-        session.meta["title"] = line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS] + "…"
+        session.set_meta(title=line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS] + "…")

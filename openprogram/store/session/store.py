@@ -123,20 +123,25 @@ class Session:
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
         self._journal: Journal | None = None
+        self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
+        self._synced_seq = -1  # the shared seq counter when this view was last complete
         with self.lock:
             self._load_meta()
             self._load_index()
             self._ensure_counters()
             self._recover()
+            self._synced_seq = self._counters()[0]
 
     # -- reading -------------------------------------------------------------------------
-    def _load_meta(self) -> None:
+    def _load_meta(self, *, quiet: bool = False) -> None:
         meta_path = self.path / "meta.json"
         try:
             meta = json.loads(meta_path.read_bytes())
             if not isinstance(meta, dict):
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as exc:
+            if quiet and self.meta:  # already reported at open; keep what we have
+                return
             self._problem(str(meta_path), str(exc))
             meta = {"id": self.id, "title": self.id, "created_at": time.time()}
         meta["id"] = self.id
@@ -256,15 +261,29 @@ class Session:
         for path, _fd in claimed:
             path.unlink(missing_ok=True)
 
+    def sync(self) -> None:
+        """Refresh this view if another process wrote to the session since (one read of the
+        shared counter when nothing changed).  Called when a turn begins."""
+        with self.lock:
+            seq = self._counters()[0]
+            if seq != self._synced_seq:
+                self.refresh()
+                self._synced_seq = seq
+
+    def set_meta(self, **fields: Any) -> None:
+        """Change ``meta.json`` fields (title…); written at the next commit, over whatever
+        other processes wrote meanwhile."""
+        with self._mu:
+            self._meta_changes.update(fields)
+            self.meta.update(fields)
+
     def refresh(self) -> None:
         """Pick up what other processes wrote since this process opened the session: turn
         folders they committed, ``meta.json``, and the journals of writers that died
         (recovered as usual).  This process's own unsaved writes are kept."""
         with self.lock, self._mu:
-            meta = dict(self.meta)
-            self._load_meta()
-            meta.update(self.meta)  # title etc. from disk; nothing of ours is lost
-            self.meta = meta
+            self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
+            self.meta.update(self._meta_changes)
             for rel, mtime in self._turn_dirs():
                 if self._dir_mtimes.get(rel) != mtime:
                     self._scan_dir(rel, self._index)
@@ -297,6 +316,8 @@ class Session:
         """
         with self.lock:
             seq, next_turn, head = self._counters()
+            if seq == self._synced_seq:  # nobody else wrote since: our view stays complete
+                self._synced_seq = seq + 1
             call.seq = seq
             call.turn = turn
             if advance_head:
@@ -365,6 +386,8 @@ class Session:
         for rel_dir in {rel.rsplit("/", 1)[0] for rel in files}:
             self._dir_mtimes[rel_dir] = (self.path / rel_dir).stat().st_mtime_ns
         _seq, next_turn, head = self._counters()
+        self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
+        self.meta.update(self._meta_changes)
         self.meta.update(
             {
                 "v": META_VERSION,
@@ -379,6 +402,7 @@ class Session:
         files["meta.json"] = meta
         sha = self.git.commit(files, message)
         self._dirty.clear()
+        self._meta_changes.clear()
         if not self._open and self._journal is not None:
             self._journal.truncate()
         commits, maintained = self.counters.bump_commits()  # counted across processes

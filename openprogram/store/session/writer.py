@@ -19,6 +19,7 @@ class SessionNodeWriter:
         self.db = db
         self.session_id = session_id
         self.session: Session = db.open(session_id)
+        self.session.sync()  # see what other processes wrote since this one last looked
         self._turn: int | None = None
 
     @property
