@@ -4,7 +4,13 @@ An ``@agentic_function``'s docstring is the prompt; every turn, function call, L
 question to the user is a node of one DAG persisted in a per-session git repository.
 """
 
-from openprogram.agentic_programming import Runtime, agentic_function, ask_user, llm
+from openprogram.agentic_programming import (
+    ContextThreadPoolExecutor,
+    Runtime,
+    agentic_function,
+    ask_user,
+    llm,
+)
 from openprogram.context.nodes import Call
 from openprogram.errors import NoProviderConfigured, OpenProgramError, UserError
 from openprogram.providers import create_runtime
@@ -14,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Call",
+    "ContextThreadPoolExecutor",
     "NoProviderConfigured",
     "OpenProgramError",
     "Runtime",

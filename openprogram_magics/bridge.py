@@ -146,7 +146,7 @@ def silent_code(b64: str) -> str:
     return _TEMPLATE.format(b64=b64)
 
 
-def _in_kernel() -> bool:
+def in_kernel() -> bool:
     """True when running inside an IPython kernel (not plain IPython or a script)."""
     import sys
 
@@ -170,7 +170,7 @@ def push_metadata(metadata: dict[str, Any]) -> bool:
     :func:`frontend_state` is updated so later reads in this kernel see the new value.
     """
     global _state
-    if not isinstance(metadata, dict) or not _in_kernel():
+    if not isinstance(metadata, dict) or not in_kernel():
         return False
     import json
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from openprogram.context.nodes import COMPLETED, ERROR, INTERRUPTED, Call, make_call
 from openprogram.context.secrets import redact_secrets
+from openprogram_magics import bridge
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
 
 if TYPE_CHECKING:
@@ -73,12 +74,10 @@ class CellTurn:
         self.handle = handle
         try:
             session = handle.writer.session
-            head = session.head_id
-            predecessor = None
             last = self.meta.last_turn_id
-            if last and last != head and _is_turn(session, last):
-                predecessor = last
-                self.forked_from = last
+            # chain after this notebook's last turn; the store decides, atomically with
+            # moving HEAD, whether that is a fork (HEAD had moved on) and records it
+            predecessor = last if last and _is_turn(session, last) else None
             label = f"cell [{self.execution_count}]" if self.execution_count else "cell"
             node = make_call(
                 "turn",
@@ -90,6 +89,8 @@ class CellTurn:
                 predecessor=predecessor,
             )
             self.node = handle.writer.append(node, turn_level=True)
+            if node.metadata.get("forked_from_head"):
+                self.forked_from = predecessor
             self.stack.enter_context(using_call_id(node.id))
             self.stack.enter_context(using_ask_user_handler(notebook_ask_handler))
             if self.live:
@@ -112,7 +113,7 @@ class CellTurn:
             from openprogram_magics.widget import DagWidget
         except ImportError:
             return
-        if not _in_kernel():  # a terminal cannot draw a live view: the final one is enough
+        if not bridge.in_kernel():  # a terminal cannot draw a live view: the final one is enough
             return
         root = {**self.node.to_dict(), "predecessor": None}  # this view shows one turn
         self.widget = DagWidget(nodes=[root], head_id=self.node.id, title=self._title())
@@ -198,16 +199,6 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (a frontend that can show widgets), not a terminal."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def _is_turn(session: Any, node_id: str) -> bool:

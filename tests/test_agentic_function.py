@@ -441,3 +441,26 @@ def test_a_function_node_survives_sigkill(tmp_path: Path):
     assert llm.status == "interrupted" and llm.caller == fn.id
     assert llm.input["content"] == "first pass on glaciers"
     assert not [n for n in nodes if n.is_open]
+
+
+def test_parallel_calls_from_the_context_executor_stay_in_the_turn(rt: Any, op_home: Path) -> None:
+    from openprogram import ContextThreadPoolExecutor
+
+    @agentic_function
+    def triage(ticket: str, runtime: Any = None) -> str:
+        """Classify the ticket as bug, feature or question."""
+        return str(runtime.exec(ticket, choices=["bug", "feature", "question"]))
+
+    @agentic_function
+    def batch(tickets: list[str]) -> list[str]:
+        """Triage many tickets at once."""
+        with ContextThreadPoolExecutor(max_workers=4) as pool:
+            return list(pool.map(triage, tickets))
+
+    with session_context(runtime=rt) as s:
+        assert batch([f"ticket {i}" for i in range(8)]) == ["bug"] * 8
+    nodes = reopen(op_home, s.session_id)
+    (outer,) = [n for n in nodes if n.name == "batch"]
+    inner = [n for n in nodes if n.name == "triage"]
+    assert len(inner) == 8 and {n.caller for n in inner} == {outer.id}
+    assert all(n.status == "completed" for n in nodes)

@@ -271,3 +271,21 @@ def test_the_index_cache_is_data_not_code(op_home: Path) -> None:
     cache.write_bytes(b"\x80\x04cos\nsystem\n(S'echo PWNED'\ntR.")  # a pickle payload
     session = SessionStore(op_home).open("s_cache")
     assert [e["kind"] for e in session.index()] == ["root", "turn", "function"]
+
+
+def test_a_turn_chained_after_an_old_turn_records_the_fork_atomically(op_home: Path) -> None:
+    """Two copies of a notebook both chain after the turn they last saw: the first moves
+    HEAD normally, the second is recorded as a branch (decided under the session lock)."""
+    store = SessionStore(op_home)
+    (base,) = add_turn(store, "s_fork", "base", nodes=1)
+    session = store.open("s_fork")
+    turn = session.begin_turn()
+    copy_a = session.append(
+        make_call("turn", "a", predecessor=base.id), turn=turn, advance_head=True
+    )
+    copy_b = session.append(
+        make_call("turn", "b", predecessor=base.id), turn=turn, advance_head=True
+    )
+    assert "forked_from_head" not in copy_a.metadata
+    assert copy_b.metadata["forked_from_head"] == copy_a.id
+    assert copy_b.predecessor == base.id and session.head_id == copy_b.id

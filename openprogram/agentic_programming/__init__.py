@@ -10,9 +10,11 @@ from openprogram.agentic_programming.function import (
     current_node,
     get_current_runtime,
 )
+from openprogram.agentic_programming.parallel import ContextThreadPoolExecutor
 from openprogram.agentic_programming.runtime import Runtime, llm
 
 __all__ = [
+    "ContextThreadPoolExecutor",
     "Runtime",
     "agentic_function",
     "ask_user",

@@ -323,19 +323,12 @@ class Session:
             if advance_head:
                 if call.predecessor is None:
                     call.predecessor = head
+                elif call.predecessor != head:  # a branch: the chain had moved on
+                    call.metadata["forked_from_head"] = head
                 head = call.id
             self.counters.write(seq + 1, next_turn, head)
         self._record(call)
         return call
-
-    def compare_and_set_head(self, expected: str | None, new: str) -> bool:
-        """Move HEAD to ``new`` only if it is still ``expected``."""
-        with self.lock:
-            seq, turn, head = self._counters()
-            if head != expected:
-                return False
-            self.counters.write(seq, turn, new)
-            return True
 
     def update(self, call: Call) -> None:
         """Record a new state of a node already appended (output, status...)."""
