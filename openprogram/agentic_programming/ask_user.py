@@ -9,8 +9,8 @@ else the terminal when stdin is interactive.  With no one to answer, the node en
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 from openprogram.agentic_programming.function import (
@@ -27,7 +27,7 @@ from openprogram.context.nodes import (
     make_call,
 )
 from openprogram.context.secrets import redact_secrets
-from openprogram.store.vars import get_store, reset_token
+from openprogram.store.vars import get_store, scoped
 
 AskHandler = Callable[[str, list[str] | None], str | None]
 
@@ -51,13 +51,8 @@ def set_default_ask_user_handler(handler: AskHandler | None) -> None:
     _default_handler = handler
 
 
-@contextmanager
-def using_ask_user_handler(handler: AskHandler | None) -> Iterator[None]:
-    token = _handler.set(handler)
-    try:
-        yield
-    finally:
-        reset_token(_handler, token)
+def using_ask_user_handler(handler: AskHandler | None) -> AbstractContextManager[None]:
+    return scoped(_handler, handler)
 
 
 def current_ask_user_handler() -> AskHandler:

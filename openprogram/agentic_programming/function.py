@@ -18,8 +18,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -32,7 +32,7 @@ from openprogram.context.nodes import (
     sanitize,
 )
 from openprogram.context.secrets import redact_secrets
-from openprogram.store.vars import get_store, reset_token
+from openprogram.store.vars import get_store, scoped
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -54,26 +54,13 @@ def get_call_id() -> str | None:
     return _call_id.get()
 
 
-@contextmanager
-def using_runtime(runtime: Runtime | None) -> Iterator[None]:
+def using_runtime(runtime: Runtime | None) -> AbstractContextManager[None]:
     """Install ``runtime`` as the ambient runtime; ``None`` keeps the current one."""
-    if runtime is None:
-        yield
-        return
-    token = _current_runtime.set(runtime)
-    try:
-        yield
-    finally:
-        reset_token(_current_runtime, token)
+    return nullcontext() if runtime is None else scoped(_current_runtime, runtime)
 
 
-@contextmanager
-def using_call_id(call_id: str | None) -> Iterator[None]:
-    token = _call_id.set(call_id)
-    try:
-        yield
-    finally:
-        reset_token(_call_id, token)
+def using_call_id(call_id: str | None) -> AbstractContextManager[None]:
+    return scoped(_call_id, call_id)
 
 
 def is_cancellation(exc: BaseException) -> bool:

@@ -8,12 +8,14 @@ Nobody outside this module calls ``.set()`` on them: use :func:`using_store` /
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from openprogram.store.session.writer import SessionNodeWriter
+
+T = TypeVar("T")
 
 _store: ContextVar[SessionNodeWriter | None] = ContextVar("openprogram_store", default=None)
 _current_turn_id: ContextVar[str | None] = ContextVar("openprogram_turn_id", default=None)
@@ -41,18 +43,19 @@ def get_turn_id() -> str | None:
 
 
 @contextmanager
-def using_store(writer: SessionNodeWriter | None) -> Iterator[None]:
-    token = _store.set(writer)
+def scoped(var: ContextVar[T], value: T) -> Iterator[None]:
+    """Set ``var`` for the ``with`` block and reset it after, also when the block raises.
+    Only a var's owner module uses this on its own vars (the scoped setters below)."""
+    token = var.set(value)
     try:
         yield
     finally:
-        reset_token(_store, token)
+        reset_token(var, token)
 
 
-@contextmanager
-def using_turn_id(turn_id: str | None) -> Iterator[None]:
-    token = _current_turn_id.set(turn_id)
-    try:
-        yield
-    finally:
-        reset_token(_current_turn_id, token)
+def using_store(writer: SessionNodeWriter | None) -> AbstractContextManager[None]:
+    return scoped(_store, writer)
+
+
+def using_turn_id(turn_id: str | None) -> AbstractContextManager[None]:
+    return scoped(_current_turn_id, turn_id)
