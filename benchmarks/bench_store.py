@@ -161,7 +161,9 @@ def du(path: Path, *, apparent: bool = False) -> float:
 
 
 def sizes_line(path: Path, turns: int) -> str:
-    files = sum(len(f) for _r, _d, f in os.walk(path / "history"))
+    files = sum(  # node files (not the committed bucket indexes)
+        sum(name != "index.json" for name in f) for _r, _d, f in os.walk(path / "history")
+    )
     return (
         f"  {turns}-turn session: .git {du(path / '.git'):.1f} MiB, whole folder "
         f"{du(path):.1f} MiB (bytes in files {du(path, apparent=True):.1f} MiB; "

@@ -289,3 +289,241 @@ def test_a_turn_chained_after_an_old_turn_records_the_fork_atomically(op_home: P
     assert "forked_from_head" not in copy_a.metadata
     assert copy_b.metadata["forked_from_head"] == copy_a.id
     assert copy_b.predecessor == base.id and session.head_id == copy_b.id
+
+
+# -- the committed per-bucket index (cold opens) ----------------------------------------------
+SEALED_SID = "s_sealed"
+
+
+@pytest.fixture(scope="module")
+def sealed_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 250-turn session (buckets 0000 and 0001 sealed, 0002 not), built once per module."""
+    home = tmp_path_factory.mktemp("sealed") / "home"
+    store = SessionStore(home)
+    session = store.create_session(SEALED_SID)
+    for i in range(250):
+        turn = session.begin_turn()
+        cell = session.append(
+            make_call("turn", "cell", input={"i": i}), turn=turn, advance_head=True
+        )
+        fn = session.append(make_call("function", f"f{i}", caller=cell.id), turn=turn)
+        for node in (fn, cell):
+            node.metadata["status"] = COMPLETED
+            session.update(node)
+        session.commit(f"turn {turn}")
+    store.close()
+    path = home / "sessions" / SEALED_SID
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a background maintenance is done: copies are whole
+    os.close(fd)
+    return path
+
+
+def copy_sealed(sealed_session: Path, op_home: Path) -> Path:
+    target = op_home / "sessions" / SEALED_SID
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(sealed_session), str(target.parent)], check=True)
+    return target
+
+
+def open_cold(op_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, set[str]]:
+    """Open the copied session without its index cache; returns it and the buckets scanned."""
+    from openprogram.store.session.store import Session
+
+    (op_home / "sessions" / SEALED_SID / ".state" / "index.json").unlink(missing_ok=True)
+    scanned: set[str] = set()
+    scan = Session._scan_dir
+
+    def spy(self: Session, rel: str, entries: dict[str, Any]) -> None:
+        scanned.add(rel.split("/")[1])
+        scan(self, rel, entries)
+
+    monkeypatch.setattr(Session, "_scan_dir", spy)
+    session = SessionStore(op_home).open(SEALED_SID)
+    monkeypatch.setattr(Session, "_scan_dir", scan)
+    return session, scanned
+
+
+def test_a_new_bucket_seals_the_previous_one_in_the_same_commit(sealed_session: Path) -> None:
+    tree = git_out(sealed_session, "ls-tree", "-r", "--name-only", "HEAD", "history")
+    indexes = [p for p in tree.splitlines() if p.endswith("/index.json")]
+    assert indexes == ["history/0000/index.json", "history/0001/index.json"]
+    log = git_out(sealed_session, "log", "--format=%s", "--", "history/0001/index.json")
+    assert log.splitlines() == ["turn 200"]  # the first turn of bucket 0002
+    assert git_out(sealed_session, "status", "--porcelain") == ""
+    first = (sealed_session / "history" / "0000" / "index.json").read_bytes().split(b"\n")
+    # the recorded sha is that of the bucket's tree without index.json
+    without = [
+        line
+        for line in git_out(sealed_session, "ls-tree", "HEAD:history/0000").splitlines()
+        if not line.endswith("\tindex.json")
+    ]
+    made = subprocess.run(
+        ["git", "mktree"], cwd=sealed_session, input="\n".join(without) + "\n",
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert json.loads(first[0])["tree"] == made
+
+
+def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy_sealed(sealed_session, op_home)
+    warm = SessionStore(op_home).open(SEALED_SID)
+    assert (op_home / "sessions" / SEALED_SID / ".state" / "index.json").is_file()
+    expected = warm.index()
+    assert len(expected) == 1 + 2 * 250
+    cold, scanned = open_cold(op_home, monkeypatch)
+    assert scanned == {"0002"}  # the newest bucket only
+    assert cold.index() == expected
+    assert cold.problems == []
+    later = cold.get(expected[-1]["id"])  # node files still read from disk on demand
+    assert later.id == expected[-1]["id"]
+    cold.refresh()  # nothing changed: the turn folders' mtimes were recorded
+    assert cold.index() == expected
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    ["sha mismatch", "malformed JSON", "a path in an id", "wrong types", "missing entry"],
+)
+def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
+) -> None:
+    from openprogram.store.session.gitrepo import GitWriter
+
+    path = copy_sealed(sealed_session, op_home)
+    expected = SessionStore(op_home).open(SEALED_SID).index()
+    rel = "history/0000/index.json"
+    head, columns = ((path / rel).read_bytes() + b"\n").split(b"\n")[:2]
+    header, cols = json.loads(head), json.loads(columns)
+    if tamper == "sha mismatch":  # a dropped entry, recorded against another tree
+        header["tree"] = "0" * 40
+        cols = [c[:-1] for c in cols]
+    elif tamper == "a path in an id":  # the sha still matches: the shape check catches it
+        cols[0][1] = "../../../../etc/passwd"
+    elif tamper == "wrong types":
+        cols[1][1] = "1"
+    elif tamper == "missing entry":  # a short column
+        cols[3] = cols[3][:-1]
+    data = json.dumps(header).encode() + b"\n" + json.dumps(cols).encode() + b"\n"
+    if tamper == "malformed JSON":
+        data = b'{"v": 1, "tree": \x80 garbage'
+    (path / rel).write_bytes(data)
+    writer = GitWriter(path)
+    writer.commit({rel: data}, "tampered")
+    writer.close()
+
+    cold, scanned = open_cold(op_home, monkeypatch)
+    assert scanned == {"0000", "0002"}
+    assert cold.index() == expected
+    assert cold.problems == []
+
+
+def test_a_rewritten_old_node_is_seen_by_a_cold_open_and_its_bucket_resealed(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovery (or any commit) that rewrites a node of a sealed bucket changes the
+    bucket's tree: the committed index no longer matches, so the bucket is scanned, until
+    maintenance seals it again."""
+    path = copy_sealed(sealed_session, op_home)
+    store = SessionStore(op_home)
+    session = store.open(SEALED_SID)
+    old = next(e for e in session.index() if e["turn"] == 5 and e["kind"] == "function")
+    node = session.get(old["id"])
+    node.metadata["status"] = "interrupted"
+    session.update(node)
+    session.commit("rewrite an old node")
+    store.close()
+
+    cold, scanned = open_cold(op_home, monkeypatch)
+    assert "0000" in scanned
+    assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
+    cold.maintain()  # seals 0000 again, in a commit of its own
+    assert git_out(path, "log", "-1", "--format=%s").startswith("index of history bucket")
+    cold.close()
+    again, scanned = open_cold(op_home, monkeypatch)
+    assert scanned == {"0002"}
+    assert {e["id"]: e for e in again.index()}[old["id"]]["status"] == "interrupted"
+
+
+def test_a_corrupted_node_file_in_a_sealed_bucket_is_reported_when_read(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committed index describes the committed files: a file damaged on disk only (the
+    tree still matches) is not read at open, so the open does not warn; reading the node
+    raises the usual error naming the file, and the rest of the session works."""
+    path = copy_sealed(sealed_session, op_home)
+    expected = SessionStore(op_home).open(SEALED_SID).index()
+    victim_entry = next(e for e in expected if e["turn"] == 7)
+    victim = path / victim_entry["path"]
+    victim.write_bytes(b"\x00\xffnot json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cold, scanned = open_cold(op_home, monkeypatch)
+    assert "0000" not in scanned
+    assert cold.index() == expected  # listed, as the index cache would list it
+    with pytest.raises(CorruptedFile) as info:
+        cold.get(victim_entry["id"])
+    assert info.value.path == str(victim)
+    assert len(cold.nodes()) == len(expected) - 1
+    assert any(str(victim) in p for p in cold.problems)
+
+
+def test_a_git_clone_of_a_session_opens_with_its_full_index(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = SessionStore(sealed_session.parent.parent).open(SEALED_SID).index()
+    (op_home / "sessions").mkdir(parents=True)
+    target = op_home / "sessions" / SEALED_SID
+    subprocess.run(
+        ["git", "clone", "-q", str(sealed_session), str(target)], check=True, capture_output=True
+    )
+    assert not (target / ".state").exists()
+    cold, scanned = open_cold(op_home, monkeypatch)
+    assert scanned == {"0002"}
+    assert cold.index() == expected
+    assert cold.head_id == expected[-2]["id"]  # rebuilt counters: HEAD from meta.json
+    turn = cold.begin_turn()
+    assert turn == 251
+    cold.append(make_call("turn", "next"), turn=turn, advance_head=True)
+    cold.commit("turn 251")
+    assert len(cold.index()) == len(expected) + 1
+
+
+def test_after_a_cold_open_refresh_sees_another_writer_rewrite_a_sealed_bucket(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn folders of sealed buckets are stat-ed lazily: a bucket whose tree changed
+    after the cold open is scanned by refresh() and left out of the saved cache."""
+    copy_sealed(sealed_session, op_home)
+    cold, _scanned = open_cold(op_home, monkeypatch)
+    old = next(e for e in cold.index() if e["turn"] == 150 and e["kind"] == "function")
+    other_store = SessionStore(op_home)  # another view, as another process would have
+    other = other_store.open(SEALED_SID)
+    assert other is not cold
+    node = other.get(old["id"])
+    node.metadata["status"] = "interrupted"
+    other.update(node)
+    other.commit("rewrite an old node")
+    other_store.close()
+    cold.refresh()
+    assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
+    cold.close()
+    warm = SessionStore(op_home).open(SEALED_SID)
+    assert {e["id"]: e for e in warm.index()}[old["id"]]["status"] == "interrupted"
+
+    # the same in bucket 0000 (still sealed) before the cache is first saved: left out of it
+    cold, scanned = open_cold(op_home, monkeypatch)
+    assert "0000" not in scanned
+    older = next(e for e in cold.index() if e["turn"] == 50 and e["kind"] == "function")
+    other_store = SessionStore(op_home)
+    other = other_store.open(SEALED_SID)
+    node = other.get(older["id"])
+    node.metadata["status"] = "interrupted"
+    other.update(node)
+    other.commit("rewrite another old node")
+    other_store.close()
+    cold.close()  # saves the cache
+    warm = SessionStore(op_home).open(SEALED_SID)
+    assert {e["id"]: e for e in warm.index()}[older["id"]]["status"] == "interrupted"

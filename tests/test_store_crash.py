@@ -114,7 +114,10 @@ def test_two_processes_appending_500_nodes_each_lose_nothing(op_home: Path) -> N
     blobs: list[Any] = list(repo.head.commit.tree.traverse())
     committed = [str(b.path) for b in blobs if str(b.path).endswith(".json")]
     repo.close()
-    assert len([p for p in committed if p.startswith("history/")]) == 1001
+    node_files = [p for p in committed if p.startswith("history/") and p.count("/") == 3]
+    assert len(node_files) == 1001
+    # turn 100 opened bucket 1, so bucket 0 was sealed: its committed index (not a node file)
+    assert "history/0000/index.json" in committed
 
 
 KILLED = """

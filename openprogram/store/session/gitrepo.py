@@ -38,6 +38,54 @@ ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
 
+def parse_tree(data: bytes) -> TreeEntries:
+    """The entries of a git tree object (``<mode> <name>\\0<20-byte sha>`` each).
+
+    Parsed here rather than by GitPython, whose import (~70 ms) an open would otherwise pay.
+    """
+    entries: TreeEntries = {}
+    pos, end = 0, len(data)
+    while pos < end:
+        space = data.index(b" ", pos)
+        nul = data.index(b"\0", space)
+        name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
+        entries[name] = (data[nul + 1 : nul + 21], int(data[pos:space], 8))
+        pos = nul + 21
+    return entries
+
+
+def tree_data(entries: TreeEntries, *, ordered: bool = False) -> bytes:
+    """The content of the git tree object holding ``entries`` (``ordered``: they are in git's
+    order already, as :func:`parse_tree` returns them)."""
+    if ordered:
+        return b"".join(
+            b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), sha)
+            for name, (sha, mode) in entries.items()
+        )
+
+    # git orders tree entries by name, comparing directories as if they ended in "/"
+    def key(item: tuple[str, tuple[bytes, int]]) -> bytes:
+        name, (_sha, mode) = item
+        return (name + "/" if mode == TREE_MODE else name).encode("utf-8", "surrogateescape")
+
+    # the format of GitPython's ``tree_to_stream``, without its per-entry name checks
+    # (15x faster; names here are our own: history/<bucket>/<turn>/<seq>-<l>-<id>.json)
+    return b"".join(
+        b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), sha)
+        for name, (sha, mode) in sorted(entries.items(), key=key)
+    )
+
+
+def object_sha(kind: bytes, data: bytes) -> bytes:
+    """The binary sha git gives an object of ``kind`` (blob, tree…) holding ``data``."""
+    return hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
+
+
+def tree_sha(entries: TreeEntries, *, ordered: bool = False) -> bytes:
+    """The binary sha of the tree holding ``entries``, without writing it."""
+    return object_sha(b"tree", tree_data(entries, ordered=ordered))
+
+
 def init_repo(path: Path) -> None:
     """Create the session's repository (branch ``main``, no hooks, no auto gc)."""
     import git
@@ -146,31 +194,24 @@ class GitWriter:
     def blob(self, data: bytes) -> bytes:
         return self._store(b"blob", data)
 
+    def read_blob(self, binsha: bytes) -> bytes:
+        return self._read(binsha)
+
     def read_tree(self, binsha: bytes | None) -> TreeEntries:
         if binsha is None:
             return {}
         cached = self._tree_cache.get(binsha)
         if cached is None:
-            from git.objects.fun import tree_entries_from_data
-
-            data = self._read(binsha)
-            cached = {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
+            cached = parse_tree(self._read(binsha))
             self._tree_cache[binsha] = cached
         return dict(cached)
 
-    def write_tree(self, entries: TreeEntries) -> bytes:
-        # git orders tree entries by name, comparing directories as if they ended in "/"
-        def key(item: tuple[str, tuple[bytes, int]]) -> bytes:
-            name, (_sha, mode) = item
-            return (name + "/" if mode == TREE_MODE else name).encode()
+    def head_tree(self) -> TreeEntries:
+        """The root tree of ``main`` (empty in an empty repository)."""
+        return self.read_tree(self._commit_tree(self.head_commit()))
 
-        # the format of GitPython's ``tree_to_stream``, without its per-entry name checks
-        # (15x faster; names here are our own: history/<bucket>/<turn>/<seq>-<l>-<id>.json)
-        data = b"".join(
-            b"%o %s\0%s" % (mode, name.encode(), sha)
-            for name, (sha, mode) in sorted(entries.items(), key=key)
-        )
-        binsha = self._store(b"tree", data)
+    def write_tree(self, entries: TreeEntries) -> bytes:
+        binsha = self._store(b"tree", tree_data(entries))
         self._tree_cache[binsha] = dict(entries)
         return binsha
 

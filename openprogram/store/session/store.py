@@ -19,8 +19,10 @@ leaves its journal behind; the next :meth:`SessionStore.open` replays it, marks 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -29,11 +31,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from openprogram.context.nodes import _ID as _NODE_ID
 from openprogram.context.nodes import (
     AWAITING,
     INTERRUPTED,
     OPEN_STATUSES,
     ROLE_LETTER,
+    ROLES,
     UNANSWERED,
     Call,
     NodeFormatError,
@@ -52,7 +56,15 @@ from openprogram.store.session.files import (
     read_bytes,
     read_journal,
 )
-from openprogram.store.session.gitrepo import GitWriter, init_repo, maintain, refresh_index
+from openprogram.store.session.gitrepo import (
+    TREE_MODE,
+    GitWriter,
+    init_repo,
+    maintain,
+    object_sha,
+    refresh_index,
+    tree_sha,
+)
 from openprogram.store.session.ids import validate_session_id
 
 META_VERSION = 1
@@ -61,6 +73,13 @@ MAINTAIN_EVERY = 50  # commits between packing + index refresh
 INDEX_VERSION = 4
 INDEX_FILE = "index.json"  # JSON, not pickle: a session folder may come from someone else
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
+# history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
+BUCKET_INDEX = "index.json"
+BUCKET_INDEX_VERSION = 1
+SEALS_PER_MAINTENANCE = 4  # older buckets still unsealed are sealed a few at a time
+_BUCKET = re.compile(r"[0-9]{4,}")
+_TURN_DIR = re.compile(r"[0-9]{6,}")
+_IDS = re.compile(rf"(?:{_NODE_ID.pattern}\n)*")
 
 
 class CorruptedFileWarning(UserWarning):
@@ -99,6 +118,49 @@ def _entry(call: Call, path: str) -> Entry:
     )
 
 
+def _valid_columns(bucket: str, columns: Any) -> bool:
+    """Whether ``columns`` (a committed bucket index, one list per ``ENTRY_FIELDS``) has the
+    shape of light entries of bucket ``bucket``: typed fields, unique short-name ids, turns in
+    the bucket, and paths of JSON files inside it.  Checked column by column in C loops (a
+    join fails on anything but strings): a committed index is data from wherever the
+    session folder came from, never trusted as it is."""
+    if type(columns) is not list or len(columns) != len(ENTRY_FIELDS):
+        return False
+    if any(type(column) is not list for column in columns):
+        return False
+    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns
+    count = len(ids)
+    if count == 0 or any(len(column) != count for column in columns):
+        return False
+    try:
+        if _IDS.fullmatch("\n".join(ids) + "\n") is None or len(set(ids)) != count:
+            return False
+        "".join(names)  # strings (TypeError otherwise)
+        if any(type(value) is not str for col in (kinds, statuses) for value in set(col)):
+            return False
+        joined = "\n".join(paths)
+    except TypeError:
+        return False
+    if set(map(type, seqs)) != {int} or set(map(type, turns)) != {int}:
+        return False
+    optional = {str, type(None)}
+    if not (set(map(type, callers)) <= optional and set(map(type, preds)) <= optional):
+        return False
+    if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
+        return False
+    first = int(bucket) * TURNS_PER_BUCKET
+    if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:
+        return False
+    # every path is under history/<bucket>/ (read by get(), never written): with no
+    # newline inside a path, each line of ``joined`` starts so
+    joined = f"\n{joined}"
+    return (
+        joined.count("\n") == count
+        and ".." not in joined
+        and joined.count(f"\nhistory/{bucket}/") == count
+    )
+
+
 class Session:
     """One session opened by this process.  Thread-safe; other processes may write too."""
 
@@ -119,6 +181,10 @@ class Session:
         self._nodes: dict[str, Call] = {}
         self._index: dict[str, Entry] = {}
         self._dir_mtimes: dict[str, int] = {}
+        # bucket name -> its tree sha in HEAD when this process found it sealed (or unsealable)
+        self._sealed: dict[str, bytes] = {}
+        # bucket -> (tree, turn folders) taken from its committed index, folders not stat-ed
+        self._unstatted: dict[str, tuple[bytes, set[str]]] = {}
         self._children: dict[str | None, list[str]] | None = None
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
@@ -153,6 +219,17 @@ class Session:
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
 
     def _load_index(self) -> None:
+        # ~25,000 entries at 5,000 turns: the cyclic GC would walk them again and again
+        # while they are built (a tenth of an open); nothing here makes reference cycles
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_index_entries()
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load_index_entries(self) -> None:
         cache_path = self._state / INDEX_FILE
         try:
             cache = loads(read_bytes(str(cache_path)))
@@ -163,6 +240,9 @@ class Session:
             by_dir: dict[str, list[str]] = cache["by_dir"]
         except Exception:
             entries, dirs, by_dir = {}, {}, {}
+        if not dirs:  # no usable cache
+            self._load_cold(entries)
+            return
         seen: dict[str, int] = {}
         for rel, mtime in self._turn_dirs():
             seen[rel] = mtime
@@ -176,6 +256,199 @@ class Session:
                 entries.pop(node_id, None)
         self._index = entries
         self._dir_mtimes = seen
+
+    def _load_cold(self, entries: dict[str, Entry]) -> None:
+        """The index without the cache: sealed buckets from their committed index, the
+        other turn folders scanned.  The folders of sealed buckets are not stat-ed now
+        (5,000 stats at 5,000 turns) but when first needed (:meth:`_stat_sealed_dirs`)."""
+        on_disk = self._turn_dir_names()
+        sealed = self._load_sealed(on_disk, entries)
+        seen: dict[str, int] = {}
+        for bucket, turns in on_disk.items():
+            if bucket in sealed:
+                self._unstatted[bucket] = (sealed[bucket], turns)
+                continue
+            for turn in turns:
+                rel = f"history/{bucket}/{turn}"
+                seen[rel] = os.stat(f"{self.path}/{rel}").st_mtime_ns
+                self._scan_dir(rel, entries)
+        self._index = entries
+        self._dir_mtimes = seen
+
+    def _turn_dir_names(self) -> dict[str, set[str]]:
+        """Bucket name -> the names of its turn folders on disk."""
+        names: dict[str, set[str]] = {}
+        history = f"{self.path}/history"
+        if not os.path.isdir(history):
+            return names
+        for bucket in sorted(os.scandir(history), key=lambda e: e.name):
+            if bucket.is_dir():
+                names[bucket.name] = {t.name for t in os.scandir(bucket.path) if t.is_dir()}
+        return names
+
+    def _stat_sealed_dirs(self) -> None:
+        """Record the mtimes of the turn folders of the buckets a cold open took from their
+        committed index, if HEAD still has the tree they were taken from; a bucket whose
+        tree changed since is left out, so it is scanned (refresh, or the next open)."""
+        if not self._unstatted:
+            return
+        try:
+            trees = self._bucket_trees()
+        except Exception:
+            trees = {}
+        for bucket, (tree, turns) in self._unstatted.items():
+            if trees.get(bucket) != tree:
+                continue
+            for turn in turns:
+                rel = f"history/{bucket}/{turn}"
+                try:
+                    self._dir_mtimes.setdefault(rel, os.stat(f"{self.path}/{rel}").st_mtime_ns)
+                except OSError:
+                    pass
+        self._unstatted.clear()
+
+    def _load_sealed(
+        self, on_disk: dict[str, set[str]], entries: dict[str, Entry]
+    ) -> dict[str, bytes]:
+        """Put the entries of every sealed bucket of HEAD into ``entries``; returns those
+        buckets with their trees.  A bucket counts as sealed when its committed index is
+        well-formed and records the tree sha its contents have now, and its turn folders
+        on disk are those of the tree; the newest bucket is always scanned."""
+        try:
+            history = self.git.head_tree().get("history")
+            if history is None or history[1] != TREE_MODE:
+                return {}
+            buckets = {
+                name: sha
+                for name, (sha, mode) in self.git.read_tree(history[0]).items()
+                if mode == TREE_MODE and _BUCKET.fullmatch(name)
+            }
+        except Exception:  # no commit yet, or objects gitdb cannot read: scan everything
+            return {}
+        taken: dict[str, bytes] = {}
+        for name in sorted(buckets, key=int)[:-1]:
+            tree = buckets[name]
+            columns = self._sealed_columns(name, tree, on_disk.get(name, set()))
+            if columns is None:
+                continue
+            entries.update(zip(columns[0], zip(*columns, strict=True), strict=True))
+            taken[name] = tree
+            self._sealed[name] = tree
+        return taken
+
+    def _sealed_columns(
+        self, bucket: str, tree: bytes, turns_on_disk: set[str] | None
+    ) -> list[list[Any]] | None:
+        """The entries (columns) of the committed index of ``bucket`` (tree ``tree``), or
+        None when there is none, it is malformed, or it does not match the tree (or, unless
+        ``turns_on_disk`` is None, the turn folders on disk)."""
+        try:
+            contents = self.git.read_tree(tree)
+            index = contents.pop(BUCKET_INDEX, None)
+            if index is None or index[1] == TREE_MODE:
+                return None
+            if turns_on_disk is not None and set(contents) != turns_on_disk:
+                return None
+            try:  # the checked-out copy when it is the committed blob: no inflating
+                data = read_bytes(f"{self.path}/history/{bucket}/{BUCKET_INDEX}")
+            except OSError:
+                data = b""
+            if object_sha(b"blob", data) != index[0]:
+                data = self.git.read_blob(index[0])
+            head, _, body = data.partition(b"\n")
+            header = loads(head)
+            if (
+                type(header) is not dict
+                or header.get("v") != BUCKET_INDEX_VERSION
+                or header.get("fields") != list(ENTRY_FIELDS)
+                or header.get("tree") != tree_sha(contents, ordered=True).hex()
+            ):
+                return None
+            if turns_on_disk is None:  # only checking that the bucket is sealed
+                return []
+            columns = loads(body)
+        except Exception:  # unreadable objects, bad JSON: scan the bucket instead
+            return None
+        return columns if _valid_columns(bucket, columns) else None
+
+    def _seal(self, bucket: str, tree: bytes) -> bytes | None:
+        """The committed index for ``bucket`` whose tree in HEAD is ``tree`` — the light
+        entries of its node files as committed (the file on disk when it is the committed
+        blob, else the blob) — or None when it has a valid one already or cannot have one
+        (a node that does not parse, an unexpected name: it stays scanned)."""
+        if self._sealed_columns(bucket, tree, None) is not None:
+            return None
+        contents = self.git.read_tree(tree)
+        contents.pop(BUCKET_INDEX, None)
+        rows: list[Entry] = []
+        for turn, (turn_tree, mode) in contents.items():
+            if mode != TREE_MODE or not _TURN_DIR.fullmatch(turn):
+                return None
+            for name, (blob, blob_mode) in self.git.read_tree(turn_tree).items():
+                if not name.endswith(".json") or name.startswith("."):
+                    continue  # what _scan_dir skips
+                if blob_mode == TREE_MODE:
+                    return None
+                rel = f"history/{bucket}/{turn}/{name}"
+                try:
+                    data = read_bytes(f"{self.path}/{rel}")
+                except OSError:
+                    data = b""
+                if object_sha(b"blob", data) != blob:
+                    data = self.git.read_blob(blob)
+                try:
+                    call = Call.from_dict(loads(data))
+                except (ValueError, NodeFormatError):
+                    return None
+                rows.append(_entry(call, rel))
+        rows.sort(key=lambda e: e[_SEQ])
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        if not _valid_columns(bucket, columns):
+            return None
+        header = {"v": BUCKET_INDEX_VERSION, "tree": tree_sha(contents).hex()}
+        header["fields"] = list(ENTRY_FIELDS)  # type: ignore[assignment]
+        return dumps(header) + b"\n" + dumps(columns) + b"\n"
+
+    def _bucket_trees(self) -> dict[str, bytes]:
+        """Bucket name -> tree sha in HEAD."""
+        history = self.git.head_tree().get("history")
+        if history is None or history[1] != TREE_MODE:
+            return {}
+        return {
+            name: sha
+            for name, (sha, mode) in self.git.read_tree(history[0]).items()
+            if mode == TREE_MODE and _BUCKET.fullmatch(name)
+        }
+
+    def _seal_buckets(self, names: list[str]) -> dict[str, bytes]:
+        """Committed indexes (path -> content, also written to disk) for the buckets of
+        ``names`` that lack a valid one; at most ``SEALS_PER_MAINTENANCE``."""
+        files: dict[str, bytes] = {}
+        try:
+            trees = self._bucket_trees()
+            for name in names:
+                tree = trees.get(name)
+                if tree is None or self._sealed.get(name) == tree:
+                    continue
+                self._sealed[name] = tree  # checked at this tree (updated after the commit)
+                payload = self._seal(name, tree)
+                if payload is None:
+                    continue
+                rel = f"history/{name}/{BUCKET_INDEX}"
+                atomic_write(self.path / rel, payload)
+                files[rel] = payload
+                if len(files) >= SEALS_PER_MAINTENANCE:
+                    break
+        except Exception:  # an optimisation: never let it fail a commit
+            return files
+        return files
+
+    def _sealed_after_commit(self, files: dict[str, bytes]) -> None:
+        trees = self._bucket_trees()
+        for rel in files:
+            name = rel.split("/")[1]
+            if name in trees:
+                self._sealed[name] = trees[name]
 
     def _turn_dirs(self) -> Iterator[tuple[str, int]]:
         """Every ``history/<bucket>/<turn>`` folder with its mtime (changes on any write)."""
@@ -208,6 +481,7 @@ class Session:
 
     def save_index(self) -> None:
         with self._mu:
+            self._stat_sealed_dirs()
             by_dir: dict[str, list[str]] = {}
             for node_id, entry in self._index.items():
                 by_dir.setdefault(entry[_PATH].rsplit("/", 1)[0], []).append(node_id)
@@ -284,6 +558,7 @@ class Session:
         with self.lock, self._mu:
             self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
             self.meta.update(self._meta_changes)
+            self._stat_sealed_dirs()
             for rel, mtime in self._turn_dirs():
                 if self._dir_mtimes.get(rel) != mtime:
                     self._scan_dir(rel, self._index)
@@ -378,6 +653,14 @@ class Session:
             files[rel] = data
         for rel_dir in {rel.rsplit("/", 1)[0] for rel in files}:
             self._dir_mtimes[rel_dir] = (self.path / rel_dir).stat().st_mtime_ns
+        written = {rel.split("/", 2)[1] for rel in files}
+        for name in written:
+            self._sealed.pop(name, None)  # its tree changes with this commit
+        top = max(map(int, written))
+        previous = f"{top - 1:04d}"
+        # the first commit into bucket b+1 seals bucket b (one small blob every 100 turns)
+        seals = self._seal_buckets([previous]) if top and previous not in written else {}
+        files.update(seals)
         _seq, next_turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
         self.meta.update(self._meta_changes)
@@ -394,6 +677,8 @@ class Session:
         atomic_write(self.path / "meta.json", meta)
         files["meta.json"] = meta
         sha = self.git.commit(files, message)
+        if seals:
+            self._sealed_after_commit(seals)
         self._dirty.clear()
         self._meta_changes.clear()
         if not self._open and self._journal is not None:
@@ -410,6 +695,13 @@ class Session:
         runs git in the background (``wait=False``) so no turn waits for it.
         """
         with self.lock:
+            with self._mu:  # older buckets still unsealed (HEAD changed elsewhere, or old session)
+                names = sorted(self._bucket_trees(), key=int)[:-1]
+                seals = self._seal_buckets(names)
+                if seals:
+                    buckets = ", ".join(rel.split("/")[1] for rel in seals)
+                    self.git.commit(seals, f"index of history bucket(s) {buckets}")
+                    self._sealed_after_commit(seals)
             maintain(self.path, self._state / "maintain.lock", wait=wait)
             self.git.refresh()
             self.counters.set_maintained()
