@@ -22,7 +22,6 @@ import atexit
 import gc
 import json
 import os
-import re
 import shutil
 import threading
 import time
@@ -31,13 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openprogram.context.nodes import _ID as _NODE_ID
 from openprogram.context.nodes import (
     AWAITING,
     INTERRUPTED,
     OPEN_STATUSES,
-    ROLE_LETTER,
-    ROLES,
     UNANSWERED,
     Call,
     NodeFormatError,
@@ -66,99 +62,33 @@ from openprogram.store.session.gitrepo import (
     tree_sha,
 )
 from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.index import (
+    BUCKET_INDEX,
+    BUCKET_INDEX_VERSION,
+    BUCKET_NAME,
+    ENTRY_FIELDS,
+    F_CALLER,
+    F_KIND,
+    F_PATH,
+    F_SEQ,
+    F_TURN,
+    SEALS_PER_MAINTENANCE,
+    TURN_DIR_NAME,
+    Entry,
+    entry_of,
+    node_relpath,
+    valid_columns,
+)
 
 META_VERSION = 1
-TURNS_PER_BUCKET = 100
 MAINTAIN_EVERY = 50  # commits between packing + index refresh
 INDEX_VERSION = 4
 INDEX_FILE = "index.json"  # JSON, not pickle: a session folder may come from someone else
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
-# history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
-BUCKET_INDEX = "index.json"
-BUCKET_INDEX_VERSION = 1
-SEALS_PER_MAINTENANCE = 4  # older buckets still unsealed are sealed a few at a time
-_BUCKET = re.compile(r"[0-9]{4,}")
-_TURN_DIR = re.compile(r"[0-9]{6,}")
-_IDS = re.compile(rf"(?:{_NODE_ID.pattern}\n)*")
 
 
 class CorruptedFileWarning(UserWarning):
     """A session file could not be read; the rest of the session is still available."""
-
-
-def node_relpath(call: Call) -> str:
-    bucket = call.turn // TURNS_PER_BUCKET
-    letter = ROLE_LETTER.get(call.role, "x")
-    return f"history/{bucket:04d}/{call.turn:06d}/{call.seq:08d}-{letter}-{call.id}.json"
-
-
-# The light index entry of a node (no inputs or outputs), kept as a tuple: a 5,000-turn
-# session has ~25,000 of them and unpickling tuples is ~2.5x faster than dicts (open time).
-ENTRY_FIELDS = (
-    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
-    "created_at", "path",
-)  # fmt: skip
-_SEQ, _TURN, _KIND, _CALLER, _PATH = 1, 2, 5, 7, 10
-Entry = tuple[Any, ...]
-
-
-def _entry(call: Call, path: str) -> Entry:
-    return (
-        call.id,
-        call.seq,
-        call.turn,
-        call.role,
-        call.name,
-        call.kind,
-        call.status,
-        call.caller,
-        call.predecessor,
-        call.created_at,
-        path,
-    )
-
-
-def _valid_columns(bucket: str, columns: Any) -> bool:
-    """Whether ``columns`` (a committed bucket index, one list per ``ENTRY_FIELDS``) has the
-    shape of light entries of bucket ``bucket``: typed fields, unique short-name ids, turns in
-    the bucket, and paths of JSON files inside it.  Checked column by column in C loops (a
-    join fails on anything but strings): a committed index is data from wherever the
-    session folder came from, never trusted as it is."""
-    if type(columns) is not list or len(columns) != len(ENTRY_FIELDS):
-        return False
-    if any(type(column) is not list for column in columns):
-        return False
-    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns
-    count = len(ids)
-    if count == 0 or any(len(column) != count for column in columns):
-        return False
-    try:
-        if _IDS.fullmatch("\n".join(ids) + "\n") is None or len(set(ids)) != count:
-            return False
-        "".join(names)  # strings (TypeError otherwise)
-        if any(type(value) is not str for col in (kinds, statuses) for value in set(col)):
-            return False
-        joined = "\n".join(paths)
-    except TypeError:
-        return False
-    if set(map(type, seqs)) != {int} or set(map(type, turns)) != {int}:
-        return False
-    optional = {str, type(None)}
-    if not (set(map(type, callers)) <= optional and set(map(type, preds)) <= optional):
-        return False
-    if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
-        return False
-    first = int(bucket) * TURNS_PER_BUCKET
-    if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:
-        return False
-    # every path is under history/<bucket>/ (read by get(), never written): with no
-    # newline inside a path, each line of ``joined`` starts so
-    joined = f"\n{joined}"
-    return (
-        joined.count("\n") == count
-        and ".." not in joined
-        and joined.count(f"\nhistory/{bucket}/") == count
-    )
 
 
 class Session:
@@ -321,7 +251,7 @@ class Session:
             buckets = {
                 name: sha
                 for name, (sha, mode) in self.git.read_tree(history[0]).items()
-                if mode == TREE_MODE and _BUCKET.fullmatch(name)
+                if mode == TREE_MODE and BUCKET_NAME.fullmatch(name)
             }
         except Exception:  # no commit yet, or objects gitdb cannot read: scan everything
             return {}
@@ -369,7 +299,7 @@ class Session:
             columns = loads(body)
         except Exception:  # unreadable objects, bad JSON: scan the bucket instead
             return None
-        return columns if _valid_columns(bucket, columns) else None
+        return columns if valid_columns(bucket, columns) else None
 
     def _seal(self, bucket: str, tree: bytes) -> bytes | None:
         """The committed index for ``bucket`` whose tree in HEAD is ``tree`` — the light
@@ -382,7 +312,7 @@ class Session:
         contents.pop(BUCKET_INDEX, None)
         rows: list[Entry] = []
         for turn, (turn_tree, mode) in contents.items():
-            if mode != TREE_MODE or not _TURN_DIR.fullmatch(turn):
+            if mode != TREE_MODE or not TURN_DIR_NAME.fullmatch(turn):
                 return None
             for name, (blob, blob_mode) in self.git.read_tree(turn_tree).items():
                 if not name.endswith(".json") or name.startswith("."):
@@ -400,10 +330,10 @@ class Session:
                     call = Call.from_dict(loads(data))
                 except (ValueError, NodeFormatError):
                     return None
-                rows.append(_entry(call, rel))
-        rows.sort(key=lambda e: e[_SEQ])
+                rows.append(entry_of(call, rel))
+        rows.sort(key=lambda e: e[F_SEQ])
         columns = [list(column) for column in zip(*rows, strict=True)]
-        if not _valid_columns(bucket, columns):
+        if not valid_columns(bucket, columns):
             return None
         header = {"v": BUCKET_INDEX_VERSION, "tree": tree_sha(contents).hex()}
         header["fields"] = list(ENTRY_FIELDS)  # type: ignore[assignment]
@@ -417,7 +347,7 @@ class Session:
         return {
             name: sha
             for name, (sha, mode) in self.git.read_tree(history[0]).items()
-            if mode == TREE_MODE and _BUCKET.fullmatch(name)
+            if mode == TREE_MODE and BUCKET_NAME.fullmatch(name)
         }
 
     def _seal_buckets(self, names: list[str]) -> dict[str, bytes]:
@@ -469,7 +399,7 @@ class Session:
                 continue
             call = self._parse(f"{base}/{name}")
             if call is not None:
-                entries[call.id] = _entry(call, f"{rel}/{name}")
+                entries[call.id] = entry_of(call, f"{rel}/{name}")
                 self._nodes.pop(call.id, None)
 
     def _parse(self, path: str) -> Call | None:
@@ -484,7 +414,7 @@ class Session:
             self._stat_sealed_dirs()
             by_dir: dict[str, list[str]] = {}
             for node_id, entry in self._index.items():
-                by_dir.setdefault(entry[_PATH].rsplit("/", 1)[0], []).append(node_id)
+                by_dir.setdefault(entry[F_PATH].rsplit("/", 1)[0], []).append(node_id)
             data = {
                 "v": INDEX_VERSION,
                 "entries": self._index,
@@ -497,11 +427,11 @@ class Session:
     def _ensure_counters(self) -> None:
         if self.counters.read() is not None:
             return
-        seqs = [e[_SEQ] for e in self._index.values()]
-        turns = [e[_TURN] for e in self._index.values()]
+        seqs = [e[F_SEQ] for e in self._index.values()]
+        turns = [e[F_TURN] for e in self._index.values()]
         head = self.meta.get("head_id")
         if not isinstance(head, str) or head not in self._index:
-            roots = [e for e in self._index.values() if e[_KIND] == "root"]
+            roots = [e for e in self._index.values() if e[F_KIND] == "root"]
             head = roots[0][0] if roots else None
         self.counters.write(max(seqs, default=-1) + 1, max(turns, default=0) + 1, head)
 
@@ -627,7 +557,7 @@ class Session:
     def _put(self, call: Call) -> None:
         self._nodes[call.id] = call
         is_new = call.id not in self._index
-        self._index[call.id] = _entry(call, node_relpath(call))
+        self._index[call.id] = entry_of(call, node_relpath(call))
         if is_new and self._children is not None:
             self._children.setdefault(call.caller, []).append(call.id)
 
@@ -716,7 +646,7 @@ class Session:
             entry = self._index.get(node_id)
         if entry is None:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        path = self.path / entry[_PATH]
+        path = self.path / entry[F_PATH]
         try:
             call = Call.from_dict(json.loads(path.read_bytes()))
         except (OSError, ValueError, NodeFormatError) as exc:
@@ -728,14 +658,14 @@ class Session:
     def index(self) -> list[dict[str, Any]]:
         """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
         with self._mu:
-            entries = sorted(self._index.values(), key=lambda e: e[_SEQ])
+            entries = sorted(self._index.values(), key=lambda e: e[F_SEQ])
         return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in entries]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
         out = []
         with self._mu:
-            ids = [e[0] for e in sorted(self._index.values(), key=lambda e: e[_SEQ])]
+            ids = [e[0] for e in sorted(self._index.values(), key=lambda e: e[F_SEQ])]
         for node_id in ids:
             try:
                 out.append(self.get(node_id))
@@ -749,8 +679,8 @@ class Session:
         with self._mu:
             if self._children is None:
                 kids: dict[str | None, list[str]] = {}
-                for entry in sorted(self._index.values(), key=lambda e: e[_SEQ]):
-                    kids.setdefault(entry[_CALLER], []).append(entry[0])
+                for entry in sorted(self._index.values(), key=lambda e: e[F_SEQ]):
+                    kids.setdefault(entry[F_CALLER], []).append(entry[0])
                 self._children = kids
             return list(self._children.get(caller, ()))
 

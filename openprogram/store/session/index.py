@@ -1,0 +1,95 @@
+"""The light index of a session: one small tuple per node, and the committed per-bucket
+index (``history/<bucket>/index.json``) that lets a session be opened without parsing every
+node file.  Pure: no I/O here (the store reads and writes the files)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from openprogram.context.nodes import _ID as _NODE_ID
+from openprogram.context.nodes import ROLE_LETTER, ROLES, Call
+
+TURNS_PER_BUCKET = 100
+# history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
+BUCKET_INDEX = "index.json"
+BUCKET_INDEX_VERSION = 1
+SEALS_PER_MAINTENANCE = 4  # older buckets still unsealed are sealed a few at a time
+BUCKET_NAME = re.compile(r"[0-9]{4,}")
+TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
+_IDS = re.compile(rf"(?:{_NODE_ID.pattern}\n)*")
+
+
+def node_relpath(call: Call) -> str:
+    bucket = call.turn // TURNS_PER_BUCKET
+    letter = ROLE_LETTER.get(call.role, "x")
+    return f"history/{bucket:04d}/{call.turn:06d}/{call.seq:08d}-{letter}-{call.id}.json"
+
+
+# The light index entry of a node (no inputs or outputs), kept as a tuple: a 5,000-turn
+# session has ~25,000 of them, and tuples load and compare faster than dicts (open time).
+ENTRY_FIELDS = (
+    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
+    "created_at", "path",
+)  # fmt: skip
+F_SEQ, F_TURN, F_KIND, F_CALLER, F_PATH = 1, 2, 5, 7, 10
+Entry = tuple[Any, ...]
+
+
+def entry_of(call: Call, path: str) -> Entry:
+    return (
+        call.id,
+        call.seq,
+        call.turn,
+        call.role,
+        call.name,
+        call.kind,
+        call.status,
+        call.caller,
+        call.predecessor,
+        call.created_at,
+        path,
+    )
+
+
+def valid_columns(bucket: str, columns: Any) -> bool:
+    """Whether ``columns`` (a committed bucket index, one list per ``ENTRY_FIELDS``) has the
+    shape of light entries of bucket ``bucket``: typed fields, unique short-name ids, turns in
+    the bucket, and paths of JSON files inside it.  Checked column by column in C loops (a
+    join fails on anything but strings): a committed index is data from wherever the
+    session folder came from, never trusted as it is."""
+    if type(columns) is not list or len(columns) != len(ENTRY_FIELDS):
+        return False
+    if any(type(column) is not list for column in columns):
+        return False
+    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns
+    count = len(ids)
+    if count == 0 or any(len(column) != count for column in columns):
+        return False
+    try:
+        if _IDS.fullmatch("\n".join(ids) + "\n") is None or len(set(ids)) != count:
+            return False
+        "".join(names)  # strings (TypeError otherwise)
+        if any(type(value) is not str for col in (kinds, statuses) for value in set(col)):
+            return False
+        joined = "\n".join(paths)
+    except TypeError:
+        return False
+    if set(map(type, seqs)) != {int} or set(map(type, turns)) != {int}:
+        return False
+    optional = {str, type(None)}
+    if not (set(map(type, callers)) <= optional and set(map(type, preds)) <= optional):
+        return False
+    if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
+        return False
+    first = int(bucket) * TURNS_PER_BUCKET
+    if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:
+        return False
+    # every path is under history/<bucket>/ (read by get(), never written): with no
+    # newline inside a path, each line of ``joined`` starts so
+    joined = f"\n{joined}"
+    return (
+        joined.count("\n") == count
+        and ".." not in joined
+        and joined.count(f"\nhistory/{bucket}/") == count
+    )
