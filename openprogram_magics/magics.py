@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -22,6 +23,11 @@ if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from openprogram_magics.notebook import NotebookMeta
 
 MAGIC = "%%openprogram"
+_F = TypeVar("_F", bound=Callable[..., Any])
+# IPython 9 types the decorator factory as returning ``_F | Callable[[_F], _F]``, which a type
+# checker cannot call; with a name argument it always returns the marking decorator.
+named_line_magic = cast(Callable[[str], Callable[[_F], _F]], line_magic)
+
 GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard({args!r})\n'
 AUTO_GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard("", auto=True)\n'
 
@@ -214,7 +220,7 @@ class OpenProgramMagics(Magics):
         self.kernel_meta = turn.end(result.error_in_exec or result.error_before_exec, result.result)
         self._push_metadata()
 
-    @line_magic("openprogram")
+    @named_line_magic("openprogram")
     def openprogram_line(self, line: str) -> Any:
         """Manage the notebook's OpenProgram session: ``%openprogram help`` lists commands."""
         from openprogram.errors import UserError
