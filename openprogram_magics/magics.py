@@ -9,8 +9,6 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
-import os
-import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -20,7 +18,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Unicode
 
 if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
+
+    from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
+    from openprogram_magics.turn import CellTurn
 
 MAGIC = "%%openprogram"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -30,22 +32,6 @@ named_line_magic = cast(Callable[[str], Callable[[_F], _F]], line_magic)
 
 GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard({args!r})\n'
 AUTO_GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard("", auto=True)\n'
-
-HELP = """\
-%openprogram COMMAND — the notebook's OpenProgram session
-
-  status              session id, where it is stored, turns, HEAD, provider
-  new                 start a fresh session for this notebook
-  use ID              continue session ID in this notebook
-  list                sessions on this machine, newest first
-  log [ID]            the session's git log, one line per turn
-  dag [ID] [--last N] draw the whole session DAG
-  provider NAME [--model M]   test | openai | anthropic | replay
-  auto on|off         make every following cell a turn (no %%openprogram needed)
-  help                this text
-
-Settings are traitlets: %config OpenProgramMagics.provider = "test"
-"""
 
 
 @magics_class
@@ -63,22 +49,22 @@ class OpenProgramMagics(Magics):
     )
     live_dag = Bool(True, help="Show the turn's DAG live under each cell.").tag(config=True)
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)
         self.kernel_meta: NotebookMeta | None = None  # set by new/use and by every turn
-        self.turn: Any = None  # the CellTurn in progress
+        self.turn: CellTurn | None = None  # the turn in progress
         self._raw_cell = ""
         self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
-        self._runtime: Any = None
+        self._runtime: Runtime | None = None
         self._runtime_key: tuple[str, str] | None = None
         self._noted: set[str] = set()
 
     # -- the turn lifecycle ------------------------------------------------------------------
-    def pre_run_cell(self, info: Any) -> None:
+    def pre_run_cell(self, info: ExecutionInfo) -> None:
         self._raw_cell = info.raw_cell or ""
         self._in_cell = True
 
-    def post_run_cell(self, result: Any) -> None:
+    def post_run_cell(self, result: ExecutionResult) -> None:
         self._in_cell = False
         turn, self.turn = self.turn, None
         if turn is None:
@@ -111,34 +97,13 @@ class OpenProgramMagics(Magics):
             raise UsageError(str(exc)) from None
         self.turn = turn
 
-    def _resolve(self, pinned: str | None) -> Any:
+    def _resolve(self, pinned: str | None) -> NotebookMeta:
         from openprogram.store.session.ids import mint_session_id
-        from openprogram_magics.notebook import (
-            MetadataError,
-            NotebookMeta,
-            notebook_path_from_env,
-            parse_metadata,
-            read_file_metadata,
-            resolve,
-        )
+        from openprogram_magics.notebook import NotebookMeta
+        from openprogram_magics.sessions import resolve_session
 
-        frontend = file_meta = None
-        if self.kernel_meta is None:  # `use`/`new`/an earlier turn in this kernel wins
-            try:
-                frontend = self._frontend_meta()
-                if frontend is None:
-                    user_ns = self.shell.user_ns if self.shell is not None else {}
-                    path = notebook_path_from_env(user_ns)
-                    if path is not None:
-                        file_meta = parse_metadata(
-                            read_file_metadata(path), where=f"{path.name} metadata"
-                        )
-            except MetadataError:
-                if pinned is None:
-                    raise
-                # --session ID does not need the notebook's metadata: bad metadata is
-                # replaced by the pinned id (pushed back after the turn)
-        res = resolve(pinned=pinned, kernel=self.kernel_meta, frontend=frontend, file=file_meta)
+        user_ns = self.shell.user_ns if self.shell is not None else {}
+        res = resolve_session(pinned, self.kernel_meta, user_ns)
         if res.note and res.note not in self._noted:
             self._noted.add(res.note)
             print(f"openprogram: {res.note}")
@@ -151,26 +116,7 @@ class OpenProgramMagics(Magics):
             return meta
         return res.meta
 
-    def _frontend_meta(self) -> Any:
-        """What the frontend handed this kernel, validated (MetadataError if unusable).
-
-        A message the bridge refused (not an object, too large...) stops turns too, rather
-        than quietly minting a session whose id would then overwrite the notebook's.
-        """
-        from openprogram_magics import bridge
-        from openprogram_magics.notebook import MetadataError, parse_metadata
-
-        state = bridge.frontend_state()
-        if state is None:
-            return None
-        if state.problem is not None:
-            raise MetadataError(
-                f"the notebook's metadata.openprogram is unusable ({state.problem}); "
-                "run `%openprogram new` to start a fresh session for this notebook"
-            )
-        return parse_metadata(state.metadata) if state.metadata is not None else None
-
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime:
         from openprogram.providers import create_runtime
 
         key = (self.provider, self.model)
@@ -215,7 +161,7 @@ class OpenProgramMagics(Magics):
         # Reached only when the transformer did not run (e.g. run_cell_magic from code).
         self.begin_turn(line, f"{MAGIC} {line}\n{cell}")
         turn, self.turn = self.turn, None
-        assert self.shell is not None
+        assert turn is not None and self.shell is not None
         result = self.shell.run_cell(cell, store_history=False)
         self.kernel_meta = turn.end(result.error_in_exec or result.error_before_exec, result.result)
         self._push_metadata()
@@ -224,164 +170,28 @@ class OpenProgramMagics(Magics):
     def openprogram_line(self, line: str) -> Any:
         """Manage the notebook's OpenProgram session: ``%openprogram help`` lists commands."""
         from openprogram.errors import UserError
+        from openprogram_magics import commands
 
         try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"cannot parse arguments: {exc}") from None
-        command, rest = (words[0], words[1:]) if words else ("status", [])
-        handler = getattr(self, f"_cmd_{command}", None)
-        if handler is None:
-            raise UsageError(f"unknown command {command!r}; `%openprogram help` lists them")
-        try:
-            return _quiet(handler(rest))
+            return _quiet(commands.run(self, line))
         except UserError as exc:
             raise UsageError(str(exc)) from None
 
-    # -- line commands ---------------------------------------------------------------------
-    def _cmd_help(self, _args: list[str]) -> None:
-        print(HELP)
-
-    def _current_id(self) -> str | None:
+    # -- what the line commands read and change (commands.Host) ------------------------------
+    def current_session_id(self) -> str | None:
+        """The session the next turn would continue, if known without minting one."""
         try:
-            meta = self._resolve_quiet()
+            from openprogram_magics.sessions import frontend_meta
+
+            meta = self.kernel_meta if self.kernel_meta is not None else frontend_meta()
         except Exception:
             return None
         return meta.session_id if meta else None
 
-    def _resolve_quiet(self) -> Any:
-        if self.kernel_meta is not None:
-            return self.kernel_meta
-        return self._frontend_meta()
-
-    def _cmd_status(self, _args: list[str]) -> dict[str, Any]:
-        from openprogram.agent.session_db import default_db
-
-        sid = self._current_id()
-        rt = self.runtime()
-        info: dict[str, Any] = {
-            "session_id": sid,
-            "provider": rt.provider.name if rt.configured else None,
-            "model": rt.model or None,
-            "auto": self.auto,
-        }
-        db = default_db()
-        if sid and db.exists(sid):
-            session = db.open(sid)
-            info.update(
-                path=str(session.path),
-                turns=sum(1 for e in session.index() if e["kind"] == "turn"),
-                head=session.head_id,
-            )
-        elif sid:
-            info["path"] = f"{db.root / sid} (created at the first turn)"
-        lines = [f"{k:>10}: {v}" for k, v in info.items()]
-        if not rt.configured:
-            lines.append("  provider: none — `%openprogram provider test` works offline")
-        print("\n".join(lines))
-        return info
-
-    def _cmd_new(self, _args: list[str]) -> str:
-        from openprogram.store.session.ids import mint_session_id
-        from openprogram_magics.notebook import NotebookMeta
-
-        self.kernel_meta = NotebookMeta(mint_session_id("nb"))
+    def set_session(self, meta: NotebookMeta) -> None:
+        """Continue ``meta``'s session from the next turn, and tell the frontend."""
+        self.kernel_meta = meta
         self._push_metadata()
-        print(f"openprogram: new session {self.kernel_meta.session_id} for this notebook")
-        return self.kernel_meta.session_id
-
-    def _cmd_use(self, args: list[str]) -> str:
-        from openprogram.agent.session_db import default_db
-        from openprogram.store.session.ids import validate_session_id
-        from openprogram_magics.notebook import NotebookMeta
-
-        if len(args) != 1:
-            raise UsageError("usage: %openprogram use SESSION_ID")
-        sid = validate_session_id(args[0])
-        self.kernel_meta = NotebookMeta(sid)
-        self._push_metadata()
-        exists = default_db().exists(sid)
-        print(
-            f"openprogram: using session {sid}"
-            + ("" if exists else " (new: created at the next turn)")
-        )
-        return sid
-
-    def _cmd_list(self, _args: list[str]) -> list[dict[str, Any]]:
-        from openprogram.agent.session_db import default_db
-
-        sessions = default_db().list_sessions()
-        for meta in sessions:
-            print(f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {meta.get('title', '')}")
-        if not sessions:
-            print("no sessions yet")
-        return sessions
-
-    def _cmd_log(self, args: list[str]) -> list[str]:
-        from openprogram.agent.session_db import default_db
-
-        sid = args[0] if args else self._current_id()
-        if not sid:
-            raise UsageError("no session yet; run a %%openprogram cell or `%openprogram use ID`")
-        import git
-
-        repo = git.Repo(default_db().open(sid).path)
-        lines = [
-            f"{c.hexsha[:8]} "
-            + (c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"))
-            for c in repo.iter_commits("main")
-        ]
-        repo.close()
-        print("\n".join(lines))
-        return lines
-
-    def _cmd_provider(self, args: list[str]) -> None:
-        from openprogram.providers import PROVIDER_NAMES, create_runtime
-
-        if not args:
-            rt = self.runtime()
-            print(f"provider: {rt.provider.name if rt.configured else 'none'} model: {rt.model}")
-            return
-        name, model = args[0], ""
-        if len(args) == 3 and args[1] == "--model":
-            model = args[2]
-        elif len(args) != 1:
-            raise UsageError("usage: %openprogram provider NAME [--model MODEL]")
-        if name not in PROVIDER_NAMES:
-            raise UsageError(
-                f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}"
-            )
-        create_runtime(name, model or None)  # fail now, not at the next cell
-        self.provider, self.model = name, model
-        # calls made outside a turn (the process's ad-hoc session) use the same provider
-        os.environ["OPENPROGRAM_PROVIDER"] = name
-        if model:
-            os.environ["OPENPROGRAM_MODEL"] = model
-        else:  # the provider's own default, not the model chosen for another provider
-            os.environ.pop("OPENPROGRAM_MODEL", None)
-        print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
-
-    def _cmd_auto(self, args: list[str]) -> None:
-        if args not in (["on"], ["off"]):
-            raise UsageError("usage: %openprogram auto on|off")
-        self.auto = args == ["on"]
-        print(f"openprogram: every cell is a turn: {'on' if self.auto else 'off'}")
-
-    def _cmd_dag(self, args: list[str]) -> Any:
-        from openprogram_magics.widget import show_dag
-
-        last = 50
-        if "--last" in args:
-            i = args.index("--last")
-            try:
-                last = int(args[i + 1])
-            except (IndexError, ValueError):
-                raise UsageError("usage: %openprogram dag [ID] [--last N]") from None
-            args = args[:i] + args[i + 2 :]
-        sid = args[0] if args else self._current_id()
-        if not sid:
-            raise UsageError("no session yet; run a %%openprogram cell or `%openprogram use ID`")
-        return show_dag(sid, last_turns=last)
 
 
 class _QuietDict(dict):  # type: ignore[type-arg]

@@ -1,0 +1,258 @@
+"""``%openprogram`` line commands: an argparse parser and one plain function per command.
+
+Testable without a shell: :func:`run` parses a line and calls the command's function with a
+:class:`Host` (the magics object in a notebook; any object with the same attributes in a
+test).  The help text is generated from the parser.
+
+Adding a command is one :func:`command` entry — its help line, its arguments — on a plain
+function ``(host, args) -> value``::
+
+    @command("greet", "say hello", arg("name", metavar="NAME"))
+    def greet(host: Host, args: Namespace) -> str:
+        print(f"hello {args.name}")
+        return args.name
+
+A mistake the user can fix raises :class:`CommandError` (a ``UserError``); the magic shows
+it as IPython's one-line ``UsageError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from openprogram.errors import UserError
+from openprogram_magics.sessions import list_sessions, session_log, session_status
+
+if TYPE_CHECKING:  # the engine is imported at the first command, not at %load_ext
+    from openprogram.agentic_programming.runtime import Runtime
+    from openprogram_magics.notebook import NotebookMeta
+
+PROG = "%openprogram"
+NO_SESSION = "no session yet; run a %%openprogram cell or `%openprogram use ID`"
+
+
+class CommandError(UserError):
+    """A line command used wrongly; the message says how to use it."""
+
+
+class Host(Protocol):
+    """What a command may read and change: the magics object's settings and session."""
+
+    provider: str
+    model: str
+    auto: bool
+
+    def runtime(self) -> Runtime: ...
+
+    def current_session_id(self) -> str | None: ...
+
+    def set_session(self, meta: NotebookMeta) -> None: ...
+
+
+Run = Callable[[Host, Namespace], Any]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The arguments of one ``ArgumentParser.add_argument`` call."""
+
+    names: tuple[str, ...]
+    options: dict[str, Any]
+
+
+def arg(*names: str, **options: Any) -> Arg:
+    return Arg(names, options)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    args: tuple[Arg, ...]
+    run: Run
+
+
+COMMANDS: dict[str, Command] = {}  # in the order the help lists them
+
+
+def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
+    """Register ``run`` as the line command ``name`` taking ``args``."""
+
+    def register(run: Run) -> Run:
+        COMMANDS[name] = Command(name, help, args, run)
+        return run
+
+    return register
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line for the user, no SystemExit
+        raise CommandError(f"{self.prog}: {message}; `{PROG} help` lists the commands")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, add_help=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for cmd in COMMANDS.values():
+        p = sub.add_parser(cmd.name, help=cmd.help, add_help=False)
+        for a in cmd.args:
+            p.add_argument(*a.names, **a.options)
+        p.set_defaults(run=cmd.run)
+    return parser
+
+
+def parse(line: str) -> Namespace:
+    """The parsed command (``status`` when the line is empty); CommandError if malformed."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise CommandError(f"cannot parse arguments: {exc}") from None
+    if words and words[0] not in COMMANDS:
+        raise CommandError(f"unknown command {words[0]!r}; `{PROG} help` lists them")
+    return build_parser().parse_args(words or ["status"])
+
+
+def run(host: Host, line: str) -> Any:
+    """Parse ``line`` and run its command against ``host``; returns the command's value."""
+    args = parse(line)
+    return args.run(host, args)
+
+
+def help_text() -> str:
+    """One line per command — its usage and help, from the parser — and how to configure."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    rows = []
+    for name, cmd in COMMANDS.items():
+        usage = " ".join(sub.choices[name].format_usage().split()[2:])  # after "usage: %op"
+        rows.append((usage, cmd.help))
+    width = max(len(u) for u, _ in rows) + 2
+    lines = [f"{PROG} COMMAND — the notebook's OpenProgram session", ""]
+    lines += [f"  {u:<{width}}{h}" for u, h in rows]
+    lines += ["", 'Settings are traitlets: %config OpenProgramMagics.provider = "test"']
+    return "\n".join(lines) + "\n"
+
+
+def session_or_current(host: Host, session_id: str | None) -> str:
+    """``session_id`` if given, else the notebook's session (CommandError if it has none)."""
+    sid = session_id or host.current_session_id()
+    if not sid:
+        raise CommandError(NO_SESSION)
+    return sid
+
+
+# -- the commands, in the order of the help -----------------------------------------------
+@command("status", "session id, where it is stored, turns, HEAD, provider")
+def status(host: Host, args: Namespace) -> dict[str, Any]:
+    rt = host.runtime()
+    info = session_status(host.current_session_id(), rt, host.auto)
+    lines = [f"{k:>10}: {v}" for k, v in info.items()]
+    if not rt.configured:
+        lines.append(f"  provider: none — `{PROG} provider test` works offline")
+    print("\n".join(lines))
+    return info
+
+
+@command("new", "start a fresh session for this notebook")
+def new(host: Host, args: Namespace) -> str:
+    from openprogram.store.session.ids import mint_session_id
+    from openprogram_magics.notebook import NotebookMeta
+
+    meta = NotebookMeta(mint_session_id("nb"))
+    host.set_session(meta)
+    print(f"openprogram: new session {meta.session_id} for this notebook")
+    return meta.session_id
+
+
+@command("use", "continue session ID in this notebook", arg("session_id", metavar="ID"))
+def use(host: Host, args: Namespace) -> str:
+    from openprogram.agent.session_db import default_db
+    from openprogram.store.session.ids import validate_session_id
+    from openprogram_magics.notebook import NotebookMeta
+
+    sid = validate_session_id(args.session_id)
+    host.set_session(NotebookMeta(sid))
+    exists = default_db().exists(sid)
+    print(
+        f"openprogram: using session {sid}" + ("" if exists else " (new: created at the next turn)")
+    )
+    return sid
+
+
+@command("list", "sessions on this machine, newest first")
+def list_(host: Host, args: Namespace) -> list[dict[str, Any]]:
+    sessions = list_sessions()
+    for meta in sessions:
+        print(f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {meta.get('title', '')}")
+    if not sessions:
+        print("no sessions yet")
+    return sessions
+
+
+@command(
+    "log", "the session's git log, one line per turn", arg("session_id", nargs="?", metavar="ID")
+)
+def log(host: Host, args: Namespace) -> list[str]:
+    lines = session_log(session_or_current(host, args.session_id))
+    print("\n".join(lines))
+    return lines
+
+
+@command(
+    "dag",
+    "draw the whole session DAG",
+    arg("session_id", nargs="?", metavar="ID"),
+    arg("--last", type=int, default=50, metavar="N", help="unfold only the last N turns"),
+)
+def dag(host: Host, args: Namespace) -> Any:
+    from openprogram_magics.widget import show_dag
+
+    return show_dag(session_or_current(host, args.session_id), last_turns=args.last)
+
+
+@command(
+    "provider",
+    "show or choose the provider: test | openai | anthropic | replay",
+    arg("name", nargs="?", metavar="NAME"),
+    arg("--model", default="", metavar="M"),
+)
+def provider(host: Host, args: Namespace) -> None:
+    from openprogram.providers import PROVIDER_NAMES, create_runtime
+
+    if args.name is None:
+        rt = host.runtime()
+        print(f"provider: {rt.provider.name if rt.provider else 'none'} model: {rt.model}")
+        return
+    name, model = args.name, args.model
+    if name not in PROVIDER_NAMES:
+        raise CommandError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
+    create_runtime(name, model or None)  # fail now, not at the next cell
+    host.provider, host.model = name, model
+    # calls made outside a turn (the process's ad-hoc session) use the same provider
+    os.environ["OPENPROGRAM_PROVIDER"] = name
+    if model:
+        os.environ["OPENPROGRAM_MODEL"] = model
+    else:  # the provider's own default, not the model chosen for another provider
+        os.environ.pop("OPENPROGRAM_MODEL", None)
+    print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
+
+
+@command(
+    "auto",
+    "make every following cell a turn (no %%openprogram needed)",
+    arg("state", choices=["on", "off"]),
+)
+def auto(host: Host, args: Namespace) -> None:
+    host.auto = args.state == "on"
+    print(f"openprogram: every cell is a turn: {args.state}")
+
+
+@command("help", "this text")
+def help_(host: Host, args: Namespace) -> None:
+    print(help_text())

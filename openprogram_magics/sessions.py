@@ -1,0 +1,114 @@
+"""The notebook's session as plain functions: which one a turn uses, its status, list, log.
+
+The magics call these; tests call them without a shell.  The engine is imported inside
+each function so that ``%load_ext`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
+    from openprogram_magics.notebook import NotebookMeta, Resolution
+
+
+def frontend_meta() -> NotebookMeta | None:
+    """What the frontend handed this kernel, validated (MetadataError if unusable).
+
+    A message the bridge refused (not an object, too large...) stops turns too, rather
+    than quietly minting a session whose id would then overwrite the notebook's.
+    """
+    from openprogram_magics import bridge
+    from openprogram_magics.notebook import MetadataError, parse_metadata
+
+    state = bridge.frontend_state()
+    if state is None:
+        return None
+    if state.problem is not None:
+        raise MetadataError(
+            f"the notebook's metadata.openprogram is unusable ({state.problem}); "
+            "run `%openprogram new` to start a fresh session for this notebook"
+        )
+    return parse_metadata(state.metadata) if state.metadata is not None else None
+
+
+def resolve_session(
+    pinned: str | None, kernel: NotebookMeta | None, user_ns: Mapping[str, Any]
+) -> Resolution:
+    """Which session a turn continues (see :mod:`openprogram_magics.notebook` for the order).
+
+    The frontend's and the saved file's metadata are read only when the kernel has no
+    session of its own (``use``/``new``/an earlier turn wins).  Unusable metadata raises
+    MetadataError, unless the cell pins ``--session ID``, which replaces it.
+    """
+    from openprogram_magics.notebook import (
+        MetadataError,
+        notebook_path_from_env,
+        parse_metadata,
+        read_file_metadata,
+        resolve,
+    )
+
+    frontend = file_meta = None
+    if kernel is None:
+        try:
+            frontend = frontend_meta()
+            if frontend is None:
+                path = notebook_path_from_env(dict(user_ns))
+                if path is not None:
+                    file_meta = parse_metadata(
+                        read_file_metadata(path), where=f"{path.name} metadata"
+                    )
+        except MetadataError:
+            if pinned is None:
+                raise
+    return resolve(pinned=pinned, kernel=kernel, frontend=frontend, file=file_meta)
+
+
+def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict[str, Any]:
+    """Id, provider, model, auto and — when stored — path, turns and HEAD of a session."""
+    from openprogram.agent.session_db import default_db
+
+    info: dict[str, Any] = {
+        "session_id": session_id,
+        "provider": runtime.provider.name if runtime.provider is not None else None,
+        "model": runtime.model or None,
+        "auto": auto,
+    }
+    db = default_db()
+    if session_id and db.exists(session_id):
+        session = db.open(session_id)
+        info.update(
+            path=str(session.path),
+            turns=sum(1 for e in session.index() if e["kind"] == "turn"),
+            head=session.head_id,
+        )
+    elif session_id:
+        info["path"] = f"{db.root / session_id} (created at the first turn)"
+    return info
+
+
+def list_sessions() -> list[dict[str, Any]]:
+    """Every stored session's meta, newest first."""
+    from openprogram.agent.session_db import default_db
+
+    return default_db().list_sessions()
+
+
+def session_log(session_id: str) -> list[str]:
+    """The session's git log, newest first: ``<short sha> <summary>`` per commit."""
+    import git
+
+    from openprogram.agent.session_db import default_db
+
+    repo = git.Repo(default_db().open(session_id).path)
+    try:
+        return [
+            f"{c.hexsha[:8]} "
+            + (c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"))
+            for c in repo.iter_commits("main")
+        ]
+    finally:
+        repo.close()
