@@ -6,17 +6,21 @@ shared; the minimum is the least noisy figure).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from openprogram_magics.dagview import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.dag_sample
+
+from openprogram.view import (
     compute_layout,
     payload_bytes,
     render_static_html,
     render_text_tree,
-    sample_nodes,
     summarize,
 )
+from tests.dag_sample import sample_nodes
 
 
 def best_ms(fn: Callable[[], object], runs: int = 5) -> float:

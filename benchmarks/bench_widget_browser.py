@@ -44,8 +44,8 @@ UPDATES = 25
 SETUP = f"""\
 import json, time
 from openprogram_magics.widget import DagWidget
-from openprogram_magics.dagview.sample import sample_nodes
-from openprogram_magics.dagview.summary import payload_bytes
+from tests.dag_sample import sample_nodes
+from openprogram.view.summary import payload_bytes
 nodes = sample_nodes({NODES})
 print("ready")
 """
@@ -210,8 +210,8 @@ def main() -> None:
         print(f"skipped: {reason}")
         return
 
-    from openprogram_magics.dagview.layout import compute_layout
-    from openprogram_magics.dagview.sample import sample_nodes
+    from openprogram.view.layout import compute_layout
+    from tests.dag_sample import sample_nodes
 
     nodes = sample_nodes(NODES)
     last_id = nodes[-1]["id"]

@@ -165,7 +165,7 @@ class CellTurn:
 
     def bundle(self, meta: NotebookMeta) -> dict[str, Any]:
         """The final mime bundle: DAG (widget + static HTML + text) and the session id."""
-        from openprogram_magics.dagview import render_static_html, render_text_tree
+        from openprogram.view import render_static_html, render_text_tree
 
         assert self.handle is not None and self.node is not None
         nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node)]

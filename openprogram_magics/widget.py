@@ -29,7 +29,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from openprogram_magics.dagview.layout import (
+from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
     Layout,
@@ -37,8 +37,8 @@ from openprogram_magics.dagview.layout import (
     node_kind,
     node_status,
 )
-from openprogram_magics.dagview.static import render_static_html, render_text_tree
-from openprogram_magics.dagview.summary import (
+from openprogram.view.static import render_static_html, render_text_tree
+from openprogram.view.summary import (
     DETAIL_FIELDS,
     content_summary,
     node_detail,

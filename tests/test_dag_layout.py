@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openprogram_magics.dagview.layout import (
+from openprogram.view.layout import (
     FLAG_CYCLE,
     FLAG_DUPLICATE,
     FLAG_MISSING_CALLER,
@@ -13,7 +13,7 @@ from openprogram_magics.dagview.layout import (
     Layout,
     compute_layout,
 )
-from openprogram_magics.dagview.sample import sample_nodes
+from tests.dag_sample import sample_nodes
 
 
 def mk(

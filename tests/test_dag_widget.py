@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from openprogram_magics.dagview import (
+from openprogram.view import (
     DETAIL_LIMIT,
     MORE_LIMIT,
     node_detail,
     payload_bytes,
-    sample_nodes,
 )
 from openprogram_magics.widget import DagWidget, show_dag
+from tests.dag_sample import sample_nodes
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from openprogram_magics.dagview.layout import Layout, Placed, node_kind, node_status
+from openprogram.view.layout import Layout, Placed, node_kind, node_status
 
 PREVIEW_CHARS: Final = 120
 PREVIEW_BYTES: Final = 180  # UTF-8 bytes: keeps a CJK-heavy session under the 2 MB budget

@@ -1,9 +1,10 @@
 """Pure views of the session DAG: layout, per-node summaries, static HTML/SVG and text.
 
-Nothing here imports Jupyter; :mod:`openprogram_magics.widget` builds the live widget on it.
+Nothing here imports Jupyter: the CLI prints the text tree, a turn's output and an export
+carry the static HTML, and :mod:`openprogram_magics.widget` builds the live widget on it.
 """
 
-from openprogram_magics.dagview.layout import (
+from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
     Layout,
@@ -12,9 +13,8 @@ from openprogram_magics.dagview.layout import (
     node_kind,
     node_status,
 )
-from openprogram_magics.dagview.sample import sample_nodes
-from openprogram_magics.dagview.static import render_static_html, render_text_tree
-from openprogram_magics.dagview.summary import (
+from openprogram.view.static import render_static_html, render_text_tree
+from openprogram.view.summary import (
     DETAIL_FIELDS,
     DETAIL_LIMIT,
     MORE_LIMIT,
@@ -44,6 +44,5 @@ __all__ = [
     "position_summary",
     "render_static_html",
     "render_text_tree",
-    "sample_nodes",
     "summarize",
 ]

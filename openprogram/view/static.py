@@ -14,8 +14,8 @@ from html import escape
 from typing import Any, Final
 
 from openprogram.context.nodes import OPEN_STATUSES
-from openprogram_magics.dagview.layout import KNOWN_KINDS, Layout, Placed, compute_layout
-from openprogram_magics.dagview.summary import clip, content_summary, node_detail
+from openprogram.view.layout import KNOWN_KINDS, Layout, Placed, compute_layout
+from openprogram.view.summary import clip, content_summary, node_detail
 
 ROW: Final = 24  # px per row
 COL: Final = 20  # px per column
