@@ -291,6 +291,27 @@ def test_a_turn_chained_after_an_old_turn_records_the_fork_atomically(op_home: P
     assert copy_b.predecessor == base.id and session.head_id == copy_b.id
 
 
+def test_a_batch_of_nested_nodes_gets_consecutive_seqs_and_survives_a_reopen(
+    op_home: Path,
+) -> None:
+    """``append_many`` (what a map uses for the nodes its workers send back): the nodes get
+    consecutive seqs in the given order, HEAD stays on the turn, and they are committed and
+    read back like nodes appended one by one."""
+    store = SessionStore(op_home)
+    with session_context("s_batch", db=store, message="batch") as s:
+        cell = s.writer.append(make_call("turn", "cell"), turn_level=True)
+        batch = [make_call("function", f"item{i}", caller=cell.id) for i in range(5)]
+        for node in batch:
+            node.metadata["status"] = COMPLETED
+        s.writer.append_many(batch)
+        assert [n.seq for n in batch] == list(range(cell.seq + 1, cell.seq + 6))
+        assert s.writer.head_id == cell.id
+    store.close()
+    again = SessionStore(op_home).open("s_batch")
+    assert [n.name for n in again.nodes()][2:] == [f"item{i}" for i in range(5)]
+    assert again.children(cell.id) == [n.id for n in batch]
+
+
 # -- the committed per-bucket index (cold opens) ----------------------------------------------
 SEALED_SID = "s_sealed"
 

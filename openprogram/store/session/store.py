@@ -26,7 +26,7 @@ import shutil
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -535,24 +535,43 @@ class Session:
         self._record(call)
         return call
 
+    def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
+        """Append ``calls`` (nested nodes: none moves HEAD) in one go: consecutive seqs in
+        their order under one hold of the lock, and one journal write for all of them.
+        What :meth:`append` costs per node, paid once per batch (a map's returned nodes)."""
+        if not calls:
+            return []
+        with self.lock:
+            seq, next_turn, head = self._counters()
+            if seq == self._synced_seq:
+                self._synced_seq = seq + len(calls)
+            for offset, call in enumerate(calls):
+                call.seq = seq + offset
+                call.turn = turn
+            self.counters.write(seq + len(calls), next_turn, head)
+        self._record(*calls)
+        return list(calls)
+
     def update(self, call: Call) -> None:
         """Record a new state of a node already appended (output, status...)."""
         self._record(call)
 
-    def _record(self, call: Call) -> None:
-        record = dumps(call.to_dict())
+    def _record(self, *calls: Call) -> None:
+        records = b"\n".join(dumps(call.to_dict()) for call in calls)
         with self._mu:
-            self._put(call)
-            self._dirty[call.id] = call
-            if call.is_open:
-                self._open.add(call.id)
-            else:
-                self._open.discard(call.id)
+            for call in calls:
+                self._put(call)
+                self._dirty[call.id] = call
+                if call.is_open:
+                    self._open.add(call.id)
+                else:
+                    self._open.discard(call.id)
             if self._journal is None:
                 self._journal = Journal(self._state / "journal")
-            self._journal.append(record)
+            self._journal.append(records)
         if events.has_listeners():
-            events.emit(self.id, call.to_dict())
+            for call in calls:
+                events.emit(self.id, call.to_dict())
 
     def _put(self, call: Call) -> None:
         self._nodes[call.id] = call

@@ -6,6 +6,7 @@ A thin wrapper binding a session to the turn being written: it hands out the tur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from openprogram.context.nodes import Call
@@ -35,6 +36,10 @@ class SessionNodeWriter:
     def append(self, call: Call, *, turn_level: bool = False) -> Call:
         """Record a new node; a turn-level node also becomes HEAD."""
         return self.session.append(call, turn=self.turn, advance_head=turn_level)
+
+    def append_many(self, calls: Sequence[Call]) -> list[Call]:
+        """Record nested nodes (none moves HEAD) in one batch, seqs in the given order."""
+        return self.session.append_many(calls, turn=self.turn)
 
     def update(self, call: Call) -> None:
         self.session.update(call)
