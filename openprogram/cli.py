@@ -4,6 +4,9 @@
     openprogram sessions show ID              meta, node counts, problems, the DAG as a tree
     openprogram sessions log ID               one line per commit
     openprogram sessions delete ID [--yes]
+    openprogram sessions export ID -o FILE    a git bundle of the session
+    openprogram sessions import FILE [--as NEW_ID]
+    openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research "TASK" --work-dir DIR [--session ID] [--provider NAME]
 
@@ -176,6 +179,63 @@ def sessions_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def sessions_export(args: argparse.Namespace) -> int:
+    from openprogram.store.session.sync import export_bundle
+
+    path = export_bundle(open_store(args), args.session_id, args.output)
+    print(
+        f"wrote {path} ({path.stat().st_size} bytes); import it with "
+        f"`openprogram sessions import {path.name}`"
+    )
+    return 0
+
+
+def sessions_import(args: argparse.Namespace) -> int:
+    from openprogram.store.session.sync import import_bundle
+
+    print(import_bundle(open_store(args), args.bundle, as_id=args.as_id).describe())
+    return 0
+
+
+def _remote(args: argparse.Namespace) -> tuple[str, str, str]:
+    """(session id, url, allowed protocols) from ID/--notebook and REMOTE."""
+    import os
+
+    from openprogram.store.session.sync import notebook_session, resolve_remote
+
+    recorded = None
+    where = os.getcwd()
+    session_id = args.session_id
+    if getattr(args, "notebook", None):
+        from pathlib import Path
+
+        found, recorded = notebook_session(args.notebook)
+        where = str(Path(args.notebook).resolve().parent)
+        if session_id is not None and args.remote is None:  # `pull --notebook nb REMOTE`
+            args.remote, session_id = session_id, None
+        session_id = session_id or found
+    if session_id is None:
+        raise CliError("name a session: ID or --notebook NB.ipynb")
+    url, protocols = resolve_remote(args.remote, where, recorded=recorded)
+    return session_id, url, protocols
+
+
+def sessions_push(args: argparse.Namespace) -> int:
+    from openprogram.store.session.sync import push
+
+    session_id, url, protocols = _remote(args)
+    print(push(open_store(args), session_id, url, protocols))
+    return 0
+
+
+def sessions_pull(args: argparse.Namespace) -> int:
+    from openprogram.store.session.sync import pull
+
+    session_id, url, protocols = _remote(args)
+    print(pull(open_store(args), session_id, url, protocols).describe())
+    return 0
+
+
 def add_sessions_parser(sub: SubParsers) -> None:
     sessions = sub.add_parser("sessions", help="list, inspect and delete sessions")
     commands = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND")
@@ -193,6 +253,24 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p.set_defaults(handler=sessions_delete)
+    p = commands.add_parser("export", help="write a session as a git bundle")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
+    p.set_defaults(handler=sessions_export)
+    p = commands.add_parser("import", help="import a session from a git bundle")
+    p.add_argument("bundle", metavar="FILE")
+    p.add_argument("--as", dest="as_id", metavar="NEW_ID", help="under another session id")
+    p.set_defaults(handler=sessions_import)
+    remote_help = "a URL, a path, or a remote of the git repository here (default: origin)"
+    for name, handler, what in (
+        ("push", sessions_push, "send a session to refs/openprogram/sessions/ID of a remote"),
+        ("pull", sessions_pull, "fetch a session from a remote and join it to the local one"),
+    ):
+        p = commands.add_parser(name, help=what)
+        p.add_argument("session_id", metavar="ID", nargs="?")
+        p.add_argument("remote", metavar="REMOTE", nargs="?", help=remote_help)
+        p.add_argument("--notebook", metavar="NB.ipynb", help="the session this notebook names")
+        p.set_defaults(handler=handler)
 
 
 # -- run --------------------------------------------------------------------------------------

@@ -1,0 +1,278 @@
+"""What may arrive from elsewhere, and how two lines of one session join: pure logic.
+
+Everything a bundle, a fetch or an embedded blob brings is checked here before anything
+is written into the session: the refs it carries, the shape of every new tree (only the
+session layout, no symlinks, no submodules, no ``..``/absolute/hidden names, no oversized
+blobs) and the remote URLs a user or a notebook names.  Joining two histories is a merge
+whose tree is the union of both: node files have unique ids in their names, so the two
+lines of a diverged session never write the same path (``meta.json`` and the committed
+bucket indexes aside, which are resolved here).  No I/O: the caller reads the objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from openprogram.errors import UserError
+from openprogram.store.session.gitrepo import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
+from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
+
+NAMESPACE = "refs/openprogram/sessions/"
+MAX_BLOB_BYTES = 16 * 1024 * 1024  # one node file; outputs are capped far below this
+SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
+TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
+TOP_LEVEL = {".gitignore": BLOB_MODE, "meta.json": BLOB_MODE, "history": TREE_MODE}
+NODE_FILE = re.compile(r"[0-9]{8,}-[a-z]-[A-Za-z0-9_-]{1,64}\.json")
+
+
+class SyncError(UserError):
+    """Something that arrived from elsewhere (or a remote) was refused; says what and why."""
+
+
+def session_ref(session_id: str) -> str:
+    """Where a session lives in a shared repository: its own ref, never a branch."""
+    return NAMESPACE + validate_session_id(session_id)
+
+
+def check_refs(refs: Iterable[str], session_id: str) -> None:
+    """A bundle or fetch may carry exactly the ref of ``session_id``."""
+    refs = list(refs)
+    want = session_ref(session_id)
+    others = [r for r in refs if r != want]
+    if others:
+        raise SyncError(
+            f"refused: it carries refs outside session {session_id}'s namespace "
+            f"({', '.join(others[:3])}); only {want} is accepted"
+        )
+    if not refs:
+        raise SyncError(f"refused: it carries no {want}")
+
+
+def check_meta(data: bytes, session_id: str) -> None:
+    """The tip's ``meta.json`` must name the session that was asked for."""
+    import json
+
+    try:
+        meta = json.loads(data)
+    except ValueError as exc:
+        raise SyncError(f"refused: its meta.json is not JSON ({exc})") from None
+    found = meta.get("id") if isinstance(meta, dict) else None
+    if found != session_id:
+        raise SyncError(
+            f"refused: it holds session {found!r}, not {session_id!r} "
+            "(use --as NEW_ID to import it under another id)"
+        )
+
+
+@dataclass
+class HistoryCheck:
+    """Checks the new trees of a history against the session layout, each tree once.
+
+    ``trees``: sha -> raw tree data of every tree that arrived; ``sizes``: sha -> size of
+    every blob that arrived.  Trees and blobs not listed are already local (trusted).
+    """
+
+    trees: dict[bytes, bytes]
+    sizes: dict[bytes, int]
+    max_blob: int = MAX_BLOB_BYTES
+
+    def __post_init__(self) -> None:
+        self._seen: set[tuple[bytes, int]] = set()
+
+    def root(self, tree: bytes) -> None:
+        self._check(tree, 0, "")
+
+    def _check(self, tree: bytes, depth: int, where: str) -> None:
+        if (tree, depth) in self._seen or tree not in self.trees:
+            return
+        self._seen.add((tree, depth))
+        for name, (sha, mode) in parse_tree(self.trees[tree]).items():
+            path = f"{where}{name}"
+            want = expected_mode(name, depth)
+            if mode == 0o120000:
+                raise SyncError(f"refused: {path} is a symbolic link")
+            if want is None or mode != want:
+                raise SyncError(f"refused: unexpected {_what(mode)} {path!r} in the session")
+            if mode == TREE_MODE:
+                self._check(sha, depth + 1, f"{path}/")
+            elif self.sizes.get(sha, 0) > self.max_blob:
+                raise SyncError(
+                    f"refused: {path} is {self.sizes[sha]} bytes (limit {self.max_blob})"
+                )
+
+
+def expected_mode(name: str, depth: int) -> int | None:
+    """The mode a name may have at ``depth`` of a session tree (None: not allowed).
+
+    ``meta.json``, ``.gitignore``, ``history/<bucket>/<turn>/<seq>-<l>-<id>.json`` and
+    ``history/<bucket>/index.json`` — nothing else, so nothing hidden (``.gitattributes``,
+    ``.gitmodules``), no ``..``, no separators.
+    """
+    if depth == 0:
+        return TOP_LEVEL.get(name)
+    if depth == 1:
+        return TREE_MODE if BUCKET_NAME.fullmatch(name) else None
+    if depth == 2:
+        if name == BUCKET_INDEX:
+            return BLOB_MODE
+        return TREE_MODE if TURN_DIR_NAME.fullmatch(name) else None
+    if depth == 3:
+        return BLOB_MODE if NODE_FILE.fullmatch(name) else None
+    return None
+
+
+def _what(mode: int) -> str:
+    return {TREE_MODE: "folder", 0o160000: "submodule"}.get(mode, "file")
+
+
+# -- remotes ---------------------------------------------------------------------------------
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]*")
+REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def url_scheme(url: str) -> str:
+    """The transport git would use for ``url`` (``ext`` for ``ext::…``, ``file`` for a path)."""
+    if "::" in url.split("/", 1)[0]:
+        return url.split("::", 1)[0].lower()  # <transport>::<address>: a remote helper
+    match = _SCHEME.match(url)
+    if match:
+        return match.group(1).lower()
+    if url.startswith(("/", "./", "../")) or url.endswith(".bundle"):
+        return "file"
+    if _SCP.fullmatch(url):
+        return "ssh"
+    return "file"
+
+
+def check_url(url: str, *, from_notebook: bool) -> str:
+    """``url`` if git may contact it: https/ssh/git/file (and http when typed by the user);
+    never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
+    url = url.strip()
+    if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
+        raise SyncError(f"refused remote {url[:60]!r}: not a URL or path")
+    scheme = url_scheme(url)
+    allowed = SAFE_SCHEMES if from_notebook else TYPED_SCHEMES
+    if scheme not in allowed:
+        source = "the notebook's metadata names" if from_notebook else "refused"
+        raise SyncError(
+            f"{source} remote {redact_url(url)!r}: transport {scheme!r} is not allowed "
+            f"(only {', '.join(allowed)})"
+        )
+    return url
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password (``https://user:secret@host`` → ``https://user@host``)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/@:]*):[^/@]*@", r"\1\2@", url)
+
+
+def allow_protocol(*, from_notebook: bool) -> str:
+    """The value of ``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it itself,
+    also for redirects and submodules)."""
+    return ":".join(SAFE_SCHEMES if from_notebook else TYPED_SCHEMES)
+
+
+# -- joining two lines -----------------------------------------------------------------------
+Reader = Callable[[bytes], TreeEntries]
+Writer = Callable[[TreeEntries], bytes]
+
+
+def merge_trees(
+    base: bytes | None, ours: bytes, theirs: bytes, read: Reader, write: Writer
+) -> bytes:
+    """The tree holding both lines: the union of ``ours`` and ``theirs``.
+
+    A path only one side changed since ``base`` takes that side; a path both changed keeps
+    ours (``meta.json``: this user's HEAD and title; a bucket's ``index.json``: it records
+    the tree it describes, so the store sees it no longer matches and scans the bucket).
+    """
+    if ours == theirs:
+        return ours
+    if base == theirs:
+        return ours
+    if base == ours:
+        return theirs
+    b = read(base) if base is not None else {}
+    o, t = read(ours), read(theirs)
+    out: TreeEntries = {}
+    for name in sorted(set(o) | set(t)):
+        mine, other, old = o.get(name), t.get(name), b.get(name)
+        if other is None or mine == other or other == old:
+            if mine is not None:
+                out[name] = mine
+            continue
+        if mine is None or mine == old:
+            out[name] = other
+            continue
+        if mine[1] == TREE_MODE and other[1] == TREE_MODE:
+            base_sub = old[0] if old is not None and old[1] == TREE_MODE else None
+            out[name] = (merge_trees(base_sub, mine[0], other[0], read, write), TREE_MODE)
+        else:
+            out[name] = mine
+    return write(out)
+
+
+def changed_files(
+    old: bytes | None, new: bytes | None, read: Reader, prefix: str = ""
+) -> list[tuple[str, bytes | None]]:
+    """Paths whose blob differs between two trees: (path, new blob sha, or None: removed)."""
+    if old == new:
+        return []
+    a = read(old) if old is not None else {}
+    b = read(new) if new is not None else {}
+    out: list[tuple[str, bytes | None]] = []
+    for name in sorted(set(a) | set(b)):
+        before, after = a.get(name), b.get(name)
+        if before == after:
+            continue
+        path = f"{prefix}{name}"
+        old_tree = before[0] if before is not None and before[1] == TREE_MODE else None
+        new_tree = after[0] if after is not None and after[1] == TREE_MODE else None
+        if before is not None and old_tree is None and (after is None or new_tree is not None):
+            out.append((path, None))
+        if old_tree is not None or new_tree is not None:
+            out.extend(changed_files(old_tree, new_tree, read, f"{path}/"))
+        if after is not None and new_tree is None:
+            out.append((path, after[0]))
+    return out
+
+
+# -- lines of one session --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Line:
+    tip: str  # the last node of the line
+    turns: int  # its turns since it left the line HEAD is on
+
+
+def is_turn(entry: dict[str, Any]) -> bool:
+    """A node of the conversation chain (a cell, a message, a top-level call; the root)."""
+    return entry.get("caller") is None and entry.get("kind") != "llm"
+
+
+def other_lines(entries: Iterable[dict[str, Any]], head: str | None) -> list[Line]:
+    """The lines of the conversation chain other than the one HEAD ends, with how many
+    turns each has since it left HEAD's line (two people who continued one session, or
+    two copies of a notebook)."""
+    chain = {e["id"]: e.get("predecessor") for e in entries if is_turn(e)}
+    ours: set[str] = set()
+    node = head
+    while node is not None and node not in ours:
+        ours.add(node)
+        node = chain.get(node)
+    followed = {pred for pred in chain.values() if pred is not None}
+    lines: list[Line] = []
+    for tip in chain:
+        if tip in followed or tip in ours:
+            continue
+        turns, node, seen = 0, tip, set()
+        while node is not None and node not in ours and node not in seen:
+            seen.add(node)
+            turns += 1
+            node = chain.get(node)
+        lines.append(Line(tip, turns))
+    return lines

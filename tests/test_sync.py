@@ -1,0 +1,245 @@
+"""Sharing sessions through git: bundles, push/pull over file://, divergence, hostile input.
+
+Two machines are two ``OPENPROGRAM_HOME``s (two SessionStores); the remote is a bare
+repository in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openprogram import agentic_function
+from openprogram.providers import create_runtime
+from openprogram.store.session import session_context
+from openprogram.store.session.store import SessionStore
+from openprogram.store.session.sync import (
+    export_bundle,
+    import_bundle,
+    lines,
+    pull,
+    push,
+    resolve_remote,
+)
+from openprogram.store.session.syncrules import SyncError
+
+
+@agentic_function
+def echo(text: str, runtime=None) -> str:  # type: ignore[no-untyped-def]
+    """Repeat the text."""
+    return str(runtime.exec(text))
+
+
+def turns(store: SessionStore, sid: str, *texts: str) -> None:
+    for text in texts:
+        with session_context(sid, db=store, message=text, runtime=create_runtime("test")):
+            echo(text)
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+def bare(tmp_path: Path, name: str = "remote.git") -> Path:
+    path = tmp_path / name
+    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    return path
+
+
+def state(store: SessionStore, sid: str) -> tuple[set[str], str | None, list[str]]:
+    session = store.open(sid)
+    ids = {e["id"] for e in session.index()}
+    return ids, session.head_id, git(session.path, "log", "--format=%H", "main").split()
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> tuple[SessionStore, SessionStore]:
+    a, b = SessionStore(tmp_path / "alice"), SessionStore(tmp_path / "bob")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_bundle_round_trip_same_nodes_head_history(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    turns(alice, "s_shared", "one", "two", "three")
+    bundle = export_bundle(alice, "s_shared", tmp_path / "run.bundle")
+    subprocess.run(["git", "bundle", "verify", "-q", str(bundle)], cwd=tmp_path, check=False)
+    got = import_bundle(bob, bundle)
+    assert got.status == "new" and got.session_id == "s_shared"
+    assert state(bob, "s_shared") == state(alice, "s_shared")
+    path = bob.session_path("s_shared")
+    assert git(path, "fsck", "--strict", "--no-dangling") == ""
+    assert git(path, "status", "--porcelain") == ""
+    # the next turn continues the imported history
+    turns(bob, "s_shared", "four")
+    session = bob.open("s_shared")
+    head = session.get(session.head_id)
+    assert head.predecessor == alice.open("s_shared").head_id
+
+
+def test_import_as_new_id_and_into_existing(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    turns(alice, "s_a", "one")
+    bundle = export_bundle(alice, "s_a", tmp_path / "a.bundle")
+    got = import_bundle(bob, bundle, as_id="s_copy")
+    assert got.session_id == "s_copy"
+    assert bob.open("s_copy").meta["id"] == "s_copy"
+    assert state(bob, "s_copy")[0] == state(alice, "s_a")[0]
+    # importing the same bundle again is a pull: nothing new
+    assert import_bundle(bob, bundle, as_id="s_copy").status == "up to date"
+    turns(alice, "s_a", "two")
+    export_bundle(alice, "s_a", tmp_path / "a2.bundle")
+    got = import_bundle(bob, tmp_path / "a2.bundle", as_id="s_copy")
+    assert got.status == "fast-forward" and got.new_turns == 1
+    assert bob.open("s_copy").head_id == alice.open("s_a").head_id
+
+
+def test_push_pull_file_remote_then_divergence_keeps_both_lines(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    remote = bare(tmp_path)
+    url = f"file://{remote}"
+    turns(alice, "s_team", "base")
+    push(alice, "s_team", url, "file")
+    assert (
+        git(remote, "for-each-ref", "--format=%(refname)") == "refs/openprogram/sessions/s_team\n"
+    )
+    got = pull(bob, "s_team", url, "file")
+    assert got.status == "new"
+    assert state(bob, "s_team") == state(alice, "s_team")
+    common = alice.open("s_team").head_id
+
+    turns(alice, "s_team", "alice 1", "alice 2")
+    turns(bob, "s_team", "bob 1")
+    push(alice, "s_team", url, "file")
+    with pytest.raises(SyncError, match="pull first"):
+        push(bob, "s_team", url, "file")
+
+    bob_head = bob.open("s_team").head_id
+    got = pull(bob, "s_team", url, "file")
+    assert got.status == "merged" and got.new_turns == 2
+    session = bob.open("s_team")
+    assert session.head_id == bob_head  # this user's HEAD where it was
+    alice_ids = state(alice, "s_team")[0]
+    assert alice_ids <= {e["id"] for e in session.index()}  # nothing lost
+    (line,) = lines(session)
+    assert line.tip == alice.open("s_team").head_id and line.turns == 2
+    assert session.get(line.tip).predecessor != common  # alice 2 -> alice 1 -> base
+    assert git(session.path, "fsck", "--strict", "--no-dangling") == ""
+    assert git(session.path, "status", "--porcelain") == ""
+
+    # bob continues his line, pushes (a fast-forward of the remote), alice pulls
+    turns(bob, "s_team", "bob 2")
+    push(bob, "s_team", url, "file")
+    got = pull(alice, "s_team", url, "file")
+    assert got.status == "fast-forward"
+    a = alice.open("s_team")
+    assert a.head_id == line.tip  # alice's HEAD stays on her line
+    assert {e["id"] for e in a.index()} == {e["id"] for e in bob.open("s_team").index()}
+    (other,) = lines(a)
+    assert other.tip == bob.open("s_team").head_id and other.turns == 2
+    turns(alice, "s_team", "alice 3")
+    assert a.get(a.head_id).predecessor == line.tip
+
+
+def test_open_session_in_same_process_sees_the_pull(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    url = f"file://{bare(tmp_path)}"
+    turns(alice, "s_live", "one")
+    push(alice, "s_live", url, "file")
+    pull(bob, "s_live", url, "file")
+    opened = bob.open("s_live")
+    before = len(opened.index())
+    turns(alice, "s_live", "two")
+    push(alice, "s_live", url, "file")
+    pull(bob, "s_live", url, "file")
+    assert len(opened.index()) > before
+    assert opened.head_id == alice.open("s_live").head_id
+
+
+def test_pull_of_unknown_session_and_bad_remotes(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _alice, bob = two
+    url = f"file://{bare(tmp_path)}"
+    with pytest.raises(SyncError, match="has no session s_nope"):
+        pull(bob, "s_nope", url, "file")
+    for hostile in ("ext::sh -c touch% /tmp/pwned", "fd::3", "-uhack", "evil::x"):
+        with pytest.raises(SyncError, match=r"refused|not allowed"):
+            resolve_remote(hostile, tmp_path)
+    with pytest.raises(SyncError, match="metadata"):
+        resolve_remote(None, tmp_path, recorded="http://example.invalid/x.git")
+    with pytest.raises(SyncError, match="no remote named 'origin'"):
+        resolve_remote(None, tmp_path)
+    assert not any(p.name.startswith(".incoming") for p in bob.root.iterdir())
+
+
+def craft(
+    tmp_path: Path, source: Path, ref_id: str, files: dict[str, bytes | str], *extra: str
+) -> Path:
+    """A bundle of ``source``'s history plus one commit adding ``files`` (bytes: a file;
+    str: a symlink to that target), under ``refs/openprogram/sessions/<ref_id>``."""
+    work = tmp_path / f"craft-{len(list(tmp_path.iterdir()))}"
+    subprocess.run(["git", "clone", "-q", str(source), str(work)], check=True)
+    for rel, content in files.items():
+        target = work / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            target.symlink_to(content)
+        else:
+            target.write_bytes(content)
+        git(work, "add", "-f", rel)
+    env = ["-c", "user.name=x", "-c", "user.email=x@x"]
+    if files:
+        git(work, *env, "commit", "-q", "-m", "crafted")
+    git(work, "update-ref", f"refs/openprogram/sessions/{ref_id}", "HEAD")
+    bundle = work.with_suffix(".bundle")
+    git(work, "bundle", "create", "-q", str(bundle), f"refs/openprogram/sessions/{ref_id}", *extra)
+    return bundle
+
+
+def test_hostile_bundles_are_refused_and_nothing_changes(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    turns(alice, "s_a", "one")
+    src = alice.session_path("s_a")
+    node = "history/0000/000001/00000099-c-n_evil.json"
+    cases = {
+        "refs outside": (
+            craft(tmp_path, src, "s_a", {}, "main"),
+            "outside session s_a's namespace",
+        ),
+        "symlink": (craft(tmp_path, src, "s_a", {node: "/etc/passwd"}), "symbolic link"),
+        "stray file": (craft(tmp_path, src, "s_a", {"run.sh": b"echo hi"}), "unexpected file"),
+        "attributes": (
+            craft(tmp_path, src, "s_a", {".gitattributes": b"* filter=x"}),
+            "unexpected file '.gitattributes'",
+        ),
+        "oversized": (craft(tmp_path, src, "s_a", {node: b"0" * (17 << 20)}), "limit"),
+    }
+    junk = tmp_path / "junk.bundle"
+    junk.write_bytes(b"# v2 git bundle\nnot really\n")
+    cases["not a bundle"] = (junk, "not a valid git bundle")
+    import_bundle(bob, export_bundle(alice, "s_a", tmp_path / "ok.bundle"))
+    before = state(bob, "s_a")
+    listing = sorted(p.name for p in bob.root.iterdir())
+    for name, (bundle, message) in cases.items():
+        with pytest.raises(SyncError, match=message):
+            import_bundle(bob, bundle)  # into the existing session
+        with pytest.raises(SyncError, match=message):
+            import_bundle(bob, bundle, as_id="s_fresh")  # as a new one
+        assert state(bob, "s_a") == before, name
+        assert sorted(p.name for p in bob.root.iterdir()) == listing, name
+
+
+def test_bundle_naming_another_session_is_refused(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    turns(alice, "s_a", "one")
+    work = tmp_path / "w"
+    subprocess.run(["git", "clone", "-q", str(alice.session_path("s_a")), str(work)], check=True)
+    git(work, "update-ref", "refs/openprogram/sessions/s_other", "HEAD")
+    bundle = tmp_path / "other.bundle"
+    git(work, "bundle", "create", "-q", str(bundle), "refs/openprogram/sessions/s_other")
+    with pytest.raises(SyncError, match="holds session 's_a', not 's_other'"):
+        import_bundle(bob, bundle)
+    assert not bob.root.exists() or not any(bob.root.iterdir())
