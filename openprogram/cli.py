@@ -8,7 +8,7 @@
     openprogram sessions import FILE [--as NEW_ID]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
-    openprogram research "TASK" --work-dir DIR [--session ID] [--provider NAME]
+    openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
@@ -313,29 +313,44 @@ def add_run_parser(sub: SubParsers) -> None:
 # -- research ---------------------------------------------------------------------------------
 def research_cmd(args: argparse.Namespace) -> int:
     """Run the research workflow as one turn of a (new or continued) session."""
+    from pathlib import Path
+
     from openprogram.programs.research import run_research
     from openprogram.providers import create_runtime
     from openprogram.store.session.ids import mint_session_id
 
     runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
+    if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
+        raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
     session_id = args.session or mint_session_id("research")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     db = open_store(args) if getattr(args, "home", None) else None
     result = run_research(
-        args.task, work_dir=args.work_dir, session_id=session_id, runtime=runtime, db=db
+        args.task,
+        work_dir=args.work_dir,
+        session_id=session_id,
+        runtime=runtime,
+        db=db,
+        resume=not args.restart,
     )
-    print(f"wrote {len(result.files)} files under {args.work_dir}:")
+    print(f"ran: {', '.join(result.stages) or 'nothing (every stage was done)'}")
+    print(f"{len(result.files)} files under {args.work_dir}:")
     for path in result.files:
         print(f"  {path}")
     return 0
 
 
 def add_research_parser(sub: SubParsers) -> None:
-    p = sub.add_parser("research", help="survey a topic, design experiments, draft a paper")
-    p.add_argument("task", help="the research task, in words")
+    p = sub.add_parser(
+        "research", help="survey, gaps, ideas, experiment design, paper, review (resumable)"
+    )
+    p.add_argument(
+        "task", nargs="?", help="the research task, in words (default: the work dir's task)"
+    )
     p.add_argument("--work-dir", required=True, metavar="DIR", help="where the files go")
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
+    p.add_argument("--restart", action="store_true", help="run every stage again (default: resume)")
     p.set_defaults(handler=research_cmd)
 
 

@@ -1,147 +1,173 @@
-"""The research program: files in the work dir, the session id printed, and seed 000's S2
-check — every stage's docstring reaches the model exactly once, as the system message,
-from the CLI as from a plain ``session_context``."""
+"""The research program: the stages as cells of ``notebooks/research.ipynb``, as the CLI
+and as a pipeline, over one work folder; seed 000's S2 check — every stage's docstring
+reaches the model exactly once, as the system message — from every entry point."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
-from openprogram import session_context
 from openprogram.agentic_programming import Runtime
 from openprogram.cli import main
+from openprogram.context.nodes import Call
 from openprogram.programs.research import (
+    PIPELINE,
     SECTIONS,
-    design_experiments,
-    research_agent,
+    ResearchWork,
+    design_experiment,
+    find_gaps,
+    propose_ideas,
+    review_paper,
     run_research,
+    schemas,
     survey_topic,
     write_section,
 )
-from openprogram.providers.base import LLMRequest
-from openprogram.providers.test import TestProvider
 from openprogram.store.session.store import SessionStore
 
-STAGES = {f.__name__: inspect.getdoc(f) for f in (survey_topic, design_experiments, write_section)}
-ORCHESTRATOR_DOC = (inspect.getdoc(research_agent) or "").splitlines()[0]
-FILES = [
-    "ideas.md",
-    "literature_review.md",
-    "paper/01_abstract.md",
-    "paper/02_introduction.md",
-    "paper/03_method.md",
-    "paper/04_experiments.md",
-    "paper/05_conclusion.md",
-    "paper/paper.md",
-]
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "research.ipynb"
+STAGE_FUNCTIONS = (
+    survey_topic, find_gaps, propose_ideas, design_experiment, write_section, review_paper
+)  # fmt: skip
+DOCS = {f.__name__: inspect.getdoc(f) for f in STAGE_FUNCTIONS}
+EXPECTED_CALLS = (
+    ["survey_topic", "find_gaps", "propose_ideas", "design_experiment"]
+    + ["write_section"] * len(SECTIONS)
+    + ["review_paper"]
+)
+SCHEMAS = {
+    "survey": schemas.SURVEY,
+    "gaps": schemas.GAPS,
+    "ideas": schemas.IDEAS,
+    "design": schemas.DESIGN,
+    "review": schemas.REVIEW,
+}
+ARTIFACTS = sorted([f"{s}.{ext}" for s in PIPELINE for ext in ("json", "md")] + ["task.txt"])
 
 
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[LLMRequest]:
-    """Every request any TestProvider gets (the CLI builds its own)."""
-    requests: list[LLMRequest] = []
-    original = TestProvider.complete
-
-    def recording(self: TestProvider, request: LLMRequest, on_delta: object = None) -> object:
-        requests.append(request)
-        return original(self, request, None)
-
-    monkeypatch.setattr(TestProvider, "complete", recording)
-    return requests
+def session_nodes(home: Path, sid: str) -> list[Call]:
+    store = SessionStore(home)
+    try:
+        return sorted(store.open(sid).nodes(), key=lambda n: n.seq)
+    finally:
+        store.close()
 
 
-def research_cli(task: str, work_dir: Path, *extra: str) -> None:
-    code = main(["research", task, "--work-dir", str(work_dir), "--provider", "test", *extra])
+def stages_seen(nodes: list[Call]) -> list[str]:
+    """For each llm node, the stage whose docstring is its one system message (checked to
+    be its caller's docstring, and nowhere else in the request)."""
+    by_id = {n.id: n for n in nodes}
+    seen = []
+    for node in (n for n in nodes if n.kind == "llm"):
+        messages = node.metadata["messages"]
+        system = [m["content"] for m in messages if m["role"] == "system"]
+        stage = by_id[node.caller].name if node.caller else None
+        assert stage in DOCS and system == [DOCS[stage]], (stage, system)
+        first_line = DOCS[stage].splitlines()[0]
+        assert sum(first_line in m["content"] for m in messages) == 1
+        seen.append(stage)
+    return seen
+
+
+def run_notebook_entry(tmp_path: Path, home: Path) -> tuple[str, Path]:
+    from openprogram_magics.headless import run_notebook
+
+    target = tmp_path / "nb" / "research.ipynb"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy(NOTEBOOK, target)
+    result = run_notebook(target, timeout=120)
+    assert result.error is None and result.session_id
+    return result.session_id, target.parent / "research_work"
+
+
+def run_cli_entry(tmp_path: Path, home: Path) -> tuple[str, Path]:
+    work = tmp_path / "cli"
+    code = main(["research", "a task", "--work-dir", str(work), "--provider", "test"])
     assert code == 0
+    (sid,) = {n.name for n in (home / "sessions").iterdir()}
+    return sid, work
 
 
-def stage_of(request: LLMRequest) -> str:
-    """The stage whose docstring is this request's one system message — and only there."""
-    system = [m["content"] for m in request.messages if m["role"] == "system"]
-    assert len(system) == 1, system
-    stage = next(name for name, doc in STAGES.items() if system[0] == doc)
-    elsewhere = [m for m in request.messages[1:] if STAGES[stage].splitlines()[0] in m["content"]]
-    assert elsewhere == []
-    assert ORCHESTRATOR_DOC not in str(request.messages)  # it execs nothing itself
-    return stage
+ENTRY_POINTS: dict[str, Callable[[Path, Path], tuple[str, Path]]] = {
+    "notebook": run_notebook_entry,
+    "cli": run_cli_entry,
+}
 
 
-def assert_each_stage_docstring_sent_once(requests: list[LLMRequest]) -> None:
-    stages = [stage_of(r) for r in requests]
-    assert stages == ["survey_topic", "design_experiments"] + ["write_section"] * len(SECTIONS)
-
-
-def files_under(work_dir: Path) -> list[str]:
-    return sorted(str(p.relative_to(work_dir)) for p in work_dir.rglob("*") if p.is_file())
-
-
-def test_cli_writes_the_files_prints_the_session_and_sends_each_docstring_once(
-    tmp_path: Path, captured: list[LLMRequest], capsys: pytest.CaptureFixture[str]
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+def test_each_stage_docstring_reaches_the_model_once_from_every_entry_point(
+    entry: str, tmp_path: Path, op_home: Path
 ) -> None:
-    research_cli("agent reliability", tmp_path / "out")
-    out = capsys.readouterr().out
-    match = re.match(r"session: (research_[0-9a-f]{10}) \(--session \1 to continue\)\n", out)
-    assert match, out
-    assert files_under(tmp_path / "out") == FILES
-    paper = (tmp_path / "out" / "paper" / "paper.md").read_text()
-    assert paper.count("[test reply]") == len(SECTIONS)
-    assert_each_stage_docstring_sent_once(captured)
-    assert '"section": "abstract"' in captured[2].messages[-1]["content"]  # data, not orders
+    sid, work = ENTRY_POINTS[entry](tmp_path, op_home)
+    assert stages_seen(session_nodes(op_home, sid)) == EXPECTED_CALLS
+    assert sorted(p.name for p in work.iterdir()) == ARTIFACTS
 
 
-def test_a_plain_session_context_sends_each_docstring_once(
-    tmp_path: Path, captured: list[LLMRequest]
+@pytest.mark.timeout(180)
+def test_the_notebook_runs_offline_and_its_artifacts_are_structured(
+    tmp_path: Path, op_home: Path
 ) -> None:
-    from openprogram import create_runtime
+    sid, folder = run_notebook_entry(tmp_path, op_home)
+    work = ResearchWork(folder)
+    for stage, schema in SCHEMAS.items():
+        jsonschema.validate(work.load(stage), schema)
+    paper = work.load("paper")
+    assert [s["heading"] for s in paper["sections"]] == ["[test] The section's heading"] * 5
+    review_md = (folder / "review.md").read_text()
+    assert "## Weaknesses\n\n- [test] A weakness" in review_md and "/10" in review_md
+    turns = [n for n in session_nodes(op_home, sid) if n.kind == "turn"]
+    assert len(turns) == 6  # one turn per stage cell
 
-    with session_context(runtime=create_runtime("test")):
-        names = research_agent("agent reliability", str(tmp_path))
-    assert sorted(names) == FILES
-    assert_each_stage_docstring_sent_once(captured)
+    # the CLI continues the notebook's session over the same folder
+    assert main(["research", "--work-dir", str(folder), "--session", sid, "--restart"]) == 2
+    code = main(
+        ["research", "--work-dir", str(folder), "--session", sid, "--provider", "test", "--restart"]
+    )
+    assert code == 0
+    nodes = session_nodes(op_home, sid)
+    first_cli_llm = next(n for n in nodes if n.kind == "llm" and n.turn > turns[-1].turn)
+    history = "\n".join(m["content"] for m in first_cli_llm.metadata["messages"][1:-1])
+    assert "review = review_paper(TASK, paper)" in history  # the notebook's cells
 
 
-def test_a_second_run_with_session_continues_it(
-    tmp_path: Path,
-    captured: list[LLMRequest],
-    capsys: pytest.CaptureFixture[str],
-    op_home: Path,
+def test_a_resumed_run_starts_at_the_first_stage_not_done(
+    tmp_path: Path, rt: Runtime, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    research_cli("survey agent reliability", tmp_path / "a")
-    session_id = capsys.readouterr().out.split()[1]
-    captured.clear()
-    research_cli("now turn it into a paper", tmp_path / "b", "--session", session_id)
-    assert capsys.readouterr().out.startswith(f"session: {session_id} ")
-
-    survey = captured[0].messages
-    assert survey[0]["content"] == STAGES["survey_topic"]
-    history = "\n".join(m["content"] for m in survey[1:-1])
-    assert "research_agent(task='survey agent reliability'" in history
-    assert "now turn it into a paper" in survey[-1]["content"]
-    session = SessionStore(op_home).open(session_id)
-    turns = [n for n in session.nodes() if n.name == "research_agent"]
-    assert len(turns) == 2 and turns[1].predecessor == turns[0].id
-    assert session.meta["source"] == "cli" and session.meta["turns"] == 2
-
-
-def test_run_research_returns_the_session_and_the_files(tmp_path: Path, rt: Runtime) -> None:
     first = run_research("a task", work_dir=tmp_path, runtime=rt)
-    again = run_research("more", work_dir=tmp_path, session_id=first.session_id, runtime=rt)
-    assert first.session_id.startswith("research_") and again.session_id == first.session_id
-    assert [p.relative_to(tmp_path).as_posix() for p in first.files] == [
-        "literature_review.md",
-        "ideas.md",
-        *(f"paper/{i:02d}_{name}.md" for i, name in enumerate(SECTIONS, 1)),
-        "paper/paper.md",
-    ]
-    assert all(p.is_file() for p in first.files)
+    assert first.stages == list(PIPELINE)
+    (tmp_path / "design.json").unlink()
+    (tmp_path / "review.json").unlink()
+    again = run_research(None, work_dir=tmp_path, session_id=first.session_id, runtime=rt)
+    assert again.stages == ["design", "paper", "review"] and again.session_id == first.session_id
+    assert run_research(None, work_dir=tmp_path, runtime=rt).stages == []
 
 
-def test_without_a_provider_the_cli_says_how_to_configure_one(
+def test_the_cli_prints_the_session_and_what_it_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["research", "x", "--work-dir", str(tmp_path), "--provider", "test"]) == 0
+    out = capsys.readouterr().out
+    assert re.match(r"session: (research_[0-9a-f]{10}) \(--session \1 to continue\)\n", out)
+    assert "ran: survey, gaps, ideas, design, paper, review\n" in out
+    data: dict[str, Any] = json.loads((tmp_path / "ideas.json").read_text())
+    jsonschema.validate(data, schemas.IDEAS)
+
+
+def test_without_a_provider_or_a_task_the_cli_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], op_home: Path
 ) -> None:
     assert main(["research", "x", "--work-dir", str(tmp_path)]) == 2
     assert "No LLM provider configured" in capsys.readouterr().err
+    assert main(["research", "--work-dir", str(tmp_path / "new"), "--provider", "test"]) == 2
+    assert "no task given" in capsys.readouterr().err
     assert not (op_home / "sessions").exists()  # nothing written

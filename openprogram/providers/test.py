@@ -1,9 +1,11 @@
 """Offline providers that are public API: ``test`` (deterministic) and ``function``.
 
 ``TestProvider`` answers without a network: the first allowed choice when the call has
-``choices``, a JSON value built from the schema when it has a ``response_format``, and
-otherwise ``reply`` (or a short echo of the request).  It records every request it gets,
-so a test or a notebook can look at exactly what the model would have seen.
+``choices``, a JSON value built from the schema when it has a ``response_format`` (valid
+against it, each string saying what it stands for: ``"[test] <the field's description>"``),
+and otherwise ``reply`` (or a short echo of the request).  It is a stand-in that exercises
+every path of a program offline, not a model: its content says so.  It records every
+request it gets, so a test or a notebook can look at exactly what the model would have seen.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 
 
 def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
-    """A small value that satisfies ``schema`` (enough for the test provider)."""
+    """A small value that satisfies ``schema``: the first enum/example, an array of
+    ``minItems`` (at least one), numbers at their ``minimum``, and strings that name what
+    they stand for (``"[test] <description or title>"``)."""
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
         return sample_from_schema(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
@@ -24,6 +28,8 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
         return schema["enum"][0]
     if "const" in schema:
         return schema["const"]
+    if schema.get("examples"):
+        return schema["examples"][0]
     for key in ("anyOf", "oneOf", "allOf"):
         if schema.get(key):
             return sample_from_schema(schema[key][0], defs)
@@ -34,10 +40,15 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
         props = schema.get("properties", {})
         return {name: sample_from_schema(sub, defs) for name, sub in props.items()}
     if kind == "array":
-        return [sample_from_schema(schema.get("items", {}), defs)]
-    return {"string": "a", "integer": 0, "number": 0.0, "boolean": True, "null": None}.get(
-        kind, "a"
-    )
+        count = max(1, int(schema.get("minItems", 1)))
+        return [sample_from_schema(schema.get("items", {}), defs) for _ in range(count)]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", 0)
+        return int(low) if kind == "integer" else float(low)
+    if kind == "string":
+        label = schema.get("description") or schema.get("title")
+        return f"[test] {label}" if label else "a"
+    return {"boolean": True, "null": None}.get(kind, "a")
 
 
 def _tokens(text: str) -> int:

@@ -1,20 +1,42 @@
-"""The research workflow: survey → ideas → paper, one stage function per step."""
+"""The research workflow: survey → gaps → ideas → design → paper → review.
 
-from openprogram.programs.research.harness import ResearchResult, run_research
+Each stage is an ``@agentic_function`` (``stages.py``) whose docstring is its instruction;
+the notebook (``notebooks/research.ipynb``), the CLI (``openprogram research``) and a
+background run call the same functions and keep their results in one work folder.
+"""
+
+from openprogram.programs.research.artifacts import ResearchWork
+from openprogram.programs.research.harness import (
+    PIPELINE,
+    ResearchResult,
+    research_agent,
+    run_research,
+    run_stage,
+)
 from openprogram.programs.research.stages import (
     SECTIONS,
-    design_experiments,
-    research_agent,
+    design_experiment,
+    find_gaps,
+    propose_ideas,
+    review_paper,
     survey_topic,
+    write_paper,
     write_section,
 )
 
 __all__ = [
+    "PIPELINE",
     "SECTIONS",
     "ResearchResult",
-    "design_experiments",
+    "ResearchWork",
+    "design_experiment",
+    "find_gaps",
+    "propose_ideas",
     "research_agent",
+    "review_paper",
     "run_research",
+    "run_stage",
     "survey_topic",
+    "write_paper",
     "write_section",
 ]

@@ -1,51 +1,98 @@
-"""``run_research``: the research workflow as one turn of a session.
+"""The research pipeline: the stages in order over a work folder, resumable.
 
-The work dir (artifact files) and the session (the DAG of what was asked and answered)
+The work folder (artifact files) and the session (the DAG of what was asked and answered)
 are two independent kinds of persistence: passing ``session_id`` back continues the
-session's history whatever the work dir, and the work dir is plain files either way.
+session's history whatever the folder, and a stage whose ``<stage>.json`` is in the folder
+is done — a resumed run (the CLI again, a notebook cell, a background run after a kernel
+restart) starts at the first stage that is not.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from openprogram.agentic_programming import agentic_function
+from openprogram.programs.research import stages
+from openprogram.programs.research.artifacts import ResearchWork
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram.store.session.store import SessionStore
+
+PIPELINE = ("survey", "gaps", "ideas", "design", "paper", "review")
+
+
+def run_stage(work: ResearchWork, stage: str) -> dict[str, Any]:
+    """Run ``stage`` on what earlier stages left in ``work`` and save its result."""
+    task, load = work.task, work.load
+    if stage == "survey":
+        doc = stages.survey_topic(task)
+    elif stage == "gaps":
+        doc = stages.find_gaps(task, load("survey"))
+    elif stage == "ideas":
+        doc = stages.propose_ideas(task, load("survey"), load("gaps"))
+    elif stage == "design":
+        doc = stages.design_experiment(task, load("ideas"))
+    elif stage == "paper":
+        doc = stages.write_paper(task, load("survey"), load("ideas"), load("design"))
+    elif stage == "review":
+        doc = stages.review_paper(task, load("paper"))
+    else:
+        raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(PIPELINE)}")
+    work.save(stage, doc)
+    return doc
+
+
+@agentic_function
+def research_agent(work_dir: str, resume: bool = True) -> list[str]:
+    """Carry the research task in work_dir from a literature survey to a reviewed draft.
+
+    Runs survey, gaps, ideas, design, paper and review in order, each saving
+    <stage>.json and <stage>.md; with resume, it starts at the first stage not done (the
+    later ones depend on it, so they run again). Returns the stages run.
+    """
+    work = ResearchWork(work_dir)
+    todo = list(PIPELINE)
+    if resume:
+        todo = todo[next((i for i, s in enumerate(todo) if not work.done(s)), len(todo)) :]
+    for stage in todo:
+        run_stage(work, stage)
+    return todo
 
 
 @dataclass
 class ResearchResult:
     session_id: str  # pass it back to continue: run_research(..., session_id=...)
     files: list[Path]
+    stages: list[str]  # the stages this run ran (the others were done already)
 
 
 def run_research(
-    task: str,
+    task: str | None,
     *,
     work_dir: str | Path,
     session_id: str | None = None,
     runtime: Runtime | None = None,
     db: SessionStore | None = None,
+    resume: bool = True,
 ) -> ResearchResult:
-    """Run ``research_agent`` on ``task`` inside ``session_context`` — which is what makes
-    each stage's docstring reach the model from a script or the CLI, as from a notebook."""
-    from openprogram.programs.research.stages import research_agent
+    """Run ``research_agent`` inside ``session_context`` — which is what makes each stage's
+    docstring reach the model from a script or the CLI, as from a notebook.  ``task=None``
+    continues the task already in ``work_dir``."""
     from openprogram.store.session.context import session_context
 
-    out = Path(work_dir).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    title = " ".join(task.split())[:60]  # used only when the session is new
+    work = ResearchWork(work_dir, task)
+    title = " ".join(work.task.split())[:60]  # used only when the session is new
     with session_context(
         session_id,
         id_prefix="research",
         source="cli",
         runtime=runtime,
         title=title,
-        message=task,
+        message=work.task,
         db=db,
     ) as handle:
-        names = research_agent(task, str(out))
-    return ResearchResult(handle.session_id, [out / name for name in names])
+        ran = research_agent(str(work.folder), resume)
+    return ResearchResult(handle.session_id, work.files(), ran)

@@ -1,122 +1,116 @@
-"""The research workflow's stages.
+"""The research workflow's stages: survey → gaps → ideas → design → paper → review.
 
 Each docstring is the instruction the model gets for that stage (sent once, as the system
-message, by the session context); each body only moves data: inputs in, Markdown out,
-files written.  Changing what a stage does means editing its docstring.
+message, by the session context); each body only moves data: the inputs go to the model
+as JSON, the reply comes back as JSON checked against the stage's schema
+(``schemas.py``), a dict.  Changing what a stage does means editing its docstring.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from openprogram.agentic_programming import Runtime, agentic_function
+from openprogram.programs.research import schemas
 
 SECTIONS = ("abstract", "introduction", "method", "experiments", "conclusion")
+Doc = dict[str, Any]
 
 
-def ask(runtime: Runtime | None, **inputs: Any) -> str:
-    """One exec of the current stage with ``inputs`` as its content (JSON)."""
+def ask(runtime: Runtime | None, schema: dict[str, Any], **inputs: Any) -> Doc:
+    """One exec of the current stage: ``inputs`` as its content, a reply in ``schema``."""
     assert runtime is not None, "session_context installs a runtime"
-    return str(runtime.exec(inputs))
-
-
-def save(work_dir: Path, name: str, text: str) -> str:
-    path = work_dir / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.rstrip() + "\n", encoding="utf-8")
-    return name
+    reply = runtime.exec(inputs, response_format=schema)
+    assert isinstance(reply, dict)
+    return reply
 
 
 @agentic_function
-def survey_topic(task: str, runtime: Runtime | None = None) -> str:
-    """Survey the literature a research task builds on; write the review in Markdown.
+def survey_topic(task: str, papers: list[Doc] | None = None, runtime: Runtime | None = None) -> Doc:
+    """Survey the literature a research task builds on.
 
-    You are a careful research assistant. The input is JSON with the research `task`.
-    Write a literature review with exactly these parts:
-
-    # Literature review
-    ## Scope — one paragraph: the question the task asks, in your own words, and what
-       is in and out of scope.
-    ## Key works — 5 to 10 entries, grouped by approach, each formatted as
-       "**Authors (year). Title.** — the contribution in one sentence; how it bears on the
-       task". Cite only works you are confident exist; when unsure of a detail, write
-       "(to verify)" rather than inventing authors, years or venues.
-    ## What is settled — 3 to 5 bullets of findings the field agrees on.
-    ## Open problems — 3 to 5 bullets, each a gap the task could address, most promising
-       first.
-
-    Output only the Markdown document, no preamble.
+    You are a careful research assistant. The input is JSON with the research `task` and,
+    when a search was run, `papers` found for it (title, authors, year, summary). Write the
+    scope of the question, 5 to 10 key works grouped by approach (prefer the given papers;
+    cite only works you are confident exist, and write "(to verify)" rather than invent a
+    detail), 3 to 5 findings the field agrees on, and 3 to 5 open problems, most promising
+    first. Reply with JSON in the required format only.
     """
-    return ask(runtime, task=task)
+    return ask(runtime, schemas.SURVEY, task=task, papers=papers or [])
 
 
 @agentic_function
-def design_experiments(task: str, literature_review: str, runtime: Runtime | None = None) -> str:
-    """Turn a literature review into concrete research ideas with experiment designs.
+def find_gaps(task: str, survey: Doc, runtime: Runtime | None = None) -> Doc:
+    """Find the research gaps a literature survey leaves open.
 
-    You are a research lead. The input is JSON with the `task` and the
-    `literature_review` (Markdown). Propose exactly 3 ideas that address the review's open
-    problems. For each idea write, in Markdown:
-
-    ## Idea N: <a short name>
-    - **Hypothesis** — one falsifiable sentence.
-    - **Method** — what is built or changed, in 2-4 sentences.
-    - **Experiments** — datasets or environments, baselines (including the strongest one
-      from the review), metrics, and the ablation that isolates the idea's contribution.
-    - **Expected outcome** — what result would confirm and what would refute the hypothesis.
-    - **Risks and cost** — what could fail, and a rough compute/time budget.
-
-    End with "## Choice": the idea to pursue first and why, in 2-3 sentences. Stay
-    consistent with the review; do not cite works it does not mention. Output only Markdown.
+    You are a critical reviewer of a field. The input is JSON with the `task` and the
+    `survey`. Name up to 5 gaps the surveyed works leave open and the task could address,
+    most promising first; for each say why it is open and which surveyed works show it.
+    Do not cite works the survey does not list. Reply with JSON in the required format only.
     """
-    return ask(runtime, task=task, literature_review=literature_review)
+    return ask(runtime, schemas.GAPS, task=task, survey=survey)
+
+
+@agentic_function
+def propose_ideas(task: str, survey: Doc, gaps: Doc, runtime: Runtime | None = None) -> Doc:
+    """Propose research ideas that close the gaps.
+
+    You are a research lead. The input is JSON with the `task`, the `survey` and the
+    `gaps`. Propose up to 3 ideas, each with a falsifiable hypothesis, the method in 2-4
+    sentences and the gap it addresses; then choose the idea to pursue first and say why.
+    Stay consistent with the survey. Reply with JSON in the required format only.
+    """
+    return ask(runtime, schemas.IDEAS, task=task, survey=survey, gaps=gaps)
+
+
+@agentic_function
+def design_experiment(task: str, ideas: Doc, runtime: Runtime | None = None) -> Doc:
+    """Design the experiment that tests the chosen idea.
+
+    You are an experimentalist. The input is JSON with the `task` and the `ideas` (the
+    `choice` names the idea to test). Give the hypothesis, the setup (datasets or
+    environments), baselines including the strongest known one, metrics, the ablations that
+    isolate the idea's contribution, the results that would confirm or refute it, and the
+    risks with a rough compute/time budget. Reply with JSON in the required format only.
+    """
+    return ask(runtime, schemas.DESIGN, task=task, ideas=ideas)
 
 
 @agentic_function
 def write_section(
-    section: str, task: str, literature_review: str, ideas: str, runtime: Runtime | None = None
-) -> str:
-    """Write one section of a short research paper from the review and the chosen idea.
+    section: str, task: str, survey: Doc, ideas: Doc, design: Doc, runtime: Runtime | None = None
+) -> Doc:
+    """Write one section of a short research paper.
 
-    You are writing a workshop paper. The input is JSON with the `section` to write
-    (abstract, introduction, method, experiments or conclusion), the `task`, the
-    `literature_review` and the `ideas` (whose "Choice" names the idea the paper is about).
-
-    Start with "## <Section name>" and write only that section:
-    - abstract: at most 150 words — problem, idea, how it is evaluated, expected finding.
-    - introduction: motivation, the gap (from the review's open problems), the idea, and
-      a bulleted list of contributions; cite works as (Author, year) from the review only.
-    - method: the chosen idea precisely enough to reimplement; notation defined on first use.
-    - experiments: setup, baselines, metrics and ablations from the chosen idea's design,
-      as a plan (no invented numbers: results are to be run).
-    - conclusion: what the paper shows if the hypothesis holds, limitations, next steps.
-
-    Plain academic prose, no filler, no text outside the section.
+    You are writing a workshop paper about the chosen idea. The input is JSON with the
+    `section` to write (abstract, introduction, method, experiments or conclusion), the
+    `task`, the `survey`, the `ideas` and the experiment `design`. abstract: at most 150
+    words. introduction: motivation, the gap, the idea, the contributions; cite as
+    (Author, year) from the survey only. method: precise enough to reimplement.
+    experiments: the design as a plan, no invented numbers. conclusion: what the paper
+    shows if the hypothesis holds, limitations, next steps. Reply with JSON in the
+    required format only.
     """
     return ask(
-        runtime, section=section, task=task, literature_review=literature_review, ideas=ideas
-    )
+        runtime, schemas.SECTION, section=section, task=task, survey=survey, ideas=ideas,
+        design=design,
+    )  # fmt: skip
 
 
 @agentic_function
-def research_agent(task: str, work_dir: str) -> list[str]:
-    """Carry a research task from a literature survey to a draft paper.
+def write_paper(task: str, survey: Doc, ideas: Doc, design: Doc) -> Doc:
+    """Draft the paper: one write_section call per section, titled after the chosen idea."""
+    sections = [write_section(name, task, survey, ideas, design) for name in SECTIONS]
+    return {"title": str(ideas.get("choice") or task), "sections": sections}
 
-    survey_topic writes literature_review.md; design_experiments reads it and writes
-    ideas.md; write_section drafts each section into paper/NN_<section>.md, and
-    paper/paper.md joins them.  Returns the files written, relative to ``work_dir``.
+
+@agentic_function
+def review_paper(task: str, paper: Doc, runtime: Runtime | None = None) -> Doc:
+    """Review a draft paper as a workshop reviewer would.
+
+    You are a fair but demanding reviewer. The input is JSON with the `task` and the draft
+    `paper`. Summarise its claim, list strengths, weaknesses concrete enough to act on and
+    questions for the authors, give a score from 1 to 10 and a decision (revise or
+    accept). Reply with JSON in the required format only.
     """
-    out = Path(work_dir)
-    review = survey_topic(task)
-    ideas = design_experiments(task, review)
-    drafts = {name: write_section(name, task, review, ideas) for name in SECTIONS}
-    return [
-        save(out, "literature_review.md", review),
-        save(out, "ideas.md", ideas),
-        *(
-            save(out, f"paper/{i:02d}_{name}.md", text)
-            for i, (name, text) in enumerate(drafts.items(), 1)
-        ),
-        save(out, "paper/paper.md", "\n\n".join(drafts.values())),
-    ]
+    return ask(runtime, schemas.REVIEW, task=task, paper=paper)
