@@ -1,7 +1,7 @@
 """The ``openprogram`` console script.
 
     openprogram sessions list                 id, turns, updated, title — newest first
-    openprogram sessions show ID              meta, node counts, problems, the DAG as a tree
+    openprogram sessions show ID [--last N]   meta, node counts, problems, the DAG as a tree
     openprogram sessions log ID               one line per commit
     openprogram sessions delete ID [--yes]
     openprogram sessions export ID -o FILE    a git bundle of the session
@@ -84,34 +84,10 @@ def _open_session(args: argparse.Namespace) -> Any:
         return store.open(args.session_id)
 
 
-def dag_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """The DAG as text: one line per node ``kind name [status]``, indented under its caller.
-
-    Nodes whose caller is unknown are shown at the top level; cycles are cut.
-    """
-    known = {e["id"] for e in entries}
-    kids: dict[str | None, list[dict[str, Any]]] = {}
-    for entry in entries:  # already in seq order
-        caller = entry["caller"] if entry["caller"] in known else None
-        kids.setdefault(caller, []).append(entry)
-    lines: list[str] = []
-    shown: set[str] = set()
-    stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(kids.get(None, []))]
-    while stack:
-        entry, depth = stack.pop()
-        if entry["id"] in shown:
-            continue
-        shown.add(entry["id"])
-        lines.append(f"{'  ' * depth}{entry['kind']} {entry['name']} [{entry['status']}]")
-        stack.extend((child, depth + 1) for child in reversed(kids.get(entry["id"], [])))
-    for entry in entries:  # only reachable through a cycle
-        if entry["id"] not in shown:
-            lines.append(f"{entry['kind']} {entry['name']} [{entry['status']}] (in a cycle)")
-    return lines
-
-
 def sessions_show(args: argparse.Namespace) -> int:
     from collections import Counter
+
+    from openprogram.view import render_text_tree
 
     session = _open_session(args)
     meta = session.meta
@@ -138,27 +114,26 @@ def sessions_show(args: argparse.Namespace) -> int:
     else:
         print("problems none")
     print()
-    for line in dag_lines(entries):
-        print(line)
+    print(
+        render_text_tree(
+            [c.to_dict() for c in session.nodes()], session.head_id, last_turns=args.last
+        )
+    )
     return 0
 
 
 def sessions_log(args: argparse.Namespace) -> int:
-    import subprocess
+    import time
+
+    from openprogram.store.session.gitlog import commit_log
 
     store = open_store(args)
     path = store.session_path(args.session_id)
     if not (path / ".git").is_dir():
         store.open(args.session_id)  # raises SessionNotFound with the how-to
-    result = subprocess.run(
-        ["git", "log", "--format=%h %ad %s", "--date=format-local:%Y-%m-%d %H:%M:%S"],
-        cwd=path,
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        raise CliError(f"git log failed in {path}: {one_line(result.stderr)}")
-    sys.stdout.write(result.stdout)
+    for entry in commit_log(path):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.time))
+        print(f"{entry.sha[:7]} {when} {entry.summary}")
     return 0
 
 
@@ -245,6 +220,9 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.set_defaults(handler=sessions_list)
     p = commands.add_parser("show", help="meta, node counts, problems and the DAG of a session")
     p.add_argument("session_id", metavar="ID")
+    p.add_argument(
+        "--last", type=int, default=50, metavar="N", help="unfold only the last N turns (50)"
+    )
     p.set_defaults(handler=sessions_show)
     p = commands.add_parser("log", help="the session's git log, one line per commit")
     p.add_argument("session_id", metavar="ID")

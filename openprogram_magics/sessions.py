@@ -99,16 +99,7 @@ def list_sessions() -> list[dict[str, Any]]:
 
 def session_log(session_id: str) -> list[str]:
     """The session's git log, newest first: ``<short sha> <summary>`` per commit."""
-    import git
-
     from openprogram.agent.session_db import default_db
+    from openprogram.store.session.gitlog import commit_log
 
-    repo = git.Repo(default_db().open(session_id).path)
-    try:
-        return [
-            f"{c.hexsha[:8]} "
-            + (c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"))
-            for c in repo.iter_commits("main")
-        ]
-    finally:
-        repo.close()
+    return [f"{e.sha[:8]} {e.summary}" for e in commit_log(default_db().open(session_id).path)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from openprogram import session_context
-from openprogram.cli import dag_lines, main
+from openprogram.agent.session_db import default_db
+from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.view import render_text_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,16 +77,22 @@ def test_show_prints_meta_counts_and_the_dag_as_an_indented_tree(
     assert "turns    3" in out
     assert "nodes    9: function 3, llm 2, root 1, turn 3 | completed 7, error 2" in out
     assert "problems none" in out
-    tree = out.split("\n\n", 1)[1].splitlines()
-    assert tree == [
+    tree = out.split("\n\n", 1)[1]
+    session = default_db().open("shown")  # the same tree the notebook draws
+    assert tree.rstrip("\n") == render_text_tree(
+        [c.to_dict() for c in session.nodes()], session.head_id, last_turns=50
+    )
+    # node by node: indented under its caller, kind (turns show only their name), status
+    rows = [re.sub(r"^( *)\S+ (.*?)( ← HEAD)?$", r"\1\2", line) for line in tree.splitlines()[1:]]
+    assert rows == [
         "root root [completed]",
-        "turn cell0 [completed]",
+        "cell0 [completed]",
         "  function plan [completed]",
         "    llm test [completed]",
-        "turn cell1 [completed]",
+        "cell1 [completed]",
         "  function plan [completed]",
         "    llm test [completed]",
-        "turn cell2 [error]",
+        "cell2 [error]",
         "  function crash [error]",
     ]
 
@@ -97,16 +106,18 @@ def test_show_lists_problems_naming_the_damaged_file(
     assert main(["sessions", "show", "hurt"]) == 0
     out = capsys.readouterr().out
     assert "problems (1):" in out and str(meta) in out
-    assert "turn cell0 [completed]" in out  # the rest is still shown
+    assert "● cell0 [completed]" in out  # the rest is still shown
 
 
-def test_dag_lines_survive_cycles_and_unknown_callers() -> None:
-    def entry(i: str, caller: str | None) -> dict[str, object]:
-        return {"id": i, "kind": "function", "name": i, "status": "completed", "caller": caller}
+def test_the_tree_survives_cycles_and_unknown_callers() -> None:
+    def node(i: str, caller: str | None) -> dict[str, object]:
+        return {"id": i, "name": i, "caller": caller, "metadata": {"kind": "function"}}
 
-    lines = dag_lines([entry("a", "b"), entry("b", "a"), entry("c", "gone")])
-    assert "function c [completed]" in lines
-    assert sum("(in a cycle)" in line for line in lines) == 2
+    lines = render_text_tree([node("a", "b"), node("b", "a"), node("c", "gone")], None)
+    lines = lines.splitlines()
+    assert any("function c [completed]" in line and "missing-caller" in line for line in lines)
+    assert sum("function a" in line or "function b" in line for line in lines) == 2
+    assert any("cycle" in line for line in lines)
 
 
 def test_log_prints_one_line_per_commit(capsys: pytest.CaptureFixture[str]) -> None:

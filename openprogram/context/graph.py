@@ -15,6 +15,28 @@ Lookup = Callable[[str], Call | None]
 Children = Callable[[str | None], list[str]]
 
 
+def chain(
+    lookup: Lookup, start: str | None, limit: int, *, stop_at_root: bool = False
+) -> list[Call]:
+    """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first.
+
+    Follows ``predecessor`` links; stops at a node ``lookup`` cannot find, at a cycle, and
+    (``stop_at_root``) before the session's root node.
+    """
+    out: list[Call] = []
+    seen: set[str] = set()
+    node_id = start
+    while node_id is not None and len(out) < limit and node_id not in seen:
+        seen.add(node_id)
+        node = lookup(node_id)
+        if node is None or (stop_at_root and node.kind == "root"):
+            break
+        out.append(node)
+        node_id = node.predecessor
+    out.reverse()
+    return out
+
+
 @dataclass
 class Visible:
     """What an exec at one frame sees."""
@@ -58,18 +80,7 @@ class Graph:
 
     def history(self, before: str | None, max_turns: int) -> list[Call]:
         """Up to ``max_turns`` turn-level nodes ending at ``before``, oldest first (no root)."""
-        out: list[Call] = []
-        seen: set[str] = set()
-        node_id = before
-        while node_id is not None and len(out) < max_turns and node_id not in seen:
-            seen.add(node_id)
-            node = self.lookup(node_id)
-            if node is None or node.kind == "root":
-                break
-            out.append(node)
-            node_id = node.predecessor
-        out.reverse()
-        return out
+        return chain(self.lookup, before, max_turns, stop_at_root=True)
 
     def visible_for(self, frame_id: str | None, *, max_turns: int = 20) -> Visible:
         """What an exec made inside ``frame_id`` sees (``None``: a top-level exec).

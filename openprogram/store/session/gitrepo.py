@@ -194,6 +194,9 @@ class GitWriter:
     def blob(self, data: bytes) -> bytes:
         return self._store(b"blob", data)
 
+    def read_commit(self, binsha: bytes) -> bytes:
+        return self._read(binsha)
+
     def read_blob(self, binsha: bytes) -> bytes:
         return self._read(binsha)
 

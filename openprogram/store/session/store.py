@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from openprogram.context import graph
 from openprogram.context.nodes import (
     AWAITING,
     INTERRUPTED,
@@ -705,19 +706,13 @@ class Session:
 
     def chain(self, start: str | None, limit: int) -> list[Call]:
         """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
-        out: list[Call] = []
-        seen: set[str] = set()
-        node_id = start
-        while node_id is not None and len(out) < limit and node_id not in seen:
-            seen.add(node_id)
-            try:
-                call = self.get(node_id)
-            except (KeyError, CorruptedFile):
-                break
-            out.append(call)
-            node_id = call.predecessor
-        out.reverse()
-        return out
+        return graph.chain(self._readable, start, limit)
+
+    def _readable(self, node_id: str) -> Call | None:
+        try:
+            return self.get(node_id)
+        except (KeyError, CorruptedFile):
+            return None
 
     def close(self) -> None:
         with self._mu:
