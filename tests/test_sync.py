@@ -243,3 +243,50 @@ def test_bundle_naming_another_session_is_refused(two, tmp_path: Path) -> None: 
     with pytest.raises(SyncError, match="holds session 's_a', not 's_other'"):
         import_bundle(bob, bundle)
     assert not bob.root.exists() or not any(bob.root.iterdir())
+
+
+def round_trip_over(url: str, alice: SessionStore, bob: SessionStore, protocols: str) -> None:
+    turns(alice, "s_net", "one", "two")
+    push(alice, "s_net", url, protocols)
+    assert pull(bob, "s_net", url, protocols).status == "new"
+    assert state(bob, "s_net") == state(alice, "s_net")
+    turns(bob, "s_net", "three")
+    push(bob, "s_net", url, protocols)
+    assert pull(alice, "s_net", url, protocols).status == "fast-forward"
+    assert state(alice, "s_net") == state(bob, "s_net")
+    assert git(alice.session_path("s_net"), "fsck", "--strict", "--no-dangling") == ""
+
+
+def test_push_pull_over_git_daemon(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.git_servers import git_daemon
+
+    alice, bob = two
+    remote = bare(tmp_path / "srv")
+    with git_daemon(remote.parent) as base:
+        round_trip_over(f"{base}/{remote.name}", alice, bob, "git")
+
+
+def test_push_pull_over_smart_http_with_password(
+    two, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.git_servers import smart_http
+
+    alice, bob = two
+    remote = bare(tmp_path / "srv")
+    password = "s3cret-" + "horse-battery"
+    askpass = tmp_path / "askpass.sh"  # git's own mechanism: it asks this program
+    askpass.write_text(
+        f'#!/bin/sh\ncase "$1" in Username*) echo alice;; *) echo {password};; esac\n'
+    )
+    askpass.chmod(0o700)
+    with smart_http(remote.parent, "alice", password) as base:
+        url = f"{base}/{remote.name}"
+        turns(alice, "s_none", "x")
+        with pytest.raises(SyncError, match="failed"):  # no credentials: refused, one line
+            push(alice, "s_none", url, "http")
+        monkeypatch.setenv("GIT_ASKPASS", str(askpass))
+        round_trip_over(url, alice, bob, "http")
+    for home in (alice.home, bob.home):
+        for path in home.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert password.encode() not in path.read_bytes(), path
