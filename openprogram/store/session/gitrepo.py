@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import os
+import shlex
 import subprocess
 import threading
 import time
@@ -25,15 +25,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openprogram.store.session.safegit import (
+    ACTOR_EMAIL,
+    ACTOR_NAME,
+    BRANCH,
+    check_layout,
+    git_argv,
+    git_env,
+    init_repository,
+    make_safe,
+    object_db,
+    run_git,
+)
+
 if TYPE_CHECKING:
-    import git
     from gitdb.db import GitDB
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
-BRANCH = "main"
 MAX_PACKS = 20  # more packs than this and maintenance merges them into one
-ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
@@ -87,16 +97,19 @@ def tree_sha(entries: TreeEntries, *, ordered: bool = False) -> bytes:
 
 
 def init_repo(path: Path) -> None:
-    """Create the session's repository (branch ``main``, no hooks, no auto gc)."""
-    import git
+    """Create the session's repository (branch ``main``, the canonical config: no hooks,
+    no auto gc), without running git."""
+    init_repository(path)
 
-    repo = git.Repo.init(path, initial_branch=BRANCH)
-    with repo.config_writer() as cfg:
-        cfg.set_value("gc", "auto", "0")
-        cfg.set_value("core", "hooksPath", "/dev/null")
-        cfg.set_value("user", "name", ACTOR_NAME)
-        cfg.set_value("user", "email", ACTOR_EMAIL)
-    repo.close()
+
+def commit_data(tree: bytes, parent: bytes | None, message: str, when: int) -> bytes:
+    """The content of a commit object by the openprogram actor (UTC, no signature)."""
+    actor = f"{ACTOR_NAME} <{ACTOR_EMAIL}> {when} +0000"
+    return (
+        f"tree {tree.hex()}\n"
+        + (f"parent {parent.hex()}\n" if parent else "")
+        + f"author {actor}\ncommitter {actor}\n\n{message}"
+    ).encode("utf-8", "surrogateescape")
 
 
 class GitWriter:
@@ -108,14 +121,12 @@ class GitWriter:
         self._odb: GitDB | None = None  # created on first use: importing gitdb takes time
         self._tree_cache: dict[bytes, TreeEntries] = {}
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree sha
-        self._repo: git.Repo | None = None
 
     @property
     def odb(self) -> GitDB:
-        if self._odb is None:
-            from gitdb.db import GitDB
-
-            self._odb = GitDB(str(self.git_dir / "objects"))
+        if self._odb is None:  # never reads objects/info/alternates
+            check_layout(self.git_dir)
+            self._odb = object_db(self.git_dir / "objects")
         return self._odb
 
     # -- refs --------------------------------------------------------------------------
@@ -235,9 +246,6 @@ class GitWriter:
         Callers hold the session lock, so reading the parent and moving the ref is atomic
         with respect to other writers.
         """
-        import git
-
-        actor = git.Actor(ACTOR_NAME, ACTOR_EMAIL)
         parent = self.head_commit()
         root = self.read_tree(self._commit_tree(parent))
         nested: dict[str, object] = {}
@@ -248,25 +256,7 @@ class GitWriter:
                 node = node.setdefault(part, {})  # type: ignore[assignment]
             node[parts[-1]] = content
         tree = self._merge(root, nested)
-        now = int(time.time())
-        commit = git.Commit(
-            self._git_repo(),
-            git.Commit.NULL_BIN_SHA,
-            tree=git.Tree(self._git_repo(), tree),
-            author=actor,
-            authored_date=now,
-            author_tz_offset=0,
-            committer=actor,
-            committed_date=now,
-            committer_tz_offset=0,
-            message=message,
-            parents=[git.Commit(self._git_repo(), parent)] if parent else [],
-            encoding="UTF-8",
-            gpgsig=None,
-        )
-        buf = io.BytesIO()
-        commit._serialize(buf)
-        binsha = self._store(b"commit", buf.getvalue())
+        binsha = self._store(b"commit", commit_data(tree, parent, message, int(time.time())))
         self._commit_trees[binsha] = tree
         self._set_head_commit(binsha)
         return binsha
@@ -284,34 +274,13 @@ class GitWriter:
                 entries[name] = (self.blob(change), BLOB_MODE)
         return self.write_tree(entries)
 
-    def _git_repo(self) -> git.Repo:
-        if self._repo is None:
-            import git
-
-            self._repo = git.Repo(self.worktree)
-        return self._repo
-
     def close(self) -> None:
-        if self._repo is not None:
-            self._repo.close()
-            self._repo = None
+        self._odb = None
 
 
 def refresh_index(worktree: Path) -> None:
     """Make git's index match HEAD, so ``git status`` in the session is clean."""
-    _git(worktree, "read-tree", "HEAD")
-
-
-def _git(worktree: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    subprocess.run(
-        ["git", "-c", "gc.auto=0", *args],
-        cwd=worktree,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
+    run_git(worktree, "read-tree", "HEAD", check=False)
 
 
 def maintain(worktree: Path, lock_path: Path, *, wait: bool = True) -> bool:
@@ -345,7 +314,8 @@ def maintain(worktree: Path, lock_path: Path, *, wait: bool = True) -> bool:
                 lock.unlink()
         except FileNotFoundError:
             pass
-        git = "git -c gc.auto=0"
+        make_safe(worktree / ".git")
+        git = shlex.join(git_argv())
         packs = "$(ls .git/objects/pack | grep -c '[.]pack$')"
         script = (
             # the loose objects, by name: packing them costs O(new objects), no history walk
@@ -363,7 +333,7 @@ def maintain(worktree: Path, lock_path: Path, *, wait: bool = True) -> bool:
         subprocess.run(
             ["sh", "-c", script],
             cwd=worktree,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            env=git_env({"GIT_DIR": str(worktree / ".git"), "GIT_WORK_TREE": str(worktree)}),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -80,6 +80,7 @@ from openprogram.store.session.index import (
     node_relpath,
     valid_columns,
 )
+from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
 MAINTAIN_EVERY = 50  # commits between packing + index refresh
@@ -99,6 +100,7 @@ class Session:
         self.id = session_id
         self.path = path
         self.pid = os.getpid()
+        make_safe(path / ".git")  # before anything reads the repository
         state = path / ".state"
         state.mkdir(exist_ok=True)
         (path / "workdir").mkdir(exist_ok=True)

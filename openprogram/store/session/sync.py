@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from openprogram.store.session.gitrepo import GitWriter, init_repo
 from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.safegit import git_argv, git_env, run_git
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     REMOTE_NAME,
@@ -53,9 +54,8 @@ if TYPE_CHECKING:
     from openprogram.store.session.store import Session, SessionStore
 
 INCOMING = "refs/openprogram/incoming"
+QUARANTINE_PREFIX = ".incoming-"
 LOCAL = "refs/openprogram/local"
-# what a network git keeps from the caller's environment: git's own ways to authenticate
-CREDENTIAL_VARS = ("GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "HOME")
 
 __all__ = [
     "Received",
@@ -95,35 +95,19 @@ def _git(
     check: bool = True,
     network: str | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run git on ``repo`` with a fixed configuration (no hooks, no programs the repository
-    names).  ``network`` (the allowed protocols) also lets git use the user's own ways to
-    authenticate — their credential helper, askpass, ssh agent — and nothing else."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_DIR": str(repo / ".git"),
-        "GIT_WORK_TREE": str(repo),
-        "LC_ALL": "C",
-        "GIT_ALLOW_PROTOCOL": network or "file",
-    }
-    overrides = ["core.hooksPath=/dev/null", "core.fsmonitor=false", "gc.auto=0"]
-    overrides += ["protocol.ext.allow=never", "transfer.fsckObjects=true"]
-    if network is not None:
-        env.update({k: os.environ[k] for k in CREDENTIAL_VARS if k in os.environ})
-        global_config = Path(os.environ.get("HOME", "/nonexistent")) / ".gitconfig"
-        if global_config.is_file():  # the user's own credential helpers
-            env["GIT_CONFIG_GLOBAL"] = str(global_config)
-    argv = ["git", *(a for o in overrides for a in ("-c", o)), *args]
-    return subprocess.run(
-        argv,
-        cwd=repo,
-        env=env,
+    """Run git on ``repo`` through :func:`safegit.run_git` (no hooks, no programs the
+    repository names, objects checked on receipt).  ``network`` (the allowed protocols)
+    also lets git use the user's own ways to authenticate — their credential helper,
+    askpass, ssh agent — and nothing else.  A quarantine keeps its ``alternates`` (ours)."""
+    return run_git(
+        repo,
+        "-c",
+        "transfer.fsckObjects=true",
+        *args,
         input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        capture_output=True,
         check=check,
+        network=network,
+        sanitize=not repo.name.startswith(QUARANTINE_PREFIX),
     )
 
 
@@ -153,7 +137,7 @@ def _is_ancestor(repo: Path, a: str, b: str) -> bool:
 def _quarantine(store: SessionStore) -> Iterator[Path]:
     """An empty repository under the sessions folder, deleted afterwards."""
     store.root.mkdir(parents=True, exist_ok=True)
-    path = store.root / f".incoming-{os.getpid()}-{os.urandom(4).hex()}"
+    path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     init_repo(path)
     try:
         yield path
@@ -454,10 +438,10 @@ def resolve_remote(
         config = _repo_config(base)
         url = None
         if config is not None and config.is_file():
-            got = subprocess.run(
-                ["git", "config", "--file", str(config), "--get", f"remote.{name}.url"],
+            got = subprocess.run(  # reads one key of that file (no includes), runs nothing
+                git_argv("config", "--file", str(config), "--get", f"remote.{name}.url"),
                 capture_output=True,
-                env={"PATH": os.environ.get("PATH", ""), "GIT_CONFIG_NOSYSTEM": "1"},
+                env=git_env(),
             )
             url = got.stdout.decode().strip() or None
         if url is None:

@@ -1,0 +1,275 @@
+"""Running git on a session folder someone else may have written, without running anything
+the folder names.
+
+A session folder can come from anyone (a copy, a clone, a shared notebook's session), and
+its ``.git`` can name programs git would run: hooks, ``core.hooksPath``, ``core.fsmonitor``,
+``gpg.program`` with ``log.showSignature``, pagers, external diffs, filters and textconv
+drivers (bound to paths by a committed ``.gitattributes``), ``include.path`` pulling in any
+file, ``objects/info/alternates`` and ``commondir`` pointing outside the folder.  One
+mechanism covers all of them:
+
+* :func:`make_safe` is called before git touches a session: ``.git/config`` becomes the
+  project's canonical config (git always reads the repository's config, so that is the only
+  way to drop an ``include.path`` or a filter driver), ``alternates``/``commondir`` are
+  removed and a ``.git`` whose core parts are symlinks is refused.
+* :func:`run_git` (the only way the project starts git) runs it with :func:`git_env` — no
+  system or global config, no variables from the caller's environment — and ``-c``
+  overrides that switch off every config key able to run a program, in case the repository
+  config changed between :func:`make_safe` and the run.
+* The pure-Python object reads (:func:`object_db`) never look at ``alternates``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openprogram.errors import CorruptedFile
+
+if TYPE_CHECKING:
+    from gitdb.db import GitDB
+
+BRANCH = "main"
+ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
+HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
+
+
+def canonical_config(*, bare: bool = False) -> bytes:
+    """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored)."""
+    return (
+        "[core]\n"
+        "\trepositoryformatversion = 0\n"
+        "\tfilemode = true\n"
+        f"\tbare = {'true' if bare else 'false'}\n"
+        f"{'' if bare else chr(9) + 'logallrefupdates = true' + chr(10)}"
+        "\thooksPath = /dev/null\n"
+        "[gc]\n"
+        "\tauto = 0\n"
+        "[user]\n"
+        f"\tname = {ACTOR_NAME}\n"
+        f"\temail = {ACTOR_EMAIL}\n"
+    ).encode()
+
+
+# Config keys that can make git run a program, set to harmless values on the command line
+# (which wins over any config file).  Keys without a harmless value (``diff.external``,
+# ``core.alternateRefsCommand``, drivers named by ``.gitattributes``…) can only come from the
+# repository config, which :func:`make_safe` replaces; commands that diff pass
+# ``--no-ext-diff --no-textconv`` as well.
+OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.pager", "cat"),
+    ("core.editor", ":"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "ssh"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.excludesFile", "/dev/null"),
+    ("sequence.editor", ":"),
+    ("log.showSignature", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("push.gpgSign", "false"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+# git's own ways to authenticate, kept for a network operation (push, pull): the user's
+# credential helpers and ssh command come from their global config, never from a session's
+CREDENTIAL_VARS = ("GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
+_CREDENTIAL_KEYS = ("core.askPass", "core.sshCommand", "credential.helper")
+_KEPT_VARS = ("PATH", "HOME", "TZ", "LANG", "TMPDIR", "SYSTEMROOT")
+
+
+def git_env(
+    extra: Mapping[str, str] | None = None, *, network: str | None = None
+) -> dict[str, str]:
+    """The whole environment of a git subprocess: a few neutral variables of ours, no
+    ``GIT_*`` (nor pager, editor, askpass, ssh command) from the caller's environment unless
+    ``extra`` passes it explicitly.  Only the ``file`` protocol is allowed, unless
+    ``network`` names the allowed protocols (``"https:ssh"``…): then the user's global git
+    config and :data:`CREDENTIAL_VARS` are kept, so their own credentials work."""
+    env = {name: os.environ[name] for name in _KEPT_VARS if name in os.environ}
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_SYSTEM": "/dev/null",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+            "GIT_EDITOR": ":",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_PROTOCOL_FROM_USER": "0",
+            "GIT_ALLOW_PROTOCOL": network or "file",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "LC_ALL": "C",
+        }
+    )
+    if network is not None:
+        env.update({k: os.environ[k] for k in CREDENTIAL_VARS if k in os.environ})
+        global_config = Path(os.environ.get("HOME", "/nonexistent")) / ".gitconfig"
+        if global_config.is_file():
+            env["GIT_CONFIG_GLOBAL"] = str(global_config)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git_argv(*args: str, network: bool = False) -> list[str]:
+    """``git`` with the overrides, then ``args`` (for :func:`run_git` and shell scripts);
+    ``network`` leaves the credential keys to the user's global config."""
+    overrides = [
+        arg
+        for key, value in OVERRIDES
+        if not (network and key in _CREDENTIAL_KEYS)
+        for arg in ("-c", f"{key}={value}")
+    ]
+    return ["git", "--no-pager", *overrides, *args]
+
+
+def git_dir_of(repo: Path) -> Path:
+    """``repo/.git`` for a session folder, ``repo`` itself for a bare repository."""
+    dot_git = repo / ".git"
+    return dot_git if os.path.lexists(dot_git) else repo
+
+
+def run_git(
+    repo: Path,
+    *args: str,
+    input: bytes | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    network: str | None = None,
+    sanitize: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git args`` on ``repo`` (a session folder or a bare repository) safely: the
+    repository is made safe first (:func:`make_safe`; ``sanitize=False`` only for a
+    repository the project made itself in this operation, such as a quarantine borrowing a
+    session's objects through ``alternates``), then git runs with :func:`git_env`, the
+    overrides, and ``GIT_DIR``/``GIT_WORK_TREE`` fixed to ``repo`` (no discovery of an
+    enclosing repository).  ``network``: the protocols a fetch or push may use.  Output is
+    captured; ``check`` raises ``CalledProcessError``."""
+    git_dir = git_dir_of(repo)
+    bare = git_dir == repo
+    if sanitize:
+        make_safe(git_dir, bare=bare)
+    env = {"GIT_DIR": str(git_dir), **({} if bare else {"GIT_WORK_TREE": str(repo)})}
+    if env_extra:
+        env.update(env_extra)
+    return subprocess.run(
+        git_argv(*args, network=network is not None),
+        cwd=repo,
+        env=git_env(env, network=network),
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        check=check,
+        timeout=timeout,
+    )
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    import stat
+
+    return stat.S_ISDIR(st.st_mode)
+
+
+def _replace_if_different(path: Path, content: bytes) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, or a symlink (ELOOP): replace the link itself
+        current = None
+    else:
+        try:
+            current = os.read(fd, len(content) + 1)
+        finally:
+            os.close(fd)
+    if current == content:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.safe.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def check_layout(git_dir: Path) -> None:
+    """Raise :class:`CorruptedFile` unless ``git_dir``, its ``objects`` and ``refs`` are
+    real directories (not symlinks, not a ``gitdir:`` file): git would otherwise read and
+    write another repository's files."""
+    for part in (git_dir, git_dir / "objects", git_dir / "refs"):
+        if not _is_real_dir(part):
+            raise CorruptedFile(str(part), "not a directory inside the session (refused)")
+
+
+def make_safe(git_dir: Path, *, bare: bool = False) -> None:
+    """Make a repository safe for git to open (a few syscalls when it is already safe).
+
+    ``config`` is replaced by :func:`canonical_config` when it differs, ``HEAD`` by
+    ``ref: refs/heads/main``; ``commondir``, ``objects/info/alternates`` and
+    ``http-alternates`` (which make git read another repository) are removed.  A ``.git``,
+    ``objects`` or ``refs`` that is not a real directory (a symlink, a ``gitdir:`` file)
+    raises :class:`CorruptedFile`: it would make git work on files outside the folder.
+    """
+    check_layout(git_dir)
+    _replace_if_different(git_dir / "config", canonical_config(bare=bare))
+    _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
+    for rel in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
+        target = git_dir / rel
+        if os.path.lexists(target):
+            if _is_real_dir(target):
+                import shutil
+
+                shutil.rmtree(target)
+            else:
+                os.unlink(target)
+
+
+def init_repository(path: Path) -> None:
+    """A new, empty session repository (``path/.git``) with the canonical config, made
+    without running git (and without its template hooks)."""
+    git_dir = path / ".git"
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True, exist_ok=True)
+    (git_dir / "HEAD").write_bytes(HEAD_CONTENT)
+    (git_dir / "config").write_bytes(canonical_config())
+
+
+def object_db(objects_dir: Path) -> GitDB:
+    """A gitdb object database on ``objects_dir`` (loose objects and packs) that never
+    reads ``info/alternates``: objects outside the folder are not the session's."""
+    from gitdb.db import GitDB
+    from gitdb.db.loose import LooseObjectDB
+    from gitdb.db.pack import PackedDB
+
+    class LocalGitDB(GitDB):  # type: ignore[misc]
+        def _set_cache_(self, attr: str) -> Any:
+            if attr not in ("_dbs", "_loose_db"):
+                return super()._set_cache_(attr)
+            loose = LooseObjectDB(self.db_path(""))
+            packs = self.db_path("pack")
+            self._dbs = [PackedDB(packs), loose] if os.path.isdir(packs) else [loose]
+            self._loose_db = loose
+            return None
+
+    return LocalGitDB(str(objects_dir))

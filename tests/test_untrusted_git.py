@@ -1,0 +1,274 @@
+"""A session folder written by an attacker never makes git run anything, nor read outside it.
+
+The ``hostile`` fixture takes a real session and adds everything a ``.git`` can use to run a
+program or pull in a file: hooks (in ``.git/hooks`` and a ``core.hooksPath`` outside),
+``include.path``, ``core.fsmonitor``, ``gpg.program`` with ``log.showSignature`` and a signed
+commit, pagers, an external diff, filter and textconv drivers bound by a committed
+``.gitattributes``, a credential helper, ``objects/info/alternates`` and ``commondir``
+pointing at another repository, and a dead writer's journal (so opening it recovers).
+Every program it names would create a file in ``marks/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from openprogram import session_context
+from openprogram.context.nodes import COMPLETED, RUNNING, make_call
+from openprogram.store.session.files import dumps
+from openprogram.store.session.gitlog import commit_log
+from openprogram.store.session.gitrepo import GitWriter
+from openprogram.store.session.safegit import canonical_config, run_git
+from openprogram.store.session.store import SessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+HOOKS = (
+    "pre-commit",
+    "post-commit",
+    "post-checkout",
+    "post-index-change",
+    "reference-transaction",
+    "pre-auto-gc",
+    "post-rewrite",
+    "fsmonitor-watchman",
+)
+
+
+@dataclass
+class Hostile:
+    home: Path
+    sid: str
+    folder: Path
+    marks: Path
+    outside: Path
+
+    def assert_nothing_ran(self) -> None:
+        assert sorted(os.listdir(self.marks)) == []
+
+    def snapshot_outside(self) -> dict[str, tuple[str, int]]:
+        out = {}
+        for path in sorted(self.outside.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                out[str(path)] = (hashlib.sha1(data).hexdigest(), path.stat().st_mtime_ns)
+        return out
+
+
+def _program(outside: Path, marks: Path, name: str) -> str:
+    script = outside / "bin" / name
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f"#!/bin/sh\ntouch '{marks}/{name}'\ncat >/dev/null 2>&1\nexit 0\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def one_turn(sid: str, name: str, home: Path | None = None) -> None:
+    store = SessionStore(home) if home is not None else None
+    with session_context(sid, message=name, db=store) as h:
+        top = h.writer.append(make_call("turn", name, status=COMPLETED), turn_level=True)
+        h.writer.append(make_call("function", "plan", caller=top.id, status=COMPLETED))
+    if store is not None:
+        store.close()
+
+
+def make_hostile(home: Path, tmp: Path) -> Hostile:
+    sid = "shared_by_someone"
+    one_turn(sid, "first", home)
+    folder = home / "sessions" / sid
+    marks, outside = tmp / "marks", tmp / "outside"
+    marks.mkdir()
+    outside.mkdir()
+    prog = {n: _program(outside, marks, n) for n in ("gpg", "fsmonitor", "pager", "extdiff")}
+    prog.update({n: _program(outside, marks, n) for n in ("textconv", "clean", "smudge")})
+    prog.update({n: _program(outside, marks, n) for n in ("process", "cred", "askpass", "ssh")})
+    prog["alt_refs"] = _program(outside, marks, "alt_refs")
+    prog["editor"] = _program(outside, marks, "editor")
+    git_dir = folder / ".git"
+    # hooks, in the repository and in a hooksPath outside it
+    (outside / "hooks").mkdir()
+    for hook in HOOKS:
+        for where in (git_dir / "hooks", outside / "hooks"):
+            where.mkdir(exist_ok=True)
+            (where / hook).write_text(f"#!/bin/sh\ntouch '{marks}/hook-{hook}'\n")
+            (where / hook).chmod(0o755)
+    # another repository outside, reached through alternates and commondir
+    other = outside / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (outside / "included.cfg").write_text(f"[core]\n\tpager = {prog['pager']}\n")
+    (outside / "attributes").write_text("* filter=evil diff=evil\n")
+    config = (git_dir / "config").read_text() + (
+        f"[core]\n\thooksPath = {outside / 'hooks'}\n\tfsmonitor = {prog['fsmonitor']}\n"
+        f"\tpager = {prog['pager']}\n\teditor = {prog['editor']}\n"
+        f"\taskPass = {prog['askpass']}\n\tsshCommand = {prog['ssh']}\n"
+        f"\talternateRefsCommand = {prog['alt_refs']}\n"
+        f"\tattributesFile = {outside / 'attributes'}\n"
+        f"[include]\n\tpath = {outside / 'included.cfg'}\n"
+        f"[log]\n\tshowSignature = true\n"
+        f"[gpg]\n\tprogram = {prog['gpg']}\n"
+        f'[gpg "ssh"]\n\tprogram = {prog["gpg"]}\n'
+        f"[diff]\n\texternal = {prog['extdiff']}\n"
+        f'[diff "evil"]\n\ttextconv = {prog["textconv"]}\n'
+        f'[filter "evil"]\n\tclean = {prog["clean"]}\n\tsmudge = {prog["smudge"]}\n'
+        f"\tprocess = {prog['process']}\n\trequired = true\n"
+        f"[credential]\n\thelper = {prog['cred']}\n"
+        f"[pager]\n\tlog = {prog['pager']}\n"
+        f"[gc]\n\tauto = 1\n"
+    )
+    (git_dir / "config").write_text(config)
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "attributes").write_text("* filter=evil diff=evil\n")
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
+    (git_dir / "commondir").write_text(f"{other / '.git'}\n")
+    # a committed .gitattributes binding every file to the evil drivers, then a signed commit
+    writer = GitWriter(folder)
+    attributes = b"* filter=evil diff=evil\n"
+    (folder / ".gitattributes").write_bytes(attributes)
+    writer.commit({".gitattributes": attributes}, "attributes")
+    head = writer.head_commit()
+    assert head is not None
+    raw = writer.read_blob(head)
+    header, _, message = raw.partition(b"\n\n")
+    signature = b"gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n -----END PGP SIGNATURE-----"
+    signed = header + b"\n" + signature + b"\n\n" + message
+    writer._set_head_commit(writer._store(b"commit", signed))
+    writer.close()
+    # a writer that died mid-turn: opening the session recovers its running node
+    store = SessionStore(home)
+    session = store.open(sid)
+    turn = session.begin_turn()
+    stuck = session.append(make_call("function", "stuck", status=RUNNING), turn=turn)
+    record = dumps(stuck.to_dict())
+    assert session._journal is not None
+    session._journal.truncate()
+    session._dirty.clear()
+    session._open.clear()
+    store.close()
+    (folder / ".state" / "journal" / "1-dead.jsonl").write_bytes(record + b"\n")
+    (git_dir / "config").write_text(config)  # the open above made it canonical already
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
+    (git_dir / "commondir").write_text(f"{other / '.git'}\n")
+    return Hostile(home, sid, folder, marks, outside)
+
+
+@pytest.fixture
+def hostile(op_home: Path, tmp_path: Path) -> Iterator[Hostile]:
+    yield make_hostile(op_home, tmp_path)
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openprogram.cli", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def test_the_fixture_is_hostile_to_plain_git(hostile: Hostile) -> None:
+    """Without the project's precautions, git would run the folder's programs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    (hostile.folder / ".git" / "commondir").unlink()  # else git reads the other repository
+    subprocess.run(
+        ["git", "log", "-1"], cwd=hostile.folder, env=env, capture_output=True, timeout=30
+    )
+    assert "gpg" in os.listdir(hostile.marks)
+
+
+def test_no_operation_of_the_project_runs_a_program_the_folder_names(
+    hostile: Hostile,
+) -> None:
+    before = hostile.snapshot_outside()
+    # the CLI first, on the folder as received (log runs git before anything opened it)
+    for argv in (("log", hostile.sid), ("list",), ("show", hostile.sid), ("log", hostile.sid)):
+        result = cli("sessions", *argv)
+        assert result.returncode == 0, result.stderr
+    hostile.assert_nothing_ran()
+    assert (hostile.folder / ".git" / "config").read_bytes() == canonical_config()
+    assert not (hostile.folder / ".git" / "objects" / "info" / "alternates").exists()
+    assert not (hostile.folder / ".git" / "commondir").exists()
+    commits = len(commit_log(hostile.folder))
+    # in this process: recovery (at open), a turn, maintenance, close
+    store = SessionStore(hostile.home)
+    session = store.open(hostile.sid)
+    stuck = [n for n in session.nodes() if n.name == "stuck"]
+    assert [n.status for n in stuck] == ["interrupted"]
+    store.close()
+    one_turn(hostile.sid, "second", hostile.home)
+    store = SessionStore(hostile.home)
+    store.open(hostile.sid).maintain(wait=True)
+    store.close()
+    one_turn(hostile.sid, "third", hostile.home)
+    hostile.assert_nothing_ran()
+    lines = [entry.summary for entry in commit_log(hostile.folder)]
+    assert len(lines) >= commits + 2 and lines[0].endswith(": third")
+    fsck = run_git(hostile.folder, "fsck", "--strict", "--no-progress", check=False)
+    assert fsck.returncode == 0, fsck.stderr
+    status = run_git(hostile.folder, "status", "--porcelain")
+    assert status.stdout == b""  # maintenance refreshed the index; nothing ran meanwhile
+    hostile.assert_nothing_ran()
+    assert hostile.snapshot_outside() == before
+    result = cli("sessions", "delete", hostile.sid, "--yes")
+    assert result.returncode == 0, result.stderr
+    assert not hostile.folder.exists()
+    hostile.assert_nothing_ran()
+    assert hostile.snapshot_outside() == before
+
+
+def test_notebook_commands_on_a_hostile_session_run_nothing(
+    hostile: Hostile, ipython_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        from tests.test_magics import make_shell
+    except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+        from test_magics import make_shell  # type: ignore[no-redef]
+    import openprogram_magics.bridge as bridge
+
+    monkeypatch.setattr(bridge, "_state", None)
+    before = hostile.snapshot_outside()
+    shell = make_shell(ipython_dir)
+    try:
+        shell.line("list")
+        shell.line(f"use {hostile.sid}")
+        assert len(shell.line("log")) >= 3
+        shell.run(f"%%openprogram --session {hostile.sid}\n1 + 1")
+        lines = shell.line("log")
+        assert lines[0].split(" ", 1)[1].startswith("turn")
+    finally:
+        from IPython.core.interactiveshell import InteractiveShell
+
+        InteractiveShell.clear_instance()
+    hostile.assert_nothing_ran()
+    assert hostile.snapshot_outside() == before
+
+
+@pytest.fixture(scope="module")
+def ipython_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ipython")
+
+
+def test_a_dot_git_that_points_outside_is_refused(op_home: Path, tmp_path: Path) -> None:
+    one_turn("linked", "first", op_home)
+    folder = op_home / "sessions" / "linked"
+    elsewhere = tmp_path / "elsewhere.git"
+    (folder / ".git").rename(elsewhere)
+    (folder / ".git").symlink_to(elsewhere)
+    from openprogram.errors import CorruptedFile
+
+    with pytest.raises(CorruptedFile, match=r"\.git"):
+        SessionStore(op_home).open("linked")
+    result = cli("sessions", "log", "linked")
+    assert result.returncode != 0 and ".git: not a directory inside" in result.stderr
+    (folder / ".git").unlink()  # a `gitdir:` file: not a session
+    (folder / ".git").write_text(f"gitdir: {elsewhere}\n")
+    result = cli("sessions", "log", "linked")
+    assert result.returncode != 0 and "no session 'linked'" in result.stderr
