@@ -3,12 +3,14 @@
     openprogram sessions list                 id, turns, updated, title — newest first
     openprogram sessions show ID [--last N]   meta, node counts, problems, the DAG as a tree
     openprogram sessions log ID               one line per commit
+    openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
     openprogram sessions delete ID [--yes]
     openprogram sessions export ID -o FILE    a git bundle of the session
     openprogram sessions import FILE [--as NEW_ID]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
+                         [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
@@ -137,6 +139,14 @@ def sessions_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def sessions_usage(args: argparse.Namespace) -> int:
+    from openprogram.usage.totals import usage_table
+
+    session = _open_session(args)
+    print(usage_table(session.nodes(), calls=args.calls))
+    return 0
+
+
 def sessions_delete(args: argparse.Namespace) -> int:
     store = open_store(args)
     path = store.session_path(args.session_id)
@@ -227,6 +237,10 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p = commands.add_parser("log", help="the session's git log, one line per commit")
     p.add_argument("session_id", metavar="ID")
     p.set_defaults(handler=sessions_log)
+    p = commands.add_parser("usage", help="tokens and cost by function, turn and session")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--calls", action="store_true", help="list every call too")
+    p.set_defaults(handler=sessions_usage)
     p = commands.add_parser("delete", help="delete a session (asks first)")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -296,8 +310,11 @@ def research_cmd(args: argparse.Namespace) -> int:
     from openprogram.programs.research import run_research
     from openprogram.providers import create_runtime
     from openprogram.store.session.ids import mint_session_id
+    from openprogram.usage.budget import budget_from
 
-    runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
+    budget = budget_from(args.budget_tokens, args.budget_usd, args.budget_per)
+    # no provider: a how-to error before any write
+    runtime = create_runtime(args.provider, budget=budget)
     if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
         raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
     session_id = args.session or mint_session_id("research")
@@ -329,7 +346,19 @@ def add_research_parser(sub: SubParsers) -> None:
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
     p.add_argument("--restart", action="store_true", help="run every stage again (default: resume)")
+    add_budget_options(p)
     p.set_defaults(handler=research_cmd)
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget-tokens", type=int, metavar="N", help="stop before N tokens are used")
+    p.add_argument("--budget-usd", type=float, metavar="X", help="stop before X USD are spent")
+    p.add_argument(
+        "--budget-per",
+        choices=["session", "run"],
+        default=None,
+        help="what the budget covers (default: session)",
+    )
 
 
 # -- the command table -------------------------------------------------------------------------

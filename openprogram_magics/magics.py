@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Unicode
+from traitlets import Bool, Float, Int, Unicode
 
 if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
@@ -48,6 +48,15 @@ class OpenProgramMagics(Magics):
         config=True
     )
     live_dag = Bool(True, help="Show the turn's DAG live under each cell.").tag(config=True)
+    budget_tokens = Int(0, help="Stop calls before they exceed this many tokens (0 = no cap).").tag(
+        config=True
+    )
+    budget_usd = Float(0.0, help="Stop calls before they exceed this many USD (0 = no cap).").tag(
+        config=True
+    )
+    budget_per = Unicode(
+        "session", help="What the budget covers: 'session' or 'run' (one cell's turn)."
+    ).tag(config=True)
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)
@@ -56,7 +65,7 @@ class OpenProgramMagics(Magics):
         self._raw_cell = ""
         self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
         self._runtime: Runtime | None = None
-        self._runtime_key: tuple[str, str] | None = None
+        self._runtime_key: tuple[Any, ...] | None = None
         self._noted: set[str] = set()
 
     # -- the turn lifecycle ------------------------------------------------------------------
@@ -116,13 +125,21 @@ class OpenProgramMagics(Magics):
             return meta
         return res.meta
 
+    def runtime_key(self) -> tuple[Any, ...]:
+        """The settings the cached runtime was built from (a change rebuilds it)."""
+        return (self.provider, self.model, self.budget_tokens, self.budget_usd, self.budget_per)
+
     def runtime(self) -> Runtime:
         from openprogram.providers import create_runtime
+        from openprogram.usage.budget import budget_from
 
-        key = (self.provider, self.model)
+        key = self.runtime_key()
         if self._runtime is None or key != self._runtime_key:
             self._runtime = create_runtime(
-                self.provider or None, self.model or None, required=False
+                self.provider or None,
+                self.model or None,
+                required=False,
+                budget=budget_from(self.budget_tokens, self.budget_usd, self.budget_per),
             )
             self._runtime_key = key
         return self._runtime

@@ -36,7 +36,7 @@ def slow(request):
 
 _m = get_ipython().magics_manager.registry["OpenProgramMagics"]
 _m._runtime = create_runtime(FunctionProvider(slow), backoff=0.0)
-_m._runtime_key = (_m.provider, _m.model)
+_m._runtime_key = _m.runtime_key()
 """
 
 

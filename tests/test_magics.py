@@ -78,7 +78,7 @@ class Shell:
 
         provider = FunctionProvider(fn)
         self.magics._runtime = create_runtime(provider, backoff=0.0)
-        self.magics._runtime_key = (self.magics.provider, self.magics.model)
+        self.magics._runtime_key = self.magics.runtime_key()
         return provider
 
     def bundles(self) -> list[dict[str, Any]]:

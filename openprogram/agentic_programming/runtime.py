@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openprogram.agentic_programming import validate
 from openprogram.agentic_programming.function import (
@@ -34,6 +34,12 @@ from openprogram.providers.base import (
 )
 from openprogram.store.vars import get_store
 
+if TYPE_CHECKING:
+    from openprogram.usage.budget import Budget
+
+
+UNCAPPED_ROOM = 16384  # more budget left than this: no max_tokens (models cap replies lower)
+
 
 class Runtime:
     """Binds a provider (or none) to retry and rendering settings."""
@@ -48,6 +54,7 @@ class Runtime:
         gate_attempts: int = 3,
         max_history_turns: int = 20,
         timeout: float | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.provider = provider
         self.model = model or (provider.model if provider is not None else "")
@@ -56,6 +63,7 @@ class Runtime:
         self.gate_attempts = gate_attempts
         self.max_history_turns = max_history_turns
         self.timeout = timeout
+        self.budget = budget  # checked before every call (openprogram.usage.Budget)
 
     @property
     def configured(self) -> bool:
@@ -137,6 +145,10 @@ class Runtime:
                 timeout=self.timeout,
                 extra={"choices": choices, **options} if choices else dict(options),
             )
+            if self.budget is not None:  # raises, with an error node, before anything is sent
+                room = self.budget.admit(writer, request, self.provider.name, frame_id)
+                if room is not None and (request.max_tokens or room) >= room:
+                    request.max_tokens = room if room < UNCAPPED_ROOM else request.max_tokens
             node = make_call(
                 "llm",
                 self.provider.name,
@@ -212,10 +224,22 @@ class Runtime:
             finish_reason=response.finish_reason,
         )
         if response.usage is not None:
+            from openprogram.usage.prices import price_call
+
             meta["usage"] = response.usage.to_dict()
+            cost = price_call(
+                meta["model"],
+                self.provider.name,
+                response.usage.input_tokens,
+                response.usage.output_tokens,
+            )
+            if cost is not None:
+                meta["cost"] = cost
         if response.tool_calls:
             meta["tool_calls"] = [sanitize(vars(t)) for t in response.tool_calls]
         writer.update(node)
+        if self.budget is not None:
+            self.budget.record(writer, node)
         return response
 
 

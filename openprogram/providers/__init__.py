@@ -100,4 +100,8 @@ def create_runtime(
             raise NoProviderConfigured()
         return Runtime(None)
     instance = create_provider(provider, model) if isinstance(provider, str) else provider
+    if "budget" not in options:
+        from openprogram.usage.budget import budget_from
+
+        options["budget"] = budget_from()
     return Runtime(instance, model=model or instance.model, **options)

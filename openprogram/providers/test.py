@@ -84,6 +84,9 @@ class TestProvider:
         else:
             last = str(request.messages[-1].get("content", "")) if request.messages else ""
             text = f"[test reply] {last.strip().splitlines()[0][:80] if last.strip() else ''}"
+        finish = "stop"
+        if request.max_tokens is not None and _tokens(text) > request.max_tokens:
+            text, finish = " ".join(text.split()[: request.max_tokens]), "length"
         if on_delta is not None:
             for word in text.split(" "):
                 on_delta(word + " ")
@@ -92,7 +95,7 @@ class TestProvider:
             text=text,
             usage=Usage(prompt, _tokens(text)),
             model=self.model,
-            finish_reason="stop",
+            finish_reason=finish,
         )
 
 

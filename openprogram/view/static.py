@@ -126,6 +126,7 @@ def render_text_tree(
         ]
         bits += [_duration(s["ms"])] if "ms" in s else []
         bits += [f"{s['tokens']} tok"] if "tokens" in s else []
+        bits += [cost_text(s["cost"])] if "cost" in s else []
         bits += [f"(branch {p.lane})"] if p.depth == 0 and p.lane else []
         bits += [f"▸ +{p.hidden_count} folded"] if p.folded else []
         bits += [f"⚠ {', '.join(p.flags)}"] if p.flags else []
@@ -246,6 +247,7 @@ def _node_svg(lay: Layout, p: Placed, start: int) -> str:
             s["status"] if s["status"] != "completed" else "",
             _duration(s["ms"]) if "ms" in s else "",
             f"{s['tokens']} tok" if "tokens" in s else "",
+            cost_text(s["cost"]) if "cost" in s else "",
             clip(s.get("preview", ""), 60),
         )
         if x
@@ -259,10 +261,17 @@ def _node_svg(lay: Layout, p: Placed, start: int) -> str:
     return "".join(parts)
 
 
+def cost_text(usd: float) -> str:
+    """A call's cost for a label: ``$0.0012`` (four decimals; ``<$0.0001`` below that)."""
+    return f"${usd:.4f}" if usd >= 0.0001 or usd == 0 else "<$0.0001"
+
+
 def _card(p: Placed, s: Mapping[str, Any]) -> str:
     lines = [f"{p.kind} · {s['name']} · {s['status']}"]
     if "tokens" in s:
-        lines.append(f"{s['tokens']} tokens")
+        lines.append(
+            f"{s['tokens']} tokens" + (f" · {cost_text(s['cost'])}" if "cost" in s else "")
+        )
     if "ms" in s:
         lines.append(_duration(s["ms"]))
     if p.flags:

@@ -6,7 +6,7 @@ Summary keys:
 
 ``id kind name status`` always; ``x y lane order`` position from the layout (``y`` is
 ``null`` when a fold hides the node, ``order`` is the row with nothing folded);
-``preview`` (≤ 120 characters), ``ms`` (duration), ``tokens`` (input + output),
+``preview`` (≤ 120 characters), ``ms`` (duration), ``tokens`` (input + output), ``cost`` (USD),
 ``caller`` (layout nesting parent) or ``pred`` (chain parent), ``kids`` (directly nested
 calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...) when set.
 
@@ -138,6 +138,9 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
     usage = token_usage(node)
     if usage is not None:
         out["tokens"] = usage[0] + usage[1]
+    cost = _meta(node).get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+        out["cost"] = float(cost)
     return out
 
 

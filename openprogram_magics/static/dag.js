@@ -57,6 +57,11 @@ function htmlEl(tag, cls, text, parent) {
   return e;
 }
 
+function fmtCost(usd) {
+  if (usd === undefined || usd === null) return "";
+  return usd >= 0.0001 || usd === 0 ? `$${usd.toFixed(4)}` : "<$0.0001";
+}
+
 function fmtMs(ms) {
   if (ms === undefined || ms === null) return "";
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -339,6 +344,7 @@ class DagView {
       s.status !== "completed" ? s.status : "",
       fmtMs(s.ms),
       s.tokens !== undefined ? `${s.tokens} tok` : "",
+      fmtCost(s.cost),
       s.preview ? s.preview.slice(0, 70) : "",
     ].filter(Boolean);
     if (meta.length) svgEl("tspan", { class: "op-meta" }, label).textContent = ` ${meta.join(" · ")}`;
@@ -493,7 +499,12 @@ class DagView {
     const c = this.card;
     c.replaceChildren();
     htmlEl("div", "op-card-title", `${s.kind} · ${s.name}`, c);
-    const bits = [s.status, fmtMs(s.ms), s.tokens !== undefined ? `${s.tokens} tokens` : ""];
+    const bits = [
+      s.status,
+      fmtMs(s.ms),
+      s.tokens !== undefined ? `${s.tokens} tokens` : "",
+      fmtCost(s.cost),
+    ];
     htmlEl("div", "op-card-meta", bits.filter(Boolean).join(" · "), c);
     if (s.kids) htmlEl("div", "op-card-meta", `${s.kids} calls, ${s.desc} below`, c);
     if (s.flags) htmlEl("div", "op-card-flags", `⚠ ${s.flags.join(", ")}`, c);

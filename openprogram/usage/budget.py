@@ -1,0 +1,175 @@
+"""A budget in tokens and/or US dollars that stops calls *before* they would exceed it.
+
+Before each LLM call the Runtime asks :meth:`Budget.admit`: the request's input tokens are
+estimated up front (characters / 3 plus a few per message — generous, so the estimate
+errs high), and what is left after them becomes the request's ``max_tokens`` (in dollars:
+converted at the model's output price), so the reply cannot carry the total past the
+budget either.  When too little is left for a useful reply the call is not sent: an
+``error`` node named ``budget`` says why, and :class:`BudgetExceeded` is raised.
+
+``per="session"``: everything the session's recorded ``llm`` nodes used counts (summed
+from the store the first time a session is seen, then kept up to date by this process).
+``per="run"``: only this turn — one cell, one CLI run, one background run.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from openprogram.errors import UserError
+
+if TYPE_CHECKING:
+    from openprogram.context.nodes import Call
+    from openprogram.providers.base import LLMRequest
+    from openprogram.store.session.writer import SessionNodeWriter
+
+MIN_REPLY_TOKENS = 16  # below this a reply is not worth sending the request for
+SCOPES = ("session", "run")
+
+
+class BudgetExceeded(UserError):
+    """The next call would exceed the budget; it was not sent."""
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    """Input tokens of ``messages``, estimated high (no tokenizer needed)."""
+    return sum(math.ceil(len(str(m.get("content", ""))) / 3) + 4 for m in messages)
+
+
+@dataclass
+class Spent:
+    tokens: int = 0
+    cost: float = 0.0
+
+
+@dataclass
+class Budget:
+    tokens: int | None = None  # input + output tokens
+    usd: float | None = None
+    per: str = "session"
+    _spent: dict[tuple[str, int | None], Spent] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.per not in SCOPES:
+            raise UserError(f"budget per={self.per!r}: choose one of {', '.join(SCOPES)}")
+        if (self.tokens is not None and self.tokens <= 0) or (
+            self.usd is not None and self.usd <= 0
+        ):
+            raise UserError("a budget must be positive")
+
+    @property
+    def active(self) -> bool:
+        return self.tokens is not None or self.usd is not None
+
+    def describe(self) -> str:
+        parts = [f"{self.tokens} tokens"] if self.tokens is not None else []
+        parts += [f"${self.usd:g}"] if self.usd is not None else []
+        return " and ".join(parts) + f" per {self.per}"
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _key(self, writer: SessionNodeWriter) -> tuple[str, int | None]:
+        return (writer.session_id, None if self.per == "session" else writer.turn)
+
+    def spent(self, writer: SessionNodeWriter) -> Spent:
+        key = self._key(writer)
+        with self._lock:
+            found = self._spent.get(key)
+        if found is not None:
+            return found
+        total = Spent()
+        if self.per == "session":  # what was recorded before this process counted
+            for node in writer.session.nodes():
+                if node.kind == "llm":
+                    _add(total, node)
+        with self._lock:
+            return self._spent.setdefault(key, total)
+
+    def record(self, writer: SessionNodeWriter, node: Call) -> None:
+        """Count a finished llm node."""
+        spent = self.spent(writer)
+        with self._lock:
+            _add(spent, node)
+
+    # -- the check -------------------------------------------------------------------------
+    def admit(
+        self, writer: SessionNodeWriter, request: LLMRequest, provider: str, caller: str | None
+    ) -> int | None:
+        """The ``max_tokens`` the request may use, or raise (after recording why)."""
+        from openprogram.usage.prices import price_of
+
+        if not self.active:
+            return None
+        spent = self.spent(writer)
+        needed = estimate_tokens(request.messages)
+        allowed: list[int] = []
+        problem = None
+        if self.tokens is not None:
+            allowed.append(self.tokens - spent.tokens - needed)
+        if self.usd is not None:
+            price = price_of(request.model, provider)
+            if price is None:
+                problem = (
+                    f"a budget in dollars needs a price for model {request.model!r}: "
+                    "openprogram.usage.set_price(model, input, output) or prices.json"
+                )
+            else:
+                left = self.usd - spent.cost - needed * price.input / 1_000_000
+                per_token = price.output / 1_000_000
+                allowed.append(int(left / per_token) if per_token > 0 else 1 << 30)
+        room = min(allowed) if allowed else None
+        if problem is None and room is not None and room < MIN_REPLY_TOKENS:
+            problem = (
+                f"budget of {self.describe()} reached: spent {spent.tokens} tokens"
+                f" (${spent.cost:.4f}); the next call needs about {needed} input tokens"
+                f" plus a reply, so it was not sent"
+            )
+        if problem is not None:
+            self._refuse(writer, problem, caller, needed, spent)
+        return room
+
+    def _refuse(
+        self, writer: SessionNodeWriter, problem: str, caller: str | None, needed: int, spent: Spent
+    ) -> None:
+        from openprogram.context.nodes import ERROR, make_call
+
+        node = make_call(
+            "error",
+            "budget",
+            input={"budget": self.describe(), "estimated_input_tokens": needed},
+            caller=caller,
+            status=ERROR,
+            error=problem,
+            spent={"tokens": spent.tokens, "cost": round(spent.cost, 10)},
+        )
+        writer.append(node, turn_level=caller is None)
+        raise BudgetExceeded(problem)
+
+
+def _add(spent: Spent, node: Call) -> None:
+    usage = node.metadata.get("usage") or {}
+    spent.tokens += int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    cost = node.metadata.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        spent.cost += float(cost)
+
+
+def budget_from(
+    tokens: int | None = None, usd: float | None = None, per: str | None = None
+) -> Budget | None:
+    """A budget from settings (0 or None: no limit of that kind), else from the environment
+    (``OPENPROGRAM_BUDGET_TOKENS``, ``OPENPROGRAM_BUDGET_USD``, ``OPENPROGRAM_BUDGET_PER``),
+    so ``openprogram run`` can hand its kernels one.  None when nothing is set."""
+    import os
+
+    try:
+        tokens = tokens or int(os.environ.get("OPENPROGRAM_BUDGET_TOKENS") or 0) or None
+        usd = usd or float(os.environ.get("OPENPROGRAM_BUDGET_USD") or 0) or None
+    except ValueError as exc:
+        raise UserError(f"OPENPROGRAM_BUDGET_TOKENS/_USD must be numbers ({exc})") from None
+    if tokens is None and usd is None:
+        return None
+    return Budget(tokens, usd, per or os.environ.get("OPENPROGRAM_BUDGET_PER") or "session")

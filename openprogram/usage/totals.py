@@ -1,0 +1,108 @@
+"""Usage totals over recorded nodes (pure): per call, function, turn and session.
+
+Everything is summed from the ``llm`` nodes' ``metadata.usage`` and ``metadata.cost`` —
+the nodes are the record, so the table always equals the sum of what was recorded.  A
+call without a price counts its tokens and marks the total ``unpriced``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openprogram.context.nodes import Call
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    unpriced: int = 0  # calls with tokens but no price
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, node: Call) -> None:
+        usage = node.metadata.get("usage") or {}
+        self.calls += 1
+        self.input_tokens += int(usage.get("input_tokens") or 0)
+        self.output_tokens += int(usage.get("output_tokens") or 0)
+        cost = node.metadata.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            self.cost += float(cost)
+        elif usage:
+            self.unpriced += 1
+
+    def cost_text(self) -> str:
+        if self.calls and self.unpriced == self.calls:
+            return "unpriced"
+        text = f"${self.cost:.4f}"
+        return text + (f" (+{self.unpriced} unpriced)" if self.unpriced else "")
+
+
+@dataclass
+class UsageReport:
+    session: Totals = field(default_factory=Totals)
+    turns: dict[int, Totals] = field(default_factory=dict)
+    functions: dict[str, Totals] = field(default_factory=dict)
+    calls: list[tuple[Call, str]] = field(default_factory=list)  # (llm node, its function)
+
+
+def usage_rows(nodes: Iterable[Call]) -> UsageReport:
+    """Sum the ``llm`` nodes of ``nodes`` by turn, by calling function and overall."""
+    nodes = list(nodes)
+    by_id = {n.id: n for n in nodes}
+    report = UsageReport()
+    for node in sorted(nodes, key=lambda n: n.seq):
+        if node.kind != "llm":
+            continue
+        caller = by_id.get(node.caller) if node.caller else None
+        function = caller.name if caller is not None else "(top level)"
+        report.calls.append((node, function))
+        report.session.add(node)
+        report.turns.setdefault(node.turn, Totals()).add(node)
+        report.functions.setdefault(function, Totals()).add(node)
+    return report
+
+
+def _line(label: str, t: Totals) -> str:
+    return (
+        f"{label[:32]:<32} {t.calls:>5} {t.input_tokens:>9} {t.output_tokens:>9} "
+        f"{t.tokens:>9}  {t.cost_text()}"
+    )
+
+
+def usage_table(nodes: Iterable[Call], *, calls: bool = False) -> str:
+    """The report as text: by function, by turn, the session total (and each call)."""
+    report = usage_rows(nodes)
+    header = f"{'':<32} {'calls':>5} {'input':>9} {'output':>9} {'tokens':>9}  cost (USD)"
+    lines = [header, "by function"]
+    lines += [_line(f"  {name}", t) for name, t in sorted(report.functions.items())]
+    lines.append("by turn")
+    lines += [_line(f"  turn {turn}", t) for turn, t in sorted(report.turns.items())]
+    if calls:
+        lines.append("by call")
+        for node, function in report.calls:
+            one = Totals()
+            one.add(node)
+            model = node.metadata.get("model") or node.name
+            lines.append(_line(f"  {node.id[:10]} {function}:{model}", one))
+    lines.append(_line("session", report.session))
+    return "\n".join(lines)
+
+
+def summarize(nodes: Iterable[Call]) -> dict[str, Any]:
+    """The session total as a dict (what ``%openprogram usage`` returns)."""
+    t = usage_rows(nodes).session
+    return {
+        "calls": t.calls,
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens,
+        "tokens": t.tokens,
+        "cost": round(t.cost, 10),
+        "unpriced": t.unpriced,
+    }
