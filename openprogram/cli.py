@@ -283,11 +283,17 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         ) from None
     if getattr(args, "home", None):  # the kernel inherits where sessions live
         os.environ["OPENPROGRAM_HOME"] = str(Path(args.home).expanduser().resolve())
-    result = run_notebook(source, args.output, timeout=args.timeout)
+    result = run_notebook(
+        source,
+        args.output,
+        timeout=args.timeout,
+        replay=args.replay or args.record_misses,
+        record_misses=args.record_misses,
+    )
     print(f"session: {result.session_id}")
     print(f"wrote {result.path}")
     if result.error:
-        print(f"openprogram: a cell failed: {one_line(result.error)}", file=sys.stderr)
+        print(f"openprogram: a cell failed: {result.error.strip()}", file=sys.stderr)
         return 1
     return 0
 
@@ -299,6 +305,16 @@ def add_run_parser(sub: SubParsers) -> None:
     p.add_argument("notebook", metavar="NOTEBOOK.ipynb")
     p.add_argument("-o", "--output", metavar="OUT", help="write the result here instead")
     p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="answer every LLM call from the session's recording (no API key needed)",
+    )
+    p.add_argument(
+        "--record-misses",
+        action="store_true",
+        help="with --replay: calls not recorded go to the configured provider and are recorded",
+    )
     p.set_defaults(handler=run_notebook_cmd)
 
 

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openprogram_magics.notebook import METADATA_KEY, parse_metadata, session_from_outputs
+from openprogram_magics.notebook import (
+    METADATA_KEY,
+    NotebookMeta,
+    parse_metadata,
+    session_from_outputs,
+)
 
 
 @dataclass
@@ -37,15 +43,24 @@ def run_notebook(
     *,
     timeout: int = 600,
     kernel_name: str | None = None,
+    replay: bool = False,
+    record_misses: bool = False,
 ) -> RunResult:
+    """Execute the notebook, continuing its session; with ``replay`` every LLM call is
+    answered from that session's recording (no key needed), the run's turns forming a
+    new branch from the session's root — so each prompt is rendered as in the recorded
+    run — and with ``record_misses`` a call not recorded is answered by the provider the
+    notebook asks for (recorded on that branch) instead of failing."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     source = Path(path)
     nb = nbformat.read(source, as_version=4)
     stored = nb.metadata.get(METADATA_KEY)
-    parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail before running
+    parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
+    env: dict[str, str] = {}
+    if replay:
+        stored, env = replay_setup(parsed, source.name, record_misses)
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -56,6 +71,49 @@ def run_notebook(
     for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)  # the kernel inherits them
+    try:
+        error = _execute(client, nb, stored, source)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    write_back(nb)
+    target = Path(output) if output is not None else source
+    nbformat.write(nb, target)
+    session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
+    return RunResult(target, session, error)
+
+
+def replay_setup(
+    meta: Any, name: str, record_misses: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The metadata to hand the kernel (the session, from its root) and the environment
+    that makes every provider the replay of that session."""
+    from openprogram.agent.session_db import default_db
+    from openprogram.errors import UserError
+
+    if meta is None:
+        raise UserError(f"{name} names no session to replay (metadata.openprogram.session_id)")
+    db = default_db()
+    if not db.exists(meta.session_id):
+        raise UserError(
+            f"session {meta.session_id} is not on this machine: "
+            f"`openprogram sessions pull --notebook {name}` fetches it"
+        )
+    root = next((e["id"] for e in db.open(meta.session_id).index() if e["kind"] == "root"), None)
+    env = {"OPENPROGRAM_REPLAY": meta.session_id}
+    if record_misses:
+        env["OPENPROGRAM_REPLAY_MISSES"] = "1"
+    return NotebookMeta(meta.session_id, root).to_json(), env
+
+
+def _execute(client: Any, nb: Any, stored: Any, source: Path) -> str | None:
+    from nbclient.exceptions import CellExecutionError
+
     error: str | None = None
     with client.setup_kernel():
         hand_over_state(client.kc, stored, str(source))
@@ -63,15 +121,14 @@ def run_notebook(
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
         except CellExecutionError as exc:
-            text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
-            error = text.splitlines()[-1] if text else "cell failed"
+            if exc.ename:  # the exception's name and its whole message (a replay miss: a diff)
+                error = f"{exc.ename}: {exc.evalue}"
+            else:
+                text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+                error = text.splitlines()[-1] if text else "cell failed"
         finally:
             client.set_widgets_metadata()
-    write_back(nb)
-    target = Path(output) if output is not None else source
-    nbformat.write(nb, target)
-    session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
-    return RunResult(target, session, error)
+    return error
 
 
 def hand_over_state(kc: Any, metadata: Any, path: str) -> None:

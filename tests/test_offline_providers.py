@@ -14,7 +14,7 @@ from openprogram.agentic_programming.runtime import Runtime
 from openprogram.errors import NoProviderConfigured, UserError
 from openprogram.providers import create_provider
 from openprogram.providers.base import LLMRequest, LLMResponse, ProviderError, Usage
-from openprogram.providers.replay import ReplayProvider
+from openprogram.providers.replay import ReplayMiss, ReplayProvider
 from openprogram.providers.test import FunctionProvider, TestProvider
 
 
@@ -108,9 +108,12 @@ def test_replay_answers_from_a_recorded_session_in_order():
         assert answer("q1") == "first answer"
         assert answer("q2") == "second answer"
         assert answer("q1") == "third answer"
-        with pytest.raises(ProviderError, match=r"no unused recorded reply for 'q1'"):
-            answer("q1")  # used up
-        with pytest.raises(ProviderError, match=r"never-asked.*real provider to record"):
+        # a fourth call was never recorded: the error names the function and shows how
+        # its prompt (three earlier steps) differs from the closest recorded one
+        with pytest.raises(ReplayMiss, match=r"function answer, LLM call 1 in its frame") as miss:
+            answer("q1")
+        assert "\n+assistant: third answer" in str(miss.value)
+        with pytest.raises(ProviderError, match=r"(?s)function answer, LLM call 1.*real provider"):
             answer("never-asked")
 
 
@@ -121,6 +124,7 @@ def test_replay_from_the_environment(monkeypatch: pytest.MonkeyPatch):
     with session_context() as handle:
         assert handle.runtime is not None and handle.runtime.provider is not None
         assert handle.runtime.provider.name == "replay"
+        assert answer("q1") == "first answer"
         assert answer("q2") == "second answer"
     monkeypatch.delenv("OPENPROGRAM_REPLAY_SESSION")
     with pytest.raises(UserError, match="OPENPROGRAM_REPLAY_SESSION"):

@@ -77,6 +77,17 @@ def _provider_from_env() -> str | None:
     return None
 
 
+def _forced_replay(session_id: str, asked: str | Provider | None, model: str | None) -> Provider:
+    """The replay provider ``OPENPROGRAM_REPLAY`` asks for; with ``OPENPROGRAM_REPLAY_MISSES``
+    the provider that was asked for (a real one) answers what was not recorded."""
+    from openprogram.providers.replay import ReplayProvider
+
+    fallback = None
+    if os.environ.get("OPENPROGRAM_REPLAY_MISSES") and asked not in (None, "replay"):
+        fallback = create_provider(asked, model) if isinstance(asked, str) else asked
+    return ReplayProvider(session_id, fallback=fallback)
+
+
 def create_runtime(
     provider: str | Provider | None = None,
     model: str | None = None,
@@ -95,6 +106,9 @@ def create_runtime(
     model = model or os.environ.get("OPENPROGRAM_MODEL") or None
     if provider is None:
         provider = _provider_from_env()
+    forced = os.environ.get("OPENPROGRAM_REPLAY")
+    if forced:  # `openprogram run --replay`: every call is answered from the recording
+        return Runtime(_forced_replay(forced, provider, model), model="replay", **options)
     if provider is None:
         if required:
             raise NoProviderConfigured()
