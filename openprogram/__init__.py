@@ -12,6 +12,7 @@ from openprogram.agentic_programming import (
     llm,
 )
 from openprogram.context.nodes import Call
+from openprogram.context.policy import ContextPolicy
 from openprogram.errors import NoProviderConfigured, OpenProgramError, UserError
 from openprogram.providers import create_runtime
 from openprogram.store.session.context import SessionHandle, session_context
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Call",
+    "ContextPolicy",
     "ContextThreadPoolExecutor",
     "NoProviderConfigured",
     "OpenProgramError",

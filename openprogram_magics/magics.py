@@ -57,6 +57,13 @@ class OpenProgramMagics(Magics):
     budget_per = Unicode(
         "session", help="What the budget covers: 'session' or 'run' (one cell's turn)."
     ).tag(config=True)
+    history_turns = Int(
+        20, min=0, help="Earlier turns an LLM call sees at most (0: none; newest kept)."
+    ).tag(config=True)
+    history_tokens = Int(
+        4000, min=0, help="Estimated tokens of earlier turns a call sees (oldest cut first)."
+    ).tag(config=True)
+    history_failed = Bool(False, help="Later calls see the turns that failed, too.").tag(config=True)
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)
@@ -130,6 +137,9 @@ class OpenProgramMagics(Magics):
         return (self.provider, self.model, self.budget_tokens, self.budget_usd, self.budget_per)
 
     def runtime(self) -> Runtime:
+        """The notebook's runtime: its provider and model, and its context policy (the
+        ``history_*`` settings, which a function or a call can narrow)."""
+        from openprogram.context.policy import ContextPolicy
         from openprogram.providers import create_runtime
         from openprogram.usage.budget import budget_from
 
@@ -142,6 +152,9 @@ class OpenProgramMagics(Magics):
                 budget=budget_from(self.budget_tokens, self.budget_usd, self.budget_per),
             )
             self._runtime_key = key
+        self._runtime.context = ContextPolicy(
+            turns=self.history_turns, tokens=self.history_tokens, failed=self.history_failed
+        )
         return self._runtime
 
     def _push_metadata(self) -> None:

@@ -116,7 +116,12 @@ class CellTurn:
         if not bridge.in_kernel():  # a terminal cannot draw a live view: the final one is enough
             return
         root = {**self.node.to_dict(), "predecessor": None}  # this view shows one turn
-        self.widget = DagWidget(nodes=[root], head_id=self.node.id, title=self._title())
+        self.widget = DagWidget(
+            nodes=[root],
+            head_id=self.node.id,
+            title=self._title(),
+            session_id=self.handle.session_id,
+        )
         handle = display(self.widget, display_id=True)
         self.display_id = getattr(handle, "display_id", None)
         sid, turn, root_id = self.handle.session_id, self.node.turn, self.node.id

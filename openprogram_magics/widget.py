@@ -69,9 +69,11 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         head_id: str | None = None,
         title: str = "",
         last_turns: int | None = None,
+        session_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         self._lock = threading.RLock()
+        self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
         self._nodes: list[Mapping[str, Any]] = list(nodes)
         self._where = {n.get("id"): i for i, n in enumerate(self._nodes) if isinstance(n, Mapping)}
         self._content: dict[str, dict[str, Any]] = {}
@@ -304,10 +306,27 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             error = f"no node {node_id!r} here" if node is None else f"no field {field!r}"
             self.send({"type": "detail", "id": node_id, "detail": None, "error": error})
             return None
-        detail = node_detail(node, full_field=field)
+        detail = node_detail(self._with_prompt(node), full_field=field)
         self.send({"type": "detail", "id": node_id, "detail": detail})
         self.detail = detail
         return detail
+
+    def _with_prompt(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
+        """An ``llm`` node stores its own messages and names the earlier turns it was given;
+        the detail shows the whole prompt, rebuilt from the session."""
+        meta = node.get("metadata")
+        if self.session_id is None or not isinstance(meta, Mapping) or "context" not in meta:
+            return node
+        try:
+            from openprogram.agent.session_db import default_db
+            from openprogram.agentic_programming.runtime import sent_messages
+            from openprogram.context.nodes import Call
+
+            session = default_db().open(self.session_id)
+            messages = sent_messages(session, Call.from_dict(dict(node)))
+        except Exception:  # a detail never fails over a prompt it cannot rebuild
+            return node
+        return {**node, "metadata": {**meta, "messages": messages}}
 
 
 def show_dag(
@@ -335,4 +354,5 @@ def show_dag(
         head_id=head_id,
         title=title if title is not None else session_id or "",
         last_turns=last_turns,
+        session_id=session_id,
     )

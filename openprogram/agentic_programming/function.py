@@ -36,6 +36,7 @@ from openprogram.store.vars import get_store, scoped
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.context.policy import ContextPolicy
 
 _current_runtime: ContextVar[Runtime | None] = ContextVar("openprogram_runtime", default=None)
 _call_id: ContextVar[str | None] = ContextVar("openprogram_call_id", default=None)
@@ -121,12 +122,21 @@ class _Frame:
 
     __slots__ = ("depth_token", "node", "started", "token", "writer")
 
-    def __init__(self, name: str, doc: str, inputs: dict[str, Any], max_depth: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        doc: str,
+        inputs: dict[str, Any],
+        max_depth: int,
+        context: dict[str, Any] | None = None,
+    ) -> None:
         writer = get_store()
         assert writer is not None
         depth = _depth.get()
         caller = _call_id.get()
         node = make_call("function", name, input=inputs, caller=caller, doc=doc)
+        if context:  # the function's context policy, read by the execs made inside it
+            node.metadata["context"] = context
         self.writer = writer
         self.node = writer.append(node, turn_level=caller is None)
         self.started = time.perf_counter()
@@ -179,19 +189,27 @@ class _Frame:
 def agentic_function(fn: F) -> F: ...
 @overload
 def agentic_function(
-    fn: None = None, *, name: str | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+    fn: None = None,
+    *,
+    name: str | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    context: ContextPolicy | None = None,
 ) -> Callable[[F], F]: ...
 def agentic_function(
     fn: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    context: ContextPolicy | None = None,
 ) -> Any:
     """Make ``fn`` an agent: its docstring is the instruction its ``runtime.exec`` calls send.
 
     Usable bare (``@agentic_function``) or configured (``@agentic_function(name=...)``).
     A parameter named ``runtime`` is filled from the ambient runtime when not passed.
+    ``context``: what earlier turns the calls made inside it see
+    (``ContextPolicy(turns=0)``: none; see :mod:`openprogram.context.policy`).
     """
+    policy = context.to_dict() if context is not None else None
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(func)
@@ -233,7 +251,7 @@ def agentic_function(
 
                     with session_context(process_session_id(), source="script", message=label):
                         return await async_wrapper(*args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth) as frame:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
                     result = await func(*args, **kwargs)
                 return frame.done(result)
 
@@ -244,7 +262,7 @@ def agentic_function(
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if get_store() is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth) as frame:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
                     result = func(*args, **kwargs)
                 return frame.done(result)
 

@@ -1,7 +1,9 @@
 """The Runtime: ``runtime.exec(...)`` is one LLM call, recorded as one ``llm`` node.
 
 The prompt is rendered from the session DAG: the current frame's docstring once, earlier
-turns, earlier steps of this frame, then ``content``.  ``choices=`` and
+turns (as many as the context policy allows, :mod:`openprogram.context.policy`), earlier
+steps of this frame, then ``content``.  The ``llm`` node records the frame's own messages
+and which earlier turns it was given, not their text again.  ``choices=`` and
 ``response_format=`` are code gates: a reply that fails them is sent back with feedback a
 bounded number of times (each attempt is its own node), then a clear error is raised.
 Transient provider errors are retried with exponential backoff.
@@ -19,9 +21,16 @@ from openprogram.agentic_programming.function import (
     is_cancellation,
     run_in_session,
 )
-from openprogram.context.graph import Graph
+from openprogram.context.graph import Graph, Visible
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
-from openprogram.context.render import render_messages
+from openprogram.context.policy import (
+    ContextPolicy,
+    effective,
+    estimate_tokens,
+    frame_policy,
+    select_history,
+)
+from openprogram.context.render import full_messages, render_messages, turn_messages
 from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.providers.base import (
@@ -52,7 +61,7 @@ class Runtime:
         max_retries: int = 3,
         backoff: float = 0.5,
         gate_attempts: int = 3,
-        max_history_turns: int = 20,
+        context: ContextPolicy | None = None,
         timeout: float | None = None,
         budget: Budget | None = None,
     ) -> None:
@@ -61,7 +70,7 @@ class Runtime:
         self.max_retries = max_retries
         self.backoff = backoff
         self.gate_attempts = gate_attempts
-        self.max_history_turns = max_history_turns
+        self.context = context  # what earlier turns every exec sees (None: the defaults)
         self.timeout = timeout
         self.budget = budget  # checked before every call (openprogram.usage.Budget)
 
@@ -83,12 +92,13 @@ class Runtime:
         tools: list[dict[str, Any]] | None = None,
         stream: bool = False,
         on_delta: DeltaCallback | None = None,
+        context: ContextPolicy | None = None,
         **options: Any,
     ) -> Any:
         """One LLM call in the current frame; returns the reply text (or the pick, or the
-        parsed structured value)."""
+        parsed structured value).  ``context`` narrows what earlier turns this call sees."""
         return run_in_session(
-            self._exec, content, choices, response_format, tools, stream, on_delta, options
+            self._exec, content, choices, response_format, tools, stream, on_delta, context, options
         )
 
     async def aexec(self, content: Any, **kwargs: Any) -> Any:
@@ -97,24 +107,33 @@ class Runtime:
 
         return await asyncio.to_thread(self.exec, content, **kwargs)
 
-    def render_prompt(self, content: Any) -> list[Message]:
+    def render_prompt(self, content: Any, *, context: ContextPolicy | None = None) -> list[Message]:
         """The messages an ``exec(content)`` made here and now would send (no LLM call):
         the current frame's docstring once, earlier turns, earlier steps, then ``content``."""
-        return run_in_session(self._render, content)
+        return run_in_session(lambda: self._render(content, context).messages)
 
     # -- internals -----------------------------------------------------------------------
-    def _render(self, content: Any) -> list[Message]:
+    def _render(self, content: Any, context: ContextPolicy | None = None) -> Prompt:
         writer = get_store()
         assert writer is not None
         session = writer.session
         lookup = _lookup(session)
         graph = Graph(lookup, session.children, session.head_id)
-        visible = graph.visible_for(get_call_id(), max_turns=self.max_history_turns)
+        frame_id = get_call_id()
+        chain = graph.ancestors(frame_id)
+        policy = effective(context, frame_policy(chain), self.context)
 
         def kids(node: Call) -> list[Call]:
             return [c for c in (lookup(i) for i in session.children(node.id)) if c]
 
-        return render_messages(visible, content, kids)
+        history = select_history(
+            lookup, graph.history_start(chain), policy, lambda n: turn_messages(n, kids)
+        )
+        doc = chain[0].metadata.get("doc") if chain else None
+        own = render_messages(Visible(doc=doc or None, steps=graph.steps(frame_id)), content)
+        record = history.record(policy)
+        record["at"] = 1 if doc else 0
+        return Prompt(own, history.messages, record)
 
     def _exec(
         self,
@@ -124,6 +143,7 @@ class Runtime:
         tools: list[dict[str, Any]] | None,
         stream: bool,
         on_delta: DeltaCallback | None,
+        context: ContextPolicy | None,
         options: dict[str, Any],
     ) -> Any:
         if self.provider is None:
@@ -131,7 +151,8 @@ class Runtime:
         writer = get_store()
         assert writer is not None
         frame_id = get_call_id()
-        base = self._render(content)
+        prompt = self._render(content, context)
+        base = prompt.messages
         schema = validate.schema_of(response_format) if response_format is not None else None
         extra: list[Message] = []
         answers: list[str] = []
@@ -154,7 +175,8 @@ class Runtime:
                 self.provider.name,
                 input={"content": sanitize(content), "choices": choices, "attempt": attempt},
                 caller=frame_id,
-                messages=request.messages,
+                messages=prompt.own + extra,  # the history is named in context, not copied
+                context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
                 model=self.model,
             )
             writer.append(node, turn_level=frame_id is None)
@@ -241,6 +263,34 @@ class Runtime:
         if self.budget is not None:
             self.budget.record(writer, node)
         return response
+
+
+class Prompt:
+    """One rendered prompt: the frame's own messages with the history spliced in at
+    ``record["at"]``; ``record`` is what the ``llm`` node keeps about the history."""
+
+    __slots__ = ("history", "own", "record")
+
+    def __init__(self, own: list[Message], history: list[Message], record: dict[str, Any]) -> None:
+        self.own = own
+        self.history = history
+        self.record = record
+
+    @property
+    def messages(self) -> list[Message]:
+        at = self.record["at"]
+        return self.own[:at] + self.history + self.own[at:]
+
+
+def sent_messages(session: Any, node: Call) -> list[Message]:
+    """The whole prompt ``node`` (an ``llm`` node of ``session``) was sent, rebuilt from the
+    earlier turns it names (it stores only its frame's own messages)."""
+    lookup = _lookup(session)
+
+    def kids(turn: Call) -> list[Call]:
+        return [c for c in (lookup(i) for i in session.children(turn.id)) if c]
+
+    return full_messages(node, lookup, kids)
 
 
 def _lookup(session: Any) -> Callable[[str], Call | None]:

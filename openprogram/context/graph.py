@@ -90,10 +90,19 @@ class Graph:
         * ``steps``: the frame's earlier children that finished (rejected attempts of a
           ``choices`` gate and still-running calls are left out).
         """
-        frame = self.lookup(frame_id) if frame_id is not None else None
-        doc = frame.metadata.get("doc") if frame is not None else None
-        top = self.turn_level(frame_id)
-        before = top.predecessor if top is not None else self.head
+        chain = self.ancestors(frame_id)
+        doc = chain[0].metadata.get("doc") if chain else None
+        history = self.history(self.history_start(chain), max_turns)
+        return Visible(doc=doc or None, history=history, steps=self.steps(frame_id))
+
+    def history_start(self, chain: list[Call]) -> str | None:
+        """Where the history of a frame begins (``chain``: its ancestors, innermost first):
+        the turn before the one it belongs to, or HEAD for a top-level exec."""
+        return chain[-1].predecessor if chain else self.head
+
+    def steps(self, frame_id: str | None) -> list[Call]:
+        """The frame's earlier children that finished (rejected attempts of a ``choices``
+        gate and still-running calls left out)."""
         steps: list[Call] = []
         if frame_id is not None:
             for child_id in self.children(frame_id):
@@ -101,4 +110,4 @@ class Graph:
                 if child is None or child.is_open or child.metadata.get("rejected"):
                     continue
                 steps.append(child)
-        return Visible(doc=doc or None, history=self.history(before, max_turns), steps=steps)
+        return steps

@@ -2,6 +2,11 @@
 
 Pure: no I/O.  The docstring becomes the one system message; earlier turns become
 user/assistant pairs; earlier steps of the frame follow; the new content comes last.
+
+An ``llm`` node stores only its frame's own messages plus the ids of the earlier turns it
+was given (``metadata["context"]``, see :mod:`openprogram.context.policy`), so a session
+does not store every turn's text again in every later call: :func:`full_messages`
+rebuilds the prompt that was sent.
 """
 
 from __future__ import annotations
@@ -100,3 +105,31 @@ def render_messages(
         messages.extend(step_messages(node))
     messages.append({"role": "user", "content": as_text(content)})
     return messages
+
+
+def full_messages(
+    node: Call,
+    lookup: Callable[[str], Call | None],
+    children: Callable[[Call], list[Call]] = lambda _node: [],
+) -> list[Message]:
+    """The prompt an ``llm`` node was sent: its own messages with the earlier turns it
+    names (``metadata["context"]["turns"]``) rendered back in at ``context["at"]``.
+
+    A node from before the context record (whole prompt stored) is returned as stored; a
+    turn that can no longer be read is shown as a one-line placeholder.
+    """
+    own = node.metadata.get("messages")
+    own = list(own) if isinstance(own, list) else []
+    context = node.metadata.get("context")
+    if not isinstance(context, dict) or not isinstance(context.get("turns"), list):
+        return own
+    at = context.get("at", 0)
+    at = at if isinstance(at, int) and 0 <= at <= len(own) else 0
+    history: list[Message] = []
+    for turn_id in context["turns"]:
+        turn = lookup(turn_id) if isinstance(turn_id, str) else None
+        if turn is None:
+            history.append({"role": "user", "content": f"[earlier turn {turn_id} not found]"})
+        else:
+            history.extend(turn_messages(turn, children))
+    return own[:at] + history + own[at:]

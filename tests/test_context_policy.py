@@ -1,0 +1,182 @@
+"""What a call sees of earlier turns: the context policy, set per runtime (a notebook's
+``%config``), per function and per call, and what each ``llm`` node records of it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from openprogram import ContextPolicy, agentic_function, create_runtime, session_context
+from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.runtime import Runtime, sent_messages
+from openprogram.context.nodes import Call, make_call
+from openprogram.context.policy import effective, estimate_tokens, select_history
+from openprogram.context.render import turn_messages
+from openprogram.providers.test import TestProvider
+
+DOC = "Summarise the text in one sentence."
+
+
+@agentic_function
+def summarise(text: str, runtime: Runtime | None = None) -> str:
+    """Summarise the text in one sentence."""
+    assert runtime is not None
+    return str(runtime.exec(text))
+
+
+@agentic_function(context=ContextPolicy(turns=0))
+def summarise_alone(text: str, runtime: Runtime | None = None) -> str:
+    """Summarise the text in one sentence."""
+    assert runtime is not None
+    return str(runtime.exec(text))
+
+
+def chain(statuses: list[str], text: str = "turn") -> tuple[dict[str, Call], list[Call]]:
+    """A root and one turn per status, chained; returns (nodes by id, the turns)."""
+    root = make_call("root", "root", status="completed")
+    nodes, turns, prev = {root.id: root}, [], root
+    for i, status in enumerate(statuses):
+        prev = make_call(
+            "turn", f"cell{i}", input={"text": f"{text} {i}"}, predecessor=prev.id, status=status
+        )
+        nodes[prev.id] = prev
+        turns.append(prev)
+    return nodes, turns
+
+
+def no_kids(_node: Call) -> list[Call]:
+    return []
+
+
+def pick(nodes: dict[str, Call], head: Call, **policy: Any) -> Any:
+    return select_history(
+        nodes.get, head.id, effective(ContextPolicy(**policy)), lambda n: turn_messages(n, no_kids)
+    )
+
+
+# -- the pure selection ----------------------------------------------------------------------
+def test_the_defaults_are_documented_numbers() -> None:
+    assert effective() == ContextPolicy(turns=20, tokens=4000, failed=False)
+
+
+def test_narrower_layers_win_field_by_field() -> None:
+    merged = effective(ContextPolicy(tokens=10), ContextPolicy(turns=3, tokens=99), None)
+    assert merged == ContextPolicy(turns=3, tokens=10, failed=False)
+
+
+@pytest.mark.parametrize("bad", [{"turns": -1}, {"tokens": "many"}, {"failed": "yes"}])
+def test_a_bad_policy_is_refused_when_made(bad: dict[str, Any]) -> None:
+    with pytest.raises((TypeError, ValueError), match="ContextPolicy"):
+        ContextPolicy(**bad)
+
+
+def test_turns_limit_keeps_the_newest_and_says_there_is_more() -> None:
+    nodes, turns = chain(["completed"] * 6)
+    seen = pick(nodes, turns[-1], turns=2)
+    assert [t.id for t in seen.turns] == [turns[-2].id, turns[-1].id]
+    assert seen.earlier and seen.record(effective())["earlier"] is True
+
+
+def test_failed_turns_are_left_out_unless_asked_for() -> None:
+    nodes, turns = chain(["completed", "error", "interrupted", "completed"])
+    seen = pick(nodes, turns[-1])
+    assert [t.id for t in seen.turns] == [turns[0].id, turns[3].id]
+    assert seen.failed == [turns[1].id, turns[2].id]
+    assert not seen.earlier
+    assert [t.id for t in pick(nodes, turns[-1], failed=True).turns] == [t.id for t in turns]
+
+
+def test_the_token_budget_cuts_oldest_first() -> None:
+    nodes, turns = chain(["completed"] * 10, text="word " * 40)
+    one = estimate_tokens(turn_messages(turns[0], no_kids))
+    seen = pick(nodes, turns[-1], tokens=3 * one + one // 2)
+    assert [t.id for t in seen.turns] == [t.id for t in turns[-3:]]
+    assert seen.tokens == 3 * one
+    assert seen.over_budget == [turns[-4].id] and seen.earlier
+
+
+# -- through the runtime ---------------------------------------------------------------------
+def llm_nodes(sid: str) -> list[Call]:
+    db = default_db()
+    db.close()  # what a later process reads
+    return [n for n in db.open(sid).nodes() if n.kind == "llm"]
+
+
+def run_turns(sid: str, runtime: Runtime, texts: list[str], fn: Any = summarise) -> None:
+    for text in texts:
+        with session_context(sid, runtime=runtime):
+            fn(text)
+
+
+def test_zero_turns_per_runtime_function_or_call_sends_docstring_and_content_only() -> None:
+    provider = TestProvider(reply="short")
+    narrow = create_runtime(provider)
+    narrow.context = ContextPolicy(turns=0)
+    run_turns("s_rt", create_runtime(provider), ["alpha", "beta"])
+    run_turns("s_rt", narrow, ["gamma"])
+    run_turns("s_rt", create_runtime(provider), ["delta"], fn=summarise_alone)
+    with session_context("s_rt", runtime=create_runtime(provider)) as handle:
+        assert handle.runtime is not None
+        handle.runtime.exec("epsilon", context=ContextPolicy(turns=0))
+    expected = [
+        [{"role": "system", "content": DOC}, {"role": "user", "content": "gamma"}],
+        [{"role": "system", "content": DOC}, {"role": "user", "content": "delta"}],
+        [{"role": "user", "content": "epsilon"}],
+    ]
+    assert [r.messages for r in provider.requests[2:]] == expected
+    session = default_db().open("s_rt")
+    recorded = [sent_messages(session, n) for n in llm_nodes("s_rt")[2:]]
+    assert recorded == expected
+    assert llm_nodes("s_rt")[1].metadata["context"]["turns"]  # the default saw "alpha"
+
+
+def test_the_recorded_prompt_rebuilds_exactly_what_was_sent() -> None:
+    provider = TestProvider(reply="a reply")
+    run_turns("s_same", create_runtime(provider), [f"text {i}" for i in range(5)])
+    session = default_db().open("s_same")
+    for node, request in zip(llm_nodes("s_same"), provider.requests, strict=True):
+        assert sent_messages(session, node) == request.messages
+    last = llm_nodes("s_same")[-1]
+    assert len(last.metadata["context"]["turns"]) == 4
+    # the node keeps its own messages only: no earlier turn's text is stored again
+    assert "text 0" not in json.dumps(last.to_dict())
+
+
+def test_a_token_budget_bounds_the_prompt_across_200_turns_and_the_store_stops_growing() -> None:
+    provider = TestProvider(reply="finding " * 30)
+    runtime = create_runtime(provider)
+    runtime.context = ContextPolicy(tokens=600)
+    run_turns("s_budget", runtime, [f"passage {i}: " + "words " * 20 for i in range(200)])
+    nodes = llm_nodes("s_budget")
+    session = default_db().open("s_budget")
+    doc_and_content = estimate_tokens(provider.requests[-1].messages[:1]) + 60
+    for node, request in zip(nodes, provider.requests, strict=True):
+        history = node.metadata["context"]
+        assert history["tokens"] <= 600
+        assert estimate_tokens(request.messages) <= 600 + doc_and_content
+    assert sent_messages(session, nodes[-1]) == provider.requests[-1].messages
+    sizes = [len(json.dumps(n.to_dict())) for n in nodes]
+    assert max(sizes[100:]) - min(sizes[100:]) < 200  # no growth with the session
+
+
+def test_a_failed_turn_is_absent_from_the_next_prompt() -> None:
+    provider = TestProvider(reply="fine")
+    runtime = create_runtime(provider)
+    run_turns("s_fail", runtime, ["the good one"])
+
+    @agentic_function
+    def flaky(text: str, runtime: Runtime | None = None) -> None:
+        """Summarise the text, then fail."""
+        assert runtime is not None
+        runtime.exec(text)
+        raise RuntimeError("broke after the call")
+
+    with pytest.raises(RuntimeError), session_context("s_fail", runtime=runtime):
+        flaky("UNLUCKY TEXT")
+    run_turns("s_fail", runtime, ["after"])
+    text = json.dumps(provider.requests[-1].messages)
+    assert "the good one" in text and "UNLUCKY TEXT" not in text
+    context = llm_nodes("s_fail")[-1].metadata["context"]
+    assert len(context["left_out"]["failed"]) == 1
