@@ -13,6 +13,11 @@
    ``session_context`` turn per call, each a function node with an llm child), warm (same
    process) and cold (a fresh ``SessionStore``), and a whole ``runtime.exec`` with the
    ``test`` provider at that size.  Target: render ≤ 20 ms.
+3. The context policy's cost at that size: the prompt rendered as before the policy (last
+   20 turns, no token budget, failed turns kept) side by side with the default policy
+   (20 turns, 4,000 tokens, failed turns left out) and with a tight budget, interleaved.
+   Target: the policy adds ≤ 0.2 ms.  Also the bytes of the last ``llm`` node on disk
+   (it names the turns it was given instead of storing their text).
 
 Figures only; no assertions.
 """
@@ -20,6 +25,7 @@ Figures only; no assertions.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -231,6 +237,74 @@ def bench_render(home: Path, turns: int, samples: int) -> list[tuple[str, str]]:
     ]
 
 
+# -- 3. the context policy's cost ------------------------------------------------------------
+def bench_policy(sid: str, samples: int) -> list[tuple[str, str]]:
+    from openprogram.agentic_programming.function import get_call_id
+    from openprogram.agentic_programming.prompt import build_prompt
+    from openprogram.context.graph import Graph
+    from openprogram.context.policy import ContextPolicy
+    from openprogram.context.render import render_messages
+    from openprogram.store.vars import get_store
+
+    content = "What changed since the last turn?"
+    tight = ContextPolicy(tokens=150)
+    sizes: dict[str, int] = {}
+
+    def old_render(session: Any, frame: str | None) -> list[dict[str, Any]]:
+        def lookup(node_id: str) -> Any:
+            try:
+                return session.get(node_id)
+            except Exception:
+                return None
+
+        def kids(node: Any) -> list[Any]:
+            return [c for c in (lookup(i) for i in session.children(node.id)) if c]
+
+        graph = Graph(lookup, session.children, session.head_id)
+        return render_messages(graph.visible_for(frame, max_turns=20), content, kids)
+
+    renders: dict[str, Callable[[Any, str | None], list[dict[str, Any]]]] = {
+        "before the policy": old_render,
+        "default policy": lambda s, f: build_prompt(s, f, content, None).messages,
+        "tight (150 tokens)": lambda s, f: build_prompt(s, f, content, tight).messages,
+    }
+    results: dict[str, list[float]] = {name: [] for name in renders}
+
+    @agentic_function
+    def step(runtime: Runtime | None = None) -> None:
+        """Research the topic and answer in one paragraph, citing sources."""
+        writer = get_store()
+        assert writer is not None
+        session, frame = writer.session, get_call_id()
+        for _ in range(samples):
+            for name, render in renders.items():
+                started = time.perf_counter()
+                messages = render(session, frame)
+                results[name].append((time.perf_counter() - started) * 1000)
+                sizes[name] = len(messages)
+
+    with session_context(sid, runtime=create_runtime(TestProvider(reply="ok"))):
+        step()
+    from openprogram.agent.session_db import default_db
+
+    session = default_db().open(sid)
+    last_llm = max((n for n in session.nodes() if n.kind == "llm"), key=lambda n: n.seq)
+    base = statistics.median(results["before the policy"])
+    rows = []
+    for name, times in results.items():
+        med = statistics.median(times)
+        q = statistics.quantiles(times, n=10)
+        rows.append(
+            (
+                f"render, {name}",
+                f"{med:.3f} ms (p10 {q[0]:.3f}, p90 {q[-1]:.3f}; {med - base:+.3f} ms) "
+                f"{sizes[name]} messages",
+            )
+        )
+    rows.append(("last llm node as JSON", f"{len(json.dumps(last_llm.to_dict()))} bytes"))
+    return rows
+
+
 # -- main -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench_agentic", description=__doc__.split("\n")[0])
@@ -259,6 +333,11 @@ def main(argv: list[str] | None = None) -> None:
         for label, value in bench_render(home, turns, samples=30):
             print(f"  {label:44s} {value}")
         print("  target: render ≤ 20 ms")
+
+        print(f"\n(3) the context policy at a {turns}-turn session (interleaved, 200 samples)")
+        for label, value in bench_policy("bench_render", samples=200):
+            print(f"  {label:44s} {value}")
+        print("  target: the default policy adds ≤ 0.2 ms")
     finally:
         from openprogram.agent import session_db
 

@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from openprogram.errors import UserError
-from openprogram_magics.sessions import list_sessions, session_log, session_status
+from openprogram_magics.sessions import (
+    context_lines,
+    list_sessions,
+    session_log,
+    session_status,
+)
 
 if TYPE_CHECKING:  # the engine is imported at the first command, not at %load_ext
     from openprogram.agentic_programming.runtime import Runtime
@@ -136,6 +141,8 @@ def help_text() -> str:
     lines = [f"{PROG} COMMAND — the notebook's OpenProgram session", ""]
     lines += [f"  {u:<{width}}{h}" for u, h in rows]
     lines += ["", 'Settings are traitlets: %config OpenProgramMagics.provider = "test"']
+    lines += ["  history_turns (20), history_tokens (4000), history_failed (False): what a call"]
+    lines += ["  sees of earlier turns; a function or a call narrows it with ContextPolicy"]
     return "\n".join(lines) + "\n"
 
 
@@ -200,6 +207,17 @@ def list_(host: Host, args: Namespace) -> list[dict[str, Any]]:
 )
 def log(host: Host, args: Namespace) -> list[str]:
     lines = session_log(session_or_current(host, args.session_id))
+    print("\n".join(lines))
+    return lines
+
+
+@command(
+    "context",
+    "what the next call in a cell is sent of earlier turns, and the policy",
+    arg("--full", action="store_true", help="do not clip the messages"),
+)
+def context(host: Host, args: Namespace) -> list[str]:
+    lines = context_lines(host.current_session_id(), host.runtime(), full=args.full)
     print("\n".join(lines))
     return lines
 

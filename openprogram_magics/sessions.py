@@ -103,3 +103,41 @@ def session_log(session_id: str) -> list[str]:
     from openprogram.store.session.gitlog import commit_log
 
     return [f"{e.sha[:8]} {e.summary}" for e in commit_log(default_db().open(session_id).path)]
+
+
+def context_lines(session_id: str | None, runtime: Runtime, *, full: bool = False) -> list[str]:
+    """What the next call at the top of a cell would be sent: the earlier turns the
+    notebook's context policy lets through (after the session's HEAD), their estimated
+    tokens, what was left out, then the messages (clipped to 300 characters unless
+    ``full``)."""
+    from openprogram.agent.session_db import default_db
+    from openprogram.agentic_programming.prompt import history_after
+    from openprogram.context.policy import ContextPolicy, effective
+
+    policy = effective(runtime.context)
+    rule = (
+        f"policy: at most {policy.turns} turns and {policy.tokens} tokens of history, "
+        f"failed turns {'included' if policy.failed else 'left out'} "
+        "(%config OpenProgramMagics.history_turns / history_tokens / history_failed)"
+    )
+    db = default_db()
+    if not session_id or not db.exists(session_id):
+        return ["the next call sees no earlier turns (the session has none yet)", rule]
+    session = db.open(session_id)
+    seen = history_after(session, session.head_id, runtime.context or ContextPolicy())
+    left = [f"{len(seen.failed)} failed"] if seen.failed else []
+    left += ["the turn over the token budget"] if seen.over_budget else []
+    left += ["older turns"] if seen.earlier else []
+    lines = [
+        f"the next call sees {len(seen.turns)} earlier turns of {session_id} "
+        f"(~{seen.tokens} tokens)" + (f"; left out: {', '.join(left)}" if left else ""),
+        rule,
+        "  [system]    (the called function's docstring, if any)",
+    ]
+    for message in seen.messages:
+        text = " ".join(str(message.get("content", "")).split())
+        if not full and len(text) > 300:
+            text = text[:299] + "…"
+        lines.append(f"  [{message.get('role')}]{' ' * (10 - len(str(message.get('role'))))}{text}")
+    lines.append("  [user]      (the call's content)")
+    return lines

@@ -319,7 +319,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             return node
         try:
             from openprogram.agent.session_db import default_db
-            from openprogram.agentic_programming.runtime import sent_messages
+            from openprogram.agentic_programming.prompt import sent_messages
             from openprogram.context.nodes import Call
 
             session = default_db().open(self.session_id)

@@ -21,16 +21,9 @@ from openprogram.agentic_programming.function import (
     is_cancellation,
     run_in_session,
 )
-from openprogram.context.graph import Graph, Visible
+from openprogram.agentic_programming.prompt import Prompt, build_prompt
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
-from openprogram.context.policy import (
-    ContextPolicy,
-    effective,
-    estimate_tokens,
-    frame_policy,
-    select_history,
-)
-from openprogram.context.render import full_messages, render_messages, turn_messages
+from openprogram.context.policy import ContextPolicy, estimate_tokens
 from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.providers.base import (
@@ -116,24 +109,7 @@ class Runtime:
     def _render(self, content: Any, context: ContextPolicy | None = None) -> Prompt:
         writer = get_store()
         assert writer is not None
-        session = writer.session
-        lookup = _lookup(session)
-        graph = Graph(lookup, session.children, session.head_id)
-        frame_id = get_call_id()
-        chain = graph.ancestors(frame_id)
-        policy = effective(context, frame_policy(chain), self.context)
-
-        def kids(node: Call) -> list[Call]:
-            return [c for c in (lookup(i) for i in session.children(node.id)) if c]
-
-        history = select_history(
-            lookup, graph.history_start(chain), policy, lambda n: turn_messages(n, kids)
-        )
-        doc = chain[0].metadata.get("doc") if chain else None
-        own = render_messages(Visible(doc=doc or None, steps=graph.steps(frame_id)), content)
-        record = history.record(policy)
-        record["at"] = 1 if doc else 0
-        return Prompt(own, history.messages, record)
+        return build_prompt(writer.session, get_call_id(), content, context, self.context)
 
     def _exec(
         self,
@@ -263,44 +239,6 @@ class Runtime:
         if self.budget is not None:
             self.budget.record(writer, node)
         return response
-
-
-class Prompt:
-    """One rendered prompt: the frame's own messages with the history spliced in at
-    ``record["at"]``; ``record`` is what the ``llm`` node keeps about the history."""
-
-    __slots__ = ("history", "own", "record")
-
-    def __init__(self, own: list[Message], history: list[Message], record: dict[str, Any]) -> None:
-        self.own = own
-        self.history = history
-        self.record = record
-
-    @property
-    def messages(self) -> list[Message]:
-        at = self.record["at"]
-        return self.own[:at] + self.history + self.own[at:]
-
-
-def sent_messages(session: Any, node: Call) -> list[Message]:
-    """The whole prompt ``node`` (an ``llm`` node of ``session``) was sent, rebuilt from the
-    earlier turns it names (it stores only its frame's own messages)."""
-    lookup = _lookup(session)
-
-    def kids(turn: Call) -> list[Call]:
-        return [c for c in (lookup(i) for i in session.children(turn.id)) if c]
-
-    return full_messages(node, lookup, kids)
-
-
-def _lookup(session: Any) -> Callable[[str], Call | None]:
-    def lookup(node_id: str) -> Call | None:
-        try:
-            return session.get(node_id)  # type: ignore[no-any-return]
-        except Exception:
-            return None
-
-    return lookup
 
 
 def _with_retries(
