@@ -22,6 +22,7 @@ import openprogram.agentic_programming.function as fn_mod
 import openprogram.store as store_mod
 import openprogram_magics.bridge as bridge
 from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.test import FunctionProvider
@@ -228,9 +229,12 @@ def test_two_cells_continue_one_session_and_chain(shell: Shell) -> None:
     t1, t2 = turns_of(second.session_id)
     assert t2.predecessor == t1.id == first.last_turn_id
     assert second.last_turn_id == t2.id
-    # the second LLM call saw the first turn in its prompt (the session is continued)
+    # the second LLM call saw the first turn in its prompt (the session is continued); its
+    # node names that turn rather than storing its text again
     llm2 = [n for n in session_nodes(second.session_id) if n.kind == "llm"][-1]
-    assert "one" in str(llm2.metadata.get("messages"))
+    assert llm2.metadata["context"]["turns"] == [t1.id]
+    assert "one" not in str(llm2.metadata.get("messages"))
+    assert "one" in str(sent_messages(default_db().open(second.session_id), llm2))
 
 
 def test_session_pin_wins_and_is_recorded(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from openprogram.agentic_programming import Runtime
+from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.cli import main
 from openprogram.context.nodes import Call
 from openprogram.programs.research import (
@@ -136,7 +137,12 @@ def test_the_notebook_runs_offline_and_its_artifacts_are_structured(
     assert code == 0
     nodes = session_nodes(op_home, sid)
     first_cli_llm = next(n for n in nodes if n.kind == "llm" and n.turn > turns[-1].turn)
-    history = "\n".join(m["content"] for m in first_cli_llm.metadata["messages"][1:-1])
+    store = SessionStore(op_home)  # the llm node names the turns it saw; rebuild the prompt
+    try:
+        sent = sent_messages(store.open(sid), first_cli_llm)
+    finally:
+        store.close()
+    history = "\n".join(m["content"] for m in sent[1:-1])
     assert "review = review_paper(TASK, paper)" in history  # the notebook's cells
 
 

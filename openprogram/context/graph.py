@@ -90,15 +90,15 @@ class Graph:
         * ``steps``: the frame's earlier children that finished (rejected attempts of a
           ``choices`` gate and still-running calls are left out).
         """
-        chain = self.ancestors(frame_id)
-        doc = chain[0].metadata.get("doc") if chain else None
-        history = self.history(self.history_start(chain), max_turns)
+        frames = self.ancestors(frame_id)
+        doc = frames[0].metadata.get("doc") if frames else None
+        history = self.history(self.history_start(frames), max_turns)
         return Visible(doc=doc or None, history=history, steps=self.steps(frame_id))
 
-    def history_start(self, chain: list[Call]) -> str | None:
-        """Where the history of a frame begins (``chain``: its ancestors, innermost first):
+    def history_start(self, frames: list[Call]) -> str | None:
+        """Where the history of a frame begins (``frames``: its ancestors, innermost first):
         the turn before the one it belongs to, or HEAD for a top-level exec."""
-        return chain[-1].predecessor if chain else self.head
+        return frames[-1].predecessor if frames else self.head
 
     def steps(self, frame_id: str | None) -> list[Call]:
         """The frame's earlier children that finished (rejected attempts of a ``choices``
