@@ -63,7 +63,9 @@ class OpenProgramMagics(Magics):
     history_tokens = Int(
         4000, min=0, help="Estimated tokens of earlier turns a call sees (oldest cut first)."
     ).tag(config=True)
-    history_failed = Bool(False, help="Later calls see the turns that failed, too.").tag(config=True)
+    history_failed = Bool(False, help="Later calls see the turns that failed, too.").tag(
+        config=True
+    )
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)

@@ -14,10 +14,11 @@ A policy is set in layers; the narrowest one that sets a field wins: the call
 (``@agentic_function(context=...)``, the innermost enclosing function that sets it), then
 the runtime (a notebook's ``%config OpenProgramMagics.history_turns``), then the defaults.
 
-Tokens are *estimated* (characters / 4, plus 4 per message), the usual rule of thumb for
-English text; no tokenizer is downloaded.  Each ``llm`` node records what it was given in
-``metadata["context"]`` (see :func:`select_history`) and its own messages only; the full
-prompt is rebuilt on demand by :func:`openprogram.context.render.full_messages`.
+Tokens are *estimated* high (characters / 3, plus 4 per message; English averages about 4
+characters a token), the same estimate the budget uses; no tokenizer is downloaded.  Each
+``llm`` node records what it was given in ``metadata["context"]`` (see
+:func:`select_history`) and its own messages only; the full prompt is rebuilt on demand by
+:func:`openprogram.context.render.full_messages`.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ Message = dict[str, Any]
 
 
 def estimate_tokens(messages: list[Message]) -> int:
-    """A cheap token estimate: characters / 4, plus 4 per message."""
-    return sum(len(str(m.get("content", ""))) // 4 + 4 for m in messages)
+    """Tokens of ``messages``, estimated high (characters / 3, plus 4 per message; no
+    tokenizer needed).  The budget (:mod:`openprogram.usage.budget`) uses it too."""
+    return sum(-(-len(str(m.get("content", ""))) // 3) + 4 for m in messages)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from the store the first time a session is seen, then kept up to date by this pr
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from openprogram.context.policy import estimate_tokens
 from openprogram.errors import UserError
 
 if TYPE_CHECKING:
@@ -32,11 +32,6 @@ SCOPES = ("session", "run")
 
 class BudgetExceeded(UserError):
     """The next call would exceed the budget; it was not sent."""
-
-
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    """Input tokens of ``messages``, estimated high (no tokenizer needed)."""
-    return sum(math.ceil(len(str(m.get("content", ""))) / 3) + 4 for m in messages)
 
 
 @dataclass
