@@ -37,10 +37,7 @@ def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def wire_server() -> Iterator[Any]:
     """One local OpenAI/Anthropic wire server per test module (see ``wire_server.py``)."""
-    try:
-        from tests.wire_server import WireServer
-    except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-        from wire_server import WireServer  # type: ignore[no-redef]
+    from wire_server import WireServer
 
     with WireServer() as srv:
         yield srv

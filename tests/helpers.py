@@ -1,17 +1,16 @@
 """Helpers shared by several test modules (shared fixtures live in ``conftest.py``).
 
-Import with the same fallback as ``wire_server``::
+Import as::
 
-    try:
-        from tests.helpers import reopen
-    except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-        from helpers import reopen  # type: ignore[no-redef]
+    from helpers import reopen
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from wire_server import Reply, WireServer
 
 from openprogram.agentic_programming import function as fn_mod
 from openprogram.agentic_programming.function import get_call_id, get_current_runtime
@@ -20,11 +19,6 @@ from openprogram.providers.anthropic_provider import AnthropicProvider
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.store.session.store import SessionStore
 from openprogram.store.vars import get_store, get_turn_id
-
-try:
-    from tests.wire_server import Reply, WireServer
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from wire_server import Reply, WireServer  # type: ignore[no-redef]
 
 __all__ = ["Reply", "WireServer", "assert_vars_clear", "reopen", "wire_provider"]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import assert_vars_clear, reopen
 
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.agentic_programming import function as fn_mod
@@ -27,11 +28,6 @@ from openprogram.agentic_programming.function import (
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
 from openprogram.providers.test import TestProvider
-
-try:
-    from tests.helpers import assert_vars_clear, reopen
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from helpers import assert_vars_clear, reopen  # type: ignore[no-redef]
 
 DOC = "Classify the ticket as bug, feature or question."
 REPO = Path(__file__).resolve().parent.parent

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import reopen
 
 from openprogram import agentic_function, ask_user, session_context
 from openprogram.agentic_programming.ask_user import (
@@ -17,11 +18,6 @@ from openprogram.agentic_programming.ask_user import (
 )
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.providers.test import TestProvider
-
-try:
-    from tests.helpers import reopen
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from helpers import reopen  # type: ignore[no-redef]
 
 
 class NotATty:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dag_sample import sample_nodes
+
 from openprogram.view.layout import (
     FLAG_CYCLE,
     FLAG_DUPLICATE,
@@ -13,7 +15,6 @@ from openprogram.view.layout import (
     Layout,
     compute_layout,
 )
-from tests.dag_sample import sample_nodes
 
 
 def mk(

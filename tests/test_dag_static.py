@@ -6,8 +6,9 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
+from dag_sample import sample_nodes
+
 from openprogram.view import render_static_html, render_text_tree
-from tests.dag_sample import sample_nodes
 
 
 def mk(nid: str, seq: int, kind: str, status: str = "completed", **fields: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from dag_sample import sample_nodes
 
 from openprogram.view import (
     DETAIL_LIMIT,
@@ -14,7 +15,6 @@ from openprogram.view import (
     payload_bytes,
 )
 from openprogram_magics.widget import DagWidget, show_dag
-from tests.dag_sample import sample_nodes
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

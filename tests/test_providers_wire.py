@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import Reply, WireServer, wire_provider
 
 from openprogram.providers.anthropic_provider import (
     AnthropicProvider,
@@ -30,11 +31,6 @@ from openprogram.providers.base import (
 )
 from openprogram.providers.network import ModelRequestsBlocked, allow_model_requests
 from openprogram.providers.openai_provider import OpenAIProvider
-
-try:
-    from tests.helpers import Reply, WireServer, wire_provider
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from helpers import Reply, WireServer, wire_provider  # type: ignore[no-redef]
 
 KEY = "sk-test-SECRET-123"
 DOC = "Summarize the text in one sentence. (docstring of summarize)"

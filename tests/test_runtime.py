@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import Reply, WireServer, assert_vars_clear, reopen, wire_provider
 from pydantic import BaseModel
 
 from openprogram import agentic_function, create_runtime, session_context
@@ -26,17 +27,6 @@ from openprogram.providers.base import (
     TransientProviderError,
 )
 from openprogram.providers.test import FunctionProvider
-
-try:
-    from tests.helpers import Reply, WireServer, assert_vars_clear, reopen, wire_provider
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from helpers import (  # type: ignore[no-redef]
-        Reply,
-        WireServer,
-        assert_vars_clear,
-        reopen,
-        wire_provider,
-    )
 
 CHOICES = ["bug", "feature", "question"]
 

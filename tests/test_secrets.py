@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wire_server import Reply, WireServer
 
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.agent.session_db import default_db
@@ -20,11 +21,6 @@ from openprogram.providers.anthropic_provider import AnthropicProvider
 from openprogram.providers.base import ProviderError
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.test import TestProvider
-
-try:
-    from tests.wire_server import Reply, WireServer
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from wire_server import Reply, WireServer  # type: ignore[no-redef]
 
 ARG_KEY = "sk-test-SECRET-123"
 OPENAI_ENV_KEY = "sk-fake-openai-ENVKEY-777"

@@ -258,7 +258,7 @@ def round_trip_over(url: str, alice: SessionStore, bob: SessionStore, protocols:
 
 
 def test_push_pull_over_git_daemon(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.git_servers import git_daemon
+    from git_servers import git_daemon
 
     alice, bob = two
     remote = bare(tmp_path / "srv")
@@ -269,7 +269,7 @@ def test_push_pull_over_git_daemon(two, tmp_path: Path) -> None:  # type: ignore
 def test_push_pull_over_smart_http_with_password(
     two, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    from tests.git_servers import smart_http
+    from git_servers import smart_http
 
     alice, bob = two
     remote = bare(tmp_path / "srv")

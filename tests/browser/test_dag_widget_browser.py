@@ -254,7 +254,7 @@ def test_nodes_appear_while_the_cell_runs(lab: LabPage, notebook_dir: tuple[Path
 
 LONG_WIDGET = """\
 from openprogram_magics.widget import DagWidget
-from tests.dag_sample import sample_nodes
+from tests.dag_sample import sample_nodes  # the repo root is on the kernel's PYTHONPATH
 
 nodes = sample_nodes(5000)
 order = {n["id"]: i for i, n in enumerate(nodes)}
