@@ -55,6 +55,8 @@ class Host(Protocol):
 
     def runtime(self) -> Runtime: ...
 
+    def current_meta(self) -> NotebookMeta | None: ...
+
     def current_session_id(self) -> str | None: ...
 
     def set_session(self, meta: NotebookMeta) -> None: ...
@@ -250,6 +252,10 @@ def provider(host: Host, args: Namespace) -> None:
     name, model = args.name, args.model
     if name not in PROVIDER_NAMES:
         raise CommandError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
+    if name == "replay":  # answers from this notebook's session, re-run from its root
+        from openprogram_magics.sharing import replay_from_root
+
+        host.set_session(replay_from_root(session_or_current(host, None), host.current_meta()))
     create_runtime(name, model or None)  # fail now, not at the next cell
     host.provider, host.model = name, model
     # calls made outside a turn (the process's ad-hoc session) use the same provider
@@ -259,6 +265,85 @@ def provider(host: Host, args: Namespace) -> None:
     else:  # the provider's own default, not the model chosen for another provider
         os.environ.pop("OPENPROGRAM_MODEL", None)
     print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
+
+
+@command(
+    "push",
+    "send the session to refs/openprogram/sessions/ID of a git remote",
+    arg("remote", nargs="?", metavar="REMOTE", help="URL, path or remote name (default origin)"),
+)
+def push(host: Host, args: Namespace) -> str:
+    from dataclasses import replace
+
+    from openprogram_magics.sharing import push_session
+
+    meta = host.current_meta()
+    message, remember = push_session(session_or_current(host, None), args.remote, _remote(meta))
+    if meta is not None and remember and remember != meta.remote:
+        host.set_session(replace(meta, remote=remember))
+    print(message)
+    return message
+
+
+@command(
+    "pull",
+    "fetch the session from a git remote and join it (both lines kept)",
+    arg("remote", nargs="?", metavar="REMOTE", help="URL, path or remote name (default origin)"),
+)
+def pull(host: Host, args: Namespace) -> str:
+    from openprogram_magics.sharing import pull_session
+
+    meta = host.current_meta()
+    got = pull_session(session_or_current(host, None), args.remote, _remote(meta))
+    print(got.describe())
+    return got.status
+
+
+@command("export", "write the session as a git bundle", arg("output", metavar="FILE"))
+def export(host: Host, args: Namespace) -> str:
+    from openprogram_magics.sharing import export_session
+
+    path = export_session(session_or_current(host, None), args.output)
+    print(f"wrote {path} ({path.stat().st_size} bytes)")
+    return str(path)
+
+
+@command(
+    "import",
+    "import a session from a bundle, or --embedded from the saved notebook",
+    arg("bundle", nargs="?", metavar="FILE"),
+    arg("--embedded", action="store_true", help="the bundle `embed` saved in this notebook"),
+    arg("--notebook", metavar="NB.ipynb", help="with --embedded: read this notebook"),
+    arg("--as", dest="as_id", metavar="NEW_ID", help="import under another session id"),
+    arg("--max-mb", type=float, default=10.0, metavar="MB", help="embedded size cap"),
+)
+def import_(host: Host, args: Namespace) -> str:
+    from openprogram_magics.sharing import import_embedded, import_session
+
+    if args.embedded == (args.bundle is not None):
+        raise CommandError("usage: %openprogram import FILE | import --embedded")
+    if args.embedded:
+        got = import_embedded(args.notebook, args.as_id, int(args.max_mb * 1048576))
+    else:
+        got = import_session(args.bundle, args.as_id)
+    print(got.describe() + f"; `{PROG} use {got.session_id}` continues it here")
+    return got.session_id
+
+
+@command(
+    "embed",
+    "keep the session in this notebook (a bundle in this cell's output; save to keep)",
+    arg("--max-mb", type=float, default=10.0, metavar="MB", help="refuse above (default 10)"),
+)
+def embed(host: Host, args: Namespace) -> Any:
+    from openprogram_magics.sharing import EmbeddedBundle, embed_payload
+
+    sid = session_or_current(host, None)
+    return EmbeddedBundle(embed_payload(sid, int(args.max_mb * 1048576)))
+
+
+def _remote(meta: NotebookMeta | None) -> str | None:
+    return meta.remote if meta is not None else None
 
 
 @command(

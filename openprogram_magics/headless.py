@@ -93,22 +93,18 @@ def replay_setup(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The metadata to hand the kernel (the session, from its root) and the environment
     that makes every provider the replay of that session."""
-    from openprogram.agent.session_db import default_db
     from openprogram.errors import UserError
+    from openprogram_magics.sharing import session_root
 
     if meta is None:
         raise UserError(f"{name} names no session to replay (metadata.openprogram.session_id)")
-    db = default_db()
-    if not db.exists(meta.session_id):
-        raise UserError(
-            f"session {meta.session_id} is not on this machine: "
-            f"`openprogram sessions pull --notebook {name}` fetches it"
-        )
-    root = next((e["id"] for e in db.open(meta.session_id).index() if e["kind"] == "root"), None)
+    root = session_root(
+        meta.session_id, f"`openprogram sessions pull --notebook {name}` fetches it"
+    )
     env = {"OPENPROGRAM_REPLAY": meta.session_id}
     if record_misses:
         env["OPENPROGRAM_REPLAY_MISSES"] = "1"
-    return NotebookMeta(meta.session_id, root).to_json(), env
+    return NotebookMeta(meta.session_id, root, meta.remote).to_json(), env
 
 
 def _execute(client: Any, nb: Any, stored: Any, source: Path) -> str | None:

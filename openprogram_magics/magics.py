@@ -210,14 +210,19 @@ class OpenProgramMagics(Magics):
             raise UsageError(str(exc)) from None
 
     # -- what the line commands read and change (commands.Host) ------------------------------
-    def current_session_id(self) -> str | None:
-        """The session the next turn would continue, if known without minting one."""
+    def current_meta(self) -> NotebookMeta | None:
+        """The notebook's session (id, last turn, remote) the next turn would continue, if
+        known without minting one."""
         try:
             from openprogram_magics.sessions import frontend_meta
 
-            meta = self.kernel_meta if self.kernel_meta is not None else frontend_meta()
+            return self.kernel_meta if self.kernel_meta is not None else frontend_meta()
         except Exception:
             return None
+
+    def current_session_id(self) -> str | None:
+        """The session the next turn would continue, if known without minting one."""
+        meta = self.current_meta()
         return meta.session_id if meta else None
 
     def set_session(self, meta: NotebookMeta) -> None:

@@ -36,6 +36,7 @@ METADATA_VERSION = 1
 MIME_TYPE = "application/vnd.openprogram.session+json"
 MAX_METADATA_BYTES = 64 * 1024
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
+MAX_REMOTE_CHARS = 500
 
 
 class MetadataError(UserError):
@@ -46,11 +47,14 @@ class MetadataError(UserError):
 class NotebookMeta:
     session_id: str
     last_turn_id: str | None = None
+    remote: str | None = None  # where `%openprogram push URL` sent it (never a password)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"session_id": self.session_id, "version": METADATA_VERSION}
         if self.last_turn_id:
             out["last_turn_id"] = self.last_turn_id
+        if self.remote:
+            out["remote"] = self.remote
         return out
 
 
@@ -91,7 +95,10 @@ def parse_metadata(
     last = value.get("last_turn_id")
     if last is not None and not (isinstance(last, str) and len(last) <= 64):
         last = None
-    return NotebookMeta(sid, last)
+    remote = value.get("remote")  # checked when used: only an explicit push/pull reads it
+    if not (isinstance(remote, str) and 0 < len(remote) <= MAX_REMOTE_CHARS):
+        remote = None
+    return NotebookMeta(sid, last, remote)
 
 
 def resolve(
@@ -111,8 +118,9 @@ def resolve(
                 f"--session {pinned} overrides this notebook's session {stored.session_id}; "
                 f"the notebook now records {pinned}"
             )
-        last = stored.last_turn_id if stored and stored.session_id == pinned else None
-        return Resolution(NotebookMeta(pinned, last), "pinned", note)
+        same = stored is not None and stored.session_id == pinned
+        last, remote = (stored.last_turn_id, stored.remote) if stored and same else (None, None)
+        return Resolution(NotebookMeta(pinned, last, remote), "pinned", note)
     for meta, source in ((kernel, "kernel"), (frontend, "frontend"), (file, "file")):
         if meta is not None:
             return Resolution(meta, source)

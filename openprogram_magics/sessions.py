@@ -85,6 +85,13 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
             turns=sum(1 for e in session.index() if e["kind"] == "turn"),
             head=session.head_id,
         )
+        from openprogram.store.session.sync import lines
+
+        others = lines(session)  # another person's (or notebook copy's) line of the session
+        if others:
+            info["other lines"] = "; ".join(
+                f"{line.turns} turn(s) ending at {line.tip}" for line in others
+            )
     elif session_id:
         info["path"] = f"{db.root / session_id} (created at the first turn)"
     return info

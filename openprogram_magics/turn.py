@@ -143,7 +143,8 @@ class CellTurn:
         """Record the outcome, commit, and return the metadata the notebook should keep."""
         assert self.handle is not None and self.node is not None
         node, handle = self.node, self.handle
-        meta = NotebookMeta(handle.session_id, node.id)  # kept even if recording fails
+        remote = self.meta.remote if self.meta.session_id == handle.session_id else None
+        meta = NotebookMeta(handle.session_id, node.id, remote)  # kept even if recording fails
         try:
             if error is None:
                 node.metadata["status"] = COMPLETED

@@ -30,6 +30,9 @@ class Host:
     def runtime(self) -> Runtime:
         return self.rt
 
+    def current_meta(self) -> NotebookMeta | None:
+        return self.meta
+
     def current_session_id(self) -> str | None:
         return self.meta.session_id if self.meta else None
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from test_magics import AGENTS, Shell, ipython_dir, make_shell, session_nodes, shell, turns_of
 
 import openprogram_magics.bridge as bridge
 from openprogram_magics.notebook import (
@@ -27,6 +26,7 @@ from openprogram_magics.notebook import (
     resolve,
     session_from_outputs,
 )
+from tests.test_magics import AGENTS, Shell, ipython_dir, make_shell, session_nodes, shell, turns_of
 
 __all__ = ["ipython_dir", "shell"]  # fixtures shared with test_magics
 
