@@ -55,7 +55,6 @@ def rss():
             return int(line.split()[1]) / 1024
 from bench_store import write_turn
 from openprogram.store.session.store import SessionStore
-import openprogram.store.session.gitrepo  # noqa: what any open imports anyway
 before = rss()
 t0 = time.perf_counter()
 store = SessionStore(HOME)
@@ -308,7 +307,9 @@ def report(rows: list[dict[str, Any]]) -> None:
     print("\n(4) size on disk                  du MiB   bytes MiB   du/bytes")
     for r in rows:
         ratio = r["du"] / r["bytes"] if r["bytes"] else 0
-        print(f"  {r['size']:6d} turns              {r['du']:8.1f}  {r['bytes']:10.1f}  {ratio:9.2f}")
+        print(
+            f"  {r['size']:6d} turns              {r['du']:8.1f}  {r['bytes']:10.1f}  {ratio:9.2f}"
+        )
     print("\n(5) two writers, turn ms              median     p99     max   extra median")
     for r in rows:
         extra = statistics.median(r["two"]) - statistics.median(r["turns"])

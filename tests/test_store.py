@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import time
 import warnings
@@ -266,7 +267,7 @@ def test_the_index_cache_is_data_not_code(op_home: Path) -> None:
     store = SessionStore(op_home)
     add_turn(store, "s_cache", "first")
     store.close()
-    cache = op_home / "sessions" / "s_cache" / ".state" / "index.json"
+    cache = op_home / "sessions" / "s_cache" / ".state" / "index" / "0000.json"
     assert cache.is_file()
     cache.write_bytes(b"\x80\x04cos\nsystem\n(S'echo PWNED'\ntR.")  # a pickle payload
     session = SessionStore(op_home).open("s_cache")
@@ -349,28 +350,33 @@ def copy_sealed(sealed_session: Path, op_home: Path) -> Path:
 
 def open_cold(op_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, set[str]]:
     """Open the copied session without its index cache; returns it and the buckets scanned."""
-    from openprogram.store.session.store import Session
+    from openprogram.store.session.nodeindex import NodeIndex
 
-    (op_home / "sessions" / SEALED_SID / ".state" / "index.json").unlink(missing_ok=True)
+    shutil.rmtree(op_home / "sessions" / SEALED_SID / ".state" / "index", ignore_errors=True)
     scanned: set[str] = set()
-    scan = Session._scan_dir
+    scan = NodeIndex.scan
 
-    def spy(self: Session, rel: str, entries: dict[str, Any]) -> None:
-        scanned.add(rel.split("/")[1])
-        scan(self, rel, entries)
+    def spy(self: NodeIndex, bucket: str, turn: str) -> None:
+        scanned.add(bucket)
+        scan(self, bucket, turn)
 
-    monkeypatch.setattr(Session, "_scan_dir", spy)
+    monkeypatch.setattr(NodeIndex, "scan", spy)
     session = SessionStore(op_home).open(SEALED_SID)
-    monkeypatch.setattr(Session, "_scan_dir", scan)
+    session.index()  # the whole index: older buckets load when asked for
+    monkeypatch.setattr(NodeIndex, "scan", scan)
     return session, scanned
 
 
-def test_a_new_bucket_seals_the_previous_one_in_the_same_commit(sealed_session: Path) -> None:
+def test_a_new_bucket_has_the_previous_one_sealed_by_maintenance(sealed_session: Path) -> None:
+    """The first commit into bucket b+1 starts a detached maintenance, which seals bucket b
+    in a commit of its own (the turn's commit does not wait for it)."""
     tree = git_out(sealed_session, "ls-tree", "-r", "--name-only", "HEAD", "history")
     indexes = [p for p in tree.splitlines() if p.endswith("/index.json")]
     assert indexes == ["history/0000/index.json", "history/0001/index.json"]
     log = git_out(sealed_session, "log", "--format=%s", "--", "history/0001/index.json")
-    assert log.splitlines() == ["turn 200"]  # the first turn of bucket 0002
+    assert log.splitlines() == ["index of history bucket(s) 0001"]
+    turn_200 = git_out(sealed_session, "log", "--format=%H", "--grep=^turn 200$").strip()
+    assert "index.json" not in git_out(sealed_session, "show", "--name-only", turn_200)
     assert git_out(sealed_session, "status", "--porcelain") == ""
     first = (sealed_session / "history" / "0000" / "index.json").read_bytes().split(b"\n")
     # the recorded sha is that of the bucket's tree without index.json
@@ -391,7 +397,7 @@ def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
 ) -> None:
     copy_sealed(sealed_session, op_home)
     warm = SessionStore(op_home).open(SEALED_SID)
-    assert (op_home / "sessions" / SEALED_SID / ".state" / "index.json").is_file()
+    assert (op_home / "sessions" / SEALED_SID / ".state" / "index" / "0002.json").is_file()
     expected = warm.index()
     assert len(expected) == 1 + 2 * 250
     cold, scanned = open_cold(op_home, monkeypatch)
@@ -411,7 +417,7 @@ def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
 def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
 ) -> None:
-    from openprogram.store.session.gitrepo import GitWriter
+    from openprogram.store.session.repository import Repository
 
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()
@@ -431,9 +437,7 @@ def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
     if tamper == "malformed JSON":
         data = b'{"v": 1, "tree": \x80 garbage'
     (path / rel).write_bytes(data)
-    writer = GitWriter(path)
-    writer.commit({rel: data}, "tampered")
-    writer.close()
+    Repository(path).commit({rel: data}, "tampered")
 
     cold, scanned = open_cold(op_home, monkeypatch)
     assert scanned == {"0000", "0002"}

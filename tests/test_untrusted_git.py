@@ -25,7 +25,8 @@ from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.store.session.files import dumps
 from openprogram.store.session.gitlog import commit_log
-from openprogram.store.session.gitrepo import GitWriter
+from openprogram.store.session.maintenance import wait_for
+from openprogram.store.session.repository import MAIN_REF, Repository
 from openprogram.store.session.safegit import canonical_config, run_git
 from openprogram.store.session.store import SessionStore
 
@@ -128,17 +129,17 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
     (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
     (git_dir / "commondir").write_text(f"{other / '.git'}\n")
     # a committed .gitattributes binding every file to the evil drivers, then a signed commit
-    writer = GitWriter(folder)
+    writer = Repository(folder)
     attributes = b"* filter=evil diff=evil\n"
     (folder / ".gitattributes").write_bytes(attributes)
     writer.commit({".gitattributes": attributes}, "attributes")
-    head = writer.head_commit()
+    head = writer.read_ref()
     assert head is not None
-    raw = writer.read_blob(head)
+    raw = writer.read(head)
     header, _, message = raw.partition(b"\n\n")
     signature = b"gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEz\n -----END PGP SIGNATURE-----"
     signed = header + b"\n" + signature + b"\n\n" + message
-    writer._set_head_commit(writer._store(b"commit", signed))
+    writer.update_ref(MAIN_REF, writer.store(b"commit", signed), head)
     writer.close()
     # a writer that died mid-turn: opening the session recovers its running node
     store = SessionStore(home)
@@ -213,6 +214,7 @@ def test_no_operation_of_the_project_runs_a_program_the_folder_names(
     assert len(lines) >= commits + 2 and lines[0].endswith(": third")
     fsck = run_git(hostile.folder, "fsck", "--strict", "--no-progress", check=False)
     assert fsck.returncode == 0, fsck.stderr
+    wait_for(hostile.folder)  # the index refresh closing a session starts (detached)
     status = run_git(hostile.folder, "status", "--porcelain")
     assert status.stdout == b""  # maintenance refreshed the index; nothing ran meanwhile
     hostile.assert_nothing_ran()

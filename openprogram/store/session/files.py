@@ -125,6 +125,11 @@ class Counters:
         os.pwrite(self._fd, _MAINT.pack(commits + 1, maintained), _STATE.size)
         return commits + 1, maintained
 
+    def commits(self) -> int:
+        """Commits made so far (by any process)."""
+        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
+        return _MAINT.unpack(raw)[0] if len(raw) == _MAINT.size else 0
+
     def set_maintained(self) -> None:
         raw = os.pread(self._fd, _MAINT.size, _STATE.size)
         commits = _MAINT.unpack(raw)[0] if len(raw) == _MAINT.size else 0

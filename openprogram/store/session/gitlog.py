@@ -10,7 +10,7 @@ import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
-from openprogram.store.session.gitrepo import GitWriter
+from openprogram.store.session.repository import Repository
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,13 @@ def parse_commit(data: bytes) -> CommitInfo:
 
 def commit_log(worktree: Path) -> list[LogEntry]:
     """Every commit reachable from ``main``, newest first (as ``git log`` orders them)."""
-    writer = GitWriter(worktree)
-    head = writer.head_commit()
+    repo = Repository(worktree)
+    head = repo.read_ref()
     if head is None:
         return []
     out: list[LogEntry] = []
     seen = {head}
-    first = parse_commit(writer.read_commit(head))
+    first = parse_commit(repo.read(head))
     queue: list[tuple[int, int, bytes, CommitInfo]] = [(-first.time, 0, head, first)]
     order = 1  # ties keep discovery order, so a linear history stays in parent order
     while queue:
@@ -58,7 +58,7 @@ def commit_log(worktree: Path) -> list[LogEntry]:
         for parent in info.parents:
             if parent not in seen:
                 seen.add(parent)
-                parsed = parse_commit(writer.read_commit(parent))
+                parsed = parse_commit(repo.read(parent))
                 heapq.heappush(queue, (-parsed.time, order, parent, parsed))
                 order += 1
     return out

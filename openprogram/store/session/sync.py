@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openprogram.store.session.gitrepo import GitWriter, init_repo
 from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.safegit import git_argv, git_env, run_git
+from openprogram.store.session.repository import Repository
+from openprogram.store.session.safegit import git_argv, git_env, init_repository, run_git
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     REMOTE_NAME,
@@ -138,7 +138,7 @@ def _quarantine(store: SessionStore) -> Iterator[Path]:
     """An empty repository under the sessions folder, deleted afterwards."""
     store.root.mkdir(parents=True, exist_ok=True)
     path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
-    init_repo(path)
+    init_repository(path)
     try:
         yield path
     finally:
@@ -256,7 +256,7 @@ def _merge(local: Path, ours: str, theirs: str) -> str:
     trees = _out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
     tree_shas = [bytes.fromhex(t) for t in trees.split()]
     base_tree = tree_shas[0] if base else None
-    writer = GitWriter(local)
+    writer = Repository(local)
     try:
         tree = merge_trees(
             base_tree, tree_shas[-2], tree_shas[-1], writer.read_tree, writer.write_tree
@@ -272,7 +272,7 @@ def _materialise(local: Path, old: str, new: str) -> None:
     from openprogram.store.session.files import atomic_write
 
     trees = _out(local, "rev-parse", f"{old}^{{tree}}", f"{new}^{{tree}}").split()
-    writer = GitWriter(local)
+    writer = Repository(local)
     try:
         for rel, blob in changed_files(
             bytes.fromhex(trees[0]), bytes.fromhex(trees[1]), writer.read_tree
@@ -282,7 +282,7 @@ def _materialise(local: Path, old: str, new: str) -> None:
                 target.unlink(missing_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, writer.read_blob(blob))
+            atomic_write(target, writer.read(blob))
     finally:
         writer.close()
     _git(local, "read-tree", "HEAD", check=False)  # `git status` clean

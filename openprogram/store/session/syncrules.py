@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openprogram.errors import UserError
-from openprogram.store.session.gitrepo import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
+from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
 

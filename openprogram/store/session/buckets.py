@@ -1,0 +1,116 @@
+"""Sealed buckets: the committed index of a history bucket (``history/<bucket>/index.json``).
+
+Two JSON lines: a header (format version, field names, and the sha of the bucket's git tree
+*without* ``index.json``), then the light entries of the bucket's nodes as columns.  A
+bucket whose committed index records the tree it has in HEAD is *sealed*: its entries can
+be taken without reading a node file.  Sealing reads the committed blobs (the file on disk
+when it is the blob) and is done by the detached maintenance, never on a commit's path.
+The content is data from wherever the session came from: it is used only after the sha
+and shape checks (:func:`index.valid_columns`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openprogram.context.nodes import Call, NodeFormatError
+from openprogram.store.session.files import dumps, loads, read_bytes
+from openprogram.store.session.index import (
+    BUCKET_INDEX,
+    BUCKET_INDEX_VERSION,
+    BUCKET_NAME,
+    ENTRY_FIELDS,
+    F_SEQ,
+    TURN_DIR_NAME,
+    Entry,
+    entry_of,
+    valid_columns,
+)
+from openprogram.store.session.repository import TREE_MODE, Repository, object_sha, tree_sha
+
+
+def bucket_trees(repo: Repository) -> dict[str, bytes]:
+    """Bucket name -> its tree sha in HEAD (empty without a commit or a ``history``)."""
+    return {
+        name: sha
+        for name, (sha, mode) in repo.tree_at("history").items()
+        if mode == TREE_MODE and BUCKET_NAME.fullmatch(name)
+    }
+
+
+def _blob_or_file(repo: Repository, blob: bytes, path: str) -> bytes:
+    """The content of ``blob``: the checked-out file when it is that blob (no inflating)."""
+    try:
+        data = read_bytes(path)
+    except OSError:
+        data = b""
+    return data if object_sha(b"blob", data) == blob else repo.read(blob)
+
+
+def sealed_columns(
+    repo: Repository, root: Path, bucket: str, tree: bytes, turns_on_disk: set[str] | None
+) -> list[list[Any]] | None:
+    """The entries (columns) of the committed index of ``bucket`` whose tree is ``tree``,
+    or None when there is none, it is malformed, or it does not match the tree (or, unless
+    ``turns_on_disk`` is None, the turn folders on disk).  With ``turns_on_disk`` None only
+    the header is checked and ``[]`` means sealed."""
+    try:
+        contents = repo.read_tree(tree)
+        index = contents.pop(BUCKET_INDEX, None)
+        if index is None or index[1] == TREE_MODE:
+            return None
+        if turns_on_disk is not None and set(contents) != turns_on_disk:
+            return None
+        data = _blob_or_file(repo, index[0], f"{root}/history/{bucket}/{BUCKET_INDEX}")
+        head, _, body = data.partition(b"\n")
+        header = loads(head)
+        if (
+            type(header) is not dict
+            or header.get("v") != BUCKET_INDEX_VERSION
+            or header.get("fields") != list(ENTRY_FIELDS)
+            or header.get("tree") != tree_sha(contents, ordered=True).hex()
+        ):
+            return None
+        if turns_on_disk is None:
+            return []
+        columns = loads(body)
+    except Exception:  # unreadable objects, bad JSON: the bucket is scanned instead
+        return None
+    return columns if valid_columns(bucket, columns) else None
+
+
+def seal(repo: Repository, root: Path, bucket: str, tree: bytes) -> bytes | None:
+    """The committed index for ``bucket`` (tree ``tree`` in HEAD), or None when it has a
+    valid one already or cannot have one (a node that does not parse, an unexpected
+    name: the bucket stays scanned)."""
+    if sealed_columns(repo, root, bucket, tree, None) is not None:
+        return None
+    contents = repo.read_tree(tree)
+    contents.pop(BUCKET_INDEX, None)
+    rows: list[Entry] = []
+    for turn, (turn_tree, mode) in contents.items():
+        if mode != TREE_MODE or not TURN_DIR_NAME.fullmatch(turn):
+            return None
+        for name, (blob, blob_mode) in repo.read_tree(turn_tree).items():
+            if not name.endswith(".json") or name.startswith("."):
+                continue  # what a scan skips
+            if blob_mode == TREE_MODE:
+                return None
+            rel = f"history/{bucket}/{turn}/{name}"
+            try:
+                call = Call.from_dict(loads(_blob_or_file(repo, blob, f"{root}/{rel}")))
+            except (ValueError, NodeFormatError):
+                return None
+            rows.append(entry_of(call, rel))
+    rows.sort(key=lambda e: e[F_SEQ])
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    if not valid_columns(bucket, columns):
+        return None
+    header = {"v": BUCKET_INDEX_VERSION, "tree": tree_sha(contents).hex()}
+    header["fields"] = list(ENTRY_FIELDS)  # type: ignore[assignment]
+    return dumps(header) + b"\n" + dumps(columns) + b"\n"
+
+
+def columns_to_entries(columns: list[list[Any]]) -> list[Entry]:
+    return list(zip(*columns, strict=True))

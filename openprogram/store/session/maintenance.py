@@ -1,0 +1,188 @@
+"""Session maintenance, in a detached process that no turn ever waits for.
+
+Every ``MAINTAIN_EVERY`` commits (counted across processes) and when a commit opens a new
+history bucket, the committing process starts ``python -m
+openprogram.store.session.maintenance <session>`` in a new session (``setsid``) and
+returns at once.  That process, at low priority:
+
+1. packs the loose objects (:func:`repository.pack_loose`);
+2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
+   (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
+   only for buckets whose tree did not move meanwhile);
+3. makes git's index match HEAD (``git read-tree HEAD``), so ``git status`` is clean.
+
+``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
+child, so two maintenances never overlap and whoever wants one finished (tests, a
+benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only step 3.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
+from openprogram.store.session.files import Counters, SessionLock, atomic_write
+from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
+from openprogram.store.session.repository import Repository, pack_loose
+from openprogram.store.session.safegit import git_argv, git_env, run_git
+
+MAINTAIN_EVERY = 50  # commits between two maintenances
+STALE_INDEX_LOCK_S = 60.0
+SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
+
+
+def lock_path(root: Path) -> Path:
+    return root / ".state" / "maintain.lock"
+
+
+def _try_lock(root: Path, *, wait: bool) -> int | None:
+    fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def spawn(root: Path, *, index_only: bool = False) -> bool:
+    """Start a detached maintenance of the session at ``root`` (``index_only``: just
+    ``git read-tree HEAD``) unless one is running; returns at once, never waits."""
+    fd = _try_lock(root, wait=False)
+    if fd is None:
+        return False
+    try:
+        if index_only:
+            argv = git_argv("read-tree", "HEAD")
+            env = git_env({"GIT_DIR": str(root / ".git"), "GIT_WORK_TREE": str(root)})
+        else:
+            argv = [sys.executable, "-m", "openprogram.store.session.maintenance", str(root)]
+            env = dict(os.environ)
+        subprocess.Popen(
+            argv,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),  # the child holds the maintenance lock until it exits
+            start_new_session=True,
+        )
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def wait_for(root: Path) -> None:
+    """Return once no maintenance of the session at ``root`` is running (starts none)."""
+    fd = _try_lock(root, wait=True)
+    if fd is not None:
+        os.close(fd)
+
+
+def run_now(root: Path) -> None:
+    """Maintenance in this process, waiting for a running one first."""
+    fd = _try_lock(root, wait=True)
+    assert fd is not None
+    try:
+        run(root)
+    finally:
+        os.close(fd)
+
+
+def run(root: Path) -> None:
+    """The three steps of the module doc (the caller holds the maintenance lock)."""
+    index_lock = root / ".git" / "index.lock"
+    try:  # debris of a killed git: nothing else in a session uses git's index
+        if time.time() - index_lock.stat().st_mtime > STALE_INDEX_LOCK_S:
+            index_lock.unlink()
+    except FileNotFoundError:
+        pass
+    pack_loose(root)
+    repo = Repository(root)
+    try:
+        seal_old_buckets(root, repo)
+    finally:
+        repo.close()
+    run_git(root, "read-tree", "HEAD", check=False)
+
+
+def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
+    """Seal up to ``SEALS_PER_MAINTENANCE`` buckets (all but the newest), newest first."""
+    known_path = root / ".state" / SEALED_FILE
+    try:
+        known = json.loads(known_path.read_bytes())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
+    trees = bucket_trees(repo)
+    payloads: dict[str, tuple[bytes, bytes]] = {}  # bucket -> (tree, index content)
+    for name in sorted(trees, key=int, reverse=True)[1:]:
+        tree = trees[name]
+        if known.get(name) == tree.hex():
+            continue
+        payload = seal(repo, root, name, tree)
+        if payload is None:  # sealed already, or cannot be: do not look again at this tree
+            if sealed_columns(repo, root, name, tree, None) is not None:
+                known[name] = tree.hex()
+            continue
+        payloads[name] = (tree, payload)
+        if len(payloads) >= SEALS_PER_MAINTENANCE:
+            break
+    sealed: list[str] = []
+    if payloads:
+        lock = SessionLock(root / ".state" / "lock")
+        try:
+            with lock:  # held for the commit only: a few ms
+                now = bucket_trees(repo)
+                files: dict[str, bytes | None] = {}
+                for name, (tree, payload) in payloads.items():
+                    if now.get(name) == tree:  # nobody rewrote it meanwhile
+                        rel = f"history/{name}/{BUCKET_INDEX}"
+                        atomic_write(root / rel, payload)
+                        files[rel] = payload
+                        sealed.append(name)
+                if files:
+                    repo.commit(files, f"index of history bucket(s) {', '.join(sorted(sealed))}")
+                    after = bucket_trees(repo)
+                    known.update({name: after[name].hex() for name in sealed if name in after})
+        finally:
+            lock.close()
+    try:
+        atomic_write(known_path, json.dumps(known).encode())
+    except OSError:
+        pass
+    return sealed
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[0])
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    # the maintenance lock was inherited from the process that started this one; commits
+    # made meanwhile may have asked for a maintenance (a new bucket) and found it running
+    counters = Counters(root / ".state" / "counters")
+    try:
+        for _round in range(3):
+            before = counters.commits()
+            run(root)
+            if counters.commits() == before:
+                break
+    finally:
+        counters.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

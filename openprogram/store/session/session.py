@@ -1,0 +1,389 @@
+"""One session opened by this process: the write path and the queries.
+
+Writes are cheap (:meth:`Session.append` journals one line); :meth:`Session.commit`
+materialises the turn's node files and makes one commit, and nothing on that path grows
+with the session: packing, sealing buckets and git's index run detached
+(:mod:`maintenance`).  Reading goes through :class:`NodeIndex`, which loads history
+buckets newest first, only as far as a query needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openprogram.context import graph
+from openprogram.context.nodes import Call, NodeFormatError
+from openprogram.errors import CorruptedFile
+from openprogram.store.session import events, maintenance
+from openprogram.store.session.files import Counters, Journal, SessionLock, atomic_write, dumps
+from openprogram.store.session.index import (
+    ENTRY_FIELDS,
+    F_CALLER,
+    F_KIND,
+    F_PATH,
+    F_SEQ,
+    Entry,
+    entry_of,
+    node_relpath,
+)
+from openprogram.store.session.nodeindex import NodeIndex
+from openprogram.store.session.recovery import replay_dead_journals
+from openprogram.store.session.repository import Repository
+from openprogram.store.session.safegit import make_safe
+
+META_VERSION = 1
+NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
+
+
+class CorruptedFileWarning(UserWarning):
+    """A session file could not be read; the rest of the session is still available."""
+
+
+class Session:
+    """One session opened by this process.  Thread-safe; other processes may write too."""
+
+    def __init__(self, session_id: str, path: Path) -> None:
+        self.id = session_id
+        self.path = path
+        self.pid = os.getpid()
+        make_safe(path / ".git")  # before anything reads the repository
+        state = path / ".state"
+        state.mkdir(exist_ok=True)
+        (path / "workdir").mkdir(exist_ok=True)
+        self._state = state
+        self.lock = SessionLock(state / "lock")
+        self.counters = Counters(state / "counters")
+        self.git = Repository(path)
+        self.meta: dict[str, Any] = {}
+        self.problems: list[str] = []
+        self._mu = threading.RLock()
+        self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
+        self._index = NodeIndex(path, self.git, self._problem, self._forget)
+        self._children: dict[str | None, list[str]] | None = None
+        self._children_gen = -1
+        self._dirty: dict[str, Call] = {}
+        self._open: set[str] = set()
+        self._journal: Journal | None = None
+        self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
+        self._synced_seq = -1  # the shared seq counter when this view was last complete
+        with self.lock:
+            self._load_meta()
+            self._index.open()
+            self._ensure_counters()
+            self._recover()
+            self._synced_seq = self._counters()[0]
+
+    # -- reading files -------------------------------------------------------------------
+    def _load_meta(self, *, quiet: bool = False) -> None:
+        meta_path = self.path / "meta.json"
+        try:
+            meta = json.loads(meta_path.read_bytes())
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            if quiet and self.meta:  # already reported at open; keep what we have
+                return
+            self._problem(str(meta_path), str(exc))
+            meta = {"id": self.id, "title": self.id, "created_at": time.time()}
+        meta["id"] = self.id
+        self.meta = meta
+
+    def _problem(self, path: str, reason: str) -> None:
+        message = str(CorruptedFile(path, reason))
+        self.problems.append(message)
+        warnings.warn(message, CorruptedFileWarning, stacklevel=3)
+
+    def _forget(self, node_id: str) -> None:
+        if node_id not in self._dirty:
+            self._nodes.pop(node_id, None)
+
+    def _ensure_counters(self) -> None:
+        """Rebuild ``.state/counters`` (a clone, ``.state`` deleted) from the newest bucket
+        and ``meta.json``'s HEAD."""
+        if self.counters.read() is not None:
+            return
+        turn, seq = self._index.max_turn_and_seq()
+        head = self.meta.get("head_id")
+        if not isinstance(head, str) or self._index.find(head) is None:
+            roots = [e for e in self._index.entries.values() if e[F_KIND] == "root"]
+            head = roots[0][0] if roots else None
+        self.counters.write(seq + 1, turn + 1, head)
+
+    def _recover(self) -> None:
+        """Commit what writers that died mid-turn left in their journals."""
+        own = self._journal.path if self._journal else None
+        calls, journals = replay_dead_journals(self._state / "journal", own)
+        if not journals:
+            return
+        with self._mu:
+            for call in calls:
+                self._put(call)
+                self._dirty[call.id] = call
+            self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
+        for path in journals:
+            path.unlink(missing_ok=True)
+
+    def sync(self) -> None:
+        """Refresh this view if another process wrote to the session since (one read of the
+        shared counter when nothing changed).  Called when a turn begins."""
+        with self.lock:
+            seq = self._counters()[0]
+            if seq != self._synced_seq:
+                self.refresh()
+                self._synced_seq = seq
+
+    def refresh(self) -> None:
+        """Pick up what other processes committed since (new turns, rewritten buckets),
+        ``meta.json``, and the journals of writers that died.  This process's unsaved
+        writes are kept.  O(the buckets that changed), not O(session)."""
+        with self.lock, self._mu:
+            self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
+            self.meta.update(self._meta_changes)
+            if self._index.refresh():
+                for call in self._dirty.values():  # ours, newer than any file
+                    self._put(call)
+            self._recover()
+
+    def set_meta(self, **fields: Any) -> None:
+        """Change ``meta.json`` fields (title…); written at the next commit, over whatever
+        other processes wrote meanwhile."""
+        with self._mu:
+            self._meta_changes.update(fields)
+            self.meta.update(fields)
+
+    # -- writing -------------------------------------------------------------------------
+    def begin_turn(self) -> int:
+        """Allocate the next turn number (the storage shard of the nodes of one turn)."""
+        with self.lock:
+            seq, turn, head = self._counters()
+            self.counters.write(seq, turn + 1, head)
+        return turn
+
+    def _counters(self) -> tuple[int, int, str | None]:
+        state = self.counters.read()
+        assert state is not None
+        return state
+
+    @property
+    def head_id(self) -> str | None:
+        return self._counters()[2]
+
+    def append(self, call: Call, *, turn: int, advance_head: bool = False) -> Call:
+        """Give ``call`` a seq and record it.  A turn-level write (``advance_head``) links
+        the call after HEAD (unless a predecessor is given) and moves HEAD to it, atomically.
+        """
+        with self.lock:
+            seq, next_turn, head = self._counters()
+            if seq == self._synced_seq:  # nobody else wrote since: our view stays complete
+                self._synced_seq = seq + 1
+            call.seq = seq
+            call.turn = turn
+            if advance_head:
+                if call.predecessor is None:
+                    call.predecessor = head
+                elif call.predecessor != head:  # a branch: the chain had moved on
+                    call.metadata["forked_from_head"] = head
+                head = call.id
+            self.counters.write(seq + 1, next_turn, head)
+        self._record(call)
+        return call
+
+    def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
+        """Append ``calls`` (nested nodes: none moves HEAD) in one go: consecutive seqs in
+        their order under one hold of the lock, and one journal write for all of them.
+        What :meth:`append` costs per node, paid once per batch (a map's returned nodes)."""
+        if not calls:
+            return []
+        with self.lock:
+            seq, next_turn, head = self._counters()
+            if seq == self._synced_seq:
+                self._synced_seq = seq + len(calls)
+            for offset, call in enumerate(calls):
+                call.seq = seq + offset
+                call.turn = turn
+            self.counters.write(seq + len(calls), next_turn, head)
+        self._record(*calls)
+        return list(calls)
+
+    def update(self, call: Call) -> None:
+        """Record a new state of a node already appended (output, status...)."""
+        self._record(call)
+
+    def _record(self, *calls: Call) -> None:
+        records = b"\n".join(dumps(call.to_dict()) for call in calls)
+        with self._mu:
+            for call in calls:
+                self._put(call)
+                self._dirty[call.id] = call
+                if call.is_open:
+                    self._open.add(call.id)
+                else:
+                    self._open.discard(call.id)
+            if self._journal is None:
+                self._journal = Journal(self._state / "journal")
+            self._journal.append(records)
+        if events.has_listeners():
+            for call in calls:
+                events.emit(self.id, call.to_dict())
+
+    def _put(self, call: Call) -> None:
+        self._cache(call)
+        is_new = self._index.put(entry_of(call, node_relpath(call)))
+        if is_new and self._children is not None:
+            self._children.setdefault(call.caller, []).append(call.id)
+
+    def _cache(self, call: Call) -> None:
+        if len(self._nodes) >= NODE_CACHE_MAX:  # bounded memory: keep only unsaved ones
+            self._nodes = {k: v for k, v in self._nodes.items() if k in self._dirty}
+        self._nodes[call.id] = call
+
+    def commit(self, message: str) -> str | None:
+        """Write this process's changed nodes and ``meta.json``, and make one commit."""
+        with self.lock, self._mu:
+            return self._commit_locked(message)
+
+    def _commit_locked(self, message: str) -> str | None:
+        if not self._dirty:
+            return None
+        files: dict[str, bytes | None] = {}
+        made: set[str] = set()
+        for call in sorted(self._dirty.values(), key=lambda c: c.seq):
+            rel = node_relpath(call)
+            rel_dir = rel.rsplit("/", 1)[0]
+            if rel_dir not in made:
+                (self.path / rel_dir).mkdir(parents=True, exist_ok=True)
+                made.add(rel_dir)
+            data = dumps(call.to_dict())
+            atomic_write(self.path / rel, data)
+            files[rel] = data
+        self._index.written(made)
+        _seq, next_turn, head = self._counters()
+        self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
+        self.meta.update(self._meta_changes)
+        self.meta.update(
+            {"v": META_VERSION, "id": self.id, "head_id": head, "turns": next_turn - 1}
+        )
+        self.meta["updated_at"] = time.time()
+        meta = json.dumps(self.meta, indent=1, ensure_ascii=False).encode()
+        atomic_write(self.path / "meta.json", meta)
+        files["meta.json"] = meta
+        new_bucket = self._opens_a_bucket(made)
+        sha = self.git.commit(files, message)
+        self._dirty.clear()
+        self._meta_changes.clear()
+        if not self._open and self._journal is not None:
+            self._journal.truncate()
+        commits, maintained = self.counters.bump_commits()  # counted across processes
+        if (commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket) and (
+            maintenance.spawn(self.path)
+        ):
+            self.counters.set_maintained()
+            self._index.save()  # O(the tracked buckets): the newest one or two
+        return sha.hex()
+
+    def _opens_a_bucket(self, rel_dirs: set[str]) -> bool:
+        """Whether this commit is the first into a bucket (the previous one can be sealed)."""
+        history = self.git.tree_at("history") if rel_dirs else {}
+        return any(rel.split("/")[1] not in history for rel in rel_dirs)
+
+    def maintain(self, *, wait: bool = True) -> None:
+        """Pack loose objects, seal old buckets and refresh git's index (see
+        :mod:`maintenance`); ``wait=False`` starts it detached."""
+        if wait:
+            maintenance.run_now(self.path)
+            self.git.forget()
+            self.counters.set_maintained()
+        elif maintenance.spawn(self.path):
+            self.counters.set_maintained()
+        self.save_index()
+
+    def save_index(self) -> None:
+        with self._mu:
+            self._index.save()
+
+    # -- queries -------------------------------------------------------------------------
+    def get(self, node_id: str) -> Call:
+        with self._mu:
+            call = self._nodes.get(node_id)
+            if call is not None:
+                return call
+            entry = self._index.find(node_id)
+        if entry is None:
+            raise KeyError(f"no node {node_id!r} in session {self.id}")
+        path = self.path / entry[F_PATH]
+        try:
+            call = Call.from_dict(json.loads(path.read_bytes()))
+        except (OSError, ValueError, NodeFormatError) as exc:
+            raise CorruptedFile(str(path), str(exc)) from exc
+        with self._mu:
+            self._cache(call)
+        return call
+
+    def _all_entries(self) -> list[Entry]:
+        with self._mu:
+            self._index.load_all()
+            return sorted(self._index.entries.values(), key=lambda e: e[F_SEQ])
+
+    def index(self) -> list[dict[str, Any]]:
+        """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
+        return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in self._all_entries()]
+
+    def nodes(self) -> list[Call]:
+        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        out = []
+        for entry in self._all_entries():
+            try:
+                out.append(self.get(entry[0]))
+            except CorruptedFile as exc:
+                if str(exc) not in self.problems:
+                    self.problems.append(str(exc))
+        return out
+
+    def children(self, caller: str | None) -> list[str]:
+        """Ids of the nodes ``caller`` made, in seq order.  A node's children are in its
+        bucket or newer ones, so only the buckets from the caller's on are loaded."""
+        with self._mu:
+            if caller is None:
+                self._index.load_all()
+            else:
+                self._index.find(caller)
+            if self._children is None or self._children_gen != self._index.generation:
+                kids: dict[str | None, list[str]] = {}
+                for entry in sorted(self._index.entries.values(), key=lambda e: e[F_SEQ]):
+                    kids.setdefault(entry[F_CALLER], []).append(entry[0])
+                self._children = kids
+                self._children_gen = self._index.generation
+            return list(self._children.get(caller, ()))
+
+    def chain(self, start: str | None, limit: int) -> list[Call]:
+        """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
+        return graph.chain(self._readable, start, limit)
+
+    def _readable(self, node_id: str) -> Call | None:
+        try:
+            return self.get(node_id)
+        except (KeyError, CorruptedFile):
+            return None
+
+    def close(self) -> None:
+        with self._mu:
+            if self._dirty:
+                self.commit("flush on close")
+            try:
+                self.save_index()
+            except OSError:
+                pass
+            if self._journal is not None:
+                self._journal.close(remove=not self._open)
+                self._journal = None
+                maintenance.spawn(self.path, index_only=True)  # `git status` clean again
+            self.git.close()
+            self.lock.close()
+            self.counters.close()

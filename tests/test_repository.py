@@ -1,0 +1,185 @@
+"""The store's git layer on its own: objects, trees, commits, refs and packing, each
+checked by git itself (``git cat-file``, ``ls-tree``, ``log``, ``fsck --strict``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from openprogram.store.session.repository import (
+    MAIN_REF,
+    TREE_MODE,
+    RefChanged,
+    RefLocked,
+    Repository,
+    loose_objects,
+    object_sha,
+    pack_loose,
+    parse_tree,
+    tree_sha,
+)
+from openprogram.store.session.safegit import init_repository
+
+
+def git(path: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=path, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def fsck(path: Path) -> None:
+    result = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=path,
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error" not in result.stderr and "warning" not in result.stderr, result.stderr
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repository:
+    init_repository(tmp_path)
+    return Repository(tmp_path)
+
+
+def test_a_blob_is_the_object_git_would_write_and_reads_back(repo: Repository) -> None:
+    data = "a node ✓\n".encode()
+    sha = repo.store(b"blob", data)
+    assert sha == object_sha(b"blob", data)
+    out = subprocess.run(["git", "cat-file", "-p", sha.hex()], cwd=repo.worktree,
+                         capture_output=True, check=True).stdout  # fmt: skip
+    assert out == data
+    assert repo.read(sha) == data
+    assert repo.store(b"blob", data) == sha  # writing it again is a no-op
+
+
+def test_trees_are_in_git_order_and_a_commit_nests_them(repo: Repository) -> None:
+    files = {
+        "meta.json": b"{}",
+        "history/0000/000001/00000001-t-n_a.json": b'{"a":1}',
+        "history/0000/000001/00000002-f-n_b.json": b'{"b":2}',
+        "history/0000/index.json": b"[]",
+        "a.b": b"file before a folder named a",
+        "a/x": b"in a folder that sorts as a/",
+    }
+    commit = repo.commit(files, "turn 1 ✓")
+    assert repo.read_ref() == commit
+    assert git(repo.worktree, "rev-parse", "HEAD").strip() == commit.hex()
+    listed = git(repo.worktree, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert sorted(listed) == sorted(files)
+    assert git(repo.worktree, "show", "HEAD:a/x") == "in a folder that sorts as a/"
+    assert git(repo.worktree, "log", "--format=%an <%ae>|%s").strip() == (
+        "openprogram <openprogram@localhost>|turn 1 ✓"
+    )
+    # trees written here parse back, and their sha is the one computed without writing
+    history = repo.head_tree()["history"]
+    assert history[1] == TREE_MODE
+    entries = parse_tree(repo.read(history[0]))
+    assert tree_sha(entries, ordered=True) == history[0]
+    fsck(repo.worktree)
+
+
+def test_a_second_commit_changes_only_its_paths_and_deletes_with_none(repo: Repository) -> None:
+    first = repo.commit({"a/1": b"one", "a/2": b"two", "b/3": b"three"}, "first")
+    second = repo.commit({"a/2": None, "c/4": b"four"}, "second")
+    assert git(repo.worktree, "rev-parse", "HEAD^").strip() == first.hex()
+    assert sorted(git(repo.worktree, "ls-tree", "-r", "--name-only", "HEAD").split()) == [
+        "a/1", "b/3", "c/4",
+    ]  # fmt: skip
+    changed = git(repo.worktree, "diff", "--name-status", "HEAD^", "HEAD").split("\n")
+    assert sorted(filter(None, changed)) == ["A\tc/4", "D\ta/2"]
+    assert repo.read_ref() == second
+    fsck(repo.worktree)
+
+
+def test_a_ref_moves_only_from_the_value_the_writer_read(repo: Repository) -> None:
+    first = repo.commit({"x": b"1"}, "one")
+    other = repo.store(b"commit", repo.read(first))  # same object, any sha will do
+    stale = object_sha(b"commit", b"not the current one")
+    with pytest.raises(RefChanged):
+        repo.update_ref(MAIN_REF, other, stale)
+    assert repo.read_ref() == first
+    assert not (repo.git_dir / f"{MAIN_REF}.lock").exists()  # the lock is released
+    # a new ref: expected None; then it exists and None no longer matches
+    name = "refs/openprogram/sessions/s1"
+    repo.update_ref(name, first, None)
+    assert git(repo.worktree, "rev-parse", name).strip() == first.hex()
+    with pytest.raises(RefChanged):
+        repo.update_ref(name, first, None)
+    with pytest.raises(ValueError):
+        repo.update_ref("HEAD/../../x", first, None)
+
+
+def test_a_ref_locked_by_git_waits_and_a_stale_lock_is_cleared(repo: Repository) -> None:
+    first = repo.commit({"x": b"1"}, "one")
+    lock = repo.git_dir / f"{MAIN_REF}.lock"
+    lock.write_text("held by someone else\n")
+    with pytest.raises(RefLocked):
+        repo.update_ref(MAIN_REF, first, first, wait_s=0.05)
+    released = threading.Timer(0.1, lock.unlink)
+    released.start()
+    second = repo.commit({"x": b"2"}, "two")  # waits until the other writer is done
+    released.join()
+    assert repo.read_ref() == second
+    lock.write_text("left by a killed process\n")
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    third = repo.commit({"x": b"3"}, "three")
+    assert git(repo.worktree, "rev-parse", "HEAD").strip() == third.hex()
+    fsck(repo.worktree)
+
+
+def test_a_ref_only_in_packed_refs_is_read_and_moved(repo: Repository) -> None:
+    first = repo.commit({"x": b"1"}, "one")
+    git(repo.worktree, "pack-refs", "--all")
+    assert not (repo.git_dir / MAIN_REF).exists()
+    assert repo.read_ref() == first
+    second = repo.commit({"x": b"2"}, "two")
+    assert git(repo.worktree, "rev-parse", "HEAD").strip() == second.hex()
+
+
+def test_concurrent_writers_each_land_their_commit_or_see_it_moved(repo: Repository) -> None:
+    """Two repositories objects (two processes' worth) committing on one ref: every commit
+    either lands on the one it read, or fails with RefChanged and nothing is lost."""
+    repo.commit({"start": b"0"}, "start")
+    landed: list[bytes] = []
+    mu = threading.Lock()
+
+    def writer(k: int) -> None:
+        mine = Repository(repo.worktree)
+        for i in range(20):
+            while True:
+                try:
+                    sha = mine.commit({f"w{k}/{i}": b"%d" % i}, f"w{k} {i}")
+                except (RefChanged, RefLocked):
+                    continue
+                with mu:
+                    landed.append(sha)
+                break
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    history = git(repo.worktree, "rev-list", "HEAD").split()
+    assert set(h.hex() for h in landed) <= set(history)
+    assert len(history) == 41
+    assert len(git(repo.worktree, "ls-tree", "-r", "--name-only", "HEAD").split()) == 41
+    fsck(repo.worktree)
+
+
+def test_packing_leaves_no_loose_object_and_everything_readable(repo: Repository) -> None:
+    shas = [repo.store(b"blob", b"blob %d" % i) for i in range(30)]
+    repo.commit({f"d/{i}": b"file %d" % i for i in range(30)}, "many")
+    assert loose_objects(repo.git_dir)
+    packed = pack_loose(repo.worktree)
+    assert packed > 60
+    assert loose_objects(repo.git_dir) == []
+    assert all(repo.read(sha) == b"blob %d" % i for i, sha in enumerate(shas))
+    assert git(repo.worktree, "show", "HEAD:d/7") == "file 7"
+    repo.commit({"d/7": b"changed"}, "after packing")  # parents and trees read from the pack
+    fsck(repo.worktree)
