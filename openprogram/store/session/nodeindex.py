@@ -80,15 +80,17 @@ class NodeIndex:
     def complete(self) -> bool:
         return not self._pending
 
-    def load_next(self) -> bool:
-        """Load the newest bucket not loaded yet; False when all are."""
+    def load_next(self, trees: dict[str, bytes] | None = None) -> bool:
+        """Load the newest bucket not loaded yet; False when all are.  ``trees``: the
+        bucket trees of HEAD, when the caller has them already."""
         if not self._pending:
             return False
         bucket = self._pending.pop()
         paused = gc.isenabled()
         gc.disable()  # thousands of tuples, no cycles: the cyclic GC would only slow it
         try:
-            self._load(bucket, self._head_trees().get(bucket))
+            trees = self._head_trees() if trees is None else trees
+            self._load(bucket, trees.get(bucket))
             for entry in self._early.pop(bucket, {}).values():  # ours: newer than the files
                 self.put(entry)
         finally:
@@ -98,7 +100,8 @@ class NodeIndex:
         return True
 
     def load_all(self) -> None:
-        while self.load_next():
+        trees = self._head_trees() if self._pending else {}
+        while self.load_next(trees):
             pass
 
     def find(self, node_id: str) -> Entry | None:
@@ -143,8 +146,7 @@ class NodeIndex:
             names = self._turn_names(bucket)
             columns = sealed_columns(self.repo, self.root, bucket, tree, names)
             if columns is not None:
-                for entry in zip(*columns, strict=True):
-                    self.put(entry, tracked=False)
+                self._add(bucket, list(zip(*columns, strict=True)))
                 return
         self._load_tracked(bucket)
 
@@ -168,8 +170,7 @@ class NodeIndex:
         self._mtimes[bucket] = {}
         for turn, mtime in on_disk.items():
             if cached_dirs.get(turn) == mtime:
-                for entry in by_turn.get(turn, ()):
-                    self.put(entry, tracked=False)
+                self._add(bucket, by_turn.get(turn, []))
             else:
                 self.scan(bucket, turn)
             self._mtimes[bucket][turn] = mtime
@@ -240,6 +241,11 @@ class NodeIndex:
         self._unsaved.clear()
 
     # -- changes -----------------------------------------------------------------------
+    def _add(self, bucket: str, rows: list[Entry]) -> None:
+        """Entries of a bucket being loaded (no checks: they come from one bucket)."""
+        self.entries.update((row[0], row) for row in rows)
+        self._ids[bucket].update(row[0] for row in rows)
+
     def put(self, entry: Entry, *, tracked: bool = True) -> bool:
         """Add or replace an entry; True when the node is new to this index."""
         node_id = entry[0]
