@@ -15,8 +15,9 @@ build stays in minutes) and cached under ``benchmarks/.cache/store_scale/`` (git
 2. open + first turn, ms (median of 5 fresh processes), from the session folder and from
    a fresh ``git clone`` of it, beside ``git log -1``; RSS the open and one turn added.
    Targets: ≤ 50 ms; ≤ 30 MiB.
-3. whole-session views: ``session.index()`` + the tree ``openprogram sessions show``
-   prints, and ``session.nodes()`` (what ``%openprogram dag`` draws from).  Target ≤ 1 s.
+3. whole-session views: ``session.index()``, ``session.nodes()`` (what ``%openprogram dag``
+   and ``openprogram sessions show`` draw from), and ``openprogram sessions show`` in a
+   fresh process.  Target ≤ 1 s.
 4. ``du`` and bytes of the folder.  Target: ≤ 10 MiB at 1,000 turns, ≤ 2.5x bytes.
 5. two writers: turn times while a second process appends a turn every 20 ms, beside the
    single-writer figures.  Target: ≤ 2 ms extra.
@@ -63,17 +64,17 @@ t1 = time.perf_counter()
 write_turn(session, 10**7)
 t2 = time.perf_counter()
 out = {"open": (t1 - t0) * 1000, "first": (t2 - t1) * 1000, "rss": rss() - before}
-turns = []
+turns, cpu = [], []
 for i in range(SAMPLES):
-    s = time.perf_counter()
+    s, c = time.perf_counter(), time.process_time()
     write_turn(session, 10**7 + 1 + i)
     turns.append((time.perf_counter() - s) * 1000)
-out["turns"] = turns
+    cpu.append((time.process_time() - c) * 1000)
+out["turns"], out["cpu"] = turns, cpu
 if VIEWS:
     t = time.perf_counter()
-    from openprogram.cli import dag_lines
-    lines = dag_lines(session.index())
-    out["show"] = (time.perf_counter() - t) * 1000
+    n = len(session.index())
+    out["index"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     nodes = [c.to_dict() for c in session.nodes()]
     out["dag"] = (time.perf_counter() - t) * 1000
@@ -204,6 +205,15 @@ def git_cli_turns(session_path: Path, scratch: Path, samples: int) -> list[float
     return times
 
 
+def sessions_show_ms(home: Path, sid: str) -> float:
+    """``openprogram sessions show`` in a fresh process, wall ms (Python start included)."""
+    code = f"from openprogram.cli import main; main(['sessions', 'show', {sid!r}])"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENPROGRAM_HOME": str(home)}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True)
+    return (time.perf_counter() - started) * 1000
+
+
 def git_log_ms(path: Path, repeats: int = 5) -> list[float]:
     out = []
     for _ in range(repeats):
@@ -265,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
             path = home / "sessions" / sid
             row: dict[str, Any] = {"size": size}
             first = probe(home, sid, args.samples, views=True)
-            row["turns"], row["show"], row["dag"] = first["turns"], first["show"], first["dag"]
+            row["turns"], row["cpu"] = first["turns"], first["cpu"]
+            row["index"], row["dag"] = first["index"], first["dag"]
+            row["show"] = sessions_show_ms(home, sid)
             opens = [first] + [probe(home, sid, 0) for _ in range(4)]
             row["open"] = [o["open"] for o in opens]
             row["first"] = [o["open"] + o["first"] for o in opens]
@@ -291,9 +303,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def report(rows: list[dict[str, Any]]) -> None:
     print(f"\nmachine load average: {os.getloadavg()[0]:.1f}")
-    print("(1) one turn (5 nodes + commit), ms        median     p99     max")
+    print("(1) one turn (5 nodes + commit), ms        median     p99     max   CPU median")
     for r in rows:
-        print(f"  store   at {r['size']:6d} turns            {stats(r['turns'])}")
+        cpu = statistics.median(r["cpu"])
+        print(f"  store   at {r['size']:6d} turns            {stats(r['turns'])}  {cpu:8.1f}")
         print(f"  git CLI at {r['size']:6d} turns            {stats(r['git_turns'])}")
     print("\n(2) open, ms (fresh process; 5 runs)     median     p99     max   RSS MiB")
     for r in rows:
@@ -301,9 +314,10 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"  open+1st turn   {r['size']:6d} turns    {stats(r['first'])}  {r['rss']:6.1f}")
         print(f"  clone open+1st  {r['size']:6d} turns    {stats(r['clone_first'])}")
         print(f"  git log -1      {r['size']:6d} turns    {stats(r['git_log'])}")
-    print("\n(3) whole-session views, ms        sessions show (index)   nodes() (dag)")
+    print("\n(3) whole-session views, ms    index()   nodes() (dag)   `sessions show` process")
     for r in rows:
-        print(f"  {r['size']:6d} turns                  {r['show']:10.0f}   {r['dag']:14.0f}")
+        views = f"{r['index']:9.0f} {r['dag']:15.0f} {r['show']:25.0f}"
+        print(f"  {r['size']:6d} turns              {views}")
     print("\n(4) size on disk                  du MiB   bytes MiB   du/bytes")
     for r in rows:
         ratio = r["du"] / r["bytes"] if r["bytes"] else 0
