@@ -28,6 +28,7 @@ from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
     ACTOR_NAME,
     BRANCH,
+    check_layout,
     object_db,
     run_git,
 )
@@ -156,6 +157,7 @@ class Repository:
     @property
     def odb(self) -> GitDB:
         if self._odb is None:  # never reads objects/info/alternates
+            check_layout(self.git_dir)  # nor objects through a symlinked .git
             self._odb = object_db(self.git_dir / "objects")
         return self._odb
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from openprogram.errors import UserError
-from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
+from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
 
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = 16 * 1024 * 1024  # one node file; outputs are capped far below this
