@@ -48,6 +48,9 @@ class OpenProgramMagics(Magics):
         config=True
     )
     live_dag = Bool(True, help="Show the turn's DAG live under each cell.").tag(config=True)
+    stream = Bool(True, help="Stream a cell's top-level runtime.exec replies as they arrive.").tag(
+        config=True
+    )
     budget_tokens = Int(0, help="Stop calls before they exceed this many tokens (0 = no cap).").tag(
         config=True
     )
@@ -109,6 +112,7 @@ class OpenProgramMagics(Magics):
                 execution_count=getattr(self.shell, "execution_count", None),
                 runtime=self.runtime(),
                 live=self.live_dag and not opts.no_dag,
+                stream=self.stream,
             )
             turn.begin()
         except UserError as exc:

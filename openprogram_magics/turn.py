@@ -41,12 +41,14 @@ class CellTurn:
         execution_count: int | None,
         runtime: Any,
         live: bool = True,
+        stream: bool = True,
     ) -> None:
         self.meta = meta
         self.source = source
         self.execution_count = execution_count
         self.runtime = runtime
         self.live = live
+        self.stream = stream
         self.stack = ExitStack()
         self.handle: SessionHandle | None = None
         self.node: Call | None = None
@@ -93,6 +95,10 @@ class CellTurn:
                 self.forked_from = predecessor
             self.stack.enter_context(using_call_id(node.id))
             self.stack.enter_context(using_ask_user_handler(notebook_ask_handler))
+            if self.stream:  # a plain runtime.exec at the cell's top level streams here
+                from openprogram.agentic_programming.echo import Echo, using_echo
+
+                self.stack.enter_context(using_echo(Echo(node.id)))
             if self.live:
                 try:
                     self._show_live()

@@ -49,7 +49,7 @@ class Reply:
     ``die_after=n`` drops the connection after ``n`` events mid-body; ``end_after=n`` ends
     the HTTP body cleanly after ``n`` events (no ``[DONE]`` / ``message_stop``);
     ``error_event_after=n`` sends the vendor's in-band stream error (type ``error_type``)
-    after ``n`` events and ends the body.
+    after ``n`` events and ends the body; ``pace`` spaces stream events (a generation rate).
     """
 
     text: str = ""
@@ -69,6 +69,7 @@ class Reply:
     end_after: int | None = None
     error_event_after: int | None = None  # send an in-band stream error after n events
     arg_chunk_size: int = 7  # streamed tool-call arguments are split into pieces this long
+    pace: float = 0.0  # seconds between stream events (a model generating at a given rate)
 
 
 @dataclass
@@ -289,6 +290,10 @@ class _Wire:
             raise _Abort
         if reply.stall_after is not None and self._sent == reply.stall_after:
             self._stall(reply.stall_for)
+        if reply.pace:  # event n leaves at start + n * pace (no drift from sleep overshoot)
+            if not self._sent:
+                self._t0 = time.monotonic()
+            time.sleep(max(0.0, self._t0 + self._sent * reply.pace - time.monotonic()))
         self._write_chunk(event)
         self._sent += 1
         time.sleep(0)  # let the client see chunks as separate reads

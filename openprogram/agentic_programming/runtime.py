@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from openprogram.agentic_programming import validate
+from openprogram.agentic_programming.echo import echo_for
 from openprogram.agentic_programming.function import (
     get_call_id,
     is_cancellation,
@@ -127,6 +128,9 @@ class Runtime:
         writer = get_store()
         assert writer is not None
         frame_id = get_call_id()
+        echo = None if choices or response_format is not None else echo_for(frame_id)
+        if echo is not None and on_delta is None:
+            on_delta = echo  # a plain exec in a cell's (or chat's) own frame streams there
         prompt = self._render(content, context)
         base = prompt.messages
         schema = validate.schema_of(response_format) if response_format is not None else None
@@ -156,7 +160,11 @@ class Runtime:
                 model=self.model,
             )
             writer.append(node, turn_level=frame_id is None)
-            response = self._call(node, request, on_delta)
+            try:
+                response = self._call(node, request, on_delta)
+            finally:
+                if echo is not None:
+                    echo.end()
             reply = response.text
             problem: str | None = None
             value: Any = reply

@@ -1,0 +1,63 @@
+"""Streaming a reply to where the user is looking, as it arrives.
+
+A notebook cell (or a chat cell, or a terminal chat) installs an :class:`Echo` for its
+frame with :func:`using_echo`; a plain-text ``runtime.exec`` made directly in that frame
+(not inside a nested agentic function, and not one gated by ``choices`` or a
+``response_format``) then streams, and each piece of text is written to the output the
+moment the provider delivers it.  The node still stores the complete reply; a reply cut
+off (Ctrl-C) keeps what arrived, marked ``cancelled`` and ``partial``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
+from typing import TextIO
+
+from openprogram.store.vars import scoped
+
+
+class Echo:
+    """Writes streamed text to ``out`` (default: the current ``sys.stdout``), flushed per
+    piece so a notebook frontend shows it at once; ``end()`` closes the line."""
+
+    def __init__(
+        self, frame_id: str | None, out: TextIO | Callable[[], TextIO] | None = None
+    ) -> None:
+        self.frame_id = frame_id
+        self._out = out
+        self.wrote = False
+
+    def stream(self) -> TextIO:
+        out = self._out() if callable(self._out) else self._out
+        return out if out is not None else sys.stdout
+
+    def __call__(self, delta: str) -> None:
+        if not delta:
+            return
+        out = self.stream()
+        out.write(delta)
+        out.flush()
+        self.wrote = True
+
+    def end(self) -> None:
+        if self.wrote:
+            out = self.stream()
+            out.write("\n")
+            out.flush()
+            self.wrote = False
+
+
+_echo: ContextVar[Echo | None] = ContextVar("openprogram_echo", default=None)
+
+
+def using_echo(echo: Echo | None) -> AbstractContextManager[None]:
+    return scoped(_echo, echo)
+
+
+def echo_for(frame_id: str | None) -> Echo | None:
+    """The echo installed for ``frame_id``, if any (calls in nested frames do not stream)."""
+    echo = _echo.get()
+    return echo if echo is not None and echo.frame_id == frame_id else None
