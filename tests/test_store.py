@@ -552,3 +552,22 @@ def test_after_a_cold_open_refresh_sees_another_writer_rewrite_a_sealed_bucket(
     cold.close()  # saves the cache
     warm = SessionStore(op_home).open(SEALED_SID)
     assert {e["id"]: e for e in warm.index()}[older["id"]]["status"] == "interrupted"
+
+
+def test_the_whole_tree_is_laid_out_from_the_index_reading_only_the_rows_it_prints(
+    sealed_session: Path, op_home: Path
+) -> None:
+    """``openprogram sessions show`` of a long session: the layout comes from the index
+    (sealed buckets read from their committed index), node files only for printed rows —
+    an old turn whose files are gone from disk still counts, and nothing complains."""
+    from openprogram.cli import whole_tree
+
+    path = copy_sealed(sealed_session, op_home)
+    for node_file in (path / "history" / "0000").glob("*/*.json"):
+        node_file.unlink()  # turns 0-99: laid out, folded, never printed
+    shutil.rmtree(path / ".state" / "index", ignore_errors=True)
+    session = SessionStore(op_home).open(SEALED_SID)
+    text = whole_tree(session, last_turns=3, max_lines=20)
+    assert text.startswith(f"session DAG: {1 + 2 * 250} nodes")
+    assert "← HEAD" in text
+    assert session.problems == []

@@ -29,6 +29,7 @@ from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.store.session.buckets import bucket_trees, sealed_columns
 from openprogram.store.session.files import atomic_write, dumps, loads, read_bytes
 from openprogram.store.session.index import (
+    BUCKET_INDEX,
     BUCKET_INDEX_VERSION,
     BUCKET_NAME,
     ENTRY_FIELDS,
@@ -100,9 +101,17 @@ class NodeIndex:
         return True
 
     def load_all(self) -> None:
-        trees = self._head_trees() if self._pending else {}
-        while self.load_next(trees):
-            pass
+        if not self._pending:
+            return
+        trees = self._head_trees()
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            while self.load_next(trees):
+                pass
+        finally:
+            if paused:
+                gc.enable()
 
     def find(self, node_id: str) -> Entry | None:
         """The entry of ``node_id``, loading older buckets until it is found."""
@@ -151,12 +160,9 @@ class NodeIndex:
         self._load_tracked(bucket)
 
     def _turn_names(self, bucket: str) -> set[str]:
+        """What a sealed bucket's folder holds besides its index (its turn folders)."""
         try:
-            return {
-                e.name
-                for e in os.scandir(f"{self.root}/history/{bucket}")
-                if e.is_dir(follow_symlinks=False)
-            }
+            return set(os.listdir(f"{self.root}/history/{bucket}")) - {BUCKET_INDEX}
         except FileNotFoundError:
             return set()
 

@@ -42,6 +42,14 @@ META_VERSION = 1
 NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
 
 
+def _light(e: Entry) -> dict[str, Any]:
+    return {
+        "id": e[0], "seq": e[1], "turn": e[2], "role": e[3], "name": e[4],
+        "caller": e[7], "predecessor": e[8], "created_at": e[9],
+        "metadata": {"kind": e[5], "status": e[6]},
+    }  # fmt: skip
+
+
 class CorruptedFileWarning(UserWarning):
     """A session file could not be read; the rest of the session is still available."""
 
@@ -334,6 +342,12 @@ class Session:
     def index(self) -> list[dict[str, Any]]:
         """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
         return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in self._all_entries()]
+
+    def light_nodes(self) -> list[dict[str, Any]]:
+        """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no
+        input, output, doc; metadata holds kind and status): what a layout of the whole DAG
+        needs, without reading a node file."""
+        return [_light(e) for e in self._all_entries()]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
