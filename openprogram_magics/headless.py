@@ -52,7 +52,8 @@ def run_notebook(
     run — and with ``record_misses`` a call not recorded is answered by the provider the
     notebook asks for (recorded on that branch) instead of failing."""
     import nbformat
-    from nbclient import NotebookClient
+
+    from openprogram_magics.kernels import QuietClient
 
     source = Path(path)
     nb = nbformat.read(source, as_version=4)
@@ -61,7 +62,7 @@ def run_notebook(
     env: dict[str, str] = {}
     if replay:
         stored, env = replay_setup(parsed, source.name, record_misses)
-    client = NotebookClient(
+    client = QuietClient(
         nb,
         timeout=timeout,
         kernel_name=kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python3"),

@@ -14,10 +14,11 @@ from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine
 
 from openprogram_magics.headless import hand_over_state, write_back
+from openprogram_magics.kernels import IpcKernelMixin
 from openprogram_magics.notebook import METADATA_KEY, parse_metadata
 
 
-class _Client(PapermillNotebookClient):  # type: ignore[misc]
+class _Client(IpcKernelMixin, PapermillNotebookClient):  # type: ignore[misc]
     def papermill_execute_cells(self) -> None:
         stored = self.nb.metadata.get(METADATA_KEY)
         parse_metadata(stored, where="input notebook metadata.openprogram")
