@@ -54,9 +54,12 @@ class Recorded:
     reply: str
 
 
-def recorded_calls(nodes: list[Any], name_of: Callable[[str | None], str]) -> list[Recorded]:
-    """The answered llm nodes of a session (``nodes`` in seq order), each with its key parts.
-    Rejected attempts (a ``choices`` reply that was not a choice) are answers too."""
+def recorded_calls(
+    nodes: list[Any], name_of: Callable[[str | None], str], messages_of: Callable[[Any], Any]
+) -> list[Recorded]:
+    """The answered llm nodes of a session (``nodes`` in seq order), each with its key parts
+    (``messages_of(node)``: the whole prompt it was sent).  Rejected attempts (a
+    ``choices`` reply that was not a choice) are answers too."""
     places: dict[str | None, int] = {}
     out: list[Recorded] = []
     for node in nodes:
@@ -68,7 +71,7 @@ def recorded_calls(nodes: list[Any], name_of: Callable[[str | None], str]) -> li
         answered = node.status == "completed" or node.metadata.get("rejected")
         if not answered or node.output is None:
             continue
-        prompt = prompt_text(node.metadata.get("messages"))
+        prompt = prompt_text(messages_of(node))
         out.append(Recorded(node.id, name_of(node.caller), place, prompt, str(node.output)))
     return out
 
@@ -104,6 +107,7 @@ class ReplayProvider:
         self, session_id: str, *, db: Any = None, fallback: Provider | None = None
     ) -> None:
         from openprogram.agent.session_db import default_db
+        from openprogram.agentic_programming.prompt import sent_messages
 
         session = (db or default_db()).open(session_id)
         self.session_id = session_id
@@ -113,7 +117,10 @@ class ReplayProvider:
         def name_of(node_id: str | None) -> str:
             return _frame_name(session, node_id)
 
-        self._calls = recorded_calls(session.nodes(), name_of)
+        def messages_of(node: Any) -> Any:
+            return sent_messages(session, node)
+
+        self._calls = recorded_calls(session.nodes(), name_of, messages_of)
         self._by_key: dict[Key, list[Recorded]] = {}
         for rec in self._calls:
             self._by_key.setdefault((rec.function, rec.place, text_hash(rec.prompt)), []).append(

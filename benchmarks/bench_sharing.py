@@ -1,0 +1,253 @@
+"""Sharing speed (issue 9's targets), each side by side with its honest baseline.
+
+    python benchmarks/bench_sharing.py [--quick] [--samples 5]
+
+1. Export + import of a 1,000-turn session (``--quick``: 200) vs ``git bundle create`` /
+   ``git clone`` of the same repository.  Target: each ≤ 1.5× its baseline.
+2. Pull of 10 new turns from a remote holding 100 sessions vs the same pull from a remote
+   holding only that session, and a plain ``git fetch`` of the ref.  Target: ≤ 1 s and
+   independent of the number of other sessions (only the one ref is fetched).
+3. Replay of a 200-call notebook (20 cells × 10 calls, headless, kernel start included)
+   vs the same run with the offline ``test`` provider; and the same 200 calls in-process.
+   Target: ≤ 1.2×.
+
+Figures only (medians with min-max); no assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_store import write_turn
+
+from openprogram.store.session.store import SessionStore
+from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def timed(fn: Callable[[int], object], samples: int) -> list[float]:
+    out = []
+    for i in range(samples):
+        started = time.perf_counter()
+        fn(i)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def row(label: str, values: list[float], base: list[float] | None = None) -> None:
+    med = statistics.median(values)
+    ratio = f"{med / statistics.median(base):5.2f}x" if base else "      "
+    print(f"  {label:<46} {med:8.1f} ms  ({min(values):.1f}-{max(values):.1f})  {ratio}")
+
+
+def bench_bundles(tmp: Path, turns: int, samples: int) -> None:
+    home = tmp / "alice"
+    store = SessionStore(home)
+    session = store.create_session("s_big")
+    started = time.perf_counter()
+    for i in range(turns):
+        write_turn(session, i)
+    session.maintain()
+    built = time.perf_counter() - started
+    print(f"1. export + import of a {turns}-turn session (built in {built:.0f} s)")
+    path = session.path
+    export = timed(lambda i: export_bundle(store, "s_big", tmp / f"e{i}.bundle"), samples)
+    raw = timed(
+        lambda i: git(path, "bundle", "create", "-q", str(tmp / f"g{i}.bundle"), "main"), samples
+    )
+    bundle = tmp / "e0.bundle"
+    print(f"  bundle: {bundle.stat().st_size / 1024:.0f} KiB")
+    imported = timed(lambda i: import_bundle(SessionStore(tmp / f"bob{i}"), bundle), samples)
+    clone = timed(lambda i: git(tmp, "clone", "-q", str(path), str(tmp / f"clone{i}")), samples)
+    row("git bundle create", raw)
+    row("openprogram sessions export", export, raw)
+    row("git clone (with checkout)", clone)
+    row("openprogram sessions import (checked)", imported, clone)
+    store.close()
+
+
+def bench_pull(tmp: Path, samples: int) -> None:
+    print("2. pull of 10 new turns")
+    crowd = tmp / "crowd.git"
+    alone = tmp / "alone.git"
+    for remote in (crowd, alone):
+        git(tmp, "init", "-q", "--bare", str(remote))
+    others = SessionStore(tmp / "others")
+    for k in range(99):
+        sid = f"s_other{k:03d}"
+        other = others.create_session(sid)
+        for i in range(3):
+            write_turn(other, i)
+        push(others, sid, f"file://{crowd}", "file")
+    others.close()
+    alice, bob = SessionStore(tmp / "a"), SessionStore(tmp / "b")
+    session = alice.create_session("s_team")
+    for i in range(50):
+        write_turn(session, i)
+    results: dict[str, list[float]] = {}
+    for name, remote in (
+        ("remote holding only this session", alone),
+        ("remote holding 100 sessions", crowd),
+    ):
+        url = f"file://{remote}"
+        push(alice, "s_team", url, "file")
+        fresh = SessionStore(tmp / f"b-{remote.stem}")
+        pull(fresh, "s_team", url, "file")
+        times = []
+        for _ in range(samples):
+            for i in range(10):
+                write_turn(session, 1000 + i)
+            push(alice, "s_team", url, "file")
+            started = time.perf_counter()
+            got = pull(fresh, "s_team", url, "file")
+            times.append((time.perf_counter() - started) * 1000)
+            assert got.new_turns == 10, got
+        results[name] = times
+        fresh.close()
+    # baseline: git fetching the same ref (10 new turns) into a clone of the session
+    clone = tmp / "raw-clone"
+    git(tmp, "clone", "-q", str(session.path), str(clone))
+    url = f"file://{crowd}"
+    raw = []
+    for _ in range(samples):
+        for i in range(10):
+            write_turn(session, 2000 + i)
+        push(alice, "s_team", url, "file")
+        started = time.perf_counter()
+        git(clone, "fetch", "-q", url, "refs/openprogram/sessions/s_team:refs/remotes/x")
+        raw.append((time.perf_counter() - started) * 1000)
+    row("git fetch of the one ref (100 sessions)", raw)
+    for name, times in results.items():
+        row(f"pull from a {name}"[:46], times, raw)
+    alice.close()
+    bob.close()
+
+
+NOTEBOOK_CELLS = 20
+CALLS_PER_CELL = 10
+
+
+def replay_notebook(path: Path) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    cells = [
+        new_code_cell("%load_ext openprogram_magics\n%openprogram provider test"),
+        new_code_cell(
+            "from openprogram import agentic_function\n\n"
+            "@agentic_function\n"
+            "def ask(question: str, runtime=None) -> str:\n"
+            '    """Answer in one line."""\n'
+            "    return runtime.exec(question)\n"
+        ),
+    ]
+    for c in range(NOTEBOOK_CELLS):
+        cells.append(
+            new_code_cell(
+                f"%%openprogram\n[ask(f'cell {c} question {{k}}') for k in range({CALLS_PER_CELL})]"
+            )
+        )
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+
+
+def bench_replay(tmp: Path, samples: int) -> None:
+    import os
+
+    from openprogram_magics.headless import run_notebook
+
+    calls = NOTEBOOK_CELLS * CALLS_PER_CELL
+    print(f"3. a {calls}-call notebook, headless (kernel start included)")
+    os.environ["OPENPROGRAM_HOME"] = str(tmp / "replay-home")
+    source = tmp / "calls.ipynb"
+    replay_notebook(source)
+    recorded = tmp / "recorded.ipynb"
+    run_notebook(source, recorded)  # the recording
+    meta = json.loads(recorded.read_text())["metadata"]
+
+    def fresh(i: int, name: str) -> Path:
+        target = tmp / f"{name}{i}.ipynb"
+        data = json.loads(source.read_text())
+        data["metadata"] = dict(meta) if name == "replay" else {"kernelspec": meta["kernelspec"]}
+        target.write_text(json.dumps(data))
+        return target
+
+    test_runs = timed(lambda i: run_notebook(fresh(i, "test")), samples)
+    replays = []
+    for i in range(samples):
+        path = fresh(i, "replay")
+        started = time.perf_counter()
+        result = run_notebook(path, replay=True)
+        replays.append((time.perf_counter() - started) * 1000)
+        assert result.error is None, result.error
+    row("openprogram run (test provider)", test_runs)
+    row("openprogram run --replay", replays, test_runs)
+    in_process(tmp, samples)
+
+
+def in_process(tmp: Path, samples: int) -> None:
+    from openprogram import agentic_function
+    from openprogram.providers import create_runtime
+    from openprogram.providers.replay import ReplayProvider
+    from openprogram.store.session import session_context
+
+    @agentic_function
+    def ask(question: str, runtime=None) -> str:  # type: ignore[no-untyped-def]
+        """Answer in one line."""
+        return str(runtime.exec(question))
+
+    store = SessionStore(tmp / "inproc")
+    calls = NOTEBOOK_CELLS * CALLS_PER_CELL
+
+    def run(runtime: object, sid: str) -> None:
+        for c in range(NOTEBOOK_CELLS):
+            with session_context(sid, db=store, runtime=runtime, message=f"cell {c}"):  # type: ignore[arg-type]
+                for k in range(CALLS_PER_CELL):
+                    ask(f"cell {c} question {k}")
+
+    run(create_runtime("test"), "s_recorded")
+    test = timed(lambda i: run(create_runtime("test"), f"s_t{i}"), samples)
+    replay = timed(
+        lambda i: run(create_runtime(ReplayProvider("s_recorded", db=store)), f"s_r{i}"), samples
+    )
+    row(f"{calls} calls in-process, test provider", test)
+    row(f"{calls} calls in-process, replay", replay, test)
+    store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--samples", type=int, default=5)
+    args = parser.parse_args(argv)
+    samples = 3 if args.quick else args.samples
+    with tempfile.TemporaryDirectory(prefix="bench-sharing-") as tmp:
+        bench_bundles(Path(tmp), 200 if args.quick else 1000, samples)
+        bench_pull(Path(tmp), samples)
+        bench_replay(Path(tmp), 3 if args.quick else min(samples, 3))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
