@@ -4,6 +4,7 @@ An ``@agentic_function``'s docstring is the prompt; every turn, function call, L
 question to the user is a node of one DAG persisted in a per-session git repository.
 """
 
+from openprogram.agent.background import BackgroundRun, background
 from openprogram.agentic_programming import (
     ContextThreadPoolExecutor,
     Runtime,
@@ -20,6 +21,7 @@ from openprogram.store.session.context import SessionHandle, session_context
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackgroundRun",
     "Call",
     "ContextPolicy",
     "ContextThreadPoolExecutor",
@@ -31,6 +33,7 @@ __all__ = [
     "__version__",
     "agentic_function",
     "ask_user",
+    "background",
     "create_runtime",
     "llm",
     "session_context",

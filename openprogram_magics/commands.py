@@ -375,6 +375,18 @@ def usage(host: Host, args: Namespace) -> dict[str, Any]:
     return summarize(nodes)
 
 
+@command("stop", "stop the background run after its current call (again: kill it now)")
+def stop(host: Host, args: Namespace) -> str:
+    run = getattr(host, "background", None)
+    if run is None:
+        raise CommandError(
+            "no background run in this kernel (%%openprogram --background starts one)"
+        )
+    said = str(run.stop())
+    print(f"openprogram: {said}")
+    return said
+
+
 @command("help", "this text")
 def help_(host: Host, args: Namespace) -> None:
     print(help_text())

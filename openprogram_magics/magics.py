@@ -20,6 +20,7 @@ from traitlets import Bool, Float, Int, Unicode
 if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
 
+    from openprogram.agent.background import BackgroundRun
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
     from openprogram_magics.turn import CellTurn
@@ -31,6 +32,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 named_line_magic = cast(Callable[[str], Callable[[_F], _F]], line_magic)
 
 GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard({args!r})\n'
+# cells whose body is not run in place: --background (on a thread), --chat (a message)
+BODY_GUARD = (
+    '__import__("openprogram_magics.magics", fromlist=["_"])._body_guard({args!r}, {body!r})\n'
+)
+BODY_FLAGS = ("--background", "-b", "--chat")
 AUTO_GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard("", auto=True)\n'
 
 
@@ -74,6 +80,7 @@ class OpenProgramMagics(Magics):
         super().__init__(shell)
         self.kernel_meta: NotebookMeta | None = None  # set by new/use and by every turn
         self.turn: CellTurn | None = None  # the turn in progress
+        self.background: BackgroundRun | None = None  # the latest --background run
         self._raw_cell = ""
         self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
         self._runtime: Runtime | None = None
@@ -101,7 +108,7 @@ class OpenProgramMagics(Magics):
         if self.turn is not None:  # a turn whose post_run_cell never came (nested run)
             self.turn.end(None)
             self.turn = None
-        opts = _parse_cell_args(args)
+        opts = self.cell_args(args)
         try:
             meta = self._resolve(opts.session)
             from openprogram_magics.turn import CellTurn
@@ -118,6 +125,9 @@ class OpenProgramMagics(Magics):
         except UserError as exc:
             raise UsageError(str(exc)) from None
         self.turn = turn
+
+    def cell_args(self, args: str) -> _CellArgs:
+        return _parse_cell_args(args)
 
     def _resolve(self, pinned: str | None) -> NotebookMeta:
         from openprogram.store.session.ids import mint_session_id
@@ -173,6 +183,17 @@ class OpenProgramMagics(Magics):
     @magic_arguments()
     @argument("--session", "-s", default=None, help="Pin this cell to session ID.")
     @argument("--no-dag", action="store_true", help="Do not draw the live DAG under the cell.")
+    @argument(
+        "--background",
+        "-b",
+        action="store_true",
+        help="Run the body on a thread and return at once (%%openprogram stop stops it).",
+    )
+    @argument(
+        "--chat",
+        action="store_true",
+        help="Send the cell's text to the agent as a chat message of this session.",
+    )
     @cell_magic
     def openprogram(self, line: str, cell: str) -> None:
         """Run the cell as one turn of this notebook's OpenProgram session.
@@ -267,6 +288,8 @@ def _quiet(value: Any) -> Any:
 class _CellArgs:
     session: str | None
     no_dag: bool
+    background: bool
+    chat: bool
 
 
 def _parse_cell_args(line: str) -> _CellArgs:
@@ -288,6 +311,8 @@ def transform_cell(lines: list[str]) -> list[str]:
         rest = first[len(MAGIC) :]
         if rest and not rest[0].isspace():
             return lines  # %%openprogramsomething: not ours
+        if any(flag in rest.split() for flag in BODY_FLAGS):
+            return [BODY_GUARD.format(args=rest.strip(), body="".join(lines[1:]))]
         return [GUARD.format(args=rest.strip()), *lines[1:]]
     magics = _instance()
     if magics is not None and magics.auto and not first.startswith(("%", "!", "?")):
@@ -317,3 +342,22 @@ def _cell_guard(args: str, auto: bool = False) -> None:
     if auto and not magics._in_cell:
         return  # a silent request (a frontend's): no post_run_cell would ever end the turn
     magics.begin_turn(args, magics._raw_cell)
+
+
+def _body_guard(args: str, body: str) -> Any:
+    """The whole of a ``--background`` or ``--chat`` cell: its body is handed over, not run."""
+    magics = _instance()
+    if magics is None:
+        raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
+    opts = magics.cell_args(args)
+    source = f"{MAGIC} {args}\n{body}"
+    if opts.background and opts.chat:
+        raise UsageError("%%openprogram: --background and --chat do not go together")
+    if opts.background:
+        from openprogram_magics.background_cell import start_background_cell
+
+        magics.background = start_background_cell(magics, args, body, source)
+        return None
+    from openprogram_magics.chat_cell import run_chat_cell
+
+    return run_chat_cell(magics, args, body, source)

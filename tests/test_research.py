@@ -98,9 +98,20 @@ def run_cli_entry(tmp_path: Path, home: Path) -> tuple[str, Path]:
     return sid, work
 
 
+def run_background_entry(tmp_path: Path, home: Path) -> tuple[str, Path]:
+    from openprogram import background, create_runtime
+    from openprogram.programs.research import research_agent
+
+    work = ResearchWork(tmp_path / "bg", task="a task")
+    run = background(research_agent, str(work.folder), runtime=create_runtime("test"))
+    assert run.wait(60) == list(PIPELINE) and run.session_id
+    return run.session_id, work.folder
+
+
 ENTRY_POINTS: dict[str, Callable[[Path, Path], tuple[str, Path]]] = {
     "notebook": run_notebook_entry,
     "cli": run_cli_entry,
+    "background": run_background_entry,
 }
 
 

@@ -23,6 +23,7 @@ from openprogram.agentic_programming.function import (
     run_in_session,
 )
 from openprogram.agentic_programming.prompt import Prompt, build_prompt
+from openprogram.agentic_programming.stopping import check_stop
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
 from openprogram.context.policy import ContextPolicy, estimate_tokens
 from openprogram.context.secrets import redact_secrets
@@ -146,6 +147,7 @@ class Runtime:
                 timeout=self.timeout,
                 extra={"choices": choices, **options} if choices else dict(options),
             )
+            check_stop()  # a background run asked to stop: before the next call, not during
             if self.budget is not None:  # raises, with an error node, before anything is sent
                 room = self.budget.admit(writer, request, self.provider.name, frame_id)
                 if room is not None and (request.max_tokens or room) >= room:

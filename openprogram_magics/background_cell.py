@@ -1,0 +1,134 @@
+"""``%%openprogram --background``: the cell's body runs on a thread as one turn.
+
+The cell returns at once.  Under it: a progress line (state, stage, calls, tokens,
+elapsed) refreshed on every node the run writes and twice a second, and the turn's live
+DAG.  The thread runs in a copy of the cell's context, so whatever the run prints or
+displays (and a streamed reply) lands under its own cell even while other cells execute.
+The body runs in the notebook's namespace: names it assigns are there for later cells.
+``%openprogram stop`` stops it after the call in flight; a second stop kills it.
+
+Why a thread and not the process runner: the body is notebook code (functions defined in
+cells, closures, open objects) that a spawned process could not unpickle, its results are
+meant for the namespace, and one process stays the session's only writer.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import html
+import threading
+from typing import TYPE_CHECKING, Any
+
+from openprogram.agent.background import BackgroundRun, Progress
+
+if TYPE_CHECKING:
+    from openprogram_magics.magics import OpenProgramMagics
+
+TICK = 0.5  # seconds between refreshes of the progress line while nothing is written
+MIME_PROGRESS = "application/vnd.openprogram.progress+json"
+
+
+class ProgressLine:
+    """One display under the cell, updated in place by display id."""
+
+    def __init__(self, label: str) -> None:
+        from IPython.display import display
+
+        self.label = label
+        handle = display(self._bundle(Progress()), raw=True, display_id=True)
+        self.display_id = getattr(handle, "display_id", None)
+        self._lock = threading.Lock()
+        self.error = ""
+
+    def _bundle(self, p: Progress) -> dict[str, Any]:
+        text = f"openprogram background {self.label}: {p.line()}"
+        if getattr(self, "error", ""):
+            text += f" — {self.error}"
+        return {
+            "text/plain": text,
+            "text/html": (
+                f'<pre class="op-progress" data-state="{p.state}">{html.escape(text)}</pre>'
+            ),
+            MIME_PROGRESS: {
+                "state": p.state,
+                "stage": p.stage,
+                "calls": p.calls,
+                "tokens": p.tokens,
+                "elapsed": round(p.elapsed, 3),
+            },
+        }
+
+    def update(self, p: Progress) -> None:
+        from IPython.display import update_display
+
+        if self.display_id is None:
+            return
+        with self._lock:
+            update_display(self._bundle(p), raw=True, display_id=self.display_id)
+
+
+def start_background_cell(
+    magics: OpenProgramMagics, args: str, body: str, source: str
+) -> BackgroundRun:
+    """Begin the cell's turn on a thread, return its run once the turn exists."""
+    from IPython.core.error import UsageError
+
+    from openprogram.errors import UserError
+    from openprogram_magics.notebook import NotebookMeta
+    from openprogram_magics.turn import CellTurn
+
+    opts = magics.cell_args(args)
+    try:
+        meta = magics._resolve(opts.session)
+    except UserError as exc:
+        raise UsageError(str(exc)) from None
+    shell = magics.shell
+    assert shell is not None
+    count = getattr(shell, "execution_count", None)
+    label = f"[{count}]" if count else ""
+    code = compile(body, f"<background cell {label}>", "exec")  # a SyntaxError stops it now
+    runtime = magics.runtime()
+    line = ProgressLine(label)
+    namespace = shell.user_ns
+    begun: dict[str, str] = {}
+
+    def target(run: BackgroundRun) -> None:
+        turn = CellTurn(
+            meta,
+            source=source,
+            execution_count=count,
+            runtime=runtime,
+            live=magics.live_dag and not opts.no_dag,
+            stream=magics.stream,
+        )
+        turn.begin()
+        assert turn.handle is not None and turn.node is not None
+        begun["turn_id"] = turn.node.id
+        run.attach(turn.handle.session_id, turn.node.turn)
+        error: BaseException | None = None
+        try:
+            exec(code, namespace)
+        except BaseException as exc:
+            error = exc
+            line.error = f"{type(exc).__name__}: {exc}"[:300]
+            raise
+        finally:
+            turn.end(error)
+
+    run = BackgroundRun(target, label=label)
+    run.on_progress(line.update)
+    run.start(contextvars.copy_context())
+    run.wait_attached(30)
+    if run.session_id and "turn_id" in begun:  # the next cell chains after this turn
+        magics.kernel_meta = NotebookMeta(run.session_id, begun["turn_id"])
+        magics._push_metadata()
+
+    def tick() -> None:
+        while run.running:
+            line.update(run.progress())
+            run.thread.join(TICK)
+        line.update(run.progress())
+
+    threading.Thread(target=tick, name="openprogram-bg-progress", daemon=True).start()
+    print("openprogram: running in the background; `%openprogram stop` stops it")
+    return run

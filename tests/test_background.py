@@ -1,0 +1,228 @@
+"""Long runs that do not block: ``openprogram.background(fn)`` and
+``%%openprogram --background`` run on a thread as one turn of the session, report
+progress from the nodes they write, stop after the call in flight (a second stop kills),
+and a killed kernel leaves nothing ``running`` and a run that resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from openprogram import agentic_function, background, create_runtime
+from openprogram.agent.background import BackgroundRun, Progress
+from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.stopping import RunKilled, RunStopped
+from openprogram.context.nodes import Call
+from openprogram.providers.base import LLMRequest, LLMResponse, Usage
+from openprogram.providers.test import FunctionProvider
+from openprogram_magics.background_cell import MIME_PROGRESS
+from tests.test_magics import Shell, make_shell
+
+
+class Gate:
+    """A provider whose calls wait until the test lets each one through."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Semaphore(0)
+        self.allowed = threading.Semaphore(0)
+        self.provider = FunctionProvider(self.reply)
+
+    def reply(self, request: LLMRequest) -> LLMResponse:
+        self.entered.release()
+        assert self.allowed.acquire(timeout=30), "the test never let the call through"
+        return LLMResponse("ok", usage=Usage(10, 5))
+
+    def let_through(self, n: int = 1) -> None:
+        for _ in range(n):
+            assert self.entered.acquire(timeout=30)
+            self.allowed.release()
+
+
+@agentic_function
+def step(i: int, runtime=None) -> str:  # type: ignore[no-untyped-def]
+    """Do one step."""
+    return str(runtime.exec(f"step {i}"))
+
+
+def steps(n: int) -> list[str]:
+    return [step(i) for i in range(n)]
+
+
+def nodes_of(run: BackgroundRun) -> list[Call]:
+    assert run.session_id
+    return default_db().open(run.session_id).nodes()
+
+
+def test_a_background_run_returns_at_once_and_reports_progress_from_its_nodes(
+    op_home: Path,
+) -> None:
+    gate = Gate()
+    seen: list[Progress] = []
+    run = background(steps, 3, runtime=create_runtime(gate.provider))
+    run.on_progress(seen.append)
+    assert run.running and run.progress().calls == 0  # nothing answered yet
+    gate.let_through(3)
+    assert run.wait(30) == ["ok", "ok", "ok"]
+    final = run.progress()
+    llms = [n for n in nodes_of(run) if n.kind == "llm"]
+    assert (final.state, final.calls, final.tokens) == ("completed", 3, 45)
+    assert final.calls == len(llms) and final.tokens == sum(
+        n.metadata["usage"]["input_tokens"] + n.metadata["usage"]["output_tokens"] for n in llms
+    )
+    assert "step" in {p.stage for p in seen} and [p.calls for p in seen if p.calls][:1] == [1]
+
+
+def test_stop_ends_the_run_after_the_call_in_flight(op_home: Path) -> None:
+    gate = Gate()
+    run = background(steps, 10, runtime=create_runtime(gate.provider))
+    gate.let_through(1)
+    assert gate.entered.acquire(timeout=30)  # the second call is in flight
+    assert run.stop().startswith("stopping after the current call")
+    gate.allowed.release()  # it finishes; no third call is sent
+    with pytest.raises(RunStopped):
+        run.wait(30)
+    assert len(gate.provider.requests) == 2 and run.progress().state == "stopped"
+    nodes = nodes_of(run)
+    assert [n.status for n in nodes if n.kind == "llm"] == ["completed", "completed"]
+    assert not [n for n in nodes if n.status == "running"]
+    assert [n.status for n in nodes if n.kind == "function"] == ["completed"] * 2 + ["cancelled"]
+
+
+def test_a_second_stop_kills_a_call_that_does_not_return(op_home: Path) -> None:
+    forever = threading.Event()
+
+    def hang(request: LLMRequest) -> str:
+        while not forever.wait(0.01):  # a provider stuck in Python code
+            pass
+        return "never"
+
+    run = background(steps, 1, runtime=create_runtime(FunctionProvider(hang)))
+    deadline = time.monotonic() + 10
+    while not [n for n in nodes_of(run) if n.kind == "llm"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.stop()
+    assert run.running  # the first stop waits for the call
+    assert run.stop() == "killed"
+    with pytest.raises(RunKilled):
+        run.wait(10)
+    assert {n.kind: n.status for n in nodes_of(run) if n.kind != "root"} == {
+        "function": "cancelled",
+        "llm": "cancelled",
+    }
+    forever.set()
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
+    import openprogram_magics.bridge as bridge
+
+    monkeypatch.setattr(bridge, "_state", None)
+    sh = make_shell(tmp_path / "ipython")
+    try:
+        yield sh
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_a_background_cell_returns_while_it_runs_and_other_cells_execute(shell: Shell) -> None:
+    gate = Gate()
+    shell.magics._runtime = create_runtime(gate.provider, backoff=0.0)
+    shell.magics._runtime_key = shell.magics.runtime_key()
+    shell.ip.user_ns["steps"] = steps
+    shell.run("%%openprogram --background\nfirst = steps(2)\nresult = steps(1)")
+    run = shell.magics.background
+    assert run is not None and run.running and "result" not in shell.ip.user_ns
+    shell.run("%%openprogram\nmeanwhile = 6 * 7")  # another cell runs and returns
+    assert shell.ip.user_ns["meanwhile"] == 42 and run.running
+    gate.let_through(3)
+    run.wait(30)
+    assert shell.ip.user_ns["result"] == ["ok"]  # the body ran in the notebook's namespace
+    progress = [
+        o["data"][MIME_PROGRESS] for o in shell.display.outputs if MIME_PROGRESS in o["data"]
+    ]
+    assert progress[0]["state"] == "running" and progress[-1]["state"] == "completed"
+    assert progress[-1]["calls"] == 3 and {1, 2} <= {p["calls"] for p in progress}
+    nodes = default_db().open(str(run.session_id)).nodes()
+    turns = [n for n in nodes if n.kind == "turn"]
+    assert [t.status for t in turns] == ["completed", "completed"]
+    assert turns[1].predecessor == turns[0].id  # the next cell chains after the background one
+
+
+def test_stop_command_stops_the_background_cell(shell: Shell) -> None:
+    gate = Gate()
+    shell.magics._runtime = create_runtime(gate.provider, backoff=0.0)
+    shell.magics._runtime_key = shell.magics.runtime_key()
+    shell.ip.user_ns["steps"] = steps
+    shell.run("%%openprogram -b\nsteps(5)")
+    run = shell.magics.background
+    assert run is not None
+    gate.let_through(1)
+    assert gate.entered.acquire(timeout=30)
+    assert shell.line("stop").startswith("stopping")
+    gate.allowed.release()
+    with pytest.raises(RunStopped):
+        run.wait(30)
+    turn = next(n for n in default_db().open(str(run.session_id)).nodes() if n.kind == "turn")
+    assert turn.status == "interrupted" and len(gate.provider.requests) == 2
+
+
+SLOW_SCHEMA_PROVIDER = """
+import json, time
+from openprogram.providers import create_runtime
+from openprogram.providers.test import FunctionProvider, sample_from_schema
+
+def slow(request):
+    time.sleep(0.4)
+    return json.dumps(sample_from_schema(request.response_format))
+
+_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
+_m._runtime = create_runtime(FunctionProvider(slow), backoff=0.0)
+_m._runtime_key = _m.runtime_key()
+from openprogram.programs.research import ResearchWork, research_agent
+ResearchWork("work", task="a task")
+"""
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(120)
+def test_a_killed_kernel_leaves_nothing_running_and_the_run_resumes(
+    op_home: Path, tmp_path: Path
+) -> None:
+    from openprogram.programs.research import PIPELINE, run_research
+    from tests.test_kernel_turns import Kernel, on_disk, start_kernel
+
+    km, kc = start_kernel(op_home)
+    k = Kernel(km, kc)
+    work = op_home.parent / "work"
+    try:
+        k.run("%load_ext openprogram_magics\n%openprogram provider test")
+        k.run(SLOW_SCHEMA_PROVIDER)
+        k.run('%%openprogram --background --session nb_bg\nresearch_agent("work")')
+        deadline = time.monotonic() + 60
+        while not (work / "gaps.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (work / "gaps.json").exists()
+        os.kill(km.provisioner.process.pid, signal.SIGKILL)
+        km.provisioner.process.wait(timeout=10)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    nodes = on_disk(op_home, "nb_bg")
+    assert nodes and not [n for n in nodes if n.status == "running"]
+    assert next(n for n in nodes if n.kind == "turn").status == "interrupted"
+    from openprogram.providers.test import TestProvider
+
+    done = [s for s in PIPELINE if (work / f"{s}.json").exists()]
+    resumed = run_research(
+        None, work_dir=work, session_id="nb_bg", runtime=create_runtime(TestProvider())
+    )
+    assert resumed.stages == list(PIPELINE[len(done) :]) and "survey" not in resumed.stages
+    assert json.loads((work / "review.json").read_text())["decision"] == "revise"
