@@ -3,7 +3,8 @@
 * :class:`UserError` — a mistake the developer or user can fix; the message says how.
 * :class:`SessionError` and subclasses — something wrong with data on disk; names the file.
 * Run errors (:class:`ChoiceError`, :class:`ResponseFormatError`, provider errors in
-  :mod:`openprogram.providers.base`) — an LLM call that could not produce a valid answer.
+  :mod:`openprogram.agentic_programming.provider`) — an LLM call that could not produce a
+  valid answer.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from openprogram.agentic_programming.function import get_call_id, is_cancellation, using_call_id
+from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
+from openprogram.context.secrets import redact_secrets
+from openprogram.store.vars import get_store
+
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
 
@@ -70,9 +75,6 @@ def agent_loop(
 
 def last_tool_calls() -> list[dict[str, Any]]:
     """The tool calls of the frame's latest llm node (the Runtime records them there)."""
-    from openprogram.agentic_programming.function import get_call_id
-    from openprogram.store.vars import get_store
-
     writer = get_store()
     assert writer is not None
     for node_id in reversed(writer.session.children(get_call_id())):
@@ -85,15 +87,6 @@ def last_tool_calls() -> list[dict[str, Any]]:
 def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallback) -> None:
     """One ``tool`` node: the callable runs in its frame (an agentic tool nests under it);
     a failure is recorded on the node and shown to the model, not raised."""
-    from openprogram.agentic_programming.function import (
-        get_call_id,
-        is_cancellation,
-        using_call_id,
-    )
-    from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
-    from openprogram.context.secrets import redact_secrets
-    from openprogram.store.vars import get_store
-
     writer = get_store()
     assert writer is not None
     name, arguments = str(call.get("name")), call.get("arguments") or {}

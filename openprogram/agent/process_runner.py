@@ -17,16 +17,35 @@ top-level function of a module, not one defined in ``__main__`` or a notebook ce
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import queue
 import signal
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.ask_user import (
+    current_ask_user_handler,
+    using_ask_user_handler,
+)
+from openprogram.agentic_programming.function import (
+    get_call_id,
+    get_current_runtime,
+    is_cancellation,
+    process_session_id,
+    using_call_id,
+)
+from openprogram.context.secrets import redact_secrets
 from openprogram.errors import OpenProgramError, UserError
+from openprogram.providers import network
+from openprogram.store.session import events
+from openprogram.store.session.context import session_context
+from openprogram.store.vars import get_store
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -81,8 +100,6 @@ def target_of(fn: Callable[..., Any] | str) -> str:
 
 
 def _resolve(target: str) -> Callable[..., Any]:
-    import importlib
-
     module_name, _, qualname = target.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
@@ -105,10 +122,6 @@ class ProcessRun:
         on_event: EventCallback | None = None,
         ask_handler: AskHandler | None = None,
     ) -> None:
-        from openprogram.agentic_programming.ask_user import current_ask_user_handler
-        from openprogram.agentic_programming.function import get_call_id, process_session_id
-        from openprogram.store.vars import get_store
-
         self.target = target_of(fn)
         writer = get_store()
         self.session_id = session_id or (writer.session_id if writer else process_session_id())
@@ -127,9 +140,6 @@ class ProcessRun:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> ProcessRun:
         import multiprocessing
-
-        from openprogram.providers import network
-        from openprogram.store.vars import get_store
 
         writer = get_store()
         if writer is not None and writer.session_id == self.session_id:
@@ -222,8 +232,6 @@ class ProcessRun:
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "node":
-            from openprogram.store.session import events
-
             _kind, session_id, node = message
             events.emit(session_id, node)  # the parent's live views see the child's writes
             self._notify({"type": "node", "session_id": session_id, "node": node})
@@ -263,9 +271,6 @@ class ProcessRun:
 
     def _refresh(self) -> None:
         """Let this process's Session see what the child wrote (and recover a killed one)."""
-        from openprogram.agent.session_db import default_db
-        from openprogram.store.vars import get_store
-
         writer = get_store()
         if writer is not None and writer.session_id == self.session_id:
             writer.session.refresh()
@@ -281,8 +286,6 @@ def run_in_process(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> A
 def _pickled_runtime(runtime: Runtime | None) -> bytes | None:
     """The given (or ambient) runtime for the child; an ambient one that cannot be pickled
     (a ``function`` provider's closure) is left behind and the child configures its own."""
-    from openprogram.agentic_programming.function import get_current_runtime
-
     chosen = runtime or get_current_runtime()
     if chosen is None:
         return None
@@ -297,8 +300,6 @@ def _pickled_runtime(runtime: Runtime | None) -> bytes | None:
 # -- the child ---------------------------------------------------------------------------------
 def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
     """Entry point of the spawned interpreter (``outbox`` goes to the parent)."""
-    import traceback
-
     try:
         os.setpgrp()  # stop() kills the group: whatever the function started dies with it
     except OSError:
@@ -312,9 +313,6 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
         except Exception as exc:
             outcome = ("error", f"the result cannot be sent back: {exc}", "", False)
     except BaseException as exc:
-        from openprogram.agentic_programming.function import is_cancellation
-        from openprogram.context.secrets import redact_secrets
-
         error = redact_secrets(f"{type(exc).__name__}: {exc}")
         tb = redact_secrets("".join(traceback.format_exception(exc))[-20000:])
         outcome = ("error", error, tb, is_cancellation(exc))
@@ -324,12 +322,6 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
 
 
 def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
-    from openprogram.agentic_programming.ask_user import using_ask_user_handler
-    from openprogram.agentic_programming.function import using_call_id
-    from openprogram.providers import network
-    from openprogram.store.session import events
-    from openprogram.store.session.context import session_context
-
     network.set_model_requests_allowed(spec.allow_requests)
     fn = _resolve(spec.target)
     runtime = pickle.loads(spec.runtime) if spec.runtime is not None else None

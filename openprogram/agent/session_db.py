@@ -1,25 +1,5 @@
-"""``default_db()``: the process's SessionStore under ``$OPENPROGRAM_HOME``."""
+"""``default_db()`` — re-exported from :mod:`openprogram.store.session.db` (the seed's path)."""
 
-from __future__ import annotations
+from openprogram.store.session.db import default_db
 
-import os
-import threading
-
-from openprogram.store.session.store import SessionStore
-
-_db: SessionStore | None = None
-_db_home: str | None = None
-_lock = threading.Lock()
-
-
-def default_db() -> SessionStore:
-    """The shared store; rebuilt if ``OPENPROGRAM_HOME`` changed (tests, notebooks)."""
-    global _db, _db_home
-    home = os.environ.get("OPENPROGRAM_HOME") or os.path.expanduser("~/.openprogram")
-    with _lock:
-        if _db is None or _db_home != home:
-            if _db is not None:
-                _db.close()
-            _db = SessionStore(home)
-            _db_home = home
-        return _db
+__all__ = ["default_db"]

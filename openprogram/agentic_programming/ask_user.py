@@ -9,15 +9,8 @@ else the terminal when stdin is interactive.  With no one to answer, the node en
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from contextvars import ContextVar
 
-from openprogram.agentic_programming.function import (
-    get_call_id,
-    is_cancellation,
-    run_in_session,
-)
+from openprogram.agentic_programming.function import is_cancellation, run_in_session
 from openprogram.context.nodes import (
     ANSWERED,
     AWAITING,
@@ -27,11 +20,18 @@ from openprogram.context.nodes import (
     make_call,
 )
 from openprogram.context.secrets import redact_secrets
-from openprogram.store.vars import get_store, scoped
+from openprogram.store.vars import AskHandler, get_ask_handler, get_call_id, get_store
+from openprogram.store.vars import using_ask_handler as using_ask_user_handler
 
-AskHandler = Callable[[str, list[str] | None], str | None]
+__all__ = [
+    "AskHandler",
+    "ask_user",
+    "current_ask_user_handler",
+    "set_default_ask_user_handler",
+    "terminal_handler",
+    "using_ask_user_handler",
+]
 
-_handler: ContextVar[AskHandler | None] = ContextVar("openprogram_ask_handler", default=None)
 _default_handler: AskHandler | None = None
 
 
@@ -51,13 +51,9 @@ def set_default_ask_user_handler(handler: AskHandler | None) -> None:
     _default_handler = handler
 
 
-def using_ask_user_handler(handler: AskHandler | None) -> AbstractContextManager[None]:
-    return scoped(_handler, handler)
-
-
 def current_ask_user_handler() -> AskHandler:
     """The handler a question asked here and now would go to (context, default, terminal)."""
-    return _handler.get() or _default_handler or terminal_handler
+    return get_ask_handler() or _default_handler or terminal_handler
 
 
 def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:

@@ -1,8 +1,8 @@
-"""``@agentic_function`` and the owner of two per-turn ContextVars.
+"""``@agentic_function``: a call of a decorated function is a ``function`` node.
 
-``_current_runtime`` is the ambient :class:`Runtime` (injected into a ``runtime``
-parameter); ``_call_id`` is the node of the frame currently running, which makes nested
-calls carry ``caller``.  Both are set only through the scoped setters below.
+The ambient runtime (injected into a ``runtime`` parameter) and the running frame's node id
+(which makes nested calls carry ``caller``) are per-turn ContextVars owned by
+:mod:`openprogram.store.vars`; they are re-exported here under their seed names.
 
 A decorated call writes a ``function`` node on entry (``running``, the docstring, inputs
 made JSON-safe), points ``_call_id`` at it, runs the body and writes output, status and
@@ -19,8 +19,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from openprogram.context.nodes import (
@@ -32,36 +30,45 @@ from openprogram.context.nodes import (
     sanitize,
 )
 from openprogram.context.secrets import redact_secrets
-from openprogram.store.vars import get_store, scoped
+from openprogram.store.session.context import session_context
+from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.vars import (  # re-exported: the seed's import paths
+    _call_id,
+    _current_runtime,
+    _depth,
+    enter_frame,
+    get_call_id,
+    get_current_runtime,
+    get_depth,
+    get_store,
+    leave_frame,
+    using_call_id,
+    using_runtime,
+)
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "AgenticRecursionError",
+    "_call_id",
+    "_current_runtime",
+    "_depth",
+    "agentic_function",
+    "current_node",
+    "get_call_id",
+    "get_current_runtime",
+    "is_cancellation",
+    "process_session_id",
+    "run_in_session",
+    "using_call_id",
+    "using_runtime",
+]
 
 if TYPE_CHECKING:
-    from openprogram.agentic_programming.runtime import Runtime
     from openprogram.context.policy import ContextPolicy
-
-_current_runtime: ContextVar[Runtime | None] = ContextVar("openprogram_runtime", default=None)
-_call_id: ContextVar[str | None] = ContextVar("openprogram_call_id", default=None)
-_depth: ContextVar[int] = ContextVar("openprogram_depth", default=0)
 
 DEFAULT_MAX_DEPTH = 64
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def get_current_runtime() -> Runtime | None:
-    return _current_runtime.get()
-
-
-def get_call_id() -> str | None:
-    return _call_id.get()
-
-
-def using_runtime(runtime: Runtime | None) -> AbstractContextManager[None]:
-    """Install ``runtime`` as the ambient runtime; ``None`` keeps the current one."""
-    return nullcontext() if runtime is None else scoped(_current_runtime, runtime)
-
-
-def using_call_id(call_id: str | None) -> AbstractContextManager[None]:
-    return scoped(_call_id, call_id)
 
 
 def is_cancellation(exc: BaseException) -> bool:
@@ -89,8 +96,6 @@ def process_session_id() -> str:
     global _process_session
     with _process_lock:
         if _process_session is None:
-            from openprogram.store.session.ids import mint_session_id, validate_session_id
-
             given = os.environ.get("OPENPROGRAM_SESSION")
             _process_session = validate_session_id(given) if given else mint_session_id("adhoc")
             if not given:
@@ -106,8 +111,6 @@ def run_in_session(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``fn`` inside the current turn, or as one turn of the process session if none."""
     if get_store() is not None:
         return fn(*args, **kwargs)
-    from openprogram.store.session.context import session_context
-
     with session_context(process_session_id(), source="script", message=_label(fn)):
         return fn(*args, **kwargs)
 
@@ -120,7 +123,7 @@ def _label(fn: Callable[..., Any]) -> str:
 class _Frame:
     """Entering and leaving one agentic call (shared by the sync and async wrappers)."""
 
-    __slots__ = ("depth_token", "node", "started", "token", "writer")
+    __slots__ = ("node", "started", "tokens", "writer")
 
     def __init__(
         self,
@@ -132,8 +135,8 @@ class _Frame:
     ) -> None:
         writer = get_store()
         assert writer is not None
-        depth = _depth.get()
-        caller = _call_id.get()
+        depth = get_depth()
+        caller = get_call_id()
         node = make_call("function", name, input=inputs, caller=caller, doc=doc)
         if context:  # the function's context policy, read by the execs made inside it
             node.metadata["context"] = context
@@ -146,8 +149,7 @@ class _Frame:
             )
             self.finish(exc=err)
             raise err
-        self.token = _call_id.set(node.id)
-        self.depth_token = _depth.set(depth + 1)
+        self.tokens = enter_frame(node.id, depth + 1)
 
     def finish(self, result: Any = None, exc: BaseException | None = None) -> None:
         meta = self.node.metadata
@@ -165,8 +167,7 @@ class _Frame:
         self.writer.update(self.node)
 
     def leave(self) -> None:
-        _depth.reset(self.depth_token)
-        _call_id.reset(self.token)
+        leave_frame(self.tokens)
 
     # ``with _Frame(...) as frame: result = body()`` then ``return frame.done(result)``:
     # an exception is recorded before the frame's ContextVars are reset, a result after.
@@ -230,7 +231,7 @@ def agentic_function(
 
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             if runtime_index >= 0 and len(args) <= runtime_index and kwargs.get("runtime") is None:
-                kwargs["runtime"] = _current_runtime.get()
+                kwargs["runtime"] = get_current_runtime()
             if simple and len(args) <= len(positional):
                 inputs = dict(zip(positional, args, strict=False)) if args else {}
                 inputs.update(kwargs)
@@ -247,8 +248,6 @@ def agentic_function(
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if get_store() is None:
-                    from openprogram.store.session.context import session_context
-
                     with session_context(process_session_id(), source="script", message=label):
                         return await async_wrapper(*args, **kwargs)
                 with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
@@ -276,7 +275,7 @@ def agentic_function(
 def current_node() -> Call | None:
     """The node of the agentic call running now (None at the top of a turn)."""
     writer = get_store()
-    call_id = _call_id.get()
+    call_id = get_call_id()
     if writer is None or call_id is None:
         return None
     return writer.get(call_id)

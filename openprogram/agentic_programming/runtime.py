@@ -19,16 +19,12 @@ from openprogram.agentic_programming import validate
 from openprogram.agentic_programming.echo import echo_for
 from openprogram.agentic_programming.function import (
     get_call_id,
+    get_current_runtime,
     is_cancellation,
     run_in_session,
 )
 from openprogram.agentic_programming.prompt import Prompt, build_prompt
-from openprogram.agentic_programming.stopping import check_stop
-from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
-from openprogram.context.policy import ContextPolicy, estimate_tokens
-from openprogram.context.secrets import redact_secrets
-from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
-from openprogram.providers.base import (
+from openprogram.agentic_programming.provider import (
     DeltaCallback,
     LLMRequest,
     LLMResponse,
@@ -36,7 +32,12 @@ from openprogram.providers.base import (
     Provider,
     TransientProviderError,
 )
-from openprogram.store.vars import get_store
+from openprogram.agentic_programming.stopping import check_stop
+from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
+from openprogram.context.policy import ContextPolicy, estimate_tokens
+from openprogram.context.secrets import redact_secrets
+from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
+from openprogram.store.vars import default_runtime, get_store
 
 if TYPE_CHECKING:
     from openprogram.usage.budget import Budget
@@ -98,7 +99,7 @@ class Runtime:
 
     async def aexec(self, content: Any, **kwargs: Any) -> Any:
         """``exec`` for async code: runs on a worker thread with the current context."""
-        import asyncio
+        import asyncio  # not at import: asyncio costs ~10 ms and most callers are sync
 
         return await asyncio.to_thread(self.exec, content, **kwargs)
 
@@ -274,8 +275,9 @@ def _with_retries(
 
 def llm(content: Any, *, runtime: Runtime | None = None, **kwargs: Any) -> Any:
     """A one-shot LLM call with the ambient (or given, or configured) runtime."""
-    from openprogram.agentic_programming.function import get_current_runtime
-    from openprogram.providers import create_runtime
-
-    rt = runtime or get_current_runtime() or create_runtime()
+    rt = runtime or get_current_runtime()
+    if rt is None:
+        rt = default_runtime()  # what the environment configures
+        if rt is None or not rt.configured:
+            raise NoProviderConfigured()
     return rt.exec(content, **kwargs)

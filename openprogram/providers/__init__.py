@@ -9,9 +9,11 @@ only when their provider is built.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from openprogram.agentic_programming.runtime import Runtime
 from openprogram.errors import NoProviderConfigured, UserError
+from openprogram.providers.anthropic_provider import AnthropicProvider
 from openprogram.providers.base import (
     LLMRequest,
     LLMResponse,
@@ -21,9 +23,10 @@ from openprogram.providers.base import (
     TransientProviderError,
     Usage,
 )
-
-if TYPE_CHECKING:
-    from openprogram.agentic_programming.runtime import Runtime
+from openprogram.providers.openai_provider import OpenAIProvider
+from openprogram.providers.replay import ReplayProvider
+from openprogram.providers.test import TestProvider
+from openprogram.store.vars import set_runtime_factory
 
 PROVIDER_NAMES = ("test", "openai", "anthropic", "replay")
 
@@ -45,20 +48,12 @@ def create_provider(name: str, model: str | None = None, **options: Any) -> Prov
     """Build the provider called ``name`` (``test``, ``openai``, ``anthropic``, ``replay``)."""
     name = name.strip().lower()
     if name == "test":
-        from openprogram.providers.test import TestProvider
-
         return TestProvider(model=model or "test", **options)
     if name == "openai":
-        from openprogram.providers.openai_provider import OpenAIProvider
-
         return OpenAIProvider(model, **options)
     if name == "anthropic":
-        from openprogram.providers.anthropic_provider import AnthropicProvider
-
         return AnthropicProvider(model, **options)
     if name == "replay":
-        from openprogram.providers.replay import ReplayProvider
-
         session = options.pop("session_id", None) or os.environ.get("OPENPROGRAM_REPLAY_SESSION")
         if not session:
             raise UserError("the replay provider needs a session id (OPENPROGRAM_REPLAY_SESSION)")
@@ -101,8 +96,6 @@ def create_runtime(
     returns an unconfigured Runtime whose ``exec`` raises that error (the store, the DAG and
     docstrings keep working).
     """
-    from openprogram.agentic_programming.runtime import Runtime
-
     model = model or os.environ.get("OPENPROGRAM_MODEL") or None
     if provider is None:
         provider = _provider_from_env()
@@ -119,3 +112,11 @@ def create_runtime(
 
         options["budget"] = budget_from()
     return Runtime(instance, model=model or instance.model, **options)
+
+
+def _environment_runtime() -> Runtime:
+    return create_runtime(required=False)
+
+
+# a turn entered without a runtime gets the one the environment configures
+set_runtime_factory(_environment_runtime)

@@ -18,7 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider, ProviderError
+from openprogram.store.session.db import default_db
+from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
 Key = tuple[str, int, str]  # (function, place in its frame, prompt hash)
 MAX_DIFF_LINES = 12
@@ -106,9 +109,6 @@ class ReplayProvider:
     def __init__(
         self, session_id: str, *, db: Any = None, fallback: Provider | None = None
     ) -> None:
-        from openprogram.agent.session_db import default_db
-        from openprogram.agentic_programming.prompt import sent_messages
-
         session = (db or default_db()).open(session_id)
         self.session_id = session_id
         self.model = "replay"
@@ -131,9 +131,6 @@ class ReplayProvider:
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
-        from openprogram.agentic_programming.function import get_call_id
-        from openprogram.store.vars import get_store, get_turn_id
-
         writer = get_store()
         session = writer.session if writer is not None else None
         frame = get_call_id()

@@ -13,13 +13,12 @@ sibling module:
 7    the ``result`` event, after the commit
 err  ``error_path.handle_turn_error``   the failure on the reply, an error result
 
-Test seams (``_run_loop_blocking``, ``_agent_loop``) are module globals looked up at call
-time, so ``monkeypatch.setattr(D, "_run_loop_blocking", ...)`` is seen by the pipeline.
+The test seam ``_run_loop_blocking`` is a module global looked up at call time, so
+``monkeypatch.setattr(D, "_run_loop_blocking", ...)`` is seen by the pipeline.
 """
 
 from __future__ import annotations
 
-from openprogram.agent.agent_loop import agent_loop as _agent_loop  # noqa: F401 (a seam)
 from openprogram.agent.dispatcher import (
     error_path,
     finalize,

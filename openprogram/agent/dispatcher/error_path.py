@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from openprogram.agent.dispatcher.types import TurnResult
+from openprogram.agentic_programming.function import is_cancellation
+from openprogram.context.nodes import CANCELLED, ERROR
+from openprogram.context.secrets import redact_secrets
+
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
-    from openprogram.agent.dispatcher.types import TurnResult
 
 
 def handle_turn_error(prepared: PreparedTurn, exc: BaseException) -> TurnResult:
-    from openprogram.agent.dispatcher.types import TurnResult
-    from openprogram.agentic_programming.function import is_cancellation
-    from openprogram.context.nodes import CANCELLED, ERROR
-    from openprogram.context.secrets import redact_secrets
-
     status = CANCELLED if is_cancellation(exc) else ERROR
     error = redact_secrets(f"{type(exc).__name__}: {exc}")[:2000]
     node = prepared.writer.record_failure(error, status)

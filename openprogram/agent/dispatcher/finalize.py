@@ -8,17 +8,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from openprogram.agent.dispatcher.types import TurnResult
+from openprogram.context.nodes import COMPLETED
+
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
-    from openprogram.agent.dispatcher.types import TurnResult
 
 TITLE_CHARS = 60
 
 
 def finalize_turn(prepared: PreparedTurn) -> TurnResult:
-    from openprogram.agent.dispatcher.types import TurnResult
-    from openprogram.context.nodes import COMPLETED
-
     writer = prepared.writer
     reply = writer.reply
     assert reply is not None, "open_placeholder first"

@@ -1,12 +1,12 @@
-"""Stage 4: run the agent loop inside the reply's frame, blocking until it answers.
-
-The loop is resolved through the package at call time (``D._agent_loop``), so a test that
-patches it on the package is seen here too.
-"""
+"""Stage 4: run the agent loop inside the reply's frame, blocking until it answers."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from openprogram.agent.agent_loop import agent_loop
+from openprogram.agent.dispatcher.types import emit
+from openprogram.agentic_programming.function import using_call_id
 
 if TYPE_CHECKING:
     from openprogram.agent.agent_loop import LoopResult
@@ -16,13 +16,9 @@ if TYPE_CHECKING:
 
 
 def run_loop_blocking(request: TurnRequest, handle: SessionHandle, reply: Call) -> LoopResult:
-    from openprogram.agent import dispatcher as D
-    from openprogram.agent.dispatcher.types import emit
-    from openprogram.agentic_programming.function import using_call_id
-
     assert handle.runtime is not None  # session_context always installs one
     with using_call_id(reply.id):  # the loop's llm and tool nodes hang under the reply
-        return D._agent_loop(
+        return agent_loop(
             request.text,
             runtime=handle.runtime,
             tools=request.tools,

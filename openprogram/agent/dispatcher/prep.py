@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from openprogram.agent.dispatcher.turn_writer import TurnWriter
+from openprogram.agent.session_db import default_db
+from openprogram.errors import UserError
+from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.session.writer import SessionNodeWriter
+
 if TYPE_CHECKING:
-    from openprogram.agent.dispatcher.turn_writer import TurnWriter
     from openprogram.agent.dispatcher.types import TurnRequest
     from openprogram.context.nodes import Call
     from openprogram.store.session.store import Session, SessionStore
@@ -22,10 +27,6 @@ class PreparedTurn:
 
 def prepare_turn(request: TurnRequest) -> PreparedTurn:
     """Stage 1: ensure the session; stage 2: resolve where the message links, persist it."""
-    from openprogram.agent.dispatcher.turn_writer import TurnWriter
-    from openprogram.agent.session_db import default_db
-    from openprogram.store.session.writer import SessionNodeWriter
-
     db = default_db()
     session_id, created = ensure_session(db, request)
     nodes = SessionNodeWriter(db, session_id)
@@ -37,8 +38,6 @@ def prepare_turn(request: TurnRequest) -> PreparedTurn:
 
 def ensure_session(db: SessionStore, request: TurnRequest) -> tuple[str, bool]:
     """The request's session (created under that id if missing), or a new ``chat_…`` one."""
-    from openprogram.store.session.ids import mint_session_id, validate_session_id
-
     if request.session_id is None:
         session_id = mint_session_id("chat")
     else:
@@ -52,8 +51,6 @@ def ensure_session(db: SessionStore, request: TurnRequest) -> tuple[str, bool]:
 def resolve_predecessor(session: Session, fork_from: str | None) -> str | None:
     """``fork_from`` (checked to exist: a typo must not start a dangling branch), else None,
     which the append resolves to HEAD under the session lock (no race with other writers)."""
-    from openprogram.errors import UserError
-
     if fork_from is None:
         return None
     try:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from openprogram.store.session.context import session_context
+
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
     from openprogram.agent.dispatcher.types import TurnRequest
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 @contextmanager
 def bind(request: TurnRequest, prepared: PreparedTurn) -> Iterator[SessionHandle]:
-    from openprogram.store.session.context import session_context
-
     with session_context(
         prepared.session_id,
         agent_id=request.agent_id,

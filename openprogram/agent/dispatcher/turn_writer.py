@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from openprogram.context.nodes import COMPLETED, make_call
+
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
     from openprogram.store.session.writer import SessionNodeWriter
@@ -26,8 +28,6 @@ class TurnWriter:
     def persist_user(self, text: str, predecessor: str | None) -> Call:
         """Append the user message after ``predecessor`` (None: HEAD, resolved atomically
         with the append) and make it HEAD."""
-        from openprogram.context.nodes import COMPLETED, make_call
-
         node = make_call(
             "turn", "user", input={"text": text}, predecessor=predecessor, status=COMPLETED
         )
@@ -37,8 +37,6 @@ class TurnWriter:
     def open_placeholder(self, agent_id: str, doc: str) -> Call:
         """The ``reply`` node (``running``) under the user message; HEAD does not move.
         ``doc`` is the agent's instruction: the reply frame's docstring, sent once."""
-        from openprogram.context.nodes import make_call
-
         assert self.user is not None, "persist_user first"
         node = make_call("reply", agent_id, caller=self.user.id, doc=doc)
         self.reply = self.nodes.append(node)
@@ -48,8 +46,6 @@ class TurnWriter:
         """End the reply with ``status`` (``error``/``cancelled``) and ``error``; when it never
         opened, an ``error`` node under the user message says what went wrong.  HEAD keeps
         pointing at the user message (re-asserted only if nobody else moved it)."""
-        from openprogram.context.nodes import make_call
-
         assert self.user is not None, "persist_user first"
         node = self.reply
         if node is None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from openprogram.agentic_programming import agentic_function
 from openprogram.programs.research import stages
 from openprogram.programs.research.artifacts import ResearchWork
+from openprogram.store.session.context import session_context
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -81,8 +82,6 @@ def run_research(
     """Run ``research_agent`` inside ``session_context`` — which is what makes each stage's
     docstring reach the model from a script or the CLI, as from a notebook.  ``task=None``
     continues the task already in ``work_dir``."""
-    from openprogram.store.session.context import session_context
-
     work = ResearchWork(work_dir, task)
     title = " ".join(work.task.split())[:60]  # used only when the session is new
     with session_context(

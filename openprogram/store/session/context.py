@@ -21,9 +21,17 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from openprogram.context.nodes import new_id
+from openprogram.store.session.db import default_db
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.session.writer import SessionNodeWriter
-from openprogram.store.vars import using_store, using_turn_id
+from openprogram.store.vars import (
+    default_runtime,
+    using_call_id,
+    using_runtime,
+    using_store,
+    using_turn_id,
+)
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -68,10 +76,6 @@ def session_context(
     With no provider configured the store is still installed, so the DAG, docstrings and
     history all work; only ``runtime.exec`` fails, saying how to configure a provider.
     """
-    from openprogram.agent.session_db import default_db
-    from openprogram.agentic_programming.function import using_call_id, using_runtime
-    from openprogram.context.nodes import new_id
-
     database = db if db is not None else writer.db if writer is not None else default_db()
     if session_id is None and writer is not None:
         session_id = writer.session_id
@@ -83,9 +87,7 @@ def session_context(
         database.create_session(sid, agent_id, source=source, title=title)
     rt = runtime
     if rt is None and create_runtime_if_none:
-        from openprogram.providers import create_runtime
-
-        rt = create_runtime(required=False)
+        rt = default_runtime()
     tid = turn_id or new_id("turn")
     writer = writer if writer is not None else SessionNodeWriter(database, sid)
     handle = SessionHandle(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openprogram.store.session.files import atomic_write
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import git_argv, git_env, init_repository, run_git
@@ -269,8 +270,6 @@ def _merge(local: Path, ours: str, theirs: str) -> str:
 
 def _materialise(local: Path, old: str, new: str) -> None:
     """Write the files whose content changed between two commits into the session folder."""
-    from openprogram.store.session.files import atomic_write
-
     trees = _out(local, "rev-parse", f"{old}^{{tree}}", f"{new}^{{tree}}").split()
     writer = Repository(local)
     try:

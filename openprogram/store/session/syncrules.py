@@ -11,6 +11,7 @@ bucket indexes aside, which are resolved here).  No I/O: the caller reads the ob
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,8 +55,6 @@ def check_refs(refs: Iterable[str], session_id: str) -> None:
 
 def check_meta(data: bytes, session_id: str) -> None:
     """The tip's ``meta.json`` must name the session that was asked for."""
-    import json
-
     try:
         meta = json.loads(data)
     except ValueError as exc:

@@ -1,0 +1,152 @@
+"""The engine's layers point down and its modules import no cycle.
+
+The import graph of ``openprogram/`` is read from the source (``ast``): every ``import`` and
+``from … import`` of an ``openprogram`` module, at the top of a module or inside a function
+(a function-local import is still a dependency); imports under ``if TYPE_CHECKING:`` are
+annotations only and are left out.  Importing ``a.b.c`` runs the package ``a.b`` first, so
+it is an edge to ``a.b`` as well (unless ``a.b`` contains the importer, or is the root
+package, which every module's import runs first anyway).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "openprogram"
+
+# Bottom first.  A module may import its own layer or a lower one, never a higher one.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("node model and graph", ("openprogram.errors", "openprogram.context")),
+    ("store and views", ("openprogram.store", "openprogram.view")),
+    # with the Runtime: agentic_programming/provider.py, the contract it speaks (requests,
+    # replies, the Provider protocol) and the providers implement
+    ("agentic functions and the Runtime", ("openprogram.agentic_programming",)),
+    ("providers", ("openprogram.providers",)),
+    ("agent and programs", ("openprogram.agent", "openprogram.programs")),
+    ("entry points", ("openprogram.cli", "openprogram")),
+]
+
+
+def module_names() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def layer_of(module: str) -> int:
+    best, rank = "", -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, rank = prefix, i
+    assert rank >= 0, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                found = known(target) if target.startswith("openprogram") else None
+                if found is None:
+                    continue
+                graph[module].add(found)
+                package = found.rpartition(".")[0]
+                while "." in package and not module.startswith(package + "."):
+                    graph[module].add(package)  # its __init__ runs first
+                    package = package.rpartition(".")[0]
+    for module, targets in graph.items():
+        targets.discard(module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in module_names():
+        layer_of(module)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = [
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in import_graph().items()
+        for b in sorted(targets)
+        if layer_of(b) > layer_of(a)
+    ]
+    assert upward == []
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_check_sees_function_local_imports_and_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    # runtime.llm once imported the providers inside a function: still an edge
+    assert "openprogram.store.vars" in import_graph()["openprogram.agentic_programming.runtime"]
