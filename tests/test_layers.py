@@ -19,7 +19,10 @@ PACKAGE = ROOT / "openprogram"
 # Bottom first.  A module may import its own layer or a lower one, never a higher one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("node model and graph", ("openprogram.errors", "openprogram.context")),
-    ("store and views", ("openprogram.store", "openprogram.view")),
+    (
+        "store, views, usage accounting",
+        ("openprogram.store", "openprogram.view", "openprogram.usage"),
+    ),
     # with the Runtime: agentic_programming/provider.py, the contract it speaks (requests,
     # replies, the Provider protocol) and the providers implement
     ("agentic functions and the Runtime", ("openprogram.agentic_programming",)),
