@@ -298,6 +298,20 @@ class Repository:
         """Commit ``files`` (path -> content; None deletes) on top of ``ref`` and move it
         there by compare-and-swap; returns the commit's binary sha."""
         parent = self.read_ref(ref)
+        binsha = self.make_commit(files, message, parent, when=when)
+        self.update_ref(ref, binsha, parent)
+        return binsha
+
+    def make_commit(
+        self,
+        files: Mapping[str, bytes | None],
+        message: str,
+        parent: bytes | None,
+        *,
+        when: int | None = None,
+    ) -> bytes:
+        """Write the trees and the commit of ``files`` on top of ``parent`` without moving
+        any ref (:meth:`update_ref` does, or the commit is left unreferenced)."""
         nested: dict[str, object] = {}
         for path, content in files.items():
             node = nested
@@ -309,7 +323,6 @@ class Repository:
         data = commit_data(tree, [parent] if parent else [], message, when or int(time.time()))
         binsha = self.store(b"commit", data)
         self._commit_trees[binsha] = tree
-        self.update_ref(ref, binsha, parent)
         return binsha
 
     def _merge(self, entries: TreeEntries, changes: Mapping[str, object]) -> bytes:

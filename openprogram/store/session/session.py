@@ -135,6 +135,7 @@ class Session:
                 self._put(call)
                 self._dirty[call.id] = call
             self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
+            # (a maintenance it would ask for waits for the next commit's)
         for path in journals:
             path.unlink(missing_ok=True)
 
@@ -253,48 +254,69 @@ class Session:
         self._nodes[call.id] = call
 
     def commit(self, message: str) -> str | None:
-        """Write this process's changed nodes and ``meta.json``, and make one commit."""
-        with self.lock, self._mu:
-            return self._commit_locked(message)
+        """Write this process's changed nodes and ``meta.json``, and make one commit.
 
-    def _commit_locked(self, message: str) -> str | None:
-        if not self._dirty:
-            return None
+        The node files and their blobs are written before taking the session lock (they
+        are this process's own); under it only ``meta.json``, the trees, the commit and the
+        ref are written — what another writer waits for.  A maintenance it asks for is
+        started after the lock is released."""
+        with self._mu:
+            written, _made = self._node_files({}, store=True)
+        with self.lock, self._mu:
+            sha, maintain = self._commit_locked(message, written)
+        if maintain and maintenance.spawn(self.path):
+            self.counters.set_maintained()
+            with self._mu:
+                self._index.save()  # O(the tracked buckets): the newest one or two
+        return sha
+
+    def _node_files(
+        self, written: dict[str, bytes | None], *, store: bool = False
+    ) -> tuple[dict[str, bytes | None], set[str]]:
+        """The files of this process's changed nodes (path -> content), each written to disk
+        (and, with ``store``, as a git blob) unless ``written`` has that content already;
+        and their turn folders."""
         files: dict[str, bytes | None] = {}
         made: set[str] = set()
         for call in sorted(self._dirty.values(), key=lambda c: c.seq):
             rel = node_relpath(call)
             rel_dir = rel.rsplit("/", 1)[0]
-            if rel_dir not in made:
-                (self.path / rel_dir).mkdir(parents=True, exist_ok=True)
-                made.add(rel_dir)
             data = dumps(call.to_dict())
-            atomic_write(self.path / rel, data)
+            if written.get(rel) != data:
+                if rel_dir not in made:
+                    (self.path / rel_dir).mkdir(parents=True, exist_ok=True)
+                atomic_write(self.path / rel, data)
+                if store:
+                    self.git.store(b"blob", data)
+            made.add(rel_dir)
             files[rel] = data
-        self._index.written(made)
+        return files, made
+
+    def _commit_locked(
+        self, message: str, written: dict[str, bytes | None] | None = None
+    ) -> tuple[str | None, bool]:
+        """The commit (the caller holds the lock); returns its sha and whether a
+        maintenance is due.  ``written``: node files already on disk, blobs stored."""
+        if not self._dirty:
+            return None, False
+        files, made = self._node_files(written or {})
         _seq, next_turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
         self.meta.update(self._meta_changes)
-        self.meta.update(
-            {"v": META_VERSION, "id": self.id, "head_id": head, "turns": next_turn - 1}
-        )
-        self.meta["updated_at"] = time.time()
+        self.meta.update({"v": META_VERSION, "id": self.id, "head_id": head})
+        self.meta.update({"turns": next_turn - 1, "updated_at": time.time()})
         meta = json.dumps(self.meta, indent=1, ensure_ascii=False).encode()
         atomic_write(self.path / "meta.json", meta)
         files["meta.json"] = meta
         new_bucket = self._opens_a_bucket(made)
         sha = self.git.commit(files, message)
+        self._index.written(made)
         self._dirty.clear()
         self._meta_changes.clear()
         if not self._open and self._journal is not None:
             self._journal.truncate()
         commits, maintained = self.counters.bump_commits()  # counted across processes
-        if (commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket) and (
-            maintenance.spawn(self.path)
-        ):
-            self.counters.set_maintained()
-            self._index.save()  # O(the tracked buckets): the newest one or two
-        return sha.hex()
+        return sha.hex(), commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
 
     def _opens_a_bucket(self, rel_dirs: set[str]) -> bool:
         """Whether this commit is the first into a bucket (the previous one can be sealed)."""
