@@ -5,6 +5,7 @@ question to the user is a node of one DAG persisted in a per-session git reposit
 """
 
 from openprogram.agent.background import BackgroundRun, background
+from openprogram.agent.chat import tool
 from openprogram.agentic_programming import (
     ContextThreadPoolExecutor,
     Runtime,
@@ -37,4 +38,5 @@ __all__ = [
     "create_runtime",
     "llm",
     "session_context",
+    "tool",
 ]

@@ -11,6 +11,7 @@
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
                          [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
+    openprogram chat [--session ID] [-m TEXT]... replies stream; ends at EOF or /exit
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
@@ -387,11 +388,58 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+# -- chat ---------------------------------------------------------------------------------------
+def chat_cmd(args: argparse.Namespace) -> int:
+    """Chat with the agent in a session: each message is a dispatcher turn; replies stream."""
+    from openprogram.agent.chat import chat_turn
+    from openprogram.providers import create_runtime
+    from openprogram.store.session.ids import mint_session_id, validate_session_id
+
+    runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
+    session_id = validate_session_id(args.session) if args.session else mint_session_id("chat")
+    print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
+    messages = iter(args.message) if args.message else None
+    while True:
+        if messages is not None:
+            text = next(messages, None)
+        else:
+            try:
+                text = input("you> ")
+            except EOFError:
+                text = None
+        if text is None or text.strip() in ("/exit", "/quit"):
+            return 0
+        if not text.strip():
+            continue
+        result, streamed = chat_turn(text, session_id=session_id, runtime=runtime)
+        if not streamed:
+            print(result.text)
+        if result.status != "completed":
+            print(f"openprogram: the reply ended {result.status}: {result.error}", file=sys.stderr)
+            if messages is not None:
+                return 1
+
+
+def add_chat_parser(sub: SubParsers) -> None:
+    p = sub.add_parser("chat", help="chat with the agent in a session (replies stream)")
+    p.add_argument("--session", metavar="ID", help="continue this session (a notebook's too)")
+    p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
+    p.add_argument(
+        "-m",
+        "--message",
+        action="append",
+        metavar="TEXT",
+        help="send TEXT and exit (repeatable); without it, read messages from the terminal",
+    )
+    p.set_defaults(handler=chat_cmd)
+
+
 # -- the command table -------------------------------------------------------------------------
 COMMANDS: list[Callable[[SubParsers], None]] = [
     add_sessions_parser,
     add_run_parser,
     add_research_parser,
+    add_chat_parser,
 ]
 
 

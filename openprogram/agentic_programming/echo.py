@@ -28,7 +28,8 @@ class Echo:
     ) -> None:
         self.frame_id = frame_id
         self._out = out
-        self.wrote = False
+        self.wrote = False  # on the current line
+        self.total = 0  # characters written, ever
 
     def stream(self) -> TextIO:
         out = self._out() if callable(self._out) else self._out
@@ -41,6 +42,7 @@ class Echo:
         out.write(delta)
         out.flush()
         self.wrote = True
+        self.total += len(delta)
 
     def end(self) -> None:
         if self.wrote:

@@ -1,0 +1,73 @@
+"""A chat message from wherever the user types it (a notebook cell, a terminal): one
+dispatcher turn whose reply streams to the user as it arrives.
+
+``tool`` marks a function the chat agent may call; :func:`tools_in` collects the marked
+functions of a namespace (a notebook's), so the model can use what the notebook defines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+if TYPE_CHECKING:
+    from openprogram.agent.dispatcher.types import TurnResult
+    from openprogram.agentic_programming.ask_user import AskHandler
+    from openprogram.agentic_programming.runtime import Runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
+TOOL_MARK = "__openprogram_tool__"
+
+
+def tool(fn: F) -> F:
+    """Offer ``fn`` to chat turns as a tool (its docstring describes it to the model, its
+    annotated parameters are the arguments)."""
+    setattr(fn, TOOL_MARK, True)
+    return fn
+
+
+def tools_in(namespace: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
+    """The functions of ``namespace`` marked with :func:`tool`, by name."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if callable(value) and getattr(value, TOOL_MARK, False) and not name.startswith("_")
+    }
+
+
+def chat_turn(
+    text: str,
+    *,
+    session_id: str | None,
+    runtime: Runtime | None = None,
+    tools: Mapping[str, Callable[..., Any]] | None = None,
+    after: str | None = None,
+    ask: AskHandler | None = None,
+    out: TextIO | None = None,
+) -> tuple[TurnResult, bool]:
+    """Send ``text`` as the user message of a turn of ``session_id`` (after node ``after``,
+    else HEAD); the reply streams to ``out`` (default stdout) piece by piece.  Returns the
+    turn's result and whether any text was streamed."""
+    from openprogram.agent.dispatcher import TurnRequest, process_user_turn
+    from openprogram.agentic_programming.ask_user import using_ask_user_handler
+    from openprogram.agentic_programming.echo import Echo, using_echo
+
+    echo = Echo("", out)  # bound to the reply's frame once it opens
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("type") == "reply_started":
+            echo.frame_id = str(event["node_id"])
+
+    request = TurnRequest(
+        session_id=session_id,
+        text=text,
+        runtime=runtime,
+        on_event=on_event,
+        fork_from=after,
+        tools=dict(tools or {}),
+    )
+    asking = using_ask_user_handler(ask) if ask is not None else nullcontext()
+    with using_echo(echo), asking:
+        result = process_user_turn(request)
+    return result, echo.total > 0

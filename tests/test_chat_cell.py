@@ -1,0 +1,140 @@
+"""A chat in the same session: ``%%openprogram --chat`` between code cells is a dispatcher
+turn of the notebook's session (its prompt holds the code cells' turns), a notebook
+function marked ``@tool`` is called as a ``tool`` node, ``ask_user`` never hangs without a
+frontend, the reply streams into the cell; ``openprogram chat`` does the same in a terminal."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from openprogram import create_runtime
+from openprogram.agent.session_db import default_db
+from openprogram.cli import main
+from openprogram.context.nodes import Call
+from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
+from openprogram.providers.test import FunctionProvider, TestProvider
+from tests.test_magics import Shell, make_shell
+
+TOOLS = '''
+from openprogram import ask_user, tool
+
+@tool
+def lookup(query: str) -> str:
+    """Look a word up in the notebook's glossary."""
+    return f"glossary entry for {query}"
+
+@tool
+def confirm(question: str) -> str:
+    """Ask the user to confirm something."""
+    return str(ask_user(question, choices=["yes", "no"]))
+'''
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
+    import openprogram_magics.bridge as bridge
+
+    monkeypatch.setattr(bridge, "_state", None)
+    sh = make_shell(tmp_path / "ipython")
+    try:
+        yield sh
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def scripted(*replies: LLMResponse) -> FunctionProvider:
+    queue = list(replies)
+    return FunctionProvider(lambda request: queue.pop(0))
+
+
+def use(shell: Shell, provider: FunctionProvider) -> None:
+    shell.magics._runtime = create_runtime(provider, backoff=0.0)
+    shell.magics._runtime_key = shell.magics.runtime_key()
+
+
+def session_nodes(shell: Shell) -> list[Call]:
+    assert shell.magics.kernel_meta is not None
+    return default_db().open(shell.magics.kernel_meta.session_id).nodes()
+
+
+def test_a_chat_cell_between_code_cells_is_a_turn_of_the_same_session(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    provider = scripted(
+        LLMResponse("", tool_calls=[ToolCall("c1", "lookup", {"query": "DAG"})]),
+        LLMResponse("The first cell set total to 42; a DAG is a graph."),
+    )
+    use(shell, provider)
+    shell.run(TOOLS)
+    shell.run("%%openprogram\ntotal = 6 * 7")
+    capsys.readouterr()
+    shell.run("%%openprogram --chat\nWhat did the first cell compute, and what is a DAG?")
+    out = capsys.readouterr().out
+    assert out.count("The first cell set total to 42; a DAG is a graph.") == 1  # streamed once
+    shell.run("%%openprogram\nafter = total + 1")
+
+    first = provider.requests[0]
+    history = "\n".join(str(m["content"]) for m in first.messages)
+    assert "total = 6 * 7" in history  # the code cell's turn is in the chat's prompt
+    assert {t["name"] for t in first.tools or []} == {"lookup", "confirm"}
+    nodes = session_nodes(shell)
+    turns = [n for n in nodes if n.kind == "turn"]
+    assert [t.name for t in turns][1] == "user" and len(turns) == 3  # code, chat, code
+    assert turns[1].predecessor == turns[0].id and turns[2].predecessor == turns[1].id
+    (tool,) = [n for n in nodes if n.kind == "tool"]
+    assert (tool.name, tool.input, tool.output) == (
+        "lookup",
+        {"query": "DAG"},
+        "glossary entry for DAG",
+    )
+    (reply,) = [n for n in nodes if n.kind == "reply"]
+    assert reply.caller == turns[1].id and tool.caller == reply.id
+    assert reply.output == "The first cell set total to 42; a DAG is a graph."
+
+
+def test_ask_user_in_a_chat_without_a_frontend_is_unanswered_not_a_hang(shell: Shell) -> None:
+    provider = scripted(
+        LLMResponse("", tool_calls=[ToolCall("c1", "confirm", {"question": "Delete it?"})]),
+        LLMResponse("Nobody confirmed, so nothing was deleted."),
+    )
+    use(shell, provider)
+    shell.run(TOOLS)
+    shell.run("%%openprogram --chat\nDelete the draft, after asking me.")
+    nodes = session_nodes(shell)
+    (asked,) = [n for n in nodes if n.kind == "ask_user"]
+    assert asked.status == "unanswered"
+    assert next(n for n in nodes if n.kind == "tool").output == "None"
+    assert next(n for n in nodes if n.kind == "reply").status == "completed"
+
+
+def test_an_empty_chat_cell_says_what_to_write(shell: Shell) -> None:
+    from IPython.core.error import UsageError
+
+    shell.run("%%openprogram --chat\n   ", error=UsageError)
+
+
+def test_openprogram_chat_in_a_terminal_continues_a_session(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[LLMRequest] = []
+    original = TestProvider.complete
+
+    def recording(self: TestProvider, request: LLMRequest, on_delta: object = None) -> object:
+        seen.append(request)
+        return original(self, request, on_delta)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TestProvider, "complete", recording)
+    assert main(["chat", "--provider", "test", "-m", "remember the word heron"]) == 0
+    out = capsys.readouterr().out
+    session_id = out.split()[1]
+    assert "[test reply] remember the word heron" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("which word?\n\n"))  # then EOF
+    assert main(["chat", "--provider", "test", "--session", session_id]) == 0
+    assert "remember the word heron" in "\n".join(str(m["content"]) for m in seen[-1].messages)
+    turns = [n for n in default_db().open(session_id).nodes() if n.kind == "turn"]
+    assert len(turns) == 2 and turns[1].predecessor == turns[0].id
