@@ -17,10 +17,13 @@ from openprogram.context.nodes import Call
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import NoProviderConfigured, OpenProgramError, UserError
 from openprogram.providers import create_runtime
+from openprogram.scale import map as map
 from openprogram.store.session.context import SessionHandle, session_context
 
 __version__ = "0.1.0"
 
+# `map` is public (`openprogram.map`) but not in __all__: `from openprogram import *`
+# must not shadow the builtin.
 __all__ = [
     "BackgroundRun",
     "Call",

@@ -20,7 +20,7 @@ from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.store.session.store import SessionStore
 from openprogram.store.vars import get_store, get_turn_id
 
-__all__ = ["Reply", "WireServer", "assert_vars_clear", "reopen", "wire_provider"]
+__all__ = ["Reply", "WireServer", "assert_vars_clear", "map_shape", "reopen", "wire_provider"]
 
 
 def reopen(home: Path, session_id: str) -> list[Call]:
@@ -46,3 +46,35 @@ def wire_provider(kind: str, server: WireServer, **kwargs: Any) -> Any:
     if kind == "openai":
         return OpenAIProvider(base_url=server.openai_base_url, **kwargs)
     return AnthropicProvider(base_url=server.anthropic_base_url, **kwargs)
+
+
+def map_shape(nodes: list[Call], turn_id: str) -> list[tuple[Any, ...]]:
+    """What a map wrote under the turn ``turn_id``, ids, timings and workers aside: per node
+    in seq order its depth under the turn, kind, name, status, input, output, prompt, item."""
+    by_id = {n.id: n for n in nodes}
+
+    def depth(node: Call) -> int:
+        d = 0
+        while node.caller is not None and node.caller != turn_id and node.caller in by_id:
+            node, d = by_id[node.caller], d + 1
+        return d if node.caller == turn_id else -1
+
+    shape = []
+    for node in sorted(nodes, key=lambda n: n.seq):
+        if node.id == turn_id or depth(node) < 0:
+            continue
+        meta = node.metadata
+        shape.append(
+            (
+                depth(node),
+                node.kind,
+                node.name,
+                node.status,
+                node.input,
+                node.output,
+                meta.get("messages"),
+                meta.get("item"),
+                meta.get("error"),
+            )
+        )
+    return shape

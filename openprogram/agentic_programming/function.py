@@ -231,6 +231,7 @@ def agentic_function(
 
         def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             if runtime_index >= 0 and len(args) <= runtime_index and kwargs.get("runtime") is None:
+                # a getter, not the ContextVar: a wrapper must pickle (openprogram.map)
                 kwargs["runtime"] = get_current_runtime()
             if simple and len(args) <= len(positional):
                 inputs = dict(zip(positional, args, strict=False)) if args else {}

@@ -1,0 +1,196 @@
+"""Where a map's tasks run: any ``concurrent.futures.Executor``, or a Dask cluster.
+
+A submitter sends :class:`~openprogram.scale.task.Task` s and reports on the map's queue:
+``("finished", index, None)`` as soon as a task is done (its slot in the window is free)
+and ``("result", index, outcome or exception)`` once its result is here.
+
+:class:`DaskSubmitter` talks to the ``Client`` (also when given ``client.get_executor()``):
+tasks get keys the map recognises and go in batches, results are gathered in batches by a
+thread of their own (the map's loop never waits on a gather), and when a worker is removed
+while it held tasks of this map, the scheduler's ``remove-worker`` event puts
+``("lost", index, (address, name))`` on the queue before the retry's result can arrive.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+from openprogram.scale.task import Task, run_task
+
+Message = tuple[str, int, Any]
+DEFAULT_IN_FLIGHT = 16
+
+
+class FuturesSubmitter:
+    """Any ``concurrent.futures.Executor``; a thread pool runs the items in this process."""
+
+    def __init__(self, executor: Executor, inbox: queue.Queue[Message]) -> None:
+        self.executor = executor
+        self.inbox = inbox
+        self.remote = not isinstance(executor, ThreadPoolExecutor)
+        self._futures: dict[int, Future[Any]] = {}
+
+    def default_in_flight(self) -> int:
+        workers = getattr(self.executor, "_max_workers", None)
+        return workers if isinstance(workers, int) and workers > 0 else DEFAULT_IN_FLIGHT
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            future = self.executor.submit(run_task, task)
+            self._futures[task.index] = future
+            future.add_done_callback(functools.partial(self._done, task.index))
+
+    def _done(self, index: int, future: Future[Any]) -> None:
+        self._futures.pop(index, None)
+        if future.cancelled():
+            result: Any = CancelledError()
+        else:
+            error = future.exception()
+            result = error if error is not None else future.result()
+        self.inbox.put(("result", index, result))
+
+    def cancel(self) -> None:
+        """Cancel what has not started (a cancelled task reports back as done)."""
+        for future in list(self._futures.values()):
+            future.cancel()
+
+    def close(self) -> None:
+        pass
+
+
+class DaskSubmitter:
+    """A ``dask.distributed.Client``: keyed tasks, batched submits and gathers, lost
+    attempts."""
+
+    remote = True
+
+    def __init__(self, client: Any, inbox: queue.Queue[Message], token: str) -> None:
+        self.client = client
+        self.inbox = inbox
+        self.prefix = f"openprogram-map-{token}-"
+        self._futures: dict[int, Any] = {}
+        self._names: dict[str, str] = {}
+        self._previous: Callable[..., Any] | None = None
+        self._done: queue.Queue[tuple[int, Any] | None] = queue.Queue()
+        self._fetcher = threading.Thread(target=self._fetch, name="openprogram-map-gather")
+        self._fetcher.daemon = True
+
+    def default_in_flight(self) -> int:
+        return 2 * max(1, sum(self.client.nthreads().values()))  # hides the round trips
+
+    def start(self) -> None:
+        info = self.client.scheduler_info()
+        self._names = {a: str(w.get("name", a)) for a, w in info.get("workers", {}).items()}
+        handlers = getattr(self.client, "_event_handlers", {})
+        self._previous = handlers.get("all")  # keep a handler the user set for this topic
+        self.client.subscribe_topic("all", self._on_event)
+        self._fetcher.start()
+
+    def _on_event(self, event: Any) -> None:
+        if self._previous is not None:
+            try:
+                self._previous(event)
+            except Exception:
+                pass
+        msg = event[1] if isinstance(event, tuple) and len(event) == 2 else {}
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        worker = str(msg.get("worker", ""))
+        keys = set(msg.get("processing-tasks") or ()) | set(msg.get("lost-computed-tasks") or ())
+        for key in keys:
+            if isinstance(key, str) and key.startswith(self.prefix):
+                index = int(key[len(self.prefix) :])
+                if index in self._futures:
+                    self.inbox.put(("lost", index, (worker, self._names.get(worker))))
+
+    def submit(self, tasks: list[Task]) -> None:
+        keys = [f"{self.prefix}{t.index}" for t in tasks]
+        futures = self.client.map(run_task, tasks, key=keys, pure=False)
+        for task, future in zip(tasks, futures, strict=True):
+            self._futures[task.index] = future
+            future.add_done_callback(lambda f, i=task.index: self._finished(i, f))
+
+    def _finished(self, index: int, future: Any) -> None:
+        self.inbox.put(("finished", index, None))
+        self._done.put((index, future))
+
+    def _fetch(self) -> None:
+        """Gather the results of finished tasks, as many at a time as have finished."""
+        while True:
+            first = self._done.get()
+            if first is None:
+                return
+            batch = [first]
+            while True:
+                try:
+                    more = self._done.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._done.put(None)
+                    break
+                batch.append(more)
+            try:
+                for index, result in self._collect(batch):
+                    self._futures.pop(index, None)
+                    self.inbox.put(("result", index, result))
+            except Exception as exc:  # the client went away: every item of the batch failed
+                for index, _ in batch:
+                    self.inbox.put(("result", index, exc))
+
+    def _collect(self, batch: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        final = ("finished", "error", "cancelled")
+        for index, future in batch:  # its result was lost with a worker: it runs again
+            if future.status not in final:
+                future.add_done_callback(lambda f, i=index: self._finished(i, f))
+        batch = [(i, f) for i, f in batch if f.status in final]
+        finished = [(i, f) for i, f in batch if f.status == "finished"]
+        values = self.client.gather([f for _, f in finished]) if finished else []
+        got = {i: v for (i, _), v in zip(finished, values, strict=True)}
+        out: list[tuple[int, Any]] = []
+        for index, future in batch:
+            if index in got:
+                out.append((index, got[index]))
+            elif future.status == "cancelled":
+                out.append((index, CancelledError()))
+            else:
+                out.append((index, future.exception()))
+        return out
+
+    def cancel(self) -> None:
+        """Cancel every task not done (Dask cannot interrupt a running one: its result is
+        dropped, and the item recorded ``cancelled``)."""
+        self.client.cancel(list(self._futures.values()))
+
+    def close(self) -> None:
+        self._done.put(None)
+        try:
+            if self._previous is not None:
+                self.client.subscribe_topic("all", self._previous)
+            else:
+                self.client.unsubscribe_topic("all")
+        except Exception:
+            pass
+
+
+def dask_client(executor: Any) -> Any | None:
+    """The Dask ``Client`` behind ``executor`` (a Client or its ``get_executor()``)."""
+    import sys
+
+    distributed = sys.modules.get("distributed")  # a Dask executor means it is imported
+    if distributed is None:
+        return None
+    if isinstance(executor, distributed.Client):
+        return executor
+    cf = getattr(distributed, "cfexecutor", None)
+    if cf is not None and isinstance(executor, cf.ClientExecutor):
+        return executor._client
+    return None

@@ -1,0 +1,423 @@
+"""``openprogram.map``: one agentic function over many items, on any executor, recorded.
+
+The kernel stays the only writer of the session.  Each item runs on a worker (a thread of
+this process by default, a process pool, a Dask cluster) inside a memory-only store; its
+nodes come back with its result and :class:`MapRun` appends them under the caller's frame
+(the cell's turn) in item order, with fresh ids and seqs from the session — so the DAG
+reads as if the calls had run here one after the other, each with its worker's name.
+
+Failures are ordinary: an item that raises has its error node and its exception in the
+results; an attempt lost with a dead worker is recorded ``interrupted`` before its retry;
+``stop()`` (or Ctrl-C) cancels what has not started and records every item's end.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError, Executor, ThreadPoolExecutor
+from typing import Any
+
+from openprogram.agentic_programming.function import (
+    get_call_id,
+    get_current_runtime,
+    run_in_session,
+)
+from openprogram.agentic_programming.runtime import Runtime
+from openprogram.context.nodes import CANCELLED, ERROR, INTERRUPTED, Call
+from openprogram.errors import UserError
+from openprogram.scale.executors import DaskSubmitter, FuturesSubmitter, Message, dask_client
+from openprogram.scale.merge import adopt, attempt_node, inputs_of, snapshot
+from openprogram.scale.progress import Progress
+from openprogram.scale.task import Outcome, RuntimeSpec, Shared, Task
+from openprogram.store.session.files import dumps, loads
+from openprogram.store.vars import get_store, get_turn_id
+
+DEFAULT_THREADS = 8
+OFFLINE_PROVIDERS = ("test", "function")  # they hold no credential: they travel as they are
+
+_active: set[MapRun] = set()
+_active_mu = threading.Lock()
+
+
+def stop_all() -> int:
+    """Stop every map running in this process (what a stop button calls); returns how many."""
+    with _active_mu:
+        runs = list(_active)
+    for run in runs:
+        run.stop()
+    return len(runs)
+
+
+def map(  # `openprogram.map`: shadows the builtin only for `from openprogram import *`
+    fn: Callable[..., Any],
+    items: Iterable[Any],
+    *,
+    executor: Executor | Any = None,
+    max_in_flight: int | None = None,
+    raise_errors: bool = False,
+    progress: bool = True,
+    runtime: Runtime | None = None,
+) -> list[Any]:
+    """``[fn(item) for item in items]``, run on ``executor``, every call recorded here.
+
+    ``executor``: any ``concurrent.futures.Executor`` (default: threads of this process),
+    a ``dask.distributed.Client`` or its ``get_executor()``.  ``max_in_flight``: items
+    submitted at once (default: the executor's workers; Dask: the cluster's threads).
+    An item that raises gives its exception in its place in the result (``raise_errors``:
+    the first one is raised once every item is recorded).  ``runtime``: the Runtime the
+    items use (default: the ambient one; a remote worker rebuilds it from its own
+    environment unless it is an offline ``test``/``function`` provider).
+    """
+    run = MapRun(
+        fn,
+        items,
+        executor=executor,
+        max_in_flight=max_in_flight,
+        raise_errors=raise_errors,
+        progress=progress,
+        runtime=runtime,
+    )
+    return run.run()
+
+
+class MapRun:
+    """One map: submit in order with a bounded window, append results in item order."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        items: Iterable[Any],
+        *,
+        executor: Executor | Any = None,
+        max_in_flight: int | None = None,
+        raise_errors: bool = False,
+        progress: bool = True,
+        runtime: Runtime | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise UserError(f"openprogram.map needs a function, got {type(fn).__name__}")
+        if max_in_flight is not None and max_in_flight < 1:
+            raise UserError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self.fn = fn
+        self.items = list(items)
+        self.executor = executor
+        self.max_in_flight = max_in_flight
+        self.raise_errors = raise_errors
+        self.label = str(getattr(fn, "__name__", None) or type(fn).__name__)
+        self.progress = Progress(self.label, len(self.items), enabled=progress)
+        self.runtime = runtime
+        self._stop = threading.Event()
+        self._inbox: queue.Queue[Message] = queue.Queue()
+        self.results: list[Any] = [None] * len(self.items)
+        self.failed = 0
+        self.tokens = 0
+
+    def stop(self) -> None:
+        """Cancel what has not started; what runs is recorded as it ends (Dask: cancelled)."""
+        self._stop.set()
+        self._inbox.put(("stop", -1, None))
+
+    def run(self) -> list[Any]:
+        """Run the map in the current turn (or as one turn of the process session)."""
+        return run_in_session(self._run_in_turn)  # type: ignore[no-any-return]
+
+    # -- setting up ---------------------------------------------------------------------------
+    def _run_in_turn(self) -> list[Any]:
+        writer = get_store()
+        assert writer is not None
+        self.writer = writer
+        self.anchor = get_call_id()
+        token = os.urandom(6).hex()
+        client = dask_client(self.executor)
+        own_pool: ThreadPoolExecutor | None = None
+        submitter: DaskSubmitter | FuturesSubmitter
+        if client is not None:
+            submitter = DaskSubmitter(client, self._inbox, token)
+        else:
+            executor = self.executor
+            if executor is None:
+                own_pool = ThreadPoolExecutor(
+                    self.max_in_flight or DEFAULT_THREADS, thread_name_prefix="openprogram-map"
+                )
+                executor = own_pool
+            submitter = FuturesSubmitter(executor, self._inbox)
+        self.submitter = submitter
+        runtime = self.runtime if self.runtime is not None else get_current_runtime()
+        remote = submitter.remote
+        what = f"{self.label} cannot be sent to other processes"
+        fn_payload = _pickled(self.fn, what) if remote else self.fn
+        self.shared = Shared(
+            token=token,
+            session_id=writer.session_id,
+            turn=writer.turn,
+            turn_id=get_turn_id(),
+            anchor=self.anchor,
+            head_id=writer.session.head_id,
+            seen=self._seen(runtime),
+            label=self.label,
+            runtime=_runtime_spec(runtime) if remote else runtime,
+            remote=remote,
+        )
+        self.fn_payload = fn_payload
+        self.window = self.max_in_flight or submitter.default_in_flight()
+        with _active_mu:
+            _active.add(self)
+        try:
+            submitter.start()
+            self._drive_to_end()
+        finally:
+            with _active_mu:
+                _active.discard(self)
+            submitter.close()
+            if own_pool is not None:
+                own_pool.shutdown(wait=False, cancel_futures=True)
+            self._show(final=True)
+        if self.raise_errors:
+            for value in self.results:
+                if isinstance(value, BaseException):
+                    raise value
+        return self.results
+
+    def _seen(self, runtime: Runtime | None) -> bytes:
+        session = self.writer.session
+
+        def lookup(node_id: str) -> Call | None:
+            try:
+                return session.get(node_id)
+            except Exception:
+                return None
+
+        nodes = snapshot(
+            lookup,
+            session.children,
+            session.head_id,
+            self.anchor,
+            max_turns=runtime.max_history_turns if runtime is not None else 20,
+            steps=not getattr(self.fn, "__agentic__", False),
+        )
+        return dumps([n.to_dict() for n in nodes])
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _drive_to_end(self) -> None:
+        self._pending = list(range(len(self.items)))[::-1]  # popped from the end: item order
+        self._running: set[int] = set()  # submitted, not finished: the window
+        self._unsettled: set[int] = set()  # submitted, result not here yet
+        self._ready: dict[int, list[Call]] = {}
+        self._lost: dict[int, list[Call]] = {}
+        self._next = 0
+        interrupted = False
+        try:
+            self._drive()
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stop()
+            try:
+                self._drive()  # collect what still ends; a second Ctrl-C gives up on it
+            except KeyboardInterrupt:
+                for index in sorted(self._unsettled):
+                    self._settle(index, CancelledError("abandoned while running (Ctrl-C)"))
+                self._unsettled.clear()
+                self._append_ready()
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _drive(self) -> None:
+        cancelled = False
+        while self._next < len(self.items):
+            if self._stop.is_set() and not cancelled:
+                cancelled = True
+                while self._pending:
+                    self._settle(self._pending.pop(), CancelledError("stopped before it started"))
+                self.submitter.cancel()
+            self._submit(self.window - len(self._running))
+            self._receive()
+            self._append_ready()
+            self._show()
+
+    def _submit(self, slots: int) -> None:
+        tasks: list[Task] = []
+        while self._pending and len(tasks) < slots:
+            index = self._pending.pop()
+            try:
+                item = self.items[index]
+                if self.shared.remote:
+                    item = _pickled(item, f"item {index} cannot be sent")
+            except Exception as exc:
+                self._settle(index, exc, started=False)
+                continue
+            tasks.append(Task(index, item, self.fn_payload, self.shared))
+        if not tasks:
+            return
+        try:
+            self.submitter.submit(tasks)
+        except Exception as exc:  # the executor refuses work (shut down, broken pool)
+            for task in tasks:
+                self._settle(task.index, exc, started=False)
+            return
+        indexes = [t.index for t in tasks]
+        self._running.update(indexes)
+        self._unsettled.update(indexes)
+
+    def _receive(self) -> None:
+        if not self._unsettled:
+            return
+        messages = [self._inbox.get()]
+        while True:
+            try:
+                messages.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for kind, index, payload in messages:
+            if kind == "finished":
+                self._running.discard(index)
+            elif kind == "result" and index in self._unsettled:
+                self._running.discard(index)
+                self._unsettled.discard(index)
+                self._settle(index, payload)
+            elif kind == "lost" and index in self._unsettled:
+                self._lose(index, *payload)
+
+    def _lose(self, index: int, address: str, name: str | None) -> None:
+        """An attempt of ``index`` died with its worker: recorded, before its retry."""
+        lost = self._lost.setdefault(index, [])
+        lost.append(
+            attempt_node(
+                self.label,
+                inputs_of(self.fn, self.items[index]),
+                anchor=self.anchor,
+                index=index,
+                status=INTERRUPTED,
+                reason=f"its worker {name or address} died while it ran; retried",
+                attempt=len(lost) + 1,
+                worker=address,
+                worker_name=name,
+            )
+        )
+
+    # -- results ------------------------------------------------------------------------------
+    def _settle(self, index: int, result: Outcome | BaseException, *, started: bool = True) -> None:
+        """Turn what came back for ``index`` into its nodes and its place in the results
+        (``started``: it was submitted, so a dead worker may have taken it down)."""
+        attempt = len(self._lost.get(index, ())) + 1
+        if isinstance(result, Outcome):
+            nodes = [Call.from_dict(d) for d in loads(result.nodes)]
+            adopt(
+                nodes,
+                anchor=self.anchor,
+                index=index,
+                worker=result.worker,
+                worker_name=result.worker_name,
+                attempt=attempt,
+            )
+            value, error = self._decode(result)
+            self.tokens += _tokens(nodes)
+        else:
+            error = result
+            value = None
+            status = CANCELLED if isinstance(error, CancelledError) else ERROR
+            if started and _worker_died(error):
+                status = INTERRUPTED
+            reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
+            node = attempt_node(
+                self.label,
+                inputs_of(self.fn, self.items[index]),
+                anchor=self.anchor,
+                index=index,
+                status=status,
+                reason=reason,
+                attempt=attempt,
+            )
+            nodes = [node]
+        if error is not None:
+            self.failed += 1
+            self.results[index] = error
+        else:
+            self.results[index] = value
+        self._ready[index] = self._lost.pop(index, []) + nodes
+
+    def _decode(self, outcome: Outcome) -> tuple[Any, BaseException | None]:
+        if not self.shared.remote:
+            return outcome.value, outcome.error
+        try:
+            if outcome.error is not None:
+                return None, pickle.loads(outcome.error)
+            return pickle.loads(outcome.value), None
+        except Exception as exc:
+            return None, UserError(f"the result of an item could not be read back: {exc}")
+
+    def _append_ready(self) -> None:
+        batch: list[Call] = []
+        while self._next in self._ready:
+            batch += self._ready.pop(self._next)
+            self._next += 1
+        if not batch:
+            return
+        if self.anchor is not None:
+            self.writer.append_many(batch)
+            return
+        for call in batch:  # no frame: the items are turns of their own, chained after HEAD
+            self.writer.append(call, turn_level=call.caller is None)
+
+    def _show(self, *, final: bool = False) -> None:
+        done = self._next + len(self._ready)
+        self.progress.show(done, self.failed, len(self._running), self.tokens, final=final)
+
+
+def _tokens(nodes: list[Call]) -> int:
+    total = 0
+    for call in nodes:
+        usage = call.metadata.get("usage")
+        if call.kind == "llm" and isinstance(usage, dict):
+            total += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    return total
+
+
+def _worker_died(error: BaseException) -> bool:
+    """Dask gave up after workers died running it, or a process pool lost a process."""
+    return type(error).__name__ in ("KilledWorker", "BrokenProcessPool")
+
+
+def _pickled(obj: Any, what: str) -> bytes:
+    try:
+        import cloudpickle
+
+        dump = cloudpickle.dumps
+    except ImportError:  # pragma: no cover - the dask extra brings it
+        dump = pickle.dumps
+    try:
+        return dump(obj)  # type: ignore[no-any-return]
+    except Exception as exc:
+        raise UserError(
+            f"openprogram.map: {what} ({type(exc).__name__}: {exc}); define it, and what it "
+            "uses, in an importable module or make it picklable by cloudpickle — nothing "
+            "was submitted"
+        ) from None
+
+
+def _runtime_spec(runtime: Runtime | None) -> RuntimeSpec:
+    """What a remote worker needs to build the same Runtime — never a credential."""
+    if runtime is None:
+        return RuntimeSpec()
+    settings = {
+        "max_retries": runtime.max_retries,
+        "backoff": runtime.backoff,
+        "gate_attempts": runtime.gate_attempts,
+        "max_history_turns": runtime.max_history_turns,
+        "timeout": runtime.timeout,
+    }
+    provider = runtime.provider
+    if provider is None:
+        return RuntimeSpec(settings=settings)
+    if provider.name not in OFFLINE_PROVIDERS:
+        return RuntimeSpec(provider=provider.name, model=runtime.model, settings=settings)
+    offline = copy.copy(provider)
+    if hasattr(offline, "requests"):
+        offline.requests = []  # what it answered here stays here
+    spec = RuntimeSpec(model=runtime.model, offline=offline, settings=settings)
+    _pickled(spec, f"the runtime's {provider.name!r} provider cannot be sent to other processes")
+    return spec

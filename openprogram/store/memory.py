@@ -1,0 +1,88 @@
+"""``MemoryRecorder``: a node writer that keeps everything in memory.
+
+What ``_store`` holds while an item of :func:`openprogram.map` runs on a worker: agentic
+calls record their nodes exactly as they would into a session (the same ``Call`` objects,
+the same links), but nothing touches a disk, a lock or git.  The nodes written here are
+kept in order (:attr:`written`) and sent back with the item's result; the kernel, the only
+writer of the session, appends them.
+
+It offers what agentic code uses of a :class:`~openprogram.store.session.writer.
+SessionNodeWriter` — ``append``, ``append_many``, ``update``, ``get``, ``commit`` — and,
+as its own ``session``, what rendering a prompt reads: ``get``, ``children``, ``head_id``.
+``seen`` are the nodes the calls may look at (the frame they run under and the turns
+before it), given by the kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+from openprogram.context.nodes import Call
+
+
+class MemoryRecorder:
+    def __init__(
+        self, session_id: str, turn: int, seen: Iterable[Call], head_id: str | None
+    ) -> None:
+        self.session_id = session_id
+        self._turn = turn
+        self._head = head_id
+        self._nodes: dict[str, Call] = {}
+        self._children: dict[str | None, list[str]] = {}
+        for call in sorted(seen, key=lambda c: c.seq):
+            self._nodes[call.id] = call
+            self._children.setdefault(call.caller, []).append(call.id)
+        self._seq = max((c.seq for c in self._nodes.values()), default=-1) + 1
+        self.written: list[Call] = []  # the nodes recorded here, in the order they were made
+        self._mu = threading.Lock()  # the mapped function may use threads of its own
+
+    @property
+    def session(self) -> MemoryRecorder:
+        return self
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    @property
+    def head_id(self) -> str | None:
+        return self._head
+
+    def append(self, call: Call, *, turn_level: bool = False) -> Call:
+        """Record a new node; a turn-level node is chained after HEAD and becomes HEAD."""
+        with self._mu:
+            call.seq, call.turn = self._seq, self._turn
+            self._seq += 1
+            if turn_level:
+                if call.predecessor is None:
+                    call.predecessor = self._head
+                self._head = call.id
+            self._nodes[call.id] = call
+            self._children.setdefault(call.caller, []).append(call.id)
+            self.written.append(call)
+        return call
+
+    def append_many(self, calls: Sequence[Call]) -> list[Call]:
+        return [self.append(call) for call in calls]
+
+    def update(self, call: Call) -> None:
+        with self._mu:
+            self._nodes[call.id] = call
+
+    def get(self, node_id: str) -> Call:
+        try:
+            return self._nodes[node_id]
+        except KeyError:
+            raise KeyError(f"no node {node_id!r} in this worker's view") from None
+
+    def children(self, caller: str | None) -> list[str]:
+        with self._mu:
+            return list(self._children.get(caller, ()))
+
+    def commit(self, message: str) -> str | None:
+        """Nothing to commit: the kernel commits what it appends."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"MemoryRecorder(session_id={self.session_id!r}, written={len(self.written)})"

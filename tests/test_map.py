@@ -1,0 +1,236 @@
+"""``openprogram.map`` on threads and on a process pool: every item's nodes under the turn,
+in item order; failures, questions, stop and what cannot cross a process boundary."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import CancelledError, ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import map_shape, reopen
+
+import openprogram
+from openprogram import agentic_function, ask_user, create_runtime, session_context
+from openprogram.agentic_programming.function import using_call_id
+from openprogram.agentic_programming.runtime import Runtime
+from openprogram.context.nodes import Call, make_call
+from openprogram.errors import UserError
+from openprogram.providers.base import LLMRequest
+from openprogram.providers.test import FunctionProvider
+from openprogram.scale import MapRun
+
+
+@agentic_function
+def classify(text: str, runtime: Runtime | None = None) -> str:
+    """Classify the ticket as bug or feature."""
+    assert runtime is not None
+    if text == "boom":
+        raise ValueError("this item is broken")
+    return str(runtime.exec(text, choices=["bug", "feature"]))
+
+
+@agentic_function
+def clarify(text: str, runtime: Runtime | None = None) -> str:
+    """Ask what the ticket means, then classify it."""
+    answer = ask_user(f"what does {text!r} mean?")
+    return f"{text}: {answer}"
+
+
+@agentic_function
+def fragile(text: str) -> str:
+    """Echo the text; "die" takes its worker process down with it."""
+    if text == "die":
+        os._exit(3)
+    return text
+
+
+@contextmanager
+def cell(runtime: Runtime, session_id: str | None = None) -> Iterator[tuple[Any, Call]]:
+    """One notebook-like turn: a ``turn`` node the calls hang under, committed on exit."""
+    with session_context(session_id, runtime=runtime, message="cell") as s:
+        node = s.writer.append(make_call("turn", "cell", input={"text": "map"}), turn_level=True)
+        with using_call_id(node.id):
+            yield s, node
+        node.metadata["status"] = "completed"
+        s.writer.update(node)
+
+
+def run_cell(runtime: Runtime, items: list[Any], **kwargs: Any) -> tuple[Any, Call, list[Any]]:
+    with cell(runtime) as (s, turn):
+        results = openprogram.map(classify, items, progress=False, **kwargs)
+    return s, turn, results
+
+
+def items_under(nodes: list[Call], turn: Call) -> list[Call]:
+    return [n for n in nodes if n.caller == turn.id]
+
+
+def test_items_run_on_threads_and_land_under_the_turn_in_item_order(
+    rt: Runtime, op_home: Path
+) -> None:
+    texts = [f"ticket {i}" for i in range(40)]
+    s, turn, results = run_cell(rt, texts, max_in_flight=8)
+    assert results == ["bug"] * 40
+    nodes = reopen(op_home, s.session_id)
+    calls = items_under(nodes, turn)
+    assert [c.input for c in calls] == [{"text": t} for t in texts]
+    assert [c.metadata["item"] for c in calls] == list(range(40))
+    assert [c.seq for c in calls] == sorted(c.seq for c in calls)
+    llms = [n for n in nodes if n.kind == "llm"]
+    assert len(llms) == 40 and all(n.caller in {c.id for c in calls} for n in llms)
+    assert all(n.status == "completed" for n in nodes if n.id != turn.id)
+    assert all(n.metadata.get("worker") for n in calls + llms)
+    # the docstring reached the model once per item, as in a local call
+    assert llms[0].metadata["messages"][0] == {
+        "role": "system",
+        "content": "Classify the ticket as bug or feature.",
+    }
+
+
+def test_an_item_that_raises_is_an_error_node_and_its_exception_in_place(
+    rt: Runtime, op_home: Path
+) -> None:
+    s, turn, results = run_cell(rt, ["a", "boom", "c"])
+    assert results[0] == results[2] == "bug"
+    assert isinstance(results[1], ValueError) and "broken" in str(results[1])
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.status for c in calls] == ["completed", "error", "completed"]
+    assert "ValueError: this item is broken" in calls[1].metadata["error"]
+
+
+def test_raise_errors_raises_the_first_error_once_every_item_is_recorded(
+    rt: Runtime, op_home: Path
+) -> None:
+    with pytest.raises(ValueError, match="broken"), cell(rt) as (s, turn):
+        openprogram.map(classify, ["boom", "b", "c"], raise_errors=True, progress=False)
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.status for c in calls] == ["error", "completed", "completed"]
+
+
+def test_ask_user_on_a_worker_is_unanswered_at_once_and_says_why(
+    rt: Runtime, op_home: Path
+) -> None:
+    with cell(rt) as (s, _turn):
+        results = openprogram.map(clarify, ["x", "y"], progress=False)
+    assert results == ["x: None", "y: None"]
+    asks = [n for n in reopen(op_home, s.session_id) if n.kind == "ask_user"]
+    assert [a.status for a in asks] == ["unanswered", "unanswered"]
+    assert all("worker" in a.metadata["note"] for a in asks)
+
+
+def slow_reply(request: LLMRequest) -> str:
+    time.sleep(0.02)
+    return "bug"
+
+
+def test_stop_cancels_what_has_not_started_and_accounts_for_every_item(
+    op_home: Path,
+) -> None:
+    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    with cell(rt) as (s, turn):
+        run = MapRun(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
+        threading.Timer(0.15, run.stop).start()
+        results = run.run()
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.metadata["item"] for c in calls] == list(range(60))
+    statuses = [c.status for c in calls]
+    assert set(statuses) == {"completed", "cancelled"}
+    first_cancelled = statuses.index("cancelled")
+    assert first_cancelled > 0 and set(statuses[first_cancelled:]) == {"cancelled"}
+    assert all(isinstance(r, CancelledError) for r in results[first_cancelled:])
+    assert "running" not in {n.status for n in reopen(op_home, s.session_id)}
+
+
+def test_no_session_context_records_the_map_as_one_turn_of_the_process_session(
+    op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENPROGRAM_PROVIDER", "test")
+    monkeypatch.setenv("OPENPROGRAM_SESSION", "adhoc_map")
+    monkeypatch.setattr("openprogram.agentic_programming.function._process_session", None)
+    assert openprogram.map(classify, ["a", "b"], progress=False) == ["bug", "bug"]
+    nodes = reopen(op_home, "adhoc_map")
+    calls = [n for n in nodes if n.kind == "function"]
+    assert [c.input for c in calls] == [{"text": "a"}, {"text": "b"}]
+    assert len({n.turn for n in nodes if n.kind != "root"}) == 1
+
+
+# -- a process pool --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ProcessPoolExecutor]:
+    with ProcessPoolExecutor(2) as executor:
+        yield executor
+
+
+def test_a_process_pool_writes_the_same_nodes_as_threads(
+    rt: Runtime, op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    texts = ["a", "boom", "c", "d", "e"]
+    local, local_turn, local_results = run_cell(rt, texts)
+    remote, remote_turn, remote_results = run_cell(rt, texts, executor=pool)
+    assert [str(r) for r in remote_results] == [str(r) for r in local_results]
+    assert type(remote_results[1]) is ValueError
+    remote_nodes = reopen(op_home, remote.session_id)
+    assert map_shape(remote_nodes, remote_turn.id) == map_shape(
+        reopen(op_home, local.session_id), local_turn.id
+    )
+    workers = {n.metadata["worker"] for n in items_under(remote_nodes, remote_turn)}
+    assert all(w.rsplit(":", 1)[1] != str(os.getpid()) for w in workers)
+
+
+def test_a_pool_process_that_dies_leaves_its_item_interrupted_and_the_rest_accounted(
+    rt: Runtime, op_home: Path
+) -> None:
+    with ProcessPoolExecutor(1) as broken, cell(rt) as (s, turn):
+        results = openprogram.map(
+            fragile, ["a", "die", "c"], executor=broken, max_in_flight=1, progress=False
+        )
+    assert results[0] == "a"
+    assert [type(r).__name__ for r in results[1:]] == ["BrokenProcessPool"] * 2
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [(c.metadata["item"], c.status) for c in calls] == [
+        (0, "completed"),
+        (1, "interrupted"),
+        (2, "error"),  # never ran: the pool was already broken
+    ]
+
+
+def test_a_function_that_cannot_be_pickled_is_one_clear_error_before_anything_runs(
+    rt: Runtime, op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    lock = threading.Lock()
+
+    @agentic_function
+    def guarded(text: str) -> str:
+        """Hold the lock."""
+        with lock:
+            return text
+
+    with cell(rt) as (s, turn), pytest.raises(UserError) as info:
+        openprogram.map(guarded, ["a", "b"], executor=pool, progress=False)
+    message = str(info.value)
+    assert "guarded cannot be sent to other processes" in message
+    assert "nothing was submitted" in message and "\n" not in message
+    assert items_under(reopen(op_home, s.session_id), turn) == []
+
+
+def test_a_function_provider_that_cannot_be_pickled_is_named_before_anything_runs(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    lock = threading.Lock()
+
+    def reply(request: LLMRequest) -> str:
+        with lock:
+            return "bug"
+
+    rt = create_runtime(FunctionProvider(reply))
+    with cell(rt), pytest.raises(UserError, match="'function' provider cannot be sent"):
+        openprogram.map(classify, ["a"], executor=pool, progress=False)
+    # on threads the same provider is fine: nothing crosses a process boundary
+    with cell(rt):
+        assert openprogram.map(classify, ["a"], progress=False) == ["bug"]
