@@ -73,8 +73,23 @@ def map_shape(nodes: list[Call], turn_id: str) -> list[tuple[Any, ...]]:
                 node.input,
                 node.output,
                 meta.get("messages"),
+                _history_shape(meta.get("context")),
                 meta.get("item"),
                 meta.get("error"),
             )
         )
     return shape
+
+
+def _history_shape(record: Any) -> Any:
+    """An llm node's record of the earlier turns it was given, ids aside."""
+    if not isinstance(record, dict):
+        return record
+    left = record.get("left_out") or {}
+    return (
+        len(record.get("turns", ())),
+        record.get("tokens"),
+        record.get("policy"),
+        {k: len(v) for k, v in left.items()},
+        record.get("earlier"),
+    )

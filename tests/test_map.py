@@ -24,6 +24,7 @@ from openprogram.errors import UserError
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.test import FunctionProvider
 from openprogram.scale import MapRun
+from openprogram.store.session.store import SessionStore
 
 
 @agentic_function
@@ -234,3 +235,39 @@ def test_a_function_provider_that_cannot_be_pickled_is_named_before_anything_run
     # on threads the same provider is fine: nothing crosses a process boundary
     with cell(rt):
         assert openprogram.map(classify, ["a"], progress=False) == ["bug"]
+
+
+def test_a_spent_budget_sends_no_further_item_to_other_processes(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    from openprogram.usage.budget import Budget
+
+    rt = create_runtime("test", budget=Budget(tokens=1, per="run"))
+    with cell(rt) as (s, turn):
+        results = openprogram.map(
+            classify, ["a", "b", "c"], executor=pool, max_in_flight=1, progress=False
+        )
+    assert results[0] == "bug"  # sent before anything was spent; workers get no budget
+    assert all(isinstance(r, CancelledError) and "budget" in str(r) for r in results[1:])
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.status for c in calls] == ["completed", "cancelled", "cancelled"]
+    assert "budget of 1 tokens per run is spent" in calls[1].metadata["error"]
+
+
+def test_items_see_the_earlier_turns_as_a_local_call_would_on_threads_and_a_pool(
+    rt: Runtime, op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    from openprogram.agentic_programming.prompt import sent_messages
+
+    shapes = []
+    for executor in (None, pool):
+        with cell(rt) as (s, first):
+            classify("the earlier ticket")
+        with cell(rt, s.session_id) as (_, turn):
+            openprogram.map(classify, ["a", "boom", "b"], executor=executor, progress=False)
+        session = SessionStore(op_home).open(s.session_id)
+        llms = [n for n in session.nodes() if n.kind == "llm" and n.turn == turn.turn]
+        assert [n.metadata["context"]["turns"] for n in llms] == [[first.id], [first.id]]
+        assert "the earlier ticket" in str(sent_messages(session, llms[0]))
+        shapes.append(map_shape(session.nodes(), turn.id))
+    assert shapes[0] == shapes[1]

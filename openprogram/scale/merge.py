@@ -2,8 +2,8 @@
 back becomes part of the session.
 
 * :func:`snapshot` — the nodes a prompt rendered on a worker may show: the frame the items
-  hang under with its callers, and the turns before it with the calls they made (light
-  copies: no prompts, no tracebacks).
+  hang under with its callers, and the earlier turns its context policy chooses with the
+  calls they made (light copies: no prompts, no tracebacks).
 * :func:`adopt` — the nodes a worker recorded, given new ids (links remapped) and the
   worker's name, ready to be appended in item order.
 * :func:`attempt_node` — a node for an attempt that sent nothing back (its worker died,
@@ -18,16 +18,18 @@ from typing import Any
 
 from openprogram.context.graph import Graph
 from openprogram.context.nodes import INTERRUPTED, OPEN_STATUSES, Call, make_call, new_id
+from openprogram.context.policy import ContextPolicy, effective, frame_policy, select_history
+from openprogram.context.render import turn_messages
 
 Lookup = Callable[[str], Call | None]
 Children = Callable[[str | None], list[str]]
 
 _LIGHT_META = ("kind", "status", "error", "rejected")
+_FRAME_META = (*_LIGHT_META, "doc", "context")  # a frame's docstring and context policy
 _TURN_PARTS = ("function", "tool", "reply")  # what render shows of an earlier turn's calls
 
 
-def _light(call: Call, *, keep_doc: bool = False) -> Call:
-    keep = (*_LIGHT_META, "doc") if keep_doc else _LIGHT_META
+def _light(call: Call, *, keep: tuple[str, ...] = _LIGHT_META) -> Call:
     meta = {k: call.metadata[k] for k in keep if k in call.metadata}
     return Call(
         id=call.id,
@@ -50,24 +52,49 @@ def snapshot(
     head: str | None,
     anchor: str | None,
     *,
-    max_turns: int,
+    policy: ContextPolicy | None,
     steps: bool,
 ) -> list[Call]:
-    """What an item running under ``anchor`` may show in a prompt (see module doc);
-    ``steps``: also the anchor's finished children (an exec made directly in that frame)."""
+    """What an item running under ``anchor`` may show in a prompt (see module doc).
+
+    The earlier turns are those the context ``policy`` (the runtime's, under the policies
+    of the enclosing frames) chooses here — with the calls they made — plus the turns it
+    looked at and left out (they decide what it keeps), so an exec on a worker chooses the
+    same history.  ``steps``: also the anchor's finished children (an exec made directly in
+    that frame, by a function that is not agentic)."""
     graph = Graph(lookup, children, head)
-    out: dict[str, Call] = {}
-    for node in graph.ancestors(anchor):
-        out[node.id] = _light(node, keep_doc=True)
-    visible = graph.visible_for(anchor, max_turns=max_turns)
-    for node in visible.history:
-        out.setdefault(node.id, _light(node))
-        for kid_id in children(node.id):
-            kid = lookup(kid_id)
-            if kid is not None and kid.kind in _TURN_PARTS:
-                out.setdefault(kid.id, _light(kid))
+    frames = graph.ancestors(anchor)
+    out: dict[str, Call] = {n.id: _light(n, keep=_FRAME_META) for n in frames}
+
+    def kids(node: Call) -> list[Call]:
+        return [k for k in (lookup(i) for i in children(node.id)) if k is not None]
+
+    start = graph.history_start(frames)
+    history = select_history(
+        lookup,
+        start,
+        effective(frame_policy(frames), policy),
+        lambda node: turn_messages(node, kids),
+    )
+    rendered = [*history.turns, *(lookup(i) for i in history.over_budget)]
+    for node in rendered:
+        if node is not None:
+            out.setdefault(node.id, _light(node))
+            for kid in kids(node):
+                if kid.kind in _TURN_PARTS:
+                    out.setdefault(kid.id, _light(kid))
+    looked_at = [*rendered, *(lookup(i) for i in history.failed)]
+    for node in looked_at:
+        if node is not None:
+            out.setdefault(node.id, _light(node))
+    oldest = min((n for n in looked_at if n is not None), key=lambda n: n.seq, default=None)
+    beyond = lookup(oldest.predecessor) if oldest and oldest.predecessor else None
+    if oldest is None and start is not None:
+        beyond = lookup(start)  # nothing chosen: what stopped the walk
+    if beyond is not None:
+        out.setdefault(beyond.id, _light(beyond))
     if steps:
-        for node in visible.steps:
+        for node in graph.steps(anchor):
             out.setdefault(node.id, _light(node))
     return sorted(out.values(), key=lambda c: c.seq)
 

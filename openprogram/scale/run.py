@@ -164,6 +164,11 @@ class MapRun:
             remote=remote,
         )
         self.fn_payload = fn_payload
+        self.budget = runtime.budget if runtime is not None else None
+        if self.budget is not None and self.budget.active:
+            self.budget.spent(writer)  # counted here once; threads of this process share it
+        else:
+            self.budget = None
         self.window = self.max_in_flight or submitter.default_in_flight()
         with _active_mu:
             _active.add(self)
@@ -197,7 +202,7 @@ class MapRun:
             session.children,
             session.head_id,
             self.anchor,
-            max_turns=runtime.max_history_turns if runtime is not None else 20,
+            policy=runtime.context if runtime is not None else None,
             steps=not getattr(self.fn, "__agentic__", False),
         )
         return dumps([n.to_dict() for n in nodes])
@@ -229,6 +234,10 @@ class MapRun:
     def _drive(self) -> None:
         cancelled = False
         while self._next < len(self.items):
+            if self._pending and self._over_budget():
+                while self._pending:  # what runs ends; what has not started is not sent
+                    why = f"the budget of {self.budget.describe() if self.budget else ''} is spent"
+                    self._settle(self._pending.pop(), CancelledError(why))
             if self._stop.is_set() and not cancelled:
                 cancelled = True
                 while self._pending:
@@ -359,9 +368,24 @@ class MapRun:
             return
         if self.anchor is not None:
             self.writer.append_many(batch)
-            return
-        for call in batch:  # no frame: the items are turns of their own, chained after HEAD
-            self.writer.append(call, turn_level=call.caller is None)
+        else:
+            for call in batch:  # no frame: the items are turns of their own, chained after HEAD
+                self.writer.append(call, turn_level=call.caller is None)
+        if self.budget is not None and self.shared.remote:  # threads here counted them already
+            for call in batch:
+                if call.kind == "llm":
+                    self.budget.record(self.writer, call)
+
+    def _over_budget(self) -> bool:
+        """Whether the runtime's budget is spent (then no further item is sent; each call on
+        a worker of this process is also checked before it is sent)."""
+        budget = self.budget
+        if budget is None:
+            return False
+        spent = budget.spent(self.writer)
+        return (budget.tokens is not None and spent.tokens >= budget.tokens) or (
+            budget.usd is not None and spent.cost >= budget.usd
+        )
 
     def _show(self, *, final: bool = False) -> None:
         done = self._next + len(self._ready)
@@ -403,11 +427,11 @@ def _runtime_spec(runtime: Runtime | None) -> RuntimeSpec:
     """What a remote worker needs to build the same Runtime — never a credential."""
     if runtime is None:
         return RuntimeSpec()
-    settings = {
+    settings = {  # not the budget: the kernel keeps it (see MapRun._over_budget)
         "max_retries": runtime.max_retries,
         "backoff": runtime.backoff,
         "gate_attempts": runtime.gate_attempts,
-        "max_history_turns": runtime.max_history_turns,
+        "context": runtime.context,
         "timeout": runtime.timeout,
     }
     provider = runtime.provider
