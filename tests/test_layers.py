@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # replies, the Provider protocol) and the providers implement
     ("agentic functions and the Runtime", ("openprogram.agentic_programming",)),
     ("providers", ("openprogram.providers",)),
-    ("agent and programs", ("openprogram.agent", "openprogram.programs")),
+    ("agent and programs", ("openprogram.agent", "openprogram.programs", "openprogram.scale")),
     ("entry points", ("openprogram.cli", "openprogram")),
 ]
 

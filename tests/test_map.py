@@ -271,3 +271,17 @@ def test_items_see_the_earlier_turns_as_a_local_call_would_on_threads_and_a_pool
         assert "the earlier ticket" in str(sent_messages(session, llms[0]))
         shapes.append(map_shape(session.nodes(), turn.id))
     assert shapes[0] == shapes[1]
+
+
+def test_a_stopped_background_run_stops_its_map_and_records_every_item(op_home: Path) -> None:
+    from openprogram.agentic_programming.stopping import RunStopped, using_stop_flag
+
+    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    flag = threading.Event()  # what `%openprogram stop` sets for a background run
+    with cell(rt) as (s, turn), using_stop_flag(flag), pytest.raises(RunStopped):
+        run = MapRun(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
+        threading.Timer(0.15, flag.set).start()
+        run.run()
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.metadata["item"] for c in calls] == list(range(60))
+    assert calls[-1].status == "cancelled" and calls[0].status == "completed"

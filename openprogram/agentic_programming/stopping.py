@@ -25,6 +25,12 @@ def using_stop_flag(flag: threading.Event | None) -> AbstractContextManager[None
     return scoped(_stop_flag, flag)
 
 
+def stop_requested() -> bool:
+    """Whether the run this code belongs to was asked to stop (``openprogram.map`` polls it)."""
+    flag = _stop_flag.get()
+    return flag is not None and flag.is_set()
+
+
 def check_stop() -> None:
     """Raise :class:`RunStopped` if the run this code belongs to was asked to stop."""
     flag = _stop_flag.get()

@@ -28,6 +28,7 @@ from openprogram.agentic_programming.function import (
     run_in_session,
 )
 from openprogram.agentic_programming.runtime import Runtime
+from openprogram.agentic_programming.stopping import RunStopped, stop_requested
 from openprogram.context.nodes import CANCELLED, ERROR, INTERRUPTED, Call
 from openprogram.errors import UserError
 from openprogram.scale.executors import DaskSubmitter, FuturesSubmitter, Message, dask_client
@@ -112,6 +113,7 @@ class MapRun:
         self.progress = Progress(self.label, len(self.items), enabled=progress)
         self.runtime = runtime
         self._stop = threading.Event()
+        self._run_stopped = False
         self._inbox: queue.Queue[Message] = queue.Queue()
         self.results: list[Any] = [None] * len(self.items)
         self.failed = 0
@@ -215,11 +217,11 @@ class MapRun:
         self._ready: dict[int, list[Call]] = {}
         self._lost: dict[int, list[Call]] = {}
         self._next = 0
-        interrupted = False
+        interrupted: KeyboardInterrupt | None = None
         try:
             self._drive()
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a background run stopped twice
+            interrupted = exc
             self.stop()
             try:
                 self._drive()  # collect what still ends; a second Ctrl-C gives up on it
@@ -228,8 +230,10 @@ class MapRun:
                     self._settle(index, CancelledError("abandoned while running (Ctrl-C)"))
                 self._unsettled.clear()
                 self._append_ready()
-        if interrupted:
-            raise KeyboardInterrupt
+        if interrupted is not None:
+            raise interrupted
+        if self._run_stopped:  # the background run this map belongs to was stopped
+            raise RunStopped("stopped by request: items not started were cancelled")
 
     def _drive(self) -> None:
         cancelled = False
@@ -238,6 +242,9 @@ class MapRun:
                 while self._pending:  # what runs ends; what has not started is not sent
                     why = f"the budget of {self.budget.describe() if self.budget else ''} is spent"
                     self._settle(self._pending.pop(), CancelledError(why))
+            if not cancelled and not self._stop.is_set() and stop_requested():
+                self._run_stopped = True
+                self.stop()
             if self._stop.is_set() and not cancelled:
                 cancelled = True
                 while self._pending:
@@ -275,7 +282,10 @@ class MapRun:
     def _receive(self) -> None:
         if not self._unsettled:
             return
-        messages = [self._inbox.get()]
+        try:  # wakes up now and then to see a stop of the run this map belongs to
+            messages = [self._inbox.get(timeout=0.2)]
+        except queue.Empty:
+            return
         while True:
             try:
                 messages.append(self._inbox.get_nowait())
