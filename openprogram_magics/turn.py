@@ -10,11 +10,11 @@ and replaces the live view with the final one (static fallback included).
 
 from __future__ import annotations
 
-import traceback
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from openprogram.context.nodes import COMPLETED, ERROR, INTERRUPTED, Call, make_call
+from openprogram.context.nodes import ERROR, INTERRUPTED, Call, make_call
+from openprogram.context.outcome import finish
 from openprogram.context.secrets import redact_secrets
 from openprogram_magics import bridge
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
@@ -153,17 +153,13 @@ class CellTurn:
         meta = NotebookMeta(handle.session_id, node.id, remote)  # kept even if recording fails
         try:
             if error is None:
-                node.metadata["status"] = COMPLETED
+                finish(node)
                 if result is not None:
                     node.output = _short_repr(result)
             elif isinstance(error, KeyboardInterrupt):
-                node.metadata.update(status=INTERRUPTED, error="KeyboardInterrupt")
+                finish(node, INTERRUPTED, exc=error)
             else:
-                node.metadata.update(
-                    status=ERROR,
-                    error=redact_secrets(f"{type(error).__name__}: {error}")[:2000],
-                    traceback=redact_secrets("".join(traceback.format_exception(error)))[-20000:],
-                )
+                finish(node, ERROR, exc=error, with_traceback=True)
             handle.writer.update(node)
         finally:
             if self._unsubscribe is not None:

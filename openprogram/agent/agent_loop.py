@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openprogram.agentic_programming.function import get_call_id, is_cancellation, using_call_id
-from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
-from openprogram.context.secrets import redact_secrets
+from openprogram.agentic_programming.function import get_call_id, using_call_id
+from openprogram.context.nodes import make_call
+from openprogram.context.outcome import finish
 from openprogram.store.vars import get_store
 
 if TYPE_CHECKING:
@@ -98,11 +98,9 @@ def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallb
         if fn is None:
             raise LookupError(f"no tool named {name!r}; the tools are {sorted(tools)}")
         with using_call_id(node.id):
-            node.output = sanitize(fn(**arguments))
-        node.metadata["status"] = COMPLETED
+            finish(node, output=fn(**arguments))
     except BaseException as exc:
-        status = CANCELLED if is_cancellation(exc) else ERROR
-        node.metadata.update(status=status, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+        finish(node, exc=exc)
         if not isinstance(exc, Exception):  # Ctrl-C: recorded, then it stops the turn
             writer.update(node)
             raise

@@ -23,7 +23,6 @@ import pickle
 import queue
 import signal
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,7 @@ from openprogram.agentic_programming.function import (
     process_session_id,
     using_call_id,
 )
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.outcome import error_text, traceback_text
 from openprogram.errors import OpenProgramError, UserError
 from openprogram.providers import network
 from openprogram.store.session import events
@@ -313,9 +312,7 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
         except Exception as exc:
             outcome = ("error", f"the result cannot be sent back: {exc}", "", False)
     except BaseException as exc:
-        error = redact_secrets(f"{type(exc).__name__}: {exc}")
-        tb = redact_secrets("".join(traceback.format_exception(exc))[-20000:])
-        outcome = ("error", error, tb, is_cancellation(exc))
+        outcome = ("error", error_text(exc), traceback_text(exc), is_cancellation(exc))
     outbox.put(outcome)
     outbox.close()
     outbox.join_thread()

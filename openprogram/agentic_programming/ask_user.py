@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import sys
 
-from openprogram.agentic_programming.function import is_cancellation, run_in_session
+from openprogram.agentic_programming.function import run_in_session
 from openprogram.context.nodes import (
     ANSWERED,
     AWAITING,
-    CANCELLED,
-    ERROR,
     UNANSWERED,
     make_call,
 )
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.outcome import finish
 from openprogram.store.vars import AskHandler, get_ask_handler, get_call_id, get_store
 from openprogram.store.vars import using_ask_handler as using_ask_user_handler
 
@@ -76,11 +74,7 @@ def _ask(question: str, choices: list[str] | None) -> str | None:
     try:
         answer = handler(question, choices)
     except BaseException as exc:
-        error = redact_secrets(f"{type(exc).__name__}: {exc}")[:500]
-        node.metadata.update(status=CANCELLED if is_cancellation(exc) else ERROR, error=error)
-        writer.update(node)
+        writer.update(finish(node, exc=exc))
         raise
-    node.output = answer
-    node.metadata["status"] = ANSWERED if answer is not None else UNANSWERED
-    writer.update(node)
+    writer.update(finish(node, ANSWERED if answer is not None else UNANSWERED, output=answer))
     return answer

@@ -17,19 +17,14 @@ import os
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from openprogram.context.nodes import (
-    CANCELLED,
-    COMPLETED,
-    ERROR,
     Call,
     make_call,
-    sanitize,
 )
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.outcome import finish, is_cancellation
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
@@ -69,14 +64,6 @@ if TYPE_CHECKING:
 DEFAULT_MAX_DEPTH = 64
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def is_cancellation(exc: BaseException) -> bool:
-    """Ctrl-C, a cancelled asyncio task or a closed generator: the node ends ``cancelled``."""
-    if isinstance(exc, KeyboardInterrupt | GeneratorExit):
-        return True
-    asyncio = sys.modules.get("asyncio")  # no import: without asyncio there is no task
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 class AgenticRecursionError(RecursionError):
@@ -152,18 +139,10 @@ class _Frame:
         self.tokens = enter_frame(node.id, depth + 1)
 
     def finish(self, result: Any = None, exc: BaseException | None = None) -> None:
-        meta = self.node.metadata
-        meta["duration_ms"] = round((time.perf_counter() - self.started) * 1000, 3)
         if exc is None:
-            self.node.output = sanitize(result)
-            meta["status"] = COMPLETED
-        elif is_cancellation(exc):
-            meta["status"] = CANCELLED
-            meta["error"] = type(exc).__name__
+            finish(self.node, output=result, started=self.started)
         else:
-            meta["status"] = ERROR
-            meta["error"] = redact_secrets(f"{type(exc).__name__}: {exc}")
-            meta["traceback"] = redact_secrets("".join(traceback.format_exception(exc))[-20000:])
+            finish(self.node, exc=exc, with_traceback=True, started=self.started)
         self.writer.update(self.node)
 
     def leave(self) -> None:

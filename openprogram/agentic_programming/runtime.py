@@ -20,7 +20,6 @@ from openprogram.agentic_programming.echo import echo_for
 from openprogram.agentic_programming.function import (
     get_call_id,
     get_current_runtime,
-    is_cancellation,
     run_in_session,
 )
 from openprogram.agentic_programming.prompt import Prompt, build_prompt
@@ -33,9 +32,9 @@ from openprogram.agentic_programming.provider import (
     TransientProviderError,
 )
 from openprogram.agentic_programming.stopping import check_stop
-from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, make_call, sanitize
+from openprogram.context.nodes import ERROR, Call, make_call, sanitize
+from openprogram.context.outcome import error_text, finish
 from openprogram.context.policy import ContextPolicy, estimate_tokens
-from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.store.vars import default_runtime, get_store
 
@@ -184,7 +183,7 @@ class Runtime:
             if problem is None:
                 return value
             answers.append(reply)
-            node.metadata.update(status=ERROR, rejected=True, error=problem)
+            finish(node, ERROR, error=problem).metadata["rejected"] = True
             writer.update(node)
             extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": problem}]
         if choices:
@@ -215,23 +214,15 @@ class Runtime:
                 streamed,
             )
         except BaseException as exc:
-            meta.update(
-                status=CANCELLED if is_cancellation(exc) else ERROR,
-                error=redact_secrets(f"{type(exc).__name__}: {exc}")[:2000],
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            )
+            finish(node, exc=exc, started=started)
             if streamed:  # what the user already saw of the reply before it broke off
                 node.output = "".join(streamed)
                 meta["partial"] = True
             writer.update(node)
             raise
+        finish(node, started=started)
         node.output = response.text
-        meta.update(
-            status=COMPLETED,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            model=response.model or self.model,
-            finish_reason=response.finish_reason,
-        )
+        meta.update(model=response.model or self.model, finish_reason=response.finish_reason)
         if response.usage is not None:
             from openprogram.usage.prices import price_call
 
@@ -265,9 +256,7 @@ def _with_retries(
         except TransientProviderError as exc:
             if attempt >= retries:
                 raise
-            meta.setdefault("retries", []).append(
-                redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
-            )
+            meta.setdefault("retries", []).append(error_text(exc, 300))
             streamed.clear()  # a retry streams the reply again from the start
             time.sleep(backoff * (2**attempt))
     raise AssertionError("unreachable")

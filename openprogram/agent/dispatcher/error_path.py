@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from openprogram.agent.dispatcher.types import TurnResult
 from openprogram.agentic_programming.function import is_cancellation
 from openprogram.context.nodes import CANCELLED, ERROR
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.outcome import error_text
 
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def handle_turn_error(prepared: PreparedTurn, exc: BaseException) -> TurnResult:
     status = CANCELLED if is_cancellation(exc) else ERROR
-    error = redact_secrets(f"{type(exc).__name__}: {exc}")[:2000]
+    error = error_text(exc)
     node = prepared.writer.record_failure(error, status)
     writer = prepared.writer
     return TurnResult(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.context.outcome import finish
 
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
@@ -50,8 +51,7 @@ class TurnWriter:
         node = self.reply
         if node is None:
             node = self.nodes.append(make_call("error", "turn", caller=self.user.id))
-        node.metadata.update(status=status, error=error)
-        self.nodes.update(node)
+        self.nodes.update(finish(node, status, error=error))
         return node
 
     def head_for_finalize(self) -> str:
