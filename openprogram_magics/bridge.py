@@ -35,6 +35,7 @@ __all__ = [
     "MAX_STATE_BYTES",
     "FrontendState",
     "frontend_state",
+    "live_frontend",
     "push_metadata",
     "receive_frontend_state",
     "silent_code",
@@ -159,6 +160,34 @@ def in_kernel() -> bool:
     except Exception:
         return False
     return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def live_frontend() -> bool:
+    """Whether someone may be looking at this kernel's outputs live (worth a live widget).
+
+    A kernel started by a Jupyter server (Lab, Notebook 7, nbclassic: ``JPY_SESSION_NAME``),
+    by VS Code (``__vsc_ipynb_file__``), or asked by a frontend that names its cells
+    (``cellId`` in the request's metadata) has one; nbclient, papermill and
+    ``nbconvert --execute`` have none: there a live widget would only add saved widget
+    state (and nbconvert's widget manager script from a CDN) to the notebook.
+    """
+    import os
+
+    if not in_kernel():
+        return False
+    if os.environ.get("JPY_SESSION_NAME"):
+        return True
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if "__vsc_ipynb_file__" in getattr(shell, "user_ns", {}):
+        return True
+    try:
+        parent = shell.kernel.get_parent()  # type: ignore[union-attr]
+    except Exception:
+        return False
+    meta = parent.get("metadata") if isinstance(parent, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("cellId"))
 
 
 def push_metadata(metadata: dict[str, Any]) -> bool:

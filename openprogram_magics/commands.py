@@ -231,9 +231,9 @@ def context(host: Host, args: Namespace) -> list[str]:
     arg("--last", type=int, default=50, metavar="N", help="unfold only the last N turns"),
 )
 def dag(host: Host, args: Namespace) -> Any:
-    from openprogram_magics.widget import show_dag
+    from openprogram_magics.widget import SavedDag, show_dag
 
-    return show_dag(session_or_current(host, args.session_id), last_turns=args.last)
+    return SavedDag(show_dag(session_or_current(host, args.session_id), last_turns=args.last))
 
 
 @command(

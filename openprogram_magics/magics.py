@@ -83,6 +83,7 @@ class OpenProgramMagics(Magics):
         self.background: BackgroundRun | None = None  # the latest --background run
         self._raw_cell = ""
         self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
+        self._cell_count: int | None = None  # the running cell's In [n]
         self._runtime: Runtime | None = None
         self._runtime_key: tuple[Any, ...] | None = None
         self._noted: set[str] = set()
@@ -91,6 +92,12 @@ class OpenProgramMagics(Magics):
     def pre_run_cell(self, info: ExecutionInfo) -> None:
         self._raw_cell = info.raw_cell or ""
         self._in_cell = True
+        # The frontend shows the count the cell started with (``In [n]``); IPython has
+        # already counted this cell by now when it stores history.
+        count = getattr(self.shell, "execution_count", None)
+        if isinstance(count, int) and getattr(info, "store_history", False):
+            count -= 1
+        self._cell_count = count
 
     def post_run_cell(self, result: ExecutionResult) -> None:
         self._in_cell = False
@@ -116,7 +123,7 @@ class OpenProgramMagics(Magics):
             turn = CellTurn(
                 meta,
                 source=source,
-                execution_count=getattr(self.shell, "execution_count", None),
+                execution_count=self._cell_count,
                 runtime=self.runtime(),
                 live=self.live_dag and not opts.no_dag,
                 stream=self.stream,

@@ -119,7 +119,7 @@ class CellTurn:
             from openprogram_magics.widget import DagWidget
         except ImportError:
             return
-        if not bridge.in_kernel():  # a terminal cannot draw a live view: the final one is enough
+        if not bridge.live_frontend():  # nobody watches (a terminal, nbclient): the final view
             return
         root = {**self.node.to_dict(), "predecessor": None}  # this view shows one turn
         self.widget = DagWidget(
@@ -141,8 +141,13 @@ class CellTurn:
         self._unsubscribe = events.subscribe(on_write)
 
     def _title(self) -> str:
-        assert self.handle is not None
-        return f"session {self.handle.session_id} · {self.node.name if self.node else ''}"
+        """``openprogram · session S · turn N · cell [k]``, and a fork when there was one."""
+        assert self.handle is not None and self.node is not None
+        title = f"openprogram · session {self.handle.session_id} · turn {self.node.turn}"
+        title += f" · {self.node.name}"
+        if self.forked_from:
+            title += f" · forked from {self.forked_from} (the session had moved on)"
+        return title
 
     # -- end -----------------------------------------------------------------------------
     def end(self, error: BaseException | None = None, result: Any = None) -> NotebookMeta:
@@ -172,30 +177,32 @@ class CellTurn:
         return meta
 
     def bundle(self, meta: NotebookMeta) -> dict[str, Any]:
-        """The final mime bundle: DAG (widget + static HTML + text) and the session id."""
-        from openprogram.view import render_static_html, render_text_tree
+        """The final mime bundle: the turn's DAG as data (drawn by the shipped extension,
+        live again if this kernel still has the widget), static HTML and text for every
+        other renderer, and the session id.
+
+        The widget's own view is left out on purpose: once the kernel is gone a saved
+        widget view only says "model not found", and nbconvert would prefer it over the
+        static drawing.  The extension finds the live widget by the id in the DAG data.
+        """
+        from openprogram.view import compute_layout, render_static_html, render_text_tree
+        from openprogram.view.saved import DAG_MIME, saved_view
 
         assert self.handle is not None and self.node is not None
         nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node)]
         for item in nodes:  # this view shows one turn: its link to the previous one is elsewhere
             if item["id"] == self.node.id:
                 item["predecessor"] = None
+        layout = compute_layout(nodes, self.node.id)
         payload = {**meta.to_json(), "turn": self.node.turn, "status": self.node.status}
-        header = f"openprogram · session {meta.session_id} · turn {self.node.turn}"
-        if self.forked_from:
-            header += f" · forked from {self.forked_from} (the session had moved on)"
-        data: dict[str, Any] = {
-            "text/plain": header + "\n" + render_text_tree(nodes, self.node.id),
-            "text/html": render_static_html(nodes, self.node.id, title=header),
+        header = self._title()
+        widget = getattr(self.widget, "model_id", None) if self.widget is not None else None
+        return {
+            "text/plain": header + "\n" + render_text_tree((), None, layout=layout),
+            "text/html": render_static_html((), None, title=header, layout=layout),
+            DAG_MIME: saved_view(layout, title=header, widget=widget),
             MIME_TYPE: payload,
         }
-        if self.widget is not None:
-            view = self.widget._repr_mimebundle_()
-            view = view[0] if isinstance(view, tuple) else view
-            for key, value in view.items():
-                if key.startswith("application/vnd.jupyter.widget"):
-                    data[key] = value
-        return data
 
     def _show_final(self, meta: NotebookMeta) -> None:
         try:

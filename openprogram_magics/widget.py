@@ -37,6 +37,7 @@ from openprogram.view.layout import (
     node_kind,
     node_status,
 )
+from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
     DETAIL_FIELDS,
@@ -47,7 +48,7 @@ from openprogram.view.summary import (
 
 _STATIC = Path(__file__).parent / "static"
 
-__all__ = ["DagWidget", "show_dag"]
+__all__ = ["DagWidget", "SavedDag", "show_dag"]
 
 
 class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
@@ -168,6 +169,17 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     def to_text(self) -> str:
         return render_text_tree((), self.head_id, layout=self._layout)
 
+    def to_saved(self, budget: int = SESSION_BUDGET) -> dict[str, Any]:
+        """The :data:`DAG_MIME` payload: what the extension draws once the kernel is gone."""
+        with self._lock:
+            return saved_view(
+                self._layout,
+                title=self.title,
+                budget=budget,
+                summaries=list(self._current.values()),
+                widget=self.model_id,
+            )
+
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
@@ -175,7 +187,12 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
         with self._lock:
             self._sync_summary()
-            data = {**data, "text/plain": self.to_text(), "text/html": self.to_html()}
+            data = {
+                **data,
+                "text/plain": self.to_text(),
+                "text/html": self.to_html(),
+                DAG_MIME: self.to_saved(),
+            }
         return data, meta
 
     # -- internals ------------------------------------------------------------------------
@@ -356,3 +373,24 @@ def show_dag(
         last_turns=last_turns,
         session_id=session_id,
     )
+
+
+class SavedDag:
+    """Displays a :class:`DagWidget` without its widget view (what ``%openprogram dag`` shows).
+
+    The bundle is the DAG data, static HTML and text: the extension draws the data and
+    switches to the live widget (found by the model id in the data) while this kernel
+    has it; no saved widget view can say "model not found" later, and nbconvert draws the
+    static DAG even when widget state was saved.  Keeps the widget alive.
+    """
+
+    def __init__(self, widget: DagWidget) -> None:
+        self.widget = widget
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle
+        keep = {k: v for k, v in data.items() if not k.startswith("application/vnd.jupyter.widget")}
+        return keep, meta

@@ -47,14 +47,17 @@ GLYPHS: Final = {
 RED: Final = "#dc2626"
 FADED: Final = frozenset({"cancelled", "interrupted"})
 
-_CSS: Final = """
-.op-dag-static{font:12px/1.4 system-ui,sans-serif;color:#1f2937}
-.op-dag-static .op-static-head{margin:4px 0}
-.op-dag-static .op-static-canvas{overflow:auto;max-height:480px;border:1px solid #e5e7eb}
-.op-dag-static details details{margin:2px 0 2px 12px}
-.op-dag-static pre{white-space:pre-wrap;max-height:240px;overflow:auto;background:#f8fafc;
-margin:2px 0;padding:4px}
-"""
+# Inline styles only: an untrusted notebook in JupyterLab drops <style> and <svg> (keeping
+# style attributes, <details> and the SVG's text), so the picture's labels are one per line.
+_STYLE: Final = {
+    "root": "font:12px/1.4 system-ui,sans-serif;color:#1f2937",
+    "head": "margin:4px 0",
+    "canvas": "overflow:auto;max-height:480px;border:1px solid #e5e7eb;white-space:pre-line",
+    "node": "margin:2px 0 2px 12px",
+    "pre": "white-space:pre-wrap;max-height:240px;overflow:auto;background:#f8fafc;"
+    "margin:2px 0;padding:4px",
+}
+STATIC_DETAILS_BUDGET: Final = 96 * 1024  # characters of <details> entries per drawing
 
 
 def render_static_html(
@@ -86,17 +89,26 @@ def render_static_html(
     if head is not None:
         header.append(f"HEAD: {escape(str(name_of))} <code>{escape(head.id)}</code>")
     parts = [
-        '<div class="op-dag-static" data-op-dag="static">',
-        f"<style>{_CSS}</style>",
-        f'<div class="op-static-head">{" · ".join(header)}</div>',
+        f'<div class="op-dag-static" data-op-dag="static" style="{_STYLE["root"]}">',
+        f'<div class="op-static-head" style="{_STYLE["head"]}">{" · ".join(header)}</div>',
     ]
     if start:
         parts.append(f"<div><i>{start} earlier rows not shown (live widget shows all)</i></div>")
-    parts.append('<div class="op-static-canvas">')
+    parts.append(f'<div class="op-static-canvas" style="{_STYLE["canvas"]}">')
     parts.append(_svg(lay, window, start))
     parts.append("</div>")
     parts.append(f"<details><summary>Nodes ({len(window)} shown)</summary>")
-    parts.extend(_details(lay, p) for p in window)
+    entries: list[str] = []
+    used = 0
+    for p in reversed(window):  # the newest rows are kept first, within the budget
+        entry = _details(lay, p)
+        used += len(entry)
+        if used > STATIC_DETAILS_BUDGET:
+            left = len(window) - len(entries)
+            parts.append(f"<div><i>{left} earlier nodes not detailed here</i></div>")
+            break
+        entries.append(entry)
+    parts.extend(reversed(entries))
     parts.append("</details></div>")
     return "\n".join(parts)
 
@@ -220,8 +232,8 @@ def _svg(lay: Layout, window: list[Placed], start: int) -> str:
             mid = py + ROW / 2
             d = f"M{px} {py} C{px} {mid} {cx} {mid} {cx} {py + ROW} L{cx} {cy}"
         out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
-    for p in window:
-        out.append(_node_svg(lay, p, start))
+    for p in window:  # one line each: what is left when a sanitizer drops the <svg> tags
+        out.append("\n" + _node_svg(lay, p, start))
     out.append("</svg>")
     return "".join(out)
 
@@ -304,13 +316,14 @@ def _details(lay: Layout, p: Placed) -> str:
         rows.append(f"<b>prompt ({msgs['count']} messages)</b>{items}")
     indent = "&nbsp;" * (2 * p.depth)
     return (
-        f"<details><summary>{indent}{escape(str(summary))}</summary>{'<br>'.join(rows)}</details>"
+        f'<details style="{_STYLE["node"]}"><summary>{indent}{escape(str(summary))}</summary>'
+        f"{'<br>'.join(rows)}</details>"
     )
 
 
 def _pre(field: Mapping[str, Any]) -> str:
     more = f"\n… ({field['length']} characters in all)" if field["truncated"] else ""
-    return f"<pre>{escape(field['text'] + more)}</pre>"
+    return f'<pre style="{_STYLE["pre"]}">{escape(field["text"] + more)}</pre>'
 
 
 def _duration(ms: float) -> str:

@@ -1,0 +1,109 @@
+"""The DAG data a notebook keeps: one mime part that the shipped extension draws without a kernel.
+
+``application/vnd.openprogram.dag+json`` (:data:`DAG_MIME`) holds what the live widget
+would have synced — the nodes' summaries in row order, the folds, HEAD, the title — plus
+the click panel's detail of each node, clipped.  The JupyterLab / Notebook 7 extension
+renders it with the same ``dag.js`` as the live widget (no kernel, no trust needed).
+
+Bounded so a notebook stays reasonable (a 200-cell notebook holds 200 turns, not 200
+copies of the session):
+
+- a turn's output carries only that turn's nodes, at most :data:`TURN_BUDGET` bytes of
+  JSON (256 KiB); the whole-session view (``%openprogram dag``) at most
+  :data:`SESSION_BUDGET` (4 MiB), summaries of at most :data:`MAX_SAVED_NODES` nodes;
+- summaries come first; details then get the largest per-field clip of
+  :data:`DETAIL_LIMITS` under which they all fit, and at the smallest clip the nodes
+  nearest HEAD (the newest rows) are kept first; ``details_omitted`` counts the rest.
+
+Payload keys: ``v`` (1), ``title``, ``head_id``, ``summary``, ``folded``, ``details``
+(id → :func:`node_detail` at ``detail_limit``), ``detail_limit``, ``nodes`` (how many the
+view has), ``omitted`` (summaries left out), ``details_omitted``, and ``widget`` (the live
+widget's model id, when one exists: the extension then shows the live view instead).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from openprogram.view.layout import Layout
+from openprogram.view.summary import node_detail, summarize
+
+DAG_MIME: Final = "application/vnd.openprogram.dag+json"
+TURN_BUDGET: Final = 256 * 1024
+SESSION_BUDGET: Final = 4 * 1024 * 1024
+MAX_SAVED_NODES: Final = 20_000
+DETAIL_LIMITS: Final = (4_000, 1_000, 250)
+
+
+def saved_view(
+    layout: Layout,
+    *,
+    title: str = "",
+    budget: int = TURN_BUDGET,
+    summaries: list[dict[str, Any]] | None = None,
+    widget: str | None = None,
+) -> dict[str, Any]:
+    """The :data:`DAG_MIME` payload for ``layout``, at most ``budget`` bytes of JSON.
+
+    Pass ``summaries`` when they are already computed (the live widget has them).
+    """
+    rows = summaries if summaries is not None else summarize(layout)
+    total = len(rows)
+    kept = _fit_summaries(rows[:MAX_SAVED_NODES], budget * 3 // 4)
+    payload: dict[str, Any] = {
+        "v": 1,
+        "title": title,
+        "head_id": layout.head_id,
+        "summary": kept,
+        "folded": sorted(f for f in layout.folded if f in layout.placed),
+        "nodes": total,
+        "omitted": total - len(kept),
+    }
+    if widget:
+        payload["widget"] = widget
+    left = budget - _size(payload) - 64
+    newest_first = [s["id"] for s in reversed(kept)]
+    details, limit = _fit_details(layout.source, newest_first, left)
+    payload["details"] = details
+    payload["detail_limit"] = limit
+    payload["details_omitted"] = len(kept) - len(details)
+    return payload
+
+
+def _fit_summaries(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The first rows whose JSON fits ``budget`` (all of them, almost always)."""
+    if _size(rows) <= budget:
+        return rows
+    out: list[dict[str, Any]] = []
+    used = 2
+    for row in rows:
+        used += _size(row) + 1
+        if used > budget:
+            break
+        out.append(row)
+    return out
+
+
+def _fit_details(
+    source: Mapping[str, Mapping[str, Any]], ids: list[str], budget: int
+) -> tuple[dict[str, Any], int]:
+    """Details of ``ids`` at the largest clip that fits; at the last clip, as many as fit."""
+    details: dict[str, Any] = {}
+    for limit in DETAIL_LIMITS:
+        details, used, complete = {}, 2, True
+        for nid in ids:
+            detail = node_detail(source[nid], limit=limit)
+            used += _size(detail) + len(nid) + 4
+            if used > budget:
+                complete = False
+                break
+            details[nid] = detail
+        if complete:
+            return details, limit
+    return details, DETAIL_LIMITS[-1]
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
