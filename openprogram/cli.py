@@ -2,6 +2,7 @@
 
     openprogram sessions list                 id, turns, updated, title — newest first
     openprogram sessions show ID [--last N]   meta, node counts, problems, the DAG as a tree
+                     [--html [-o FILE]]       the DAG as one self-contained interactive page
     openprogram sessions log ID               one line per commit
     openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
     openprogram sessions delete ID [--yes]
@@ -91,6 +92,8 @@ def sessions_show(args: argparse.Namespace) -> int:
     from collections import Counter
 
     session = _open_session(args)
+    if args.html:
+        return _show_html(session, args)
     meta = session.meta
     entries = session.index()
     kinds = Counter(e["kind"] for e in entries)
@@ -133,6 +136,25 @@ def whole_tree(session: Any, last_turns: int | None, max_lines: int = 300) -> st
         except (KeyError, CorruptedFile):
             pass  # listed from the index; its problem is in session.problems
     return render_text_tree(light, session.head_id, layout=layout, max_lines=max_lines)
+
+
+def _show_html(session: Any, args: argparse.Namespace) -> int:
+    from openprogram.view.page import render_page
+
+    title = f"session {session.id}"
+    if session.meta.get("title") and session.meta["title"] != session.id:
+        title += f" · {one_line(session.meta['title'])[:80]}"
+    nodes = [c.to_dict() for c in session.nodes()]
+    page = render_page(nodes, session.head_id, title=title, last_turns=args.last)
+    if args.output in (None, "-"):
+        sys.stdout.write(page)
+        return 0
+    from pathlib import Path
+
+    target = Path(args.output)
+    target.write_text(page, encoding="utf-8")
+    print(f"wrote {target} ({len(nodes)} nodes; open it in a browser, it works offline)")
+    return 0
 
 
 def sessions_log(args: argparse.Namespace) -> int:
@@ -244,6 +266,12 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument(
         "--last", type=int, default=50, metavar="N", help="unfold only the last N turns (50)"
     )
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="write the whole session as one self-contained, interactive HTML page",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="with --html: the file (default: stdout)")
     p.set_defaults(handler=sessions_show)
     p = commands.add_parser("log", help="the session's git log, one line per commit")
     p.add_argument("session_id", metavar="ID")

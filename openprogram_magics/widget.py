@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -37,6 +36,7 @@ from openprogram.view.layout import (
     node_kind,
     node_status,
 )
+from openprogram.view.page import ASSETS
 from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
@@ -46,7 +46,7 @@ from openprogram.view.summary import (
     position_summary,
 )
 
-_STATIC = Path(__file__).parent / "static"
+_STATIC = ASSETS  # the engine view's drawing code: it also draws saved DAGs and HTML pages
 
 __all__ = ["DagWidget", "SavedDag", "show_dag"]
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from openprogram.view import compute_layout
-from tests.dag_sample import sample_nodes
 from openprogram.view.saved import (
     DAG_MIME,
     DETAIL_LIMITS,
@@ -26,6 +25,7 @@ from openprogram.view.saved import (
     saved_view,
 )
 from openprogram_magics.headless import run_notebook
+from tests.dag_sample import sample_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"

@@ -11,10 +11,17 @@
  *     (first start, kernel change, restart, auto-restart) we send one *silent*
  *     execute_request that hands the kernel `{metadata, path}` as base64'd JSON.
  *     It is queued ahead of any cell the user can run on that kernel.
+ *
+ * It also draws the session DAG a notebook saved (see renderer.ts): for every notebook
+ * the renderer is registered on the notebook's own rendermime registry, so it can hand
+ * over to the live widget while the kernel has it.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { RANK, dagRendererFactory } from './renderer';
 
 const COMM_TARGET = 'openprogram.metadata';
 const METADATA_KEY = 'openprogram';
@@ -138,12 +145,24 @@ function watchPanel(panel: NotebookPanel): void {
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'openprogram-jupyter:plugin',
-  description: 'Syncs notebook metadata.openprogram with the OpenProgram kernel bridge.',
+  description:
+    'Syncs notebook metadata.openprogram with the OpenProgram kernel bridge; draws saved session DAGs.',
   autoStart: true,
-  requires: [INotebookTracker],
-  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker): void => {
-    tracker.forEach(panel => watchPanel(panel));
-    tracker.widgetAdded.connect((_, panel) => watchPanel(panel));
+  requires: [INotebookTracker, IRenderMimeRegistry],
+  activate: (
+    _app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    rendermime: IRenderMimeRegistry
+  ): void => {
+    // everywhere (output views, consoles): the saved view; in notebooks: live hand-over too
+    rendermime.addFactory(dagRendererFactory(null), RANK);
+    const hook = (panel: NotebookPanel): void => {
+      const own = panel.content.rendermime;
+      own.addFactory(dagRendererFactory(own), RANK);
+      watchPanel(panel);
+    };
+    tracker.forEach(hook);
+    tracker.widgetAdded.connect((_, panel) => hook(panel));
   }
 };
 

@@ -620,6 +620,12 @@ class DagView {
   }
 
   moreButton(sec, id, field, shown, total, full) {
+    if (this.model.get("saved")) {
+      // drawn from the notebook's saved data: no kernel to ask for the rest
+      const kept = shown === null ? "clipped" : `the first ${shown} of ${total} characters`;
+      htmlEl("div", "op-more-note", `${kept} (as saved in the notebook)`, sec);
+      return;
+    }
     if (full) {
       // the kernel sends at most 1 MB of a field: another click would get the same text
       const note =
@@ -640,9 +646,64 @@ class DagView {
   }
 }
 
-export default {
+// A stand-in for the widget model, over the DAG data a notebook saved (the
+// application/vnd.openprogram.dag+json part, see openprogram/view/saved.py): the view
+// asks it for details as it would ask the kernel, and it answers from the saved ones.
+function savedModel(data) {
+  const state = {
+    summary: data.summary || [],
+    head_id: data.head_id ?? null,
+    title: data.title || "",
+    folded: data.folded || [],
+    selected: null,
+    detail: null,
+    saved: true,
+  };
+  const handlers = new Map();
+  const emit = (event, arg) => (handlers.get(event) || []).slice().forEach((fn) => fn(arg));
+  return {
+    get: (key) => state[key],
+    set: (key, value) => {
+      state[key] = value;
+    },
+    save_changes() {},
+    on(event, fn) {
+      if (!handlers.has(event)) handlers.set(event, []);
+      handlers.get(event).push(fn);
+    },
+    off(event, fn) {
+      const list = handlers.get(event) || [];
+      const i = list.indexOf(fn);
+      if (i >= 0) list.splice(i, 1);
+    },
+    send(msg) {
+      const detail = (data.details || {})[msg.id];
+      const reply = detail
+        ? { type: "detail", id: msg.id, detail: { ...detail, expanded: msg.field || null } }
+        : {
+            type: "detail",
+            id: msg.id,
+            detail: null,
+            error:
+              "this node's details were not saved in the notebook (its DAG data is bounded); " +
+              "`openprogram sessions show ID --html -o dag.html` has every node",
+          };
+      Promise.resolve().then(() => emit("msg:custom", reply));
+    },
+  };
+}
+
+// Draw saved DAG data into `el` (no kernel); returns a function that tears the view down.
+export function renderSaved(el, data) {
+  const view = new DagView(savedModel(data || {}), el);
+  return () => view.destroy();
+}
+
+const widget = {
   render({ model, el }) {
     const view = new DagView(model, el);
     return () => view.destroy();
   },
 };
+
+export default widget;
