@@ -209,6 +209,8 @@ class CellTurn:
             from IPython.display import display, update_display
         except ImportError:
             return
+        if self.widget is not None:  # views made from now on (the extension's) start complete
+            self.widget.flush()
         data = self.bundle(meta)
         if self.display_id is not None:
             update_display(data, raw=True, display_id=self.display_id)

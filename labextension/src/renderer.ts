@@ -69,6 +69,7 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
         this.observer?.disconnect();
         this.teardown?.();
         this.teardown = null;
+        this.saved.node.replaceChildren(); // one DAG in the page, not a hidden twin
         this.saved.hide();
         live.show();
       } else if (/model not found/i.test(live.node.textContent ?? '')) {
