@@ -382,6 +382,7 @@ def research_cmd(args: argparse.Namespace) -> int:
         runtime=runtime,
         db=db,
         resume=not args.restart,
+        search_arxiv=args.search_arxiv,
     )
     print(f"ran: {', '.join(result.stages) or 'nothing (every stage was done)'}")
     print(f"{len(result.files)} files under {args.work_dir}:")
@@ -401,6 +402,13 @@ def add_research_parser(sub: SubParsers) -> None:
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
     p.add_argument("--restart", action="store_true", help="run every stage again (default: resume)")
+    p.add_argument(
+        "--search-arxiv",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first search arXiv for N papers (network; $OPENPROGRAM_ARXIV_URL: another server)",
+    )
     add_budget_options(p)
     p.set_defaults(handler=research_cmd)
 

@@ -13,6 +13,12 @@ from openprogram.programs.research.harness import (
     run_research,
     run_stage,
 )
+from openprogram.programs.research.literature import (
+    LiteratureError,
+    fetch_page,
+    read_pdf,
+    search_arxiv,
+)
 from openprogram.programs.research.stages import (
     SECTIONS,
     design_experiment,
@@ -27,15 +33,19 @@ from openprogram.programs.research.stages import (
 __all__ = [
     "PIPELINE",
     "SECTIONS",
+    "LiteratureError",
     "ResearchResult",
     "ResearchWork",
     "design_experiment",
+    "fetch_page",
     "find_gaps",
     "propose_ideas",
+    "read_pdf",
     "research_agent",
     "review_paper",
     "run_research",
     "run_stage",
+    "search_arxiv",
     "survey_topic",
     "write_paper",
     "write_section",

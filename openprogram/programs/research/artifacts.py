@@ -73,7 +73,17 @@ def review_md(r: Doc) -> str:
     )
 
 
+def papers_md(d: Doc) -> str:
+    rows = [
+        f"- **{', '.join(p['authors'][:3])}{' et al.' if len(p['authors']) > 3 else ''}"
+        f" ({p['year']}). {p['title']}.** arXiv:{p['id']}"
+        for p in d["papers"]
+    ]
+    return f"# Papers found for: {d['query']}\n\n" + ("\n".join(rows) or "(none)")
+
+
 RENDERERS: dict[str, Callable[[Doc], str]] = {
+    "papers": papers_md,
     "survey": survey_md,
     "gaps": gaps_md,
     "ideas": ideas_md,

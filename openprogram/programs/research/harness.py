@@ -29,7 +29,8 @@ def run_stage(work: ResearchWork, stage: str) -> dict[str, Any]:
     """Run ``stage`` on what earlier stages left in ``work`` and save its result."""
     task, load = work.task, work.load
     if stage == "survey":
-        doc = stages.survey_topic(task)
+        papers = load("papers")["papers"] if work.done("papers") else None
+        doc = stages.survey_topic(task, papers)
     elif stage == "gaps":
         doc = stages.find_gaps(task, load("survey"))
     elif stage == "ideas":
@@ -47,14 +48,20 @@ def run_stage(work: ResearchWork, stage: str) -> dict[str, Any]:
 
 
 @agentic_function
-def research_agent(work_dir: str, resume: bool = True) -> list[str]:
+def research_agent(work_dir: str, resume: bool = True, search_arxiv: int = 0) -> list[str]:
     """Carry the research task in work_dir from a literature survey to a reviewed draft.
 
-    Runs survey, gaps, ideas, design, paper and review in order, each saving
-    <stage>.json and <stage>.md; with resume, it starts at the first stage not done (the
-    later ones depend on it, so they run again). Returns the stages run.
+    With search_arxiv > 0, first searches arXiv for that many papers (papers.json; the
+    survey reads them). Runs survey, gaps, ideas, design, paper and review in order, each
+    saving <stage>.json and <stage>.md; with resume, it starts at the first stage not done
+    (the later ones depend on it, so they run again). Returns the stages run.
     """
+    from openprogram.programs.research import literature
+
     work = ResearchWork(work_dir)
+    if search_arxiv > 0 and not (resume and work.done("papers")):
+        found = literature.search_arxiv(work.task, max_results=search_arxiv)
+        work.save("papers", {"query": work.task, "papers": found})
     todo = list(PIPELINE)
     if resume:
         todo = todo[next((i for i, s in enumerate(todo) if not work.done(s)), len(todo)) :]
@@ -78,6 +85,7 @@ def run_research(
     runtime: Runtime | None = None,
     db: SessionStore | None = None,
     resume: bool = True,
+    search_arxiv: int = 0,
 ) -> ResearchResult:
     """Run ``research_agent`` inside ``session_context`` — which is what makes each stage's
     docstring reach the model from a script or the CLI, as from a notebook.  ``task=None``
@@ -93,5 +101,5 @@ def run_research(
         message=work.task,
         db=db,
     ) as handle:
-        ran = research_agent(str(work.folder), resume)
+        ran = research_agent(str(work.folder), resume, search_arxiv)
     return ResearchResult(handle.session_id, work.files(), ran)

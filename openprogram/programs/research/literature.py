@@ -1,0 +1,291 @@
+"""Tools for literature work: search arXiv, fetch a web page as text, read a PDF.
+
+Every network access is explicit — these functions are the only ones here that open a
+URL, and only the URL they are given (arXiv's base URL: ``base_url=``, else
+``$OPENPROGRAM_ARXIV_URL``, else arXiv's public Atom API).  Each read has a timeout per
+socket operation and a deadline for the whole response, and a size limit; what breaks
+either, or does not parse, raises :class:`LiteratureError` with one line saying why
+(offline: which host could not be reached).  Inside a session each call is recorded as a
+``tool`` node; all three are ``@tool``-marked, so a chat turn can use them too.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, TypeVar
+
+from openprogram.agent.chat import tool
+from openprogram.errors import UserError
+
+ARXIV_URL = "https://export.arxiv.org/api/query"
+TIMEOUT = 15.0  # seconds per socket operation, and (x2) for the whole response
+MAX_BYTES = 5_000_000  # pages and feeds
+MAX_PDF_BYTES = 20_000_000
+MAX_TEXT = 200_000  # characters of text handed back
+USER_AGENT = "openprogram-literature/0.1 (+https://pypi.org/project/openprogram)"
+ATOM = "{http://www.w3.org/2005/Atom}"
+T = TypeVar("T")
+
+
+class LiteratureError(UserError):
+    """A literature tool could not do its job (unreachable, too slow, too big, malformed)."""
+
+
+# -- recording ---------------------------------------------------------------------------------
+def _as_tool_node(name: str, inputs: dict[str, Any], work: Callable[[], T]) -> T:
+    """Run ``work`` as a ``tool`` node of the current frame (no session: just run it; a chat
+    turn that already opened this tool's node: run inside it)."""
+    from openprogram.agentic_programming.function import get_call_id, is_cancellation, using_call_id
+    from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
+    from openprogram.store.vars import get_store
+
+    writer = get_store()
+    frame = get_call_id()
+    if writer is None or (frame is not None and _is_tool_node(writer, frame, name)):
+        return work()
+    node = writer.append(make_call("tool", name, input=inputs, caller=frame))
+    try:
+        with using_call_id(node.id):
+            result = work()
+    except BaseException as exc:
+        status = CANCELLED if is_cancellation(exc) else ERROR
+        node.metadata.update(status=status, error=f"{type(exc).__name__}: {exc}"[:2000])
+        writer.update(node)
+        raise
+    node.output = sanitize(result)
+    node.metadata["status"] = COMPLETED
+    writer.update(node)
+    return result
+
+
+def _is_tool_node(writer: Any, node_id: str, name: str) -> bool:
+    try:
+        node = writer.get(node_id)
+    except Exception:
+        return False
+    return bool(node.kind == "tool" and node.name == name)
+
+
+# -- fetching ----------------------------------------------------------------------------------
+def fetch_bytes(
+    url: str, *, max_bytes: int | None = None, timeout: float | None = None
+) -> tuple[bytes, str]:
+    """GET ``url`` (http/https only): the body and its content type, or LiteratureError.
+    Limits default to the module's ``MAX_BYTES`` and ``TIMEOUT``."""
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+    timeout = TIMEOUT if timeout is None else timeout
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LiteratureError(f"not an http(s) URL: {url[:200]!r}")
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    deadline = time.monotonic() + 2 * timeout
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > max_bytes:
+                raise LiteratureError(
+                    f"{url}: {int(declared):,} bytes is over the {max_bytes:,} limit"
+                )
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                if time.monotonic() > deadline:
+                    raise LiteratureError(f"{url}: too slow (no full answer in {2 * timeout:g} s)")
+                chunk = response.read(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    raise LiteratureError(f"{url}: more than the {max_bytes:,}-byte limit")
+                chunks.append(chunk)
+            kind = response.headers.get_content_type() or ""
+    except LiteratureError:
+        raise
+    except urllib.error.HTTPError as exc:
+        raise LiteratureError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise LiteratureError(
+            f"cannot reach {parts.hostname} ({exc.reason}); offline? the URL was {url}"
+        ) from None
+    except TimeoutError:
+        raise LiteratureError(f"{url}: too slow (nothing for {timeout:g} s)") from None
+    except OSError as exc:
+        raise LiteratureError(f"{url}: {type(exc).__name__}: {exc}") from None
+    return b"".join(chunks), kind
+
+
+# -- arXiv -------------------------------------------------------------------------------------
+@tool
+def search_arxiv(query: str, max_results: int = 10, base_url: str = "") -> list[dict[str, Any]]:
+    """Search arXiv for papers matching a query; returns id, title, authors, year, summary
+    and pdf link of each."""
+    max_results = max(1, min(int(max_results), 50))
+    base = base_url or os.environ.get("OPENPROGRAM_ARXIV_URL") or ARXIV_URL
+    params = urllib.parse.urlencode(
+        {"search_query": f"all:{query}", "start": 0, "max_results": max_results}
+    )
+    url = f"{base}?{params}"
+    return _as_tool_node(
+        "search_arxiv",
+        {"query": query, "max_results": max_results, "url": url},
+        lambda: parse_arxiv_feed(fetch_bytes(url)[0])[:max_results],
+    )
+
+
+def parse_arxiv_feed(data: bytes) -> list[dict[str, Any]]:
+    """The entries of an arXiv Atom feed (pure; LiteratureError if it is not one)."""
+    import xml.etree.ElementTree as ET
+
+    if b"<!ENTITY" in data[:4096]:  # no DTD tricks from a feed
+        raise LiteratureError("the arXiv answer declares XML entities; refused")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise LiteratureError(f"the arXiv answer is not XML ({exc})") from None
+    if root.tag != f"{ATOM}feed":
+        raise LiteratureError(f"the arXiv answer is not an Atom feed (root {root.tag!r})")
+    papers = []
+    for entry in root.findall(f"{ATOM}entry"):
+
+        def text(tag: str, node: Any = entry) -> str:
+            found = node.find(f"{ATOM}{tag}")
+            return " ".join((found.text or "").split()) if found is not None else ""
+
+        pdf = next(
+            (
+                link.get("href", "")
+                for link in entry.findall(f"{ATOM}link")
+                if link.get("title") == "pdf"
+            ),
+            "",
+        )
+        papers.append(
+            {
+                "id": text("id").rsplit("/abs/", 1)[-1],
+                "title": text("title"),
+                "authors": [text("name", a) for a in entry.findall(f"{ATOM}author")],
+                "year": text("published")[:4],
+                "summary": text("summary")[:2000],
+                "pdf": pdf,
+            }
+        )
+    return papers
+
+
+# -- web pages ---------------------------------------------------------------------------------
+class _Text(HTMLParser):
+    SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
+    BLOCK = frozenset(
+        {"p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section", "article"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self._skip = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in self.SKIP:
+            self._skip += 1
+        elif tag == "title":
+            self._in_title = True
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIP and self._skip:
+            self._skip -= 1
+        elif tag == "title":
+            self._in_title = False
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data
+        elif not self._skip:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> tuple[str, str]:
+    """(title, readable text) of an HTML document (pure)."""
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return " ".join(parser.title.split()), "\n".join(line for line in lines if line)
+
+
+@tool
+def fetch_page(url: str) -> dict[str, Any]:
+    """Fetch a web page and return its title and readable text."""
+
+    def work() -> dict[str, Any]:
+        data, kind = fetch_bytes(url)
+        if kind not in ("text/html", "text/plain", "application/xhtml+xml"):
+            raise LiteratureError(f"{url}: {kind or 'unknown content'} is not a web page")
+        body = data.decode("utf-8", errors="replace")
+        title, text = html_to_text(body) if kind != "text/plain" else ("", body)
+        return {
+            "url": url,
+            "title": title,
+            "text": text[:MAX_TEXT],
+            "truncated": len(text) > MAX_TEXT,
+        }
+
+    return _as_tool_node("fetch_page", {"url": url}, work)
+
+
+# -- PDFs --------------------------------------------------------------------------------------
+@tool
+def read_pdf(source: str, max_pages: int = 50) -> dict[str, Any]:
+    """Read a PDF (a URL or a local path) and return its text, page by page."""
+
+    def work() -> dict[str, Any]:
+        if source.startswith(("http://", "https://")):
+            data, _kind = fetch_bytes(source, max_bytes=MAX_PDF_BYTES)
+        else:
+            path = Path(source).expanduser()
+            if not path.is_file():
+                raise LiteratureError(f"no such file: {source}")
+            if path.stat().st_size > MAX_PDF_BYTES:
+                raise LiteratureError(f"{source}: over the {MAX_PDF_BYTES:,}-byte limit")
+            data = path.read_bytes()
+        return pdf_text(data, max_pages=max_pages, name=source)
+
+    return _as_tool_node("read_pdf", {"source": source, "max_pages": max_pages}, work)
+
+
+def pdf_text(data: bytes, *, max_pages: int = 50, name: str = "the PDF") -> dict[str, Any]:
+    """The text of a PDF's first ``max_pages`` pages (LiteratureError if unreadable)."""
+    if not data.startswith(b"%PDF-"):
+        raise LiteratureError(f"{name} is not a PDF (no %PDF- header)")
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        raise LiteratureError("reading PDFs needs pypdf: pip install 'openprogram[pdf]'") from None
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = [page.extract_text() or "" for page in reader.pages[: max(1, max_pages)]]
+        total = len(reader.pages)
+    except Exception as exc:  # pypdf raises many kinds on a damaged file
+        raise LiteratureError(
+            f"{name} is not a readable PDF ({type(exc).__name__}: {exc})"
+        ) from None
+    text = "\n\n".join(pages)
+    return {
+        "pages": total,
+        "read": len(pages),
+        "text": text[:MAX_TEXT],
+        "truncated": len(text) > MAX_TEXT,
+    }
