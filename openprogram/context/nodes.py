@@ -68,6 +68,9 @@ STATUSES: Final[tuple[str, ...]] = (
     UNANSWERED,
 )
 
+# seqs and turns are counters: beyond this (or negative) a number read from disk is damage
+MAX_COUNT: Final = 10**15
+
 OPEN_STATUSES: Final = frozenset({RUNNING, AWAITING})
 TERMINAL_STATUSES: Final = frozenset(
     {COMPLETED, ERROR, CANCELLED, INTERRUPTED, ANSWERED, UNANSWERED}
@@ -105,10 +108,17 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
         return sanitize(str.__str__(value))
     if _depth > 12:
         return "…[nested too deep]"
+    try:
+        return _sanitize_object(value, _depth)
+    except Exception:  # a hostile object (__getattr__, items(), __iter__ raising…)
+        return _safe_repr(value)
+
+
+def _sanitize_object(value: Any, _depth: int) -> Any:
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            key = k if type(k) is str else str(k)
+            key = k if type(k) is str else str(k) if isinstance(k, str) else _safe_repr(k)
             if v is not None and is_secret_key(key):
                 out[key] = "***"
             elif v is None or type(v) in _PLAIN:
@@ -120,12 +130,17 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
         return [sanitize(v, _depth=_depth + 1) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sanitize(dataclasses.asdict(value), _depth=_depth + 1)
-    dump = getattr(value, "model_dump", None)  # pydantic models
-    if callable(dump):
-        try:
+    try:
+        dump = getattr(value, "model_dump", None)  # pydantic models
+        if callable(dump):
             return sanitize(dump(mode="json"), _depth=_depth + 1)
-        except Exception:
-            pass
+    except Exception:
+        pass
+    return _safe_repr(value)
+
+
+def _safe_repr(value: Any) -> str:
+    """``repr(value)`` cut to 2,000 characters, or a note when it raises."""
     try:
         text = repr(value)
     except Exception as exc:  # a broken __repr__ must not leave the node unfinished
@@ -201,10 +216,13 @@ class Call:
                 metadata=dict(data.get("metadata") or {}),
                 created_at=float(data.get("created_at", 0.0)),
             )
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise NodeFormatError(str(exc)) from exc
         if node.role not in ROLES:
             raise NodeFormatError(f"unknown role {node.role!r}")
+        for key in ("kind", "status"):
+            if type(node.metadata.get(key, "")) is not str:
+                raise NodeFormatError(f"metadata {key!r} must be a string")
         return node
 
 
@@ -260,6 +278,8 @@ def _opt_str(data: dict[str, Any], key: str) -> str | None:
 
 def _int(data: dict[str, Any], key: str, default: int | None = None) -> int:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise NodeFormatError(f"field {key!r} must be an integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_COUNT:
+        raise NodeFormatError(
+            f"field {key!r} must be an integer from 0 to {MAX_COUNT:.0e}, got {value!r:.40}"
+        )
     return value

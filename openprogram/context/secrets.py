@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from typing import Final
+from typing import Any, Final
 
 # a key is secret when one of its ``_``/``-``/``.`` separated words is one of these, or it
 # ends with ``api_key`` / ``apikey``; counts such as ``max_tokens`` are not credentials
@@ -49,10 +50,67 @@ def is_secret_key(key: str) -> bool:
     return hit
 
 
+MIN_SECRET = 8  # shorter values are not treated as secrets (too many false matches)
+REDACTED = "***"
+_explicit: set[str] = set()  # keys passed to a provider explicitly
+_values: frozenset[str] = frozenset()
+_patterns: tuple[bytes, ...] = ()  # what a secret looks like inside serialized JSON
+
+
+def register_secret(value: str | None) -> None:
+    """Treat ``value`` (a key passed to a provider explicitly) as a secret from now on."""
+    if value and len(value) >= MIN_SECRET and value not in _explicit:
+        _explicit.add(value)
+        refresh_secrets()
+
+
+def refresh_secrets() -> frozenset[str]:
+    """Re-read the credential variables of the environment (when a turn begins, so the
+    per-write check below stays a few ``bytes in bytes`` tests); returns the secret values."""
+    global _values, _patterns
+    values = frozenset(
+        {v for n, v in os.environ.items() if len(v) >= MIN_SECRET and is_secret_key(n)} | _explicit
+    )
+    if values != _values:
+        patterns = set()
+        for value in values:
+            patterns.add(value.encode("utf-8", "surrogatepass"))
+            patterns.add(json.dumps(value)[1:-1].encode())  # as JSON escapes it
+        _values, _patterns = values, tuple(patterns)
+    return values
+
+
+def may_contain_secret(data: bytes) -> bool:
+    """Whether serialized ``data`` may hold a known secret (the cheap check on every write)."""
+    for pattern in _patterns:  # noqa: SIM110 (a loop: any() + a generator costs more here)
+        if pattern in data:
+            return True
+    return False
+
+
+def redact_value(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings…) with every known secret inside a string
+    or a key replaced by ``***``."""
+    kind = type(value)
+    if kind is str:
+        for secret in _values:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if kind is dict:
+        return {redact_value(k): redact_value(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redact_value(v) for v in value]
+    return value
+
+
 def redact_secrets(text: str) -> str:
-    """``text`` with the values of credential-like environment variables replaced by ``***``
-    (an exception message or traceback may quote a key some code put there)."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and value in text and is_secret_key(name):
-            text = text.replace(value, "***")
+    """``text`` with the values of credential-like environment variables (and keys given to
+    a provider) replaced by ``***`` (an exception message or traceback may quote a key)."""
+    for value in refresh_secrets():
+        if value in text:
+            text = text.replace(value, REDACTED)
     return text
+
+
+refresh_secrets()

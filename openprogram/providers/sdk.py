@@ -20,6 +20,7 @@ import sys
 from types import ModuleType
 from typing import Any, ClassVar
 
+from openprogram.context.secrets import register_secret
 from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
@@ -56,6 +57,7 @@ class SDKProvider:
     ) -> None:
         self.model = model or os.environ.get("OPENPROGRAM_MODEL") or self.default_model
         self._api_key = api_key
+        register_secret(api_key)  # never written into a session or shown
         self._base_url = base_url
         self.timeout = timeout
         self._client = client

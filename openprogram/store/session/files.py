@@ -8,20 +8,124 @@ an ``flock``, and each process appends node events to its own journal with one
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import struct
 import threading
 from pathlib import Path
 from typing import Any
 
+from openprogram.context.nodes import MAX_COUNT
+
+# Bounds on files read from a session folder (which may come from someone else): a node
+# file, meta.json, an index is refused above MAX_FILE_BYTES, a dead writer's journal is read
+# up to MAX_JOURNAL_BYTES; JSON nested deeper than orjson's 1,024 levels is refused.  So an
+# open reads at most (files x 64 MiB) and never blocks on a FIFO or a device.
+MAX_FILE_BYTES = 64 << 20
+MAX_JOURNAL_BYTES = 256 << 20
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class RefusedFile(OSError):
+    """A session file that is not read or written: a symlink, a FIFO, a device, too big."""
+
+    def __str__(self) -> str:  # the reason only: the caller names the file
+        return str(self.strerror)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a symlink in the last component, never blocks on a
+    FIFO, and refuses anything but a regular file (:class:`RefusedFile`)."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RefusedFile(errno.ELOOP, "a symbolic link (not followed)", str(path)) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RefusedFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+    return fd  # O_NONBLOCK has no effect on a regular file
+
+
+def open_state_file(path: Path, flags: int) -> int:
+    """Open (creating) one of this machine's own files under ``.state``: a symlink or other
+    non-file found there is debris (``.state`` is never shared), removed and replaced."""
+    try:
+        return open_regular(path, flags | os.O_CREAT)
+    except RefusedFile:
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise
+        os.unlink(path)
+        return open_regular(path, flags | os.O_CREAT)
+
+
+def ensure_dir(root: Path, rel: str) -> Path:
+    """``root/rel`` as a real directory, made if missing.  A symlink on the way is removed
+    (never followed for a write); a file there raises :class:`RefusedFile`."""
+    path = root
+    for part in rel.split("/"):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            try:
+                os.mkdir(path)
+            except FileExistsError:  # made meanwhile (another process)
+                pass
+            else:
+                continue
+            st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            os.unlink(path)
+            os.mkdir(path)
+        elif not stat.S_ISDIR(st.st_mode):
+            raise RefusedFile(errno.ENOTDIR, f"{_kind(st.st_mode)}, not a directory", str(path))
+    return path
+
+
+def is_real_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory and not a symlink to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file)."""
+    """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file).
+
+    Neither the temporary file nor ``path`` is followed if a symlink is there: the rename
+    replaces the link itself."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:  # debris of a dead process with our pid, or planted: not ours
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
@@ -31,34 +135,113 @@ except ImportError:  # pragma: no cover
     _orjson = None  # type: ignore[assignment]
 
 
-def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON (orjson when installed, falling back to json for what it rejects:
-    non-string keys, integers beyond 64 bits)."""
+def strict_dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (orjson when installed); raises TypeError/ValueError on anything
+    JSON cannot hold as it is (see :func:`dumps`)."""
     if _orjson is not None:
+        return _orjson.dumps(obj)  # type: ignore[no-any-return]
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON.  Whatever JSON cannot hold as it is — lone surrogates, integers
+    beyond 64 bits, NaN, non-string keys, nesting past ``MAX_DEPTH``, objects — is first
+    made :func:`jsonable` (a slower path taken only when the fast encoder refuses)."""
+    try:
+        return strict_dumps(obj)
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return strict_dumps(jsonable(obj))
+
+
+_INT64 = 1 << 63
+MAX_DEPTH = 200  # within orjson's limits (254 to write, 1,024 to read)
+MAX_VALUES = 1_000_000  # values in one document made jsonable: shared subtrees are copied
+
+
+def jsonable(value: Any) -> Any:
+    """A faithful, escaped form of ``value`` that any JSON encoder accepts: lone surrogates
+    as ``\\udcxx`` text, integers beyond 64 bits and non-finite floats as their text, keys as
+    strings, other objects by ``repr`` (or a note when that raises); a container inside
+    itself, levels past ``MAX_DEPTH`` and values past ``MAX_VALUES`` are cut with a note."""
+    budget = [MAX_VALUES]
+    return _jsonable(value, 0, set(), budget)
+
+
+def _jsonable(value: Any, depth: int, path: set[int], budget: list[int]) -> Any:
+    kind = type(value)
+    if kind is str:
         try:
-            return _orjson.dumps(obj)  # type: ignore[no-any-return]
-        except TypeError:  # orjson.JSONEncodeError is a TypeError
-            pass
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if value is None or kind is bool:
+        return value
+    if kind is int:
+        if -_INT64 <= value < _INT64:
+            return value
+        bits = value.bit_length()
+        return str(value) if bits < 14_000 else f"<int of about {int(bits * 0.30103) + 1} digits>"
+    if kind is float:
+        return value if value - value == 0 else repr(value)  # NaN and infinities: text
+    if kind is dict or kind is list or kind is tuple:
+        budget[0] -= len(value)
+        if depth >= MAX_DEPTH or budget[0] < 0:
+            return "…[truncated]"
+        if id(value) in path:
+            return "…[recursive]"
+        path.add(id(value))
+        try:
+            if kind is dict:
+                return {_key(k): _jsonable(v, depth + 1, path, budget) for k, v in value.items()}
+            return [_jsonable(v, depth + 1, path, budget) for v in value]
+        finally:
+            path.discard(id(value))
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<{kind.__qualname__} (repr failed: {type(exc).__name__})>"
+    return _jsonable(text, depth, path, budget)
+
+
+def _key(key: Any) -> str:
+    text = jsonable(key)
+    return text if type(text) is str else json.dumps(text)
 
 
 def loads(data: bytes) -> Any:
-    """Parse JSON (orjson when installed); raises ValueError on bad input."""
+    """Parse JSON (orjson when installed); raises ValueError on bad input, including
+    nesting deeper than 1,024 levels (orjson's limit; the json fallback's RecursionError)."""
     if _orjson is not None:
         return _orjson.loads(data)  # orjson.JSONDecodeError is a ValueError
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
-def read_bytes(path: str) -> bytes:
-    """A whole small file, with the fewest syscalls (reading thousands of node files)."""
-    fd = os.open(path, os.O_RDONLY)
+def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A whole small file, with the fewest syscalls (reading thousands of node files).
+
+    Raises :class:`RefusedFile` (an ``OSError``) for a symlink, a FIFO, a device or a file
+    over ``limit`` bytes, without reading it."""
+    fd = open_regular(path)
     try:
         first = os.read(fd, 1 << 16)
         if len(first) < 1 << 16:
             return first
+        if os.fstat(fd).st_size > limit:
+            raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
         chunks = [first]
+        size = len(first)
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # grew while read
+                raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -68,7 +251,7 @@ class SessionLock:
     """A cross-process (``flock``) and cross-thread (``RLock``) re-entrant lock."""
 
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_state_file(path, os.O_RDWR)
         self._rlock = threading.RLock()
         self._depth = 0
 
@@ -105,14 +288,19 @@ class Counters:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_state_file(path, os.O_RDWR)
 
     def read(self) -> tuple[int, int, str | None] | None:
         raw = os.pread(self._fd, _STATE.size, 0)
         if len(raw) != _STATE.size:
             return None
         seq, turn, head = _STATE.unpack(raw)
-        head_id = head.rstrip(b"\0").decode() or None
+        try:
+            head_id = head.rstrip(b"\0").decode() or None
+        except UnicodeDecodeError:
+            return None
+        if not (0 <= seq < MAX_COUNT and 1 <= turn < MAX_COUNT):  # damaged: recomputed
+            return None
         return seq, turn, head_id
 
     def write(self, seq: int, turn: int, head_id: str | None) -> None:
@@ -147,9 +335,9 @@ class Journal:
     """
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(directory.parent, directory.name)
         self.path = directory / f"{os.getpid()}-{os.urandom(4).hex()}.jsonl"
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def append(self, record: bytes) -> None:
@@ -170,14 +358,17 @@ class Journal:
 def claim_dead_journals(directory: Path, own: Path | None) -> list[tuple[Path, int]]:
     """Journals whose writer is gone, each returned locked (fd) for the caller to replay."""
     claimed: list[tuple[Path, int]] = []
-    if not directory.is_dir():
+    if not is_real_dir(directory):
         return claimed
     for path in sorted(directory.glob("*.jsonl")):
         if own is not None and path == own:
             continue
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_regular(path)
         except FileNotFoundError:
+            continue
+        except RefusedFile:  # a symlink or FIFO in our own .state: debris, never read
+            os.unlink(path)
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -188,20 +379,28 @@ def claim_dead_journals(directory: Path, own: Path | None) -> list[tuple[Path, i
     return claimed
 
 
-def read_journal(fd: int) -> list[dict[str, Any]]:
-    """The records of a journal; a torn last line (killed mid-write) is skipped."""
+def read_journal(fd: int) -> tuple[list[dict[str, Any]], int]:
+    """The records of a journal (its first ``MAX_JOURNAL_BYTES``), and how many lines were
+    skipped: a torn last line (killed mid-write), bad JSON, not an object."""
     chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
+    size = 0
+    while size < MAX_JOURNAL_BYTES:
+        chunk = os.read(fd, min(1 << 20, MAX_JOURNAL_BYTES - size))
         if not chunk:
             break
         chunks.append(chunk)
+        size += len(chunk)
     records = []
-    for line in b"".join(chunks).splitlines():
+    skipped = 0
+    lines = b"".join(chunks).split(b"\n")
+    for line in lines[:-1]:  # the last is empty, or torn by a kill mid-write: not damage
         try:
-            record = json.loads(line)
+            record = loads(line)
         except ValueError:
+            skipped += 1
             continue
         if isinstance(record, dict):
             records.append(record)
-    return records
+        else:
+            skipped += 1
+    return records, skipped

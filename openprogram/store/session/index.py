@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from openprogram.context.nodes import _ID as _NODE_ID
-from openprogram.context.nodes import ROLE_LETTER, ROLES, Call
+from openprogram.context.nodes import MAX_COUNT, ROLE_LETTER, ROLES, Call
 
 TURNS_PER_BUCKET = 100
 # history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
@@ -53,11 +53,12 @@ def entry_of(call: Call, path: str) -> Entry:
 
 
 def valid_columns(bucket: str, columns: Any) -> bool:
-    """Whether ``columns`` (a committed bucket index, one list per ``ENTRY_FIELDS``) has the
-    shape of light entries of bucket ``bucket``: typed fields, unique short-name ids, turns in
-    the bucket, and paths of JSON files inside it.  Checked column by column in C loops (a
-    join fails on anything but strings): a committed index is data from wherever the
-    session folder came from, never trusted as it is."""
+    """Whether ``columns`` (a bucket index, committed or cached: one list per
+    ``ENTRY_FIELDS``) has the shape of light entries of bucket ``bucket``: typed fields,
+    unique short-name ids, seqs from 0 to ``MAX_COUNT``, turns in the bucket, and paths of
+    JSON files inside it.  Checked column by column in C loops (a join fails on anything but
+    strings): an index is data from wherever the session folder came from, never trusted
+    as it is."""
     if type(columns) is not list or len(columns) != len(ENTRY_FIELDS):
         return False
     if any(type(column) is not list for column in columns):
@@ -82,6 +83,8 @@ def valid_columns(bucket: str, columns: Any) -> bool:
         return False
     if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
         return False
+    if min(seqs) < 0 or max(seqs) >= MAX_COUNT:
+        return False
     first = int(bucket) * TURNS_PER_BUCKET
     if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:
         return False
@@ -93,3 +96,31 @@ def valid_columns(bucket: str, columns: Any) -> bool:
         and ".." not in joined
         and joined.count(f"\nhistory/{bucket}/") == count
     )
+
+
+def clean_meta(meta: dict[str, Any]) -> list[str]:
+    """Drop the fields of a ``meta.json`` that do not have their type (a damaged or hostile
+    file); returns what was dropped, to report."""
+    dropped = []
+    for key, types in _META_TYPES.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        ok = type(value) in types
+        if ok and type(value) in (int, float):
+            ok = 0 <= value < 1e15  # also false for NaN
+        if not ok:
+            del meta[key]
+            dropped.append(f"{key}={value!r:.40}")
+    return dropped
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "title": (str,),
+    "agent_id": (str,),
+    "source": (str,),
+    "head_id": (str,),
+    "turns": (int,),
+    "created_at": (int, float),
+    "updated_at": (int, float),
+}

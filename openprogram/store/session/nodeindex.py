@@ -27,7 +27,7 @@ from typing import Any
 
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.store.session.buckets import bucket_trees, sealed_columns
-from openprogram.store.session.files import atomic_write, dumps, loads, read_bytes
+from openprogram.store.session.files import atomic_write, dumps, ensure_dir, loads, read_bytes
 from openprogram.store.session.index import (
     BUCKET_INDEX,
     BUCKET_INDEX_VERSION,
@@ -66,6 +66,7 @@ class NodeIndex:
         self._unsaved: set[str] = set()  # tracked buckets changed since the cache was saved
         self._early: dict[str, dict[str, Entry]] = {}  # put into a bucket before it loaded
         self.generation = 0  # bumped whenever loading changed which nodes are known
+        self._reported: set[str] = set()  # symlinks already reported
 
     # -- loading -----------------------------------------------------------------------
     def open(self) -> None:
@@ -131,7 +132,7 @@ class NodeIndex:
             names = [
                 e.name
                 for e in os.scandir(f"{self.root}/history")
-                if BUCKET_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+                if BUCKET_NAME.fullmatch(e.name) and self._real_dir(e)
             ]
         except FileNotFoundError:
             return []
@@ -142,11 +143,21 @@ class NodeIndex:
         turns: dict[str, int] = {}
         try:
             for e in os.scandir(f"{self.root}/history/{bucket}"):
-                if TURN_DIR_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
+                if TURN_DIR_NAME.fullmatch(e.name) and self._real_dir(e):
                     turns[e.name] = e.stat(follow_symlinks=False).st_mtime_ns
         except FileNotFoundError:
             pass
         return turns
+
+    def _real_dir(self, entry: os.DirEntry[str]) -> bool:
+        """Whether a folder of ``history/`` is a directory; a symlink is reported (once),
+        never followed: it could lead anywhere."""
+        if entry.is_symlink():
+            if entry.path not in self._reported:
+                self._reported.add(entry.path)
+                self._problem(entry.path, "a symbolic link (not followed)")
+            return False
+        return entry.is_dir(follow_symlinks=False)
 
     def _load(self, bucket: str, tree: bytes | None) -> None:
         self._ids[bucket] = set()
@@ -231,7 +242,6 @@ class NodeIndex:
 
     def save(self) -> None:
         """Write the local cache of every tracked bucket changed since it was last saved."""
-        directory = self.root / ".state" / CACHE_DIR
         for bucket in sorted(self._unsaved):
             mtimes = self._mtimes.get(bucket)
             if mtimes is None:
@@ -242,7 +252,7 @@ class NodeIndex:
             ]
             header: dict[str, Any] = {"v": BUCKET_INDEX_VERSION, "fields": list(ENTRY_FIELDS)}
             header["dirs"] = mtimes
-            directory.mkdir(parents=True, exist_ok=True)
+            ensure_dir(self.root, f".state/{CACHE_DIR}")
             atomic_write(self._cache_path(bucket), dumps(header) + b"\n" + dumps(columns) + b"\n")
         self._unsaved.clear()
 

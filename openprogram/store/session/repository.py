@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import ensure_dir, read_bytes
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
     ACTOR_NAME,
@@ -102,6 +104,15 @@ def commit_data(tree: bytes, parents: list[bytes], message: str, when: int) -> b
     lines = [f"tree {tree.hex()}", *(f"parent {p.hex()}" for p in parents)]
     lines += [f"author {actor}", f"committer {actor}", "", message]
     return "\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def _sha(path: Path, hexsha: bytes) -> bytes:
+    try:
+        if len(hexsha) == 40:
+            return bytes.fromhex(hexsha.decode("ascii"))
+    except ValueError:
+        pass
+    raise CorruptedFile(str(path), f"not an object name: {hexsha[:60]!r}")
 
 
 def commit_tree(data: bytes) -> bytes:
@@ -201,19 +212,23 @@ class Repository:
     # -- refs ------------------------------------------------------------------------
     def read_ref(self, name: str = MAIN_REF) -> bytes | None:
         """The binary sha ``name`` points to (loose, else ``packed-refs``), or None."""
-        try:
-            with open(self.git_dir / name, "rb") as fh:
-                return bytes.fromhex(fh.read(41).strip().decode())
+        loose = self.git_dir / name
+        try:  # never through a symlink, never more than a ref's size
+            return _sha(loose, read_bytes(str(loose), 4096)[:41].strip())
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise CorruptedFile(str(loose), str(exc)) from exc
         suffix = b" " + name.encode()
+        packed = self.git_dir / "packed-refs"
         try:
-            with open(self.git_dir / "packed-refs", "rb") as fh:
-                for line in fh:
-                    if line.rstrip(b"\n").endswith(suffix) and not line.startswith(b"#"):
-                        return bytes.fromhex(line.split(b" ", 1)[0].decode())
+            for line in read_bytes(str(packed)).splitlines():
+                if line.endswith(suffix) and not line.startswith(b"#"):
+                    return _sha(packed, line.split(b" ", 1)[0])
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise CorruptedFile(str(packed), str(exc)) from exc
         return None
 
     def update_ref(
@@ -226,7 +241,7 @@ class Repository:
             raise ValueError(f"not a ref name: {name!r}")
         path = self.git_dir / name
         lock = f"{path}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
         deadline = time.monotonic() + wait_s
         while True:
             try:

@@ -193,13 +193,16 @@ def _is_real_dir(path: Path) -> bool:
 
 
 def _replace_if_different(path: Path, content: bytes) -> None:
+    current = None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:  # missing, or a symlink (ELOOP): replace the link itself
-        current = None
+        pass
     else:
         try:
             current = os.read(fd, len(content) + 1)
+        except OSError:  # a directory, a FIFO without writer…: replaced (or refused below)
+            pass
         finally:
             os.close(fd)
     if current == content:
@@ -210,7 +213,11 @@ def _replace_if_different(path: Path, content: bytes) -> None:
         os.write(fd, content)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise CorruptedFile(str(path), f"cannot be replaced: {exc.strerror}") from exc
 
 
 def check_layout(git_dir: Path) -> None:
@@ -227,11 +234,16 @@ def make_safe(git_dir: Path, *, bare: bool = False) -> None:
 
     ``config`` is replaced by :func:`canonical_config` when it differs, ``HEAD`` by
     ``ref: refs/heads/main``; ``commondir``, ``objects/info/alternates`` and
-    ``http-alternates`` (which make git read another repository) are removed.  A ``.git``,
+    ``http-alternates`` (which make git read another repository) are removed, and so are
+    symlinks among the object folders (objects would be written through them).  A ``.git``,
     ``objects`` or ``refs`` that is not a real directory (a symlink, a ``gitdir:`` file)
     raises :class:`CorruptedFile`: it would make git work on files outside the folder.
     """
     check_layout(git_dir)
+    with os.scandir(git_dir / "objects") as entries:  # fan-out folders linked elsewhere
+        for entry in entries:
+            if entry.is_symlink():
+                os.unlink(entry.path)
     _replace_if_different(git_dir / "config", canonical_config(bare=bare))
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
     for rel in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):

@@ -20,9 +20,19 @@ from typing import Any
 
 from openprogram.context import graph
 from openprogram.context.nodes import Call, NodeFormatError
+from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import events, maintenance
-from openprogram.store.session.files import Counters, Journal, SessionLock, atomic_write, dumps
+from openprogram.store.session.files import (
+    Counters,
+    Journal,
+    SessionLock,
+    atomic_write,
+    ensure_dir,
+    jsonable,
+    loads,
+    read_bytes,
+)
 from openprogram.store.session.index import (
     ENTRY_FIELDS,
     F_CALLER,
@@ -30,10 +40,12 @@ from openprogram.store.session.index import (
     F_PATH,
     F_SEQ,
     Entry,
+    clean_meta,
     entry_of,
     node_relpath,
 )
 from openprogram.store.session.nodeindex import NodeIndex
+from openprogram.store.session.records import node_record
 from openprogram.store.session.recovery import replay_dead_journals
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import make_safe
@@ -62,9 +74,8 @@ class Session:
         self.path = path
         self.pid = os.getpid()
         make_safe(path / ".git")  # before anything reads the repository
-        state = path / ".state"
-        state.mkdir(exist_ok=True)
-        (path / "workdir").mkdir(exist_ok=True)
+        state = ensure_dir(path, ".state")  # a symlink there is removed, never followed
+        ensure_dir(path, "workdir")
         self._state = state
         self.lock = SessionLock(state / "lock")
         self.counters = Counters(state / "counters")
@@ -92,7 +103,7 @@ class Session:
     def _load_meta(self, *, quiet: bool = False) -> None:
         meta_path = self.path / "meta.json"
         try:
-            meta = json.loads(meta_path.read_bytes())
+            meta = loads(read_bytes(str(meta_path)))
             if not isinstance(meta, dict):
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as exc:
@@ -100,6 +111,9 @@ class Session:
                 return
             self._problem(str(meta_path), str(exc))
             meta = {"id": self.id, "title": self.id, "created_at": time.time()}
+        dropped = clean_meta(meta)
+        if dropped and not quiet:
+            self._problem(str(meta_path), "fields of the wrong type ignored: " + ", ".join(dropped))
         meta["id"] = self.id
         self.meta = meta
 
@@ -127,7 +141,9 @@ class Session:
     def _recover(self) -> None:
         """Commit what writers that died mid-turn left in their journals."""
         own = self._journal.path if self._journal else None
-        calls, journals = replay_dead_journals(self._state / "journal", own)
+        calls, journals, skipped = replay_dead_journals(self._state / "journal", own)
+        for where, reason in skipped:
+            self._problem(where, reason)
         if not journals:
             return
         with self._mu:
@@ -170,6 +186,7 @@ class Session:
     # -- writing -------------------------------------------------------------------------
     def begin_turn(self) -> int:
         """Allocate the next turn number (the storage shard of the nodes of one turn)."""
+        refresh_secrets()  # credential variables set since: redacted from this turn on
         with self.lock:
             seq, turn, head = self._counters()
             self.counters.write(seq, turn + 1, head)
@@ -226,7 +243,7 @@ class Session:
         self._record(call)
 
     def _record(self, *calls: Call) -> None:
-        records = b"\n".join(dumps(call.to_dict()) for call in calls)
+        records = b"\n".join(node_record(call) for call in calls)
         with self._mu:
             for call in calls:
                 self._put(call)
@@ -281,10 +298,10 @@ class Session:
         for call in sorted(self._dirty.values(), key=lambda c: c.seq):
             rel = node_relpath(call)
             rel_dir = rel.rsplit("/", 1)[0]
-            data = dumps(call.to_dict())
+            data = node_record(call)
             if written.get(rel) != data:
                 if rel_dir not in made:
-                    (self.path / rel_dir).mkdir(parents=True, exist_ok=True)
+                    ensure_dir(self.path, rel_dir)  # symlinks on the way removed, not followed
                 atomic_write(self.path / rel, data)
                 if store:
                     self.git.store(b"blob", data)
@@ -305,11 +322,11 @@ class Session:
         self.meta.update(self._meta_changes)
         self.meta.update({"v": META_VERSION, "id": self.id, "head_id": head})
         self.meta.update({"turns": next_turn - 1, "updated_at": time.time()})
-        meta = json.dumps(self.meta, indent=1, ensure_ascii=False).encode()
-        atomic_write(self.path / "meta.json", meta)
-        files["meta.json"] = meta
+        meta = json.dumps(redact_value(jsonable(self.meta)), indent=1, ensure_ascii=False)
+        atomic_write(self.path / "meta.json", meta.encode())
+        files["meta.json"] = meta.encode()
         new_bucket = self._opens_a_bucket(made)
-        sha = self.git.commit(files, message)
+        sha = self.git.commit(files, redact_secrets(message))
         self._index.written(made)
         self._dirty.clear()
         self._meta_changes.clear()
@@ -349,7 +366,7 @@ class Session:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
         path = self.path / entry[F_PATH]
         try:
-            call = Call.from_dict(json.loads(path.read_bytes()))
+            call = Call.from_dict(loads(read_bytes(str(path))))
         except (OSError, ValueError, NodeFormatError) as exc:
             raise CorruptedFile(str(path), str(exc)) from exc
         with self._mu:

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.context.nodes import make_call
-from openprogram.errors import SessionNotFound
-from openprogram.store.session.files import Counters, dumps
+from openprogram.errors import CorruptedFile, SessionNotFound
+from openprogram.store.session.files import Counters, dumps, is_real_dir, loads, read_bytes
 from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.index import node_relpath
+from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.session import META_VERSION, CorruptedFileWarning, Session
@@ -82,6 +82,7 @@ class SessionStore:
         if self.exists(session_id):
             return self.open(session_id)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._remove_dead_creations()
         tmp = self.root / f".creating-{session_id}-{os.getpid()}-{os.urandom(3).hex()}"
         tmp.mkdir()
         try:
@@ -124,6 +125,23 @@ class SessionStore:
             raise
         return self.open(session_id)
 
+    def _remove_dead_creations(self) -> None:
+        """Remove the half-made sessions (``.creating-<id>-<pid>-…``) of processes that died
+        while creating them."""
+        for item in self.root.glob(".creating-*"):
+            try:
+                pid = int(item.name.rsplit("-", 2)[-2])
+                os.kill(pid, 0)
+                continue  # still being created
+            except ProcessLookupError:
+                pass
+            except (ValueError, IndexError, PermissionError):
+                continue  # not ours, or another user's live process
+            if os.path.islink(item):
+                os.unlink(item)
+            else:
+                shutil.rmtree(item, ignore_errors=True)
+
     def open(self, session_id: str) -> Session:
         """Open an existing session (recovering it if a writer died mid-turn)."""
         path = self.session_path(session_id)
@@ -131,6 +149,8 @@ class SessionStore:
             session = self._open.get(session_id)
             if session is not None and session.pid == os.getpid():
                 return session
+            if os.path.islink(path):
+                raise CorruptedFile(str(path), "a symbolic link (not followed)")
             if not (path / ".git").is_dir():
                 raise SessionNotFound(
                     f"no session {session_id!r} under {self.root}; "
@@ -146,12 +166,18 @@ class SessionStore:
         if not self.root.is_dir():
             return out
         for item in self.root.iterdir():
-            if item.name.startswith(".") or not (item / ".git").is_dir():
+            if item.name.startswith(".") or not is_real_dir(item / ".git"):
+                continue
+            if os.path.islink(item):
+                out.append({"id": item.name, "problem": "a symbolic link (not followed)"})
                 continue
             try:
-                meta = json.loads((item / "meta.json").read_bytes())
+                meta = loads(read_bytes(str(item / "meta.json")))
                 if not isinstance(meta, dict):
                     raise ValueError("not an object")
+                dropped = clean_meta(meta)
+                if dropped:
+                    meta["problem"] = "meta.json fields ignored: " + ", ".join(dropped)
             except (OSError, ValueError) as exc:
                 meta = {"id": item.name, "problem": f"meta.json unreadable: {exc}"}
             meta["id"] = item.name
@@ -166,6 +192,9 @@ class SessionStore:
         if session is not None:
             session._dirty.clear()
             session.close()
+        if os.path.islink(path):  # only the link goes, never what it points to
+            os.unlink(path)
+            return
         if not path.is_dir():
             raise SessionNotFound(f"no session {session_id!r} under {self.root}")
         shutil.rmtree(path)

@@ -1,0 +1,270 @@
+"""A session folder someone else wrote: nothing written or read outside it, nothing hangs.
+
+Symlinks anywhere (a bucket, a turn folder, a node file, ``meta.json``, ``.state``, the
+journal folder, the index cache) are never followed; a FIFO, a device, a 300 MB node file
+and deeply nested JSON are refused with ``CorruptedFile`` naming them, by an open that
+returns (checked in a child process with a timeout and its peak memory); absurd numbers in a
+journal, the index cache or the counters are reported and skipped; a session whose creation
+was killed leaves nothing ``sessions list`` shows nor anything in the way of creating it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openprogram import session_context
+from openprogram.cli import main
+from openprogram.context.nodes import COMPLETED, RUNNING, make_call
+from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import dumps
+from openprogram.store.session.safegit import run_git
+from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SID = "from_elsewhere"
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::openprogram.store.session.store.CorruptedFileWarning"
+)
+
+
+def turn(home: Path, name: str, sid: str = SID) -> None:
+    store = SessionStore(home)
+    with session_context(sid, message=name, db=store) as h:
+        top = h.writer.append(make_call("turn", name, status=COMPLETED), turn_level=True)
+        h.writer.append(make_call("function", "plan", caller=top.id, status=COMPLETED))
+    store.close()
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def node_files(folder: Path) -> list[Path]:
+    return sorted(p for p in (folder / "history").rglob("*-*.json"))
+
+
+def open_fresh(home: Path) -> tuple[list[str], list[str]]:
+    """Open the session in a fresh store: its problems and the names of its nodes."""
+    store = SessionStore(home)
+    try:
+        session = store.open(SID)
+        names = [n.name for n in session.nodes()]
+        return list(session.problems), names
+    finally:
+        store.close()
+
+
+def assert_healthy(home: Path) -> None:
+    """The next turn commits and git finds the repository clean."""
+    before = len(node_files(home / "sessions" / SID))
+    turn(home, "after")
+    folder = home / "sessions" / SID
+    assert len(node_files(folder)) >= before + 2
+    fsck = run_git(folder, "fsck", "--strict", "--no-progress", check=False)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "secret.json").write_text(json.dumps({"title": "read from outside"}))
+    return path
+
+
+def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) -> None:
+    turn(op_home, "first")
+    turn(op_home, "second")
+    folder = op_home / "sessions" / SID
+    first_dir = node_files(folder)[1].parent  # the first turn's folder
+    # a turn folder elsewhere, holding a copy of real nodes (would be listed if followed)
+    shutil.copytree(first_dir, outside / "turn")
+    shutil.rmtree(first_dir)
+    first_dir.symlink_to(outside / "turn")
+    # a node file of the second turn pointing at a file outside
+    victim = node_files(folder)[-1]
+    victim.unlink()
+    victim.symlink_to(outside / "secret.json")
+    # future turn folders and bucket planted as links, for writes to go through
+    (outside / "planted").mkdir()
+    (folder / "history" / "0000" / "000003").symlink_to(outside / "planted")
+    (folder / "history" / "0001").symlink_to(outside / "planted")
+    # meta.json, .state, the index cache
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").symlink_to(outside / "secret.json")
+    shutil.rmtree(folder / ".state")
+    (outside / "state").mkdir()
+    (folder / ".state").symlink_to(outside / "state")
+    before = snapshot(outside)
+
+    problems, names = open_fresh(op_home)
+    text = "\n".join(problems)
+    assert f"{first_dir}: a symbolic link (not followed)" in text
+    assert f"{victim}: a symbolic link (not followed)" in text
+    assert f"{folder / 'meta.json'}: a symbolic link (not followed)" in text
+    assert "first" not in names  # the linked turn folder was not read
+    assert_healthy(op_home)
+    assert snapshot(outside) == before
+    assert os.listdir(outside / "planted") == [] and os.listdir(outside / "state") == []
+    meta = json.loads((folder / "meta.json").read_bytes())
+    assert meta["title"] != "read from outside" and not (folder / "meta.json").is_symlink()
+    assert (folder / ".state").is_dir() and not (folder / ".state").is_symlink()
+
+
+def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Path) -> None:
+    turn(op_home, "first")
+    state = op_home / "sessions" / SID / ".state"
+    for name in ("lock", "counters", "index.json"):
+        (state / name).unlink(missing_ok=True)
+        (state / name).symlink_to(outside / "secret.json")
+    shutil.rmtree(state / "journal", ignore_errors=True)
+    (outside / "journal").mkdir()
+    (state / "journal").symlink_to(outside / "journal")
+    before = snapshot(outside)
+    open_fresh(op_home)
+    assert_healthy(op_home)
+    assert snapshot(outside) == before and os.listdir(outside / "journal") == []
+
+
+OPEN_IN_CHILD = """
+import resource, sys, warnings
+from openprogram.errors import CorruptedFile
+from openprogram.store.session.store import SessionStore
+warnings.simplefilter("ignore")
+store = SessionStore(sys.argv[1])
+session = store.open(sys.argv[2])
+print("\\n".join(session.problems))
+for node in session.index():
+    try:
+        session.get(node["id"])
+    except CorruptedFile as exc:
+        print("GET", exc)
+store.close()
+print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def make_bad(kind: str, path: Path) -> None:
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    elif kind == "300 MB":
+        with open(path, "wb") as fh:  # sparse: no disk used
+            fh.truncate(300 << 20)
+    elif kind == "deep JSON":
+        path.write_bytes(b"[" * 200_000 + b"]" * 200_000)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "300 MB", "deep JSON"])
+def test_special_and_huge_node_files_are_refused_within_bounds(op_home: Path, kind: str) -> None:
+    turn(op_home, "first")
+    folder = op_home / "sessions" / SID
+    victim = node_files(folder)[-1]
+    node_id = victim.name.split("-", 2)[2].removesuffix(".json")
+    store = SessionStore(op_home)
+    session = store.open(SID)  # lists the node, has not read it
+    make_bad(kind, victim)
+    with pytest.raises(CorruptedFile, match=str(victim)):
+        session.get(node_id)
+    store.close()
+    result = subprocess.run(  # the bound: an open that hangs fails the test here
+        [sys.executable, "-c", OPEN_IN_CHILD, str(op_home), SID],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"corrupted session file {victim}" in result.stdout
+    maxrss_kib = int(result.stdout.rsplit("MAXRSS", 1)[1])
+    assert maxrss_kib < 200 * 1024  # the 300 MB file was never read into memory
+    victim.unlink()  # a FIFO or device in the tree would stop fsck; the session goes on
+    assert_healthy(op_home)
+
+
+def test_absurd_numbers_in_journal_index_and_counters_are_reported_and_skipped(
+    op_home: Path,
+) -> None:
+    turn(op_home, "first")
+    folder = op_home / "sessions" / SID
+    state = folder / ".state"
+    good = make_call("function", "stuck", status=RUNNING)
+    good.seq, good.turn = 50, 7
+    records = [dumps(good.to_dict())]
+    for seq, turn_number in ((10**300, 1), (-3, 1), ("7", 1), (60, 10**16), (61, True)):
+        bad = make_call("function", "bad", status=RUNNING).to_dict()
+        bad["seq"], bad["turn"] = seq, turn_number
+        records.append(json.dumps(bad).encode())
+    records.append(b'{"id": "x", "role": "code", "name": "n", "seq": 62, "metadata": 5}')
+    records.append(b"[1, 2]")
+    (state / "journal").mkdir(exist_ok=True)
+    (state / "journal" / "1-dead.jsonl").write_bytes(b"\n".join(records) + b"\n")
+    cache = state / "index" / "0000.json"  # the local index cache of bucket 0000
+    head, body = cache.read_bytes().split(b"\n", 1)
+    columns = json.loads(body)
+    columns[1][0] = -5  # a seq
+    columns[10][0] = "../../../outside.json"  # a path
+    cache.write_bytes(head + b"\n" + json.dumps(columns).encode() + b"\n")
+    with open(state / "counters", "r+b") as fh:
+        fh.write((-(2**40)).to_bytes(8, "little", signed=True))  # next seq: negative
+
+    with pytest.warns(CorruptedFileWarning) as caught:
+        problems, names = open_fresh(op_home)
+    text = "\n".join(problems)
+    assert "1-dead.jsonl: 7 record(s) skipped" in text
+    assert "stuck" in names and "bad" not in names  # the good record was recovered
+    assert caught
+    assert_healthy(op_home)
+    store = SessionStore(op_home)
+    seqs = [n.seq for n in store.open(SID).nodes()]
+    store.close()
+    assert min(seqs) >= 0 and len(set(seqs)) == len(seqs)
+
+
+KILLED_WHILE_CREATING = """
+import os, signal, sys
+import openprogram.store.session.store as store_mod
+def die(*_a, **_k):
+    os.kill(os.getpid(), signal.SIGKILL)
+store_mod.run_git = die  # after init and the first commit, before the rename
+store_mod.SessionStore(sys.argv[1]).create_session(sys.argv[2])
+"""
+
+
+def test_a_killed_creation_leaves_nothing_in_the_way(
+    op_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_CREATING, str(op_home), SID],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert result.returncode == -signal.SIGKILL
+    debris = list((op_home / "sessions").glob(".creating-*"))
+    assert len(debris) == 1
+    assert main(["sessions", "list"]) == 0
+    assert SID not in capsys.readouterr().out
+    turn(op_home, "first")  # creating it again works, and clears the dead one's debris
+    assert not list((op_home / "sessions").glob(".creating-*"))
+    assert main(["sessions", "list"]) == 0
+    assert SID in capsys.readouterr().out
