@@ -71,3 +71,21 @@ def rt(test_provider):  # type: ignore[no-untyped-def]
     from openprogram import create_runtime
 
     return create_runtime(test_provider, backoff=0.0)
+
+
+@pytest.fixture
+def bare_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An IPython shell with the extension loaded and the test provider (``test_magics.Shell``),
+    nothing else defined; cleared afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import openprogram_magics.bridge as bridge
+    from tests.test_magics import make_shell
+
+    monkeypatch.setattr(bridge, "_state", None)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    sh = make_shell(tmp_path / "ipython")
+    try:
+        yield sh
+    finally:
+        InteractiveShell.clear_instance()

@@ -10,11 +10,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from openprogram import agentic_function, background, create_runtime
 from openprogram.agent.background import BackgroundRun, Progress
@@ -24,7 +22,7 @@ from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram_magics.background_cell import MIME_PROGRESS
-from tests.test_magics import Shell, make_shell
+from tests.test_magics import Shell
 
 
 class Gate:
@@ -121,21 +119,13 @@ def test_a_second_stop_kills_a_call_that_does_not_return(op_home: Path) -> None:
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
-    import openprogram_magics.bridge as bridge
-
-    monkeypatch.setattr(bridge, "_state", None)
-    sh = make_shell(tmp_path / "ipython")
-    try:
-        yield sh
-    finally:
-        InteractiveShell.clear_instance()
+def shell(bare_shell: Shell) -> Shell:
+    return bare_shell
 
 
 def test_a_background_cell_returns_while_it_runs_and_other_cells_execute(shell: Shell) -> None:
     gate = Gate()
-    shell.magics._runtime = create_runtime(gate.provider, backoff=0.0)
-    shell.magics._runtime_key = shell.magics.runtime_key()
+    shell.use_runtime(gate.provider)
     shell.ip.user_ns["steps"] = steps
     shell.run("%%openprogram --background\nfirst = steps(2)\nresult = steps(1)")
     run = shell.magics.background
@@ -158,8 +148,7 @@ def test_a_background_cell_returns_while_it_runs_and_other_cells_execute(shell: 
 
 def test_stop_command_stops_the_background_cell(shell: Shell) -> None:
     gate = Gate()
-    shell.magics._runtime = create_runtime(gate.provider, backoff=0.0)
-    shell.magics._runtime_key = shell.magics.runtime_key()
+    shell.use_runtime(gate.provider)
     shell.ip.user_ns["steps"] = steps
     shell.run("%%openprogram -b\nsteps(5)")
     run = shell.magics.background

@@ -6,19 +6,15 @@ frontend, the reply streams into the cell; ``openprogram chat`` does the same in
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
-from openprogram import create_runtime
 from openprogram.agent.session_db import default_db
 from openprogram.cli import main
 from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
 from openprogram.providers.test import FunctionProvider, TestProvider
-from tests.test_magics import Shell, make_shell
+from tests.test_magics import Shell
 
 TOOLS = '''
 from openprogram import ask_user, tool
@@ -36,25 +32,13 @@ def confirm(question: str) -> str:
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
-    import openprogram_magics.bridge as bridge
-
-    monkeypatch.setattr(bridge, "_state", None)
-    sh = make_shell(tmp_path / "ipython")
-    try:
-        yield sh
-    finally:
-        InteractiveShell.clear_instance()
+def shell(bare_shell: Shell) -> Shell:
+    return bare_shell
 
 
 def scripted(*replies: LLMResponse) -> FunctionProvider:
     queue = list(replies)
     return FunctionProvider(lambda request: queue.pop(0))
-
-
-def use(shell: Shell, provider: FunctionProvider) -> None:
-    shell.magics._runtime = create_runtime(provider, backoff=0.0)
-    shell.magics._runtime_key = shell.magics.runtime_key()
 
 
 def session_nodes(shell: Shell) -> list[Call]:
@@ -69,7 +53,7 @@ def test_a_chat_cell_between_code_cells_is_a_turn_of_the_same_session(
         LLMResponse("", tool_calls=[ToolCall("c1", "lookup", {"query": "DAG"})]),
         LLMResponse("The first cell set total to 42; a DAG is a graph."),
     )
-    use(shell, provider)
+    shell.use_runtime(provider)
     shell.run(TOOLS)
     shell.run("%%openprogram\ntotal = 6 * 7")
     capsys.readouterr()
@@ -102,7 +86,7 @@ def test_ask_user_in_a_chat_without_a_frontend_is_unanswered_not_a_hang(shell: S
         LLMResponse("", tool_calls=[ToolCall("c1", "confirm", {"question": "Delete it?"})]),
         LLMResponse("Nobody confirmed, so nothing was deleted."),
     )
-    use(shell, provider)
+    shell.use_runtime(provider)
     shell.run(TOOLS)
     shell.run("%%openprogram --chat\nDelete the draft, after asking me.")
     nodes = session_nodes(shell)

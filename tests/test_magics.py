@@ -75,12 +75,16 @@ class Shell:
 
     def use_provider(self, fn: Any) -> FunctionProvider:
         """Answer LLM calls with ``fn(request)`` (a FunctionProvider)."""
+        provider = FunctionProvider(fn)
+        self.use_runtime(provider)
+        return provider
+
+    def use_runtime(self, provider: Any) -> None:
+        """Make ``provider`` (any Provider) answer the cells' LLM calls."""
         from openprogram.providers import create_runtime
 
-        provider = FunctionProvider(fn)
         self.magics._runtime = create_runtime(provider, backoff=0.0)
         self.magics._runtime_key = self.magics.runtime_key()
-        return provider
 
     def bundles(self) -> list[dict[str, Any]]:
         """Every display/update published so far that carries the session mime part."""

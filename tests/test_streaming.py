@@ -9,19 +9,15 @@ import io
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
-from openprogram import create_runtime
 from openprogram.agent.session_db import default_db
 from openprogram.context.nodes import Call
 from openprogram.store.vars import get_store
 from tests.helpers import wire_provider
-from tests.test_magics import Shell, make_shell
+from tests.test_magics import Shell
 from tests.wire_server import Reply, WireServer
 
 CELL = '%%openprogram\nfrom openprogram import llm\nreply = llm("Say hello")'
@@ -54,22 +50,13 @@ def _turn_id(writer: Any) -> str:
 
 
 @pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
-    import openprogram_magics.bridge as bridge
-
-    monkeypatch.setattr(bridge, "_state", None)
-    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    sh = make_shell(tmp_path / "ipython")
-    try:
-        yield sh
-    finally:
-        InteractiveShell.clear_instance()
+def shell(bare_shell: Shell) -> Shell:
+    return bare_shell
 
 
 def use(shell: Shell, kind: str, wire: WireServer) -> None:
     provider = wire_provider(kind, wire, api_key="k", timeout=10.0, model="wire-model")
-    shell.magics._runtime = create_runtime(provider, backoff=0.0)
-    shell.magics._runtime_key = shell.magics.runtime_key()
+    shell.use_runtime(provider)
 
 
 def llm_sid() -> str:
