@@ -22,6 +22,9 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.append(transform_cell)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
+    from openprogram_magics import errors
+
+    errors.install(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -35,6 +38,9 @@ def unload_ipython_extension(ipython: Any) -> None:
             ipython.configurables.remove(magics)
     if transform_cell in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(transform_cell)
+    from openprogram_magics import errors
+
+    errors.uninstall(ipython)
 
 
 def show_dag(session_id: str | None = None, **kwargs: Any) -> Any:

@@ -208,7 +208,13 @@ def list_(host: Host, args: Namespace) -> list[dict[str, Any]]:
     "log", "the session's git log, one line per turn", arg("session_id", nargs="?", metavar="ID")
 )
 def log(host: Host, args: Namespace) -> list[str]:
-    lines = session_log(session_or_current(host, args.session_id))
+    from openprogram.agent.session_db import default_db
+
+    sid = session_or_current(host, args.session_id)
+    if args.session_id is None and not default_db().exists(sid):
+        print(f"openprogram: session {sid} has no turns yet (it is stored at the first turn)")
+        return []
+    lines = session_log(sid)
     print("\n".join(lines))
     return lines
 

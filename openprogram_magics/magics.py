@@ -9,6 +9,7 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -37,7 +38,6 @@ BODY_GUARD = (
     '__import__("openprogram_magics.magics", fromlist=["_"])._body_guard({args!r}, {body!r})\n'
 )
 BODY_FLAGS = ("--background", "-b", "--chat")
-AUTO_GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard("", auto=True)\n'
 
 
 @magics_class
@@ -98,6 +98,11 @@ class OpenProgramMagics(Magics):
         if isinstance(count, int) and getattr(info, "store_history", False):
             count -= 1
         self._cell_count = count
+        if self.auto and not self._raw_cell.lstrip().startswith(("%", "!", "?")):
+            try:  # no line is added to the cell: its line numbers stay the user's
+                self.begin_turn("", self._raw_cell)
+            except UsageError as exc:
+                print(f"openprogram: {exc} (this cell runs without a turn)", file=sys.stderr)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
         self._in_cell = False
@@ -233,12 +238,12 @@ class OpenProgramMagics(Magics):
     @named_line_magic("openprogram")
     def openprogram_line(self, line: str) -> Any:
         """Manage the notebook's OpenProgram session: ``%openprogram help`` lists commands."""
-        from openprogram.errors import UserError
+        from openprogram.errors import OpenProgramError
         from openprogram_magics import commands
 
         try:
             return _quiet(commands.run(self, line))
-        except UserError as exc:
+        except OpenProgramError as exc:  # a usage mistake, a session not there: one line
             raise UsageError(str(exc)) from None
 
     # -- what the line commands read and change (commands.Host) ------------------------------
@@ -307,10 +312,8 @@ def _parse_cell_args(line: str) -> _CellArgs:
 
 
 def transform_cell(lines: list[str]) -> list[str]:
-    """Replace the ``%%openprogram`` line by the guard (the body is left untouched).
-
-    With ``%openprogram auto on``, a guard line is prepended to ordinary code cells too.
-    """
+    """Replace the ``%%openprogram`` line by the guard (the body is left untouched, so
+    line numbers stay the user's; the guard puts the magic line back for tracebacks)."""
     if not lines:
         return lines
     first = lines[0].strip()
@@ -321,9 +324,6 @@ def transform_cell(lines: list[str]) -> list[str]:
         if any(flag in rest.split() for flag in BODY_FLAGS):
             return [BODY_GUARD.format(args=rest.strip(), body="".join(lines[1:]))]
         return [GUARD.format(args=rest.strip()), *lines[1:]]
-    magics = _instance()
-    if magics is not None and magics.auto and not first.startswith(("%", "!", "?")):
-        return [AUTO_GUARD, *lines]
     return lines
 
 
@@ -339,15 +339,12 @@ def _instance() -> OpenProgramMagics | None:
     return found if isinstance(found, OpenProgramMagics) else None
 
 
-def _cell_guard(args: str, auto: bool = False) -> None:
+def _cell_guard(args: str) -> None:
     """First statement of a ``%%openprogram`` cell: begin its turn."""
+    _show_magic_line(sys._getframe(1).f_code.co_filename, f"{MAGIC} {args}".rstrip())
     magics = _instance()
     if magics is None:
-        if auto:
-            return
         raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
-    if auto and not magics._in_cell:
-        return  # a silent request (a frontend's): no post_run_cell would ever end the turn
     magics.begin_turn(args, magics._raw_cell)
 
 
@@ -368,3 +365,15 @@ def _body_guard(args: str, body: str) -> Any:
     from openprogram_magics.chat_cell import run_chat_cell
 
     return run_chat_cell(magics, args, body, source)
+
+
+def _show_magic_line(filename: str, line: str) -> None:
+    """Tracebacks quote the cell from ``linecache``: make its first line the user's
+    ``%%openprogram`` line again instead of this guard call."""
+    import linecache
+
+    entry = linecache.cache.get(filename)
+    if entry is None or len(entry) != 4 or not entry[2] or "_cell_guard(" not in entry[2][0]:
+        return
+    size, mtime, lines, name = entry
+    linecache.cache[filename] = (size, mtime, [line + "\n", *lines[1:]], name)

@@ -96,6 +96,7 @@ def process_session_id() -> str:
 
 def run_in_session(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``fn`` inside the current turn, or as one turn of the process session if none."""
+    __tracebackhide__ = True  # IPython leaves the library's frames out of a traceback
     if get_store() is not None:
         return fn(*args, **kwargs)
     with session_context(process_session_id(), source="script", message=_label(fn)):
@@ -227,6 +228,7 @@ def agentic_function(
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                __tracebackhide__ = True
                 if get_store() is None:
                     with session_context(process_session_id(), source="script", message=label):
                         return await async_wrapper(*args, **kwargs)
@@ -239,6 +241,7 @@ def agentic_function(
 
             @functools.wraps(func)
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                __tracebackhide__ = True
                 if get_store() is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
                 with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:

@@ -79,5 +79,9 @@ class ProviderError(RuntimeError):
     """The provider failed for good (bad request, auth, malformed reply)."""
 
 
+class MissingCredentials(ProviderError):
+    """The provider needs a key the environment does not have; the message names it."""
+
+
 class TransientProviderError(ProviderError):
     """The provider failed in a way worth retrying (rate limit, 5xx, timeout, reset)."""

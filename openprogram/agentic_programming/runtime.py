@@ -92,6 +92,7 @@ class Runtime:
     ) -> Any:
         """One LLM call in the current frame; returns the reply text (or the pick, or the
         parsed structured value).  ``context`` narrows what earlier turns this call sees."""
+        __tracebackhide__ = True
         return run_in_session(
             self._exec, content, choices, response_format, tools, stream, on_delta, context, options
         )

@@ -25,6 +25,7 @@ from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
     LLMResponse,
+    MissingCredentials,
     ProviderError,
     TransientProviderError,
 )
@@ -99,11 +100,21 @@ class SDKProvider:
             try:
                 self._client = self._make_client(api_key, base_url)
             except (getattr(sdk, self.sdk_error), *self.client_errors) as exc:  # e.g. no key
-                error = ProviderError(self._redact(f"{self.name}: cannot create client: {exc}"))
+                error = self._client_error(exc, api_key)
             else:
                 return self._client
             raise error
         return self._client
+
+    def _client_error(self, exc: Exception, api_key: str | None) -> ProviderError:
+        """Why the client could not be made; a missing key says which variable to set."""
+        if not api_key and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs)):
+            return MissingCredentials(
+                f"{self.name} needs an API key: set {self.api_key_env} in the kernel's "
+                f"environment (or {self.base_url_env} for a local compatible server), or "
+                "work offline with `%openprogram provider test`"
+            )
+        return ProviderError(self._redact(f"{self.name}: cannot create client: {exc}"))
 
     def _secret(self) -> str | None:
         key = self._api_key
@@ -133,8 +144,8 @@ class SDKProvider:
 
     def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
         """Send ``request``; stream when ``request.stream`` or ``on_delta`` is given."""
+        client = self._get_client()  # a missing key is said first (making one sends nothing)
         check_model_request(self.base_url, self.name)
-        client = self._get_client()
         sdk = self._sdk()
         timeouts, transport = transport_errors()
         caught = (getattr(sdk, self.sdk_error), *timeouts, *transport)
