@@ -15,12 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.dag_sam
 
 from openprogram.view import (
     compute_layout,
-    payload_bytes,
     render_static_html,
     render_text_tree,
     summarize,
 )
-from tests.dag_sample import sample_nodes
+from tests.dag_sample import payload_bytes, sample_nodes
 
 
 def best_ms(fn: Callable[[], object], runs: int = 5) -> float:

@@ -44,8 +44,7 @@ UPDATES = 25
 SETUP = f"""\
 import json, time
 from openprogram_magics.widget import DagWidget
-from tests.dag_sample import sample_nodes
-from openprogram.view.summary import payload_bytes
+from tests.dag_sample import payload_bytes, sample_nodes
 nodes = sample_nodes({NODES})
 print("ready")
 """

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from openprogram.errors import UserError
+
 if TYPE_CHECKING:
     from openprogram.store.session.store import SessionStore
 
@@ -36,7 +38,7 @@ Handler = Callable[[argparse.Namespace], int]
 SubParsers = Any  # argparse's private _SubParsersAction
 
 
-class CliError(Exception):
+class CliError(UserError):
     """A one-line error for the user; exit status 2."""
 
 

@@ -1,7 +1,9 @@
-"""A synthetic but realistic session, for demos, tests and benchmarks of the DAG views."""
+"""A synthetic but realistic session, and payload sizes, for tests and benchmarks of the DAG
+views."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -115,3 +117,8 @@ def sample_nodes(count: int = 200, *, seed: int = 0, fork_every: int = 0) -> lis
     last = next(n for n in reversed(nodes) if n["metadata"]["kind"] == "turn")
     last["metadata"]["status"] = "running"
     return nodes[:count]
+
+
+def payload_bytes(value: Any) -> int:
+    """Size of ``value`` as a Jupyter message carries it (UTF-8 JSON, default separators)."""
+    return len(json.dumps(value, ensure_ascii=False).encode())

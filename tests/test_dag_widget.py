@@ -6,13 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from dag_sample import sample_nodes
+from dag_sample import payload_bytes, sample_nodes
 
 from openprogram.view import (
     DETAIL_LIMIT,
     MORE_LIMIT,
     node_detail,
-    payload_bytes,
 )
 from openprogram_magics.widget import DagWidget, show_dag
 

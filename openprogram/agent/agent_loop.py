@@ -7,12 +7,11 @@ of the frame — the DAG is the loop's memory, there is no separate message list
 
 from __future__ import annotations
 
-import inspect
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from openprogram.agent.tools import Tool, checked_arguments, tool_spec
 from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
@@ -21,21 +20,12 @@ from openprogram.store.vars import get_store
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
 
-Tool = Callable[..., Any]
 EventCallback = Callable[[dict[str, Any]], None]
 
 CONTINUE = (
     "The tool results are above as earlier steps. Answer the user's message now, "
     "or call another tool if you still need one."
 )
-JSON_TYPES: dict[Any, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    list: "array",
-    dict: "object",
-}
 
 
 @dataclass
@@ -97,8 +87,9 @@ def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallb
         fn = tools.get(name)
         if fn is None:
             raise LookupError(f"no tool named {name!r}; the tools are {sorted(tools)}")
+        kwargs = checked_arguments(name, fn, arguments)  # nothing runs on bad arguments
         with using_call_id(node.id):
-            finish(node, output=fn(**arguments))
+            finish(node, output=fn(**kwargs))
     except BaseException as exc:
         finish(node, exc=exc)
         if not isinstance(exc, Exception):  # Ctrl-C: recorded, then it stops the turn
@@ -106,27 +97,3 @@ def run_tool(call: dict[str, Any], tools: Mapping[str, Tool], notify: EventCallb
             raise
     writer.update(node)
     notify({"type": "tool_result", "name": name, "node_id": node.id, "status": node.status})
-
-
-def tool_spec(name: str, fn: Tool) -> dict[str, Any]:
-    """The JSON-schema spec providers get: the docstring's first paragraph describes the
-    tool, the signature's annotated parameters become its arguments."""
-    doc = (inspect.getdoc(fn) or name).split("\n\n")[0]
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.name == "runtime" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        hint = hints.get(param.name)
-        properties[param.name] = {"type": JSON_TYPES.get(typing.get_origin(hint) or hint, "string")}
-        if param.default is param.empty:
-            required.append(param.name)
-    return {
-        "name": name,
-        "description": doc,
-        "parameters": {"type": "object", "properties": properties, "required": required},
-    }

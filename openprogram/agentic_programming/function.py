@@ -25,6 +25,7 @@ from openprogram.context.nodes import (
     make_call,
 )
 from openprogram.context.outcome import finish, is_cancellation
+from openprogram.errors import OpenProgramError
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
@@ -66,7 +67,7 @@ DEFAULT_MAX_DEPTH = 64
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class AgenticRecursionError(RecursionError):
+class AgenticRecursionError(OpenProgramError, RecursionError):
     """Agentic calls nested deeper than the cap (``max_depth``)."""
 
 

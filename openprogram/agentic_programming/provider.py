@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from openprogram.errors import OpenProgramError
+
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
 
@@ -75,7 +77,7 @@ class Provider(Protocol):
         ...
 
 
-class ProviderError(RuntimeError):
+class ProviderError(OpenProgramError, RuntimeError):
     """The provider failed for good (bad request, auth, malformed reply)."""
 
 

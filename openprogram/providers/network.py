@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
+from openprogram.errors import OpenProgramError
+
 _allowed = os.environ.get("OPENPROGRAM_ALLOW_MODEL_REQUESTS", "1") not in ("0", "false", "no")
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
-class ModelRequestsBlocked(RuntimeError):
+class ModelRequestsBlocked(OpenProgramError, RuntimeError):
     """A real model request was attempted while model requests are blocked."""
 
 

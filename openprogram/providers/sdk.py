@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from openprogram.context.secrets import register_secret
+from openprogram.errors import OpenProgramError
 from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
@@ -221,5 +222,5 @@ def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Base
     return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
 
 
-class _Never(Exception):
+class _Never(OpenProgramError):
     """Placeholder in an ``except`` tuple when no httpx flavour is installed."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
 from openprogram.context.secrets import redact_secrets
+from openprogram.errors import OpenProgramError
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
 
@@ -82,7 +83,7 @@ class Outcome:
     worker_name: str | None = None
 
 
-class RemoteError(RuntimeError):
+class RemoteError(OpenProgramError, RuntimeError):
     """An exception raised on a worker that could not be sent back as itself."""
 
 

@@ -21,7 +21,6 @@ from openprogram.view.summary import (
     content_summary,
     node_detail,
     node_summary,
-    payload_bytes,
     position_summary,
     summarize,
 )
@@ -40,7 +39,6 @@ __all__ = [
     "node_kind",
     "node_status",
     "node_summary",
-    "payload_bytes",
     "position_summary",
     "render_static_html",
     "render_text_tree",

@@ -174,11 +174,6 @@ def summarize(layout: Layout) -> list[dict[str, Any]]:
     return [node_summary(layout.source[p.id], p) for p in layout.placed.values()]
 
 
-def payload_bytes(value: Any) -> int:
-    """Size of ``value`` as a Jupyter message carries it (UTF-8 JSON, default separators)."""
-    return len(json.dumps(value, ensure_ascii=False).encode())
-
-
 def text_field(value: Any, limit: int = DETAIL_LIMIT) -> dict[str, Any]:
     """``{"text", "length", "truncated"}``: strings as they are, anything else as JSON."""
     text = _as_text(value)

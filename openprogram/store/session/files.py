@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.context.nodes import MAX_COUNT
+from openprogram.errors import OpenProgramError
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES, a dead writer's journal is read
@@ -29,7 +30,7 @@ MAX_JOURNAL_BYTES = 256 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class RefusedFile(OSError):
+class RefusedFile(OpenProgramError, OSError):
     """A session file that is not read or written: a symlink, a FIFO, a device, too big."""
 
     def __str__(self) -> str:  # the reason only: the caller names the file

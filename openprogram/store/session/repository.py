@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openprogram.errors import CorruptedFile
+from openprogram.errors import CorruptedFile, OpenProgramError
 from openprogram.store.session.files import ensure_dir, read_bytes
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
@@ -48,11 +48,11 @@ TREE_CACHE_MAX = 2048  # parsed trees kept (bounded memory)
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
 
-class RefChanged(RuntimeError):
+class RefChanged(OpenProgramError, RuntimeError):
     """A compare-and-swap of a ref failed: it no longer points where the caller read it."""
 
 
-class RefLocked(RuntimeError):
+class RefLocked(OpenProgramError, RuntimeError):
     """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
 
 

@@ -1,0 +1,90 @@
+"""Tools the agent loop offers the model: their JSON schema and argument checks, by pydantic.
+
+A tool is a plain callable.  Its annotated parameters (all but ``runtime``, ``*args`` and
+``**kwargs``) become a pydantic model, built once per callable: the model's JSON schema is
+what providers send (``Optional[int]`` is an integer or null, ``list[str]`` an array of
+strings, a ``Literal`` an enum), and the model validates the arguments the model sent
+before the tool runs, so a bad argument is refused with a message the model can act on.
+An unannotated parameter accepts anything.  pydantic is imported at the first tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from openprogram.errors import OpenProgramError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+Tool = Callable[..., Any]
+SKIPPED = ("runtime",)
+
+
+class ToolArgumentsError(OpenProgramError):
+    """The arguments a model sent do not match the tool's signature (nothing ran)."""
+
+
+@functools.lru_cache(maxsize=512)
+def arguments_model(fn: Tool) -> type[BaseModel]:
+    """A pydantic model of ``fn``'s parameters (cached per callable)."""
+    from typing import get_type_hints
+
+    from pydantic import ConfigDict, create_model
+
+    try:
+        hints = get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: treat it as unannotated
+        hints = {}
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.name in SKIPPED or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    name = getattr(fn, "__name__", "tool")
+    config = ConfigDict(arbitrary_types_allowed=True)
+    return create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+def tool_spec(name: str, fn: Tool) -> dict[str, Any]:
+    """The spec providers get: the docstring's first paragraph describes the tool, the
+    parameters' JSON schema (from :func:`arguments_model`) its arguments."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class NoTitles(GenerateJsonSchema):
+        def field_title_should_be_set(self, schema: Any) -> bool:
+            return False
+
+    schema = arguments_model(fn).model_json_schema(schema_generator=NoTitles)
+    schema.pop("title", None)
+    parameters: dict[str, Any] = {"type": "object", "properties": schema.get("properties", {})}
+    parameters["required"] = schema.get("required", [])
+    if "$defs" in schema:
+        parameters["$defs"] = schema["$defs"]
+    doc = (inspect.getdoc(fn) or name).split("\n\n")[0]
+    return {"name": name, "description": doc, "parameters": parameters}
+
+
+def checked_arguments(name: str, fn: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` validated (and coerced) against ``fn``'s signature; ToolArgumentsError
+    names each problem.  Unknown arguments are refused too."""
+    from pydantic import ValidationError
+
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentsError(f"bad arguments for tool {name!r}: not a JSON object")
+    model = arguments_model(fn)
+    unknown = sorted(set(arguments) - set(model.model_fields))
+    problems = [f"{key}: not a parameter of {name}" for key in unknown]
+    try:
+        parsed = model.model_validate(dict(arguments))
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            problems.append(f"{where}: {err['msg']}")
+    if problems:
+        raise ToolArgumentsError(f"bad arguments for tool {name!r}: " + "; ".join(problems))
+    return {key: getattr(parsed, key) for key in model.model_fields if key in arguments}
