@@ -76,14 +76,14 @@ def parse_metadata(
         return None
     try:
         size = len(json.dumps(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         size = MAX_METADATA_BYTES + 1
     if size > MAX_METADATA_BYTES:
         raise MetadataError(f"{where} is too large ({size} bytes); {_RECOVER}")
     if not isinstance(value, dict):
         raise MetadataError(f"{where} must be an object, not {type(value).__name__}; {_RECOVER}")
     version = value.get("version", METADATA_VERSION)
-    if not isinstance(version, int) or version > METADATA_VERSION:
+    if type(version) is not int or not 1 <= version <= METADATA_VERSION:  # not bool, not < 1
         raise MetadataError(f"{where} has unsupported version {version!r}; {_RECOVER}")
     sid = value.get("session_id")
     if sid is None:
@@ -146,7 +146,7 @@ def read_file_metadata(path: Path) -> Any:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             return None
         data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deeply
         return None
     if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict):
         return None
@@ -160,7 +160,8 @@ def session_from_outputs(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last turn's ``MIME_TYPE`` payload found in saved cell outputs (headless write-back)."""
     found = None
     for cell in cells:
-        for output in cell.get("outputs", []) or []:
+        outputs = cell.get("outputs")
+        for output in outputs if isinstance(outputs, list) else ():  # a damaged file: skip
             data = output.get("data") if isinstance(output, dict) else None
             if isinstance(data, dict) and isinstance(data.get(MIME_TYPE), dict):
                 found = data[MIME_TYPE]
