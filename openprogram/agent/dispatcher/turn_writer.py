@@ -45,8 +45,9 @@ class TurnWriter:
 
     def record_failure(self, error: str, status: str) -> Call:
         """End the reply with ``status`` (``error``/``cancelled``) and ``error``; when it never
-        opened, an ``error`` node under the user message says what went wrong.  HEAD keeps
-        pointing at the user message (re-asserted only if nobody else moved it)."""
+        opened, an ``error`` node under the user message says what went wrong.  HEAD is not
+        touched: it moved to the user message when that was appended, and a nested node
+        never moves it."""
         assert self.user is not None, "persist_user first"
         node = self.reply
         if node is None:
@@ -55,6 +56,6 @@ class TurnWriter:
         return node
 
     def head_for_finalize(self) -> str:
-        """The HEAD this turn leaves behind: its user message."""
+        """The turn-level node this turn wrote (its user message), which HEAD moved to."""
         assert self.user is not None, "persist_user first"
         return self.user.id
