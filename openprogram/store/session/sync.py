@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -161,11 +162,13 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
 
 def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> None:
     """Every object new in ``tip`` (not reachable from ``known``) has the session's shape."""
-    rev = ["rev-list", "--objects", "--no-object-names", tip]
-    shas = _git(repo, *rev, *(["--not", known] if known else [])).stdout
-    checks = _git(
-        repo, "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", input=shas
-    ).stdout.split()
+    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
+    if known is None:  # nothing borrowed: every object in the quarantine arrived (no walk)
+        checks = _git(repo, "cat-file", "--batch-all-objects", fmt).stdout.split()
+    else:
+        rev = ["rev-list", "--objects", "--no-object-names", tip, "--not", known]
+        shas = _git(repo, *rev).stdout
+        checks = _git(repo, "cat-file", fmt, input=shas).stdout.split()
     kinds = dict(zip(checks[0::3], checks[1::3], strict=True))
     sizes = {
         bytes.fromhex(s.decode()): int(n) for s, n in zip(checks[0::3], checks[2::3], strict=True)
@@ -218,9 +221,8 @@ def _receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -
     """Join the checked history ``tip`` (in ``quarantine``) to session ``session_id``."""
     local = store.session_path(session_id)
     if not (local / ".git").is_dir():
-        _git(quarantine, "update-ref", "refs/heads/main", tip)
-        for ref in (INCOMING, LOCAL):
-            _git(quarantine, "update-ref", "-d", ref, check=False)
+        moves = f"update refs/heads/main {tip}\ndelete {INCOMING}\n".encode()
+        _git(quarantine, "update-ref", "--stdin", input=moves)
         _git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
         try:
             os.rename(quarantine, local)
@@ -356,11 +358,11 @@ def import_bundle(
     if as_id is not None:
         validate_session_id(as_id)
     with _quarantine(store) as quarantine:
-        verify = _git(quarantine, "bundle", "verify", "-q", str(path), check=False)
+        verify = _git(quarantine, "bundle", "verify", str(path), check=False)
         if verify.returncode != 0:
             raise _fail(f"refused {path.name}: not a valid git bundle", verify)
-        heads = _git(quarantine, "bundle", "list-heads", str(path)).stdout.decode().split()
-        refs = heads[1::2]
+        listed = verify.stdout.decode(errors="replace").splitlines()  # "<sha> <ref>" lines
+        refs = [line.split()[1] for line in listed if re.fullmatch(r"[0-9a-f]{40} \S+", line)]
         named = [r[len(NAMESPACE) :] for r in refs if r.startswith(NAMESPACE)]
         if len(named) != 1:
             raise SyncError(
