@@ -285,3 +285,19 @@ def test_a_stopped_background_run_stops_its_map_and_records_every_item(op_home: 
     calls = items_under(reopen(op_home, s.session_id), turn)
     assert [c.metadata["item"] for c in calls] == list(range(60))
     assert calls[-1].status == "cancelled" and calls[0].status == "completed"
+
+
+def test_ctrl_c_cancels_what_has_not_started_records_every_item_and_interrupts(
+    op_home: Path,
+) -> None:
+    import _thread
+
+    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    with cell(rt) as (s, turn), pytest.raises(KeyboardInterrupt):
+        threading.Timer(0.15, _thread.interrupt_main).start()  # what a kernel interrupt does
+        openprogram.map(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
+    nodes = reopen(op_home, s.session_id)
+    calls = items_under(nodes, turn)
+    assert [c.metadata["item"] for c in calls] == list(range(60))
+    assert {c.status for c in calls} == {"completed", "cancelled"}
+    assert "running" not in {n.status for n in nodes if n.id != turn.id}
