@@ -19,13 +19,12 @@ import pickle
 import socket
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.outcome import error_text, finish
 from openprogram.errors import OpenProgramError
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
@@ -144,9 +143,8 @@ def _recorded(recorder: MemoryRecorder, anchor: str | None) -> bool:
 
 
 def _error_node(recorder: MemoryRecorder, shared: Shared, exc: BaseException) -> None:
-    node = make_call("error", shared.label, caller=shared.anchor, status=ERROR)
-    node.metadata["error"] = redact_secrets(f"{type(exc).__name__}: {exc}")[:2000]
-    node.metadata["traceback"] = redact_secrets("".join(traceback.format_exception(exc)))[-20000:]
+    node = make_call("error", shared.label, caller=shared.anchor)
+    finish(node, ERROR, exc=exc, with_traceback=True)
     recorder.append(node, turn_level=shared.anchor is None)
 
 
@@ -225,8 +223,7 @@ def _portable(
             error_blob = dump(error)
             pickle.loads(error_blob)  # some exceptions pickle but do not unpickle
         except Exception:
-            text = redact_secrets(f"{type(error).__name__}: {error}")
-            error_blob = dump(RemoteError(text))
+            error_blob = dump(RemoteError(error_text(error)))
     return Outcome(index, nodes, value_blob, error_blob, worker, name)
 
 
