@@ -21,6 +21,8 @@ build stays in minutes) and cached under ``benchmarks/.cache/store_scale/`` (git
 4. ``du`` and bytes of the folder.  Target: ≤ 10 MiB at 1,000 turns, ≤ 2.5x bytes.
 5. two writers: turn times while a second process appends a turn every 20 ms, beside the
    single-writer figures.  Target: ≤ 2 ms extra.
+6. RSS an IPython shell (what a kernel runs) keeps per cell from cell 100 to ``--cells``:
+   ``%%openprogram`` cells beside the same code in plain cells.  Target: ≤ 5 KB more.
 
 Figures only; no assertions.
 """
@@ -81,6 +83,38 @@ if VIEWS:
     out["nodes"] = len(nodes)
 store.close()
 print("RESULT " + json.dumps(out))
+"""
+
+# An IPython shell as a kernel holds it: RSS after 100 and after CELLS cells, %%openprogram
+# cells (one agentic call each, test provider) or the same code in plain cells.
+CELLS_PROBE = r"""
+import contextlib, gc, json, os, sys
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+from bench_magics import AGENT
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+config = Config()
+config.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=config)
+ip.display_pub.publish = lambda *args, **kwargs: None  # outputs go nowhere, as to a frontend
+quiet = open(os.devnull, "w")
+marks = {}
+with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+    ip.run_line_magic("load_ext", "openprogram_magics")
+    ip.run_line_magic("openprogram", "provider test")
+    os.environ["OPENPROGRAM_PROVIDER"] = "test"
+    ip.run_cell(AGENT)
+    for i in range(CELLS):
+        code = f'triage("ticket {i}")'
+        ip.run_cell(("%%openprogram\n" if MAGIC else "") + code, store_history=True)
+        if i + 1 in (100, CELLS):
+            gc.collect()
+            marks[i + 1] = rss()
+print("RESULT " + json.dumps(marks))
 """
 
 # A second writer: one turn every 20 ms until the stop file appears.
@@ -251,6 +285,18 @@ def two_writers(home: Path, sid: str, samples: int, scratch: Path) -> list[float
         writer.wait(timeout=120)
 
 
+def cells_kib_per_cell(cells: int, magic: bool, home: Path) -> float:
+    """KiB of RSS each cell keeps, from cell 100 to cell ``cells``, in a fresh process."""
+    code = python(CELLS_PROBE, CELLS=cells, MAGIC=magic)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENPROGRAM_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            marks = json.loads(line[7:])
+            return (marks[str(cells)] - marks["100"]) * 1024 / (cells - 100)
+    raise RuntimeError(f"cells probe failed:\n{out.stdout}\n{out.stderr}")
+
+
 def stats(values: list[float]) -> str:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, round(len(ordered) * 0.99))]
@@ -264,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=40, help="turns timed per size")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where built sessions live")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached sessions")
+    parser.add_argument("--cells", type=int, default=1000, help="cells for (6); 0 skips it")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] + ([100_000] if args.big else [])
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -296,9 +343,19 @@ def main(argv: list[str] | None = None) -> None:
             row["du"], row["bytes"] = du(path), du(path, apparent=True)
             rows.append(row)
             print(f"  measured {size} turns", flush=True)
+        kept = {}
+        if args.cells > 100:
+            for magic in (True, False):
+                kept[magic] = cells_kib_per_cell(args.cells, magic, scratch / f"cells{magic}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report(rows)
+    if kept:
+        print(
+            f"\n(6) RSS kept per cell, KiB, cells 100 to {args.cells} (IPython shell as a kernel)"
+        )
+        print(f"  %%openprogram cells (one agentic call each)  {kept[True]:6.1f}")
+        print(f"  plain cells, same code                      {kept[False]:6.1f}")
 
 
 def report(rows: list[dict[str, Any]]) -> None:

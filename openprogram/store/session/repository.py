@@ -43,7 +43,7 @@ TREE_MODE = 0o040000
 MAIN_REF = f"refs/heads/{BRANCH}"
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
-TREE_CACHE_MAX = 2048  # parsed trees kept (bounded memory)
+TREE_CACHE_MAX = 256  # parsed trees kept (bounded memory; a commit reuses ~4)
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
