@@ -18,6 +18,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import openprogram_magics.bridge as bridge
+from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.prompt import sent_messages
 from openprogram_magics.notebook import (
     MIME_TYPE,
     MetadataError,
@@ -232,7 +234,7 @@ def test_two_copies_of_a_notebook_fork_instead_of_interleaving(
     assert "forked" in plain and copied.last_turn_id in plain  # type: ignore[operator]
     # B's LLM call saw B's history, not A's
     llm = next(n for n in nodes.values() if n.kind == "llm" and n.turn == b_turn.turn)
-    seen = json.dumps(llm.metadata.get("messages"))
+    seen = json.dumps(sent_messages(default_db().open(copied.session_id), llm))
     assert "shared start" in seen and "copy A goes on" not in seen
     # B goes on from its own branch without forking again
     other.run('%%openprogram\ntriage("copy B again")')
