@@ -15,6 +15,7 @@ import openprogram.agentic_programming.function as fn_mod
 import openprogram.store as store_mod
 from openprogram import NoProviderConfigured, session_context
 from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.store.session import maintenance
 from openprogram.store.session.context import SessionHandle
 
 
@@ -244,6 +245,9 @@ def test_git_status_in_the_session_is_clean_once_the_store_is_closed(op_home: Pa
     with session_context(message="compute") as s:
         write_turn(s, "compute")
     s.db.close()  # what happens at process exit (atexit)
+    # close refreshes git's index in a detached process that nobody waits for; a user
+    # typing `git status` comes later than that, the test waits for it explicitly
+    maintenance.wait_for(session_dir(op_home, s.session_id))
     repo = git.Repo(session_dir(op_home, s.session_id))
     assert repo.git.status("--porcelain") == ""
     repo.close()
