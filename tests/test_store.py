@@ -571,3 +571,33 @@ def test_the_whole_tree_is_laid_out_from_the_index_reading_only_the_rows_it_prin
     assert text.startswith(f"session DAG: {1 + 2 * 250} nodes")
     assert "← HEAD" in text
     assert session.problems == []
+
+
+def test_another_writers_turn_is_seen_by_reading_that_turn_only(
+    sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second process appending to the session: the next turn here sees its turn, and
+    what was re-read is that one turn folder — not every turn folder of the session."""
+    from openprogram.store.session.nodeindex import NodeIndex
+
+    copy_sealed(sealed_session, op_home)
+    mine = SessionStore(op_home).open(SEALED_SID)
+    other_store = SessionStore(op_home)  # another view, as another process would have
+    other = other_store.open(SEALED_SID)
+    assert other is not mine
+    turn = other.begin_turn()
+    theirs = other.append(make_call("turn", "theirs"), turn=turn, advance_head=True)
+    other.commit("their turn")
+    other_store.close()
+
+    scanned: list[tuple[str, str]] = []
+    scan = NodeIndex.scan
+
+    def spy(self: NodeIndex, bucket: str, turn_name: str) -> None:
+        scanned.append((bucket, turn_name))
+        scan(self, bucket, turn_name)
+
+    monkeypatch.setattr(NodeIndex, "scan", spy)
+    mine.sync()
+    assert scanned == [("0002", f"{turn:06d}")]
+    assert mine.head_id == theirs.id and mine.get(theirs.id).name == "theirs"
