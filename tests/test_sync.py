@@ -290,3 +290,28 @@ def test_push_pull_over_smart_http_with_password(
         for path in home.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 assert password.encode() not in path.read_bytes(), path
+
+
+def test_remote_names_resolve_through_the_notebook_repository(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    git(project, "init", "-q")
+    remote = bare(tmp_path)
+    git(project, "remote", "add", "origin", str(remote))
+    git(project, "remote", "add", "team", f"file://{remote}")
+    url, protocols = resolve_remote(None, project / "notebooks")  # default: origin
+    assert url == str(remote) and "ext" not in protocols.split(":")
+    assert resolve_remote("team", project / "notebooks")[0] == f"file://{remote}"
+    # a URL recorded in the notebook's metadata wins over origin when no REMOTE is typed
+    assert resolve_remote(None, project, recorded="https://example.invalid/x.git")[0] == (
+        "https://example.invalid/x.git"
+    )
+    with pytest.raises(SyncError, match="no remote named 'upstream'"):
+        resolve_remote("upstream", project)
+
+
+def test_passwords_never_shown() -> None:
+    from openprogram.store.session.syncrules import redact_url
+
+    assert redact_url("https://alice:s3cret@host/x.git") == "https://alice@host/x.git"
+    assert redact_url("ssh://git@host/x.git") == "ssh://git@host/x.git"
