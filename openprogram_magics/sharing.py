@@ -60,7 +60,8 @@ def notebook_file(explicit: str | None = None) -> Path | None:
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
     """Push; returns the message and the URL to record in the notebook ('' if none)."""
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.sync import push, resolve_remote
+    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.store.session.sync import push
     from openprogram.store.session.syncrules import SAFE_SCHEMES, redact_url, url_scheme
 
     url, protocols = resolve_remote(remote, notebook_dir(), recorded=recorded)
@@ -73,7 +74,8 @@ def push_session(session_id: str, remote: str | None, recorded: str | None) -> t
 
 def pull_session(session_id: str, remote: str | None, recorded: str | None) -> Received:
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.sync import pull, resolve_remote
+    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.store.session.sync import pull
 
     url, protocols = resolve_remote(remote, notebook_dir(), recorded=recorded)
     return pull(default_db(), session_id, url, protocols)

@@ -14,6 +14,7 @@ import pytest
 from openprogram import agentic_function
 from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
+from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
     export_bundle,
@@ -21,7 +22,6 @@ from openprogram.store.session.sync import (
     lines,
     pull,
     push,
-    resolve_remote,
 )
 from openprogram.store.session.syncrules import SyncError
 

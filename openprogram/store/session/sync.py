@@ -19,12 +19,11 @@ untouched.  Only an explicit call contacts a remote.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,18 +32,15 @@ from typing import TYPE_CHECKING, Any
 from openprogram.store.session.files import atomic_write
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.repository import Repository
-from openprogram.store.session.safegit import git_argv, git_env, init_repository, run_git
+from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.syncrules import (
     NAMESPACE,
-    REMOTE_NAME,
     HistoryCheck,
     Line,
     SyncError,
-    allow_protocol,
     changed_files,
     check_meta,
     check_refs,
-    check_url,
     is_turn,
     merge_trees,
     other_lines,
@@ -67,7 +63,6 @@ __all__ = [
     "lines",
     "pull",
     "push",
-    "resolve_remote",
 ]
 
 
@@ -403,64 +398,6 @@ def _fetch_and_receive(
 
 
 # -- remotes ---------------------------------------------------------------------------------
-def _repo_config(start: Path) -> Path | None:
-    """The config file of the git repository containing ``start`` (read, never run)."""
-    for folder in (start, *start.parents):
-        dot_git = folder / ".git"
-        if dot_git.is_dir():
-            return dot_git / "config"
-        if dot_git.is_file():  # a worktree: "gitdir: <path>", config in the common dir
-            text = dot_git.read_text().strip()
-            if not text.startswith("gitdir:"):
-                return None
-            git_dir = (folder / text[len("gitdir:") :].strip()).resolve()
-            common = git_dir / "commondir"
-            if common.is_file():
-                git_dir = (git_dir / common.read_text().strip()).resolve()
-            return git_dir / "config"
-    return None
-
-
-def resolve_remote(
-    remote: str | None, where: str | os.PathLike[str], *, recorded: str | None = None
-) -> tuple[str, str]:
-    """The URL to fetch from or push to, and the protocols git may use for it.
-
-    ``remote`` (typed by the user) is a URL, a path, or the name of a remote of the git
-    repository containing ``where`` (the notebook's folder); without it, ``recorded`` (a URL
-    from the notebook's metadata: https/ssh/git/file only), else that repository's
-    ``origin``.
-    """
-    base = Path(where).expanduser().resolve()
-    if remote is None and recorded:
-        return check_url(recorded, from_notebook=True), allow_protocol(from_notebook=True)
-    name = remote or "origin"
-    if REMOTE_NAME.fullmatch(name) and not (base / name).exists():
-        config = _repo_config(base)
-        url = None
-        if config is not None and config.is_file():
-            got = subprocess.run(  # reads one key of that file (no includes), runs nothing
-                git_argv("config", "--file", str(config), "--get", f"remote.{name}.url"),
-                capture_output=True,
-                env=git_env(),
-            )
-            url = got.stdout.decode().strip() or None
-        if url is None:
-            where_text = (
-                f"the git repository of {base}" if config else f"{base} (not in a git repository)"
-            )
-            raise SyncError(f"no remote named {name!r} in {where_text}; pass a URL or a path")
-        remote = url
-    assert remote is not None
-    if (
-        "://" not in remote
-        and ("::" not in remote)
-        and (remote.startswith(("/", ".")) or (base / remote).exists())
-    ):
-        remote = str((base / remote).resolve())
-    return check_url(remote, from_notebook=False), allow_protocol(from_notebook=False)
-
-
 def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
     """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``."""
     session = store.open(session_id)
@@ -492,15 +429,3 @@ def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Rece
     ref = session_ref(session_id)
     with _quarantine(store) as quarantine:
         return _fetch_and_receive(store, quarantine, url, ref, session_id, session_id, protocols)
-
-
-def notebook_session(path: str | os.PathLike[str]) -> tuple[str, str | None]:
-    """The session id a notebook names and the remote it records (``metadata.openprogram``)."""
-    try:
-        data = json.loads(Path(path).read_bytes())
-        stored: Mapping[str, Any] = data["metadata"]["openprogram"]
-        sid = stored["session_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise SyncError(f"{path} names no session (metadata.openprogram.session_id)") from None
-    remote = stored.get("remote")
-    return validate_session_id(sid), remote if isinstance(remote, str) else None
