@@ -20,7 +20,7 @@ from typing import Any
 from openprogram.errors import UserError
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
-from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries, parse_tree
+from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries
 
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = 16 * 1024 * 1024  # one node file; outputs are capped far below this
@@ -81,28 +81,50 @@ class HistoryCheck:
 
     def __post_init__(self) -> None:
         self._seen: set[tuple[bytes, int]] = set()
+        self._allowed: set[tuple[bytes, bytes, int]] = set()  # (name, mode, depth) passed
 
     def root(self, tree: bytes) -> None:
         self._check(tree, 0, "")
 
     def _check(self, tree: bytes, depth: int, where: str) -> None:
+        """Each commit rewrites a bucket tree of up to 100 entries, nearly all seen in the
+        previous one: entries are matched in one regex pass, and a (name, mode) allowed at
+        this depth once is not examined again."""
         if (tree, depth) in self._seen or tree not in self.trees:
             return
         self._seen.add((tree, depth))
-        for name, (sha, mode) in parse_tree(self.trees[tree]).items():
-            path = f"{where}{name}"
-            want = expected_mode(name, depth)
-            if mode == 0o120000:
-                raise SyncError(f"refused: {path} is a symbolic link")
-            if want is None or mode != want:
-                raise SyncError(f"refused: unexpected {_what(mode)} {path!r} in the session")
-            if mode == TREE_MODE:
+        data = self.trees[tree]
+        end = 0
+        for match in _ENTRY.finditer(data):
+            if match.start() != end:
+                raise SyncError(f"refused: a malformed tree under {where or '/'}")
+            raw_mode, raw_name, sha = match.groups()
+            end = match.end()
+            if (raw_name, raw_mode, depth) not in self._allowed:
+                self._allow(raw_name, raw_mode, depth, where)
+            if raw_mode == b"40000":
                 if (sha, depth + 1) not in self._seen:  # most subtrees: checked already
-                    self._check(sha, depth + 1, f"{path}/")
+                    self._check(sha, depth + 1, f"{where}{raw_name.decode()}/")
             elif self.sizes.get(sha, 0) > self.max_blob:
                 raise SyncError(
-                    f"refused: {path} is {self.sizes[sha]} bytes (limit {self.max_blob})"
+                    f"refused: {where}{raw_name.decode(errors='replace')} is "
+                    f"{self.sizes[sha]} bytes (limit {self.max_blob})"
                 )
+        if end != len(data):
+            raise SyncError(f"refused: a malformed tree under {where or '/'}")
+
+    def _allow(self, raw_name: bytes, raw_mode: bytes, depth: int, where: str) -> None:
+        name, mode = raw_name.decode("utf-8", "surrogateescape"), int(raw_mode, 8)
+        path = f"{where}{name}"
+        if mode == 0o120000:
+            raise SyncError(f"refused: {path} is a symbolic link")
+        want = expected_mode(name, depth)
+        if want is None or mode != want:
+            raise SyncError(f"refused: unexpected {_what(mode)} {path!r} in the session")
+        self._allowed.add((raw_name, raw_mode, depth))
+
+
+_ENTRY = re.compile(rb"([0-7]{5,6}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
 
 
 def expected_mode(name: str, depth: int) -> int | None:
