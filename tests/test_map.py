@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -201,9 +201,8 @@ def test_a_pool_process_that_dies_leaves_its_item_interrupted_and_the_rest_accou
     ]
 
 
-def test_a_function_that_cannot_be_pickled_is_one_clear_error_before_anything_runs(
-    rt: Runtime, op_home: Path, pool: ProcessPoolExecutor
-) -> None:
+def unpicklable() -> Callable[[str], str]:
+    """An agentic function that closes over a lock: it cannot leave this process."""
     lock = threading.Lock()
 
     @agentic_function
@@ -212,8 +211,14 @@ def test_a_function_that_cannot_be_pickled_is_one_clear_error_before_anything_ru
         with lock:
             return text
 
+    return guarded
+
+
+def test_a_function_that_cannot_be_pickled_is_one_clear_error_before_anything_runs(
+    rt: Runtime, op_home: Path, pool: ProcessPoolExecutor
+) -> None:
     with cell(rt) as (s, turn), pytest.raises(UserError) as info:
-        openprogram.map(guarded, ["a", "b"], executor=pool, progress=False)
+        openprogram.map(unpicklable(), ["a", "b"], executor=pool, progress=False)
     message = str(info.value)
     assert "guarded cannot be sent to other processes" in message
     assert "nothing was submitted" in message and "\n" not in message

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from helpers import map_shape, reopen
-from test_map import cell, classify, items_under
+from test_map import cell, classify, items_under, unpicklable
 
 import openprogram
-from openprogram import agentic_function, create_runtime
+from openprogram import create_runtime
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.errors import UserError
 from openprogram.providers.base import LLMRequest
@@ -172,17 +172,9 @@ def test_stop_mid_run_cancels_the_rest_and_records_every_item(op_home: Path, wor
 def test_a_function_that_cannot_be_pickled_is_refused_before_dask_sees_a_task(
     rt: Runtime, op_home: Path, workers: Any
 ) -> None:
-    lock = threading.Lock()
-
-    @agentic_function
-    def guarded(text: str) -> str:
-        """Hold the lock."""
-        with lock:
-            return text
-
     before = workers.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
     with cell(rt) as (s, turn), pytest.raises(UserError, match="cannot be sent"):
-        openprogram.map(guarded, ["a", "b"], executor=workers.get_executor(), progress=False)
+        openprogram.map(unpicklable(), ["a", "b"], executor=workers.get_executor(), progress=False)
     after = workers.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
     assert after == before
     assert items_under(reopen(op_home, s.session_id), turn) == []

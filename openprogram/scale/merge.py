@@ -12,6 +12,7 @@ back becomes part of the session.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -30,19 +31,8 @@ _TURN_PARTS = ("function", "tool", "reply")  # what render shows of an earlier t
 
 
 def _light(call: Call, *, keep: tuple[str, ...] = _LIGHT_META) -> Call:
-    meta = {k: call.metadata[k] for k in keep if k in call.metadata}
-    return Call(
-        id=call.id,
-        role=call.role,
-        name=call.name,
-        seq=call.seq,
-        turn=call.turn,
-        input=call.input,
-        output=call.output,
-        caller=call.caller,
-        predecessor=call.predecessor,
-        metadata=meta,
-        created_at=call.created_at,
+    return dataclasses.replace(
+        call, metadata={k: call.metadata[k] for k in keep if k in call.metadata}
     )
 
 
