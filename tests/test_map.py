@@ -306,3 +306,18 @@ def test_ctrl_c_cancels_what_has_not_started_records_every_item_and_interrupts(
     assert [c.metadata["item"] for c in calls] == list(range(60))
     assert {c.status for c in calls} == {"completed", "cancelled"}
     assert "running" not in {n.status for n in nodes if n.id != turn.id}
+
+
+def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None:
+    from openprogram.scale.merge import adopt
+
+    top = make_call("function", "classify", caller="n_anchor", status="completed")
+    llm = make_call("llm", "test", caller=top.id, status="completed")
+    stray = make_call("function", "helper", caller=top.id)  # left running by a thread
+    stray.predecessor = llm.id
+    old = [top.id, llm.id, stray.id]
+    nodes = adopt([top, llm, stray], anchor="n_anchor", index=7, worker="w:1", worker_name=None)
+    assert not {n.id for n in nodes} & set(old)
+    assert (llm.caller, stray.caller, stray.predecessor) == (top.id, top.id, llm.id)
+    assert top.caller == "n_anchor" and top.metadata["item"] == 7 and "item" not in llm.metadata
+    assert stray.status == "interrupted" and all(n.metadata["worker"] == "w:1" for n in nodes)

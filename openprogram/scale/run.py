@@ -324,7 +324,11 @@ class MapRun:
         (``started``: it was submitted, so a dead worker may have taken it down)."""
         attempt = len(self._lost.get(index, ())) + 1
         if isinstance(result, Outcome):
-            nodes = [Call.from_dict(d) for d in loads(result.nodes)]
+            try:
+                nodes = [Call.from_dict(d) for d in loads(result.nodes)]
+            except (ValueError, TypeError) as exc:  # not nodes: the item failed, say why
+                result = UserError(f"the nodes item {index} sent back are unreadable: {exc}")
+        if isinstance(result, Outcome):
             adopt(
                 nodes,
                 anchor=self.anchor,
