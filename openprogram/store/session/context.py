@@ -109,6 +109,8 @@ def session_context(
             yield handle
         finally:
             turn = writer._turn
+            if turn is not None:
+                writer.session.end_turn(turn)  # nothing of this turn is left running
             label = (handle.message.strip().splitlines() or [""])[0][:72]
             prefix = f"turn {turn}" if turn is not None else "session"
             writer.commit(f"{prefix}: {label}" if label else prefix)

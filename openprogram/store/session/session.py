@@ -14,12 +14,19 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from openprogram.context import graph
-from openprogram.context.nodes import Call, NodeFormatError
+from openprogram.context.nodes import (
+    AWAITING,
+    INTERRUPTED,
+    RUNNING,
+    UNANSWERED,
+    Call,
+    NodeFormatError,
+)
 from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import events, maintenance
@@ -316,6 +323,11 @@ class Session:
         maintenance is due.  ``written``: node files already on disk, blobs stored."""
         if not self._dirty:
             return None, False
+        for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
+            if call.is_open:
+                self._open.add(call.id)
+            else:
+                self._open.discard(call.id)
         files, made = self._node_files(written or {})
         _seq, next_turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
@@ -425,8 +437,29 @@ class Session:
         except (KeyError, CorruptedFile):
             return None
 
+    def end_turn(self, turn: int) -> None:
+        """Close the nodes of ``turn`` this process left ``running`` when the turn ended:
+        an interrupt between recording a node and finishing it (a second Ctrl-C in a
+        ``finally``, in the store's own bookkeeping) abandoned them.  They end
+        ``interrupted``; nothing else is ever left running once its turn is over."""
+        self._close_open(lambda call: call.turn == turn and call.status == RUNNING)
+
+    def _close_open(self, which: Callable[[Call], bool]) -> None:
+        with self._mu:
+            ids = list(self._open)
+        for node_id in ids:
+            try:
+                call = self.get(node_id)
+            except (KeyError, CorruptedFile):
+                continue
+            if call.is_open and which(call):
+                status = UNANSWERED if call.status == AWAITING else INTERRUPTED
+                call.metadata.update(status=status, abandoned=True)
+                self._record(call)
+
     def close(self) -> None:
         with self._mu:
+            self._close_open(lambda _call: True)  # this process will not finish them
             if self._dirty:
                 self.commit("flush on close")
             try:
