@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from openprogram.agentic_programming.stopping import RunKilled, RunStopped, using_stop_flag
+from openprogram.store.session import events
+from openprogram.store.session.context import session_context
 
 RUNNING, COMPLETED, STOPPED, FAILED = "running", "completed", "stopped", "failed"
 __all__ = ["BackgroundRun", "Progress", "RunKilled", "RunStopped", "background"]
@@ -109,8 +111,6 @@ class BackgroundRun:
 
     def attach(self, session_id: str, turn: int) -> None:
         """Follow the nodes of ``turn`` in ``session_id`` (called by the target)."""
-        from openprogram.store.session import events
-
         self.session_id, self.turn = session_id, turn
         self._unsubscribe = events.subscribe(self._on_write)
         self._attached.set()
@@ -203,8 +203,6 @@ def background(
     """Run ``fn(*args, **kwargs)`` on a thread as one turn of ``session_id`` (a new session
     if None); returns once the turn exists (``run.session_id`` names it).  ``on_progress``
     hears every change from the first node on."""
-    from openprogram.store.session.context import session_context
-
     label = getattr(fn, "__name__", "run")
 
     def target(run: BackgroundRun) -> Any:

@@ -11,6 +11,10 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from openprogram.agent.dispatcher import TurnRequest, process_user_turn
+from openprogram.agentic_programming.ask_user import using_ask_user_handler
+from openprogram.agentic_programming.echo import Echo, using_echo
+
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.types import TurnResult
     from openprogram.agentic_programming.ask_user import AskHandler
@@ -49,10 +53,6 @@ def chat_turn(
     """Send ``text`` as the user message of a turn of ``session_id`` (after node ``after``,
     else HEAD); the reply streams to ``out`` (default stdout) piece by piece.  Returns the
     turn's result and whether any text was streamed."""
-    from openprogram.agent.dispatcher import TurnRequest, process_user_turn
-    from openprogram.agentic_programming.ask_user import using_ask_user_handler
-    from openprogram.agentic_programming.echo import Echo, using_echo
-
     echo = Echo("", out)  # bound to the reply's frame once it opens
 
     def on_event(event: dict[str, Any]) -> None:

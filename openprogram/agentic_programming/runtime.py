@@ -37,6 +37,7 @@ from openprogram.context.outcome import error_text, finish
 from openprogram.context.policy import ContextPolicy, estimate_tokens
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.store.vars import default_runtime, get_store
+from openprogram.usage.prices import price_call
 
 if TYPE_CHECKING:
     from openprogram.usage.budget import Budget
@@ -225,8 +226,6 @@ class Runtime:
         node.output = response.text
         meta.update(model=response.model or self.model, finish_reason=response.finish_reason)
         if response.usage is not None:
-            from openprogram.usage.prices import price_call
-
             meta["usage"] = response.usage.to_dict()
             cost = price_call(
                 meta["model"],

@@ -27,6 +27,7 @@ from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.test import TestProvider
 from openprogram.store.vars import set_runtime_factory
+from openprogram.usage.budget import budget_from
 
 PROVIDER_NAMES = ("test", "openai", "anthropic", "replay")
 
@@ -75,8 +76,6 @@ def _provider_from_env() -> str | None:
 def _forced_replay(session_id: str, asked: str | Provider | None, model: str | None) -> Provider:
     """The replay provider ``OPENPROGRAM_REPLAY`` asks for; with ``OPENPROGRAM_REPLAY_MISSES``
     the provider that was asked for (a real one) answers what was not recorded."""
-    from openprogram.providers.replay import ReplayProvider
-
     fallback = None
     if os.environ.get("OPENPROGRAM_REPLAY_MISSES") and asked not in (None, "replay"):
         fallback = create_provider(asked, model) if isinstance(asked, str) else asked
@@ -108,8 +107,6 @@ def create_runtime(
         return Runtime(None)
     instance = create_provider(provider, model) if isinstance(provider, str) else provider
     if "budget" not in options:
-        from openprogram.usage.budget import budget_from
-
         options["budget"] = budget_from()
     return Runtime(instance, model=model or instance.model, **options)
 

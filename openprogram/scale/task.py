@@ -23,11 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from openprogram.agentic_programming.ask_user import using_ask_user_handler
+from openprogram.agentic_programming.function import using_call_id, using_runtime
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
 from openprogram.context.outcome import error_text, finish
 from openprogram.errors import OpenProgramError
+from openprogram.providers import create_runtime
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
+from openprogram.store.vars import using_store, using_turn_id
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -93,9 +97,6 @@ def run_task(task: Task) -> Outcome:
 
 
 def _run(task: Task, identity: tuple[str, str | None]) -> Outcome:
-    from openprogram.agentic_programming.ask_user import using_ask_user_handler
-    from openprogram.agentic_programming.function import using_call_id, using_runtime
-    from openprogram.store.vars import using_store, using_turn_id
 
     shared = task.shared
     seen = _seen(shared)
@@ -193,8 +194,6 @@ def _runtime(shared: Shared) -> Runtime | None:
 
 def build_runtime(spec: RuntimeSpec) -> Runtime:
     """The worker's Runtime for ``spec``: its credentials come from its own environment."""
-    from openprogram.providers import create_runtime
-
     if spec.offline is not None:
         return create_runtime(spec.offline, spec.model, **spec.settings)
     return create_runtime(spec.provider, spec.model, required=False, **spec.settings)

@@ -18,8 +18,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
 from openprogram.errors import UserError
+from openprogram.usage.prices import price_of
 
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
@@ -94,8 +96,6 @@ class Budget:
         self, writer: SessionNodeWriter, request: LLMRequest, provider: str, caller: str | None
     ) -> int | None:
         """The ``max_tokens`` the request may use, or raise (after recording why)."""
-        from openprogram.usage.prices import price_of
-
         if not self.active:
             return None
         spent = self.spent(writer)
@@ -129,7 +129,6 @@ class Budget:
     def _refuse(
         self, writer: SessionNodeWriter, problem: str, caller: str | None, needed: int, spent: Spent
     ) -> None:
-        from openprogram.context.nodes import ERROR, make_call
 
         node = make_call(
             "error",

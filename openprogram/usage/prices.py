@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openprogram.errors import UserError
+
 PRICED_PROVIDERS = {"openai", "anthropic"}  # provider names genai-prices knows by that id
 
 
@@ -63,7 +65,6 @@ def _file_prices() -> dict[str, Price]:
         return {}
     if _file_cache is not None and _file_cache[:2] == (path, mtime):
         return _file_cache[2]
-    from openprogram.errors import UserError
 
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openprogram.agentic_programming import agentic_function
-from openprogram.programs.research import stages
+from openprogram.programs.research import literature, stages
 from openprogram.programs.research.artifacts import ResearchWork
 from openprogram.store.session.context import session_context
 
@@ -56,8 +56,6 @@ def research_agent(work_dir: str, resume: bool = True, search_arxiv: int = 0) ->
     saving <stage>.json and <stage>.md; with resume, it starts at the first stage not done
     (the later ones depend on it, so they run again). Returns the stages run.
     """
-    from openprogram.programs.research import literature
-
     work = ResearchWork(work_dir)
     if search_arxiv > 0 and not (resume and work.done("papers")):
         found = literature.search_arxiv(work.task, max_results=search_arxiv)

@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from openprogram.agent.chat import tool
+from openprogram.agentic_programming.function import get_call_id, using_call_id
+from openprogram.context.nodes import make_call
+from openprogram.context.outcome import finish
 from openprogram.errors import UserError
+from openprogram.store.vars import get_store
 
 ARXIV_URL = "https://export.arxiv.org/api/query"
 TIMEOUT = 15.0  # seconds per socket operation, and (x2) for the whole response
@@ -43,10 +47,6 @@ class LiteratureError(UserError):
 def _as_tool_node(name: str, inputs: dict[str, Any], work: Callable[[], T]) -> T:
     """Run ``work`` as a ``tool`` node of the current frame (no session: just run it; a chat
     turn that already opened this tool's node: run inside it)."""
-    from openprogram.agentic_programming.function import get_call_id, is_cancellation, using_call_id
-    from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call, sanitize
-    from openprogram.store.vars import get_store
-
     writer = get_store()
     frame = get_call_id()
     if writer is None or (frame is not None and _is_tool_node(writer, frame, name)):
@@ -56,13 +56,9 @@ def _as_tool_node(name: str, inputs: dict[str, Any], work: Callable[[], T]) -> T
         with using_call_id(node.id):
             result = work()
     except BaseException as exc:
-        status = CANCELLED if is_cancellation(exc) else ERROR
-        node.metadata.update(status=status, error=f"{type(exc).__name__}: {exc}"[:2000])
-        writer.update(node)
+        writer.update(finish(node, exc=exc))
         raise
-    node.output = sanitize(result)
-    node.metadata["status"] = COMPLETED
-    writer.update(node)
+    writer.update(finish(node, output=result))
     return result
 
 
