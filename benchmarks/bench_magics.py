@@ -6,12 +6,15 @@
    loaded (ipykernel, an InteractiveShell): the in-process cost of the magic, median of
    ``--loads`` fresh processes, plus which heavy modules (SDKs, widgets, git, pydantic)
    the load imported — there should be none.  Target: ≤ 150 ms added.
-2. ``--cells`` ``%%openprogram`` cells that call one agentic function (test provider) vs.
-   the same code in plain cells, interleaved in one InteractiveShell, with the notebook's
-   session pre-built to ``--turns`` turns through the store.  Reported: the median
-   per-cell time of both and the median of the paired differences (the overhead), with
-   the live DAG widget off and on (on: anywidget without a frontend, as far as it goes).
-   Target: ≤ 15 ms median overhead at 1,000 turns.
+2. ``--cells`` ``%%openprogram`` cells that call one agentic function (test provider), the
+   same call in a plain cell (with the extension loaded that is a turn of the notebook's
+   session too), and the honest baseline — a truly plain cell calling an undecorated
+   function that returns the same answer — interleaved in one InteractiveShell (the order
+   rotates each round), with the notebook's session pre-built to ``--turns`` turns through
+   the store.  Reported: the median per-cell time of each and the median of the paired
+   differences against the baseline (the overhead), with the live DAG widget off and on
+   (on: anywidget without a frontend, as far as it goes).  Target: ≤ 15 ms median
+   overhead at 1,000 turns.
 
 Figures only; no assertions.
 """
@@ -60,6 +63,9 @@ from openprogram import agentic_function
 def triage(ticket: str, runtime=None) -> str:
     """Classify the support ticket as bug, feature or question."""
     return runtime.exec(ticket, choices=["bug", "feature", "question"])
+
+def triage_plain(ticket: str) -> str:
+    return "bug"
 '''
 
 
@@ -172,32 +178,39 @@ def bench_cells(cells: int, turns: int, home: Path, *, live: bool) -> dict[str, 
         ip.run_line_magic("openprogram", f"use {sid}")
         ip.run_cell(AGENT)
         os.environ["OPENPROGRAM_PROVIDER"] = "test"  # plain cells: the same provider
-        for i in range(5):  # warm up both paths
+        for i in range(5):  # warm up every path
             ip.run_cell(f'%%openprogram\ntriage("warm {i}")', store_history=True)
             ip.run_cell(f'triage("warm {i}")', store_history=True)
-        op: list[float] = []
-        plain: list[float] = []
+            ip.run_cell(f'triage_plain("warm {i}")', store_history=True)
+        times: dict[str, list[float]] = {"op": [], "plain": [], "base": []}
+        order = list(times)
         for i in range(cells):
-            for kind in ("op", "plain") if i % 2 == 0 else ("plain", "op"):
-                code = f'triage("ticket {i}")'
-                if kind == "op":
-                    code = "%%openprogram\n" + code
+            for kind in order[i % 3 :] + order[: i % 3]:
+                code = {
+                    "op": f'%%openprogram\ntriage("ticket {i}")',
+                    "plain": f'triage("ticket {i}")',
+                    "base": f'triage_plain("ticket {i}")',
+                }[kind]
                 t = time.perf_counter()
                 result = ip.run_cell(code, store_history=True)
                 dt = (time.perf_counter() - t) * 1000
                 if not result.success:
                     raise RuntimeError(f"bench cell failed: {result.error_in_exec!r}")
-                (op if kind == "op" else plain).append(dt)
+                times[kind].append(dt)
     os.environ.pop("OPENPROGRAM_PROVIDER", None)
     session = default_db().open(sid)
     n_turns = sum(1 for e in session.index() if e["kind"] == "turn")
     InteractiveShell.clear_instance()
-    diffs = [a - b for a, b in zip(op, plain, strict=True)]
+    base = times["base"]
+    diffs = [a - b for a, b in zip(times["op"], base, strict=True)]
+    plain_diffs = [a - b for a, b in zip(times["plain"], base, strict=True)]
     return {
-        "op": statistics.median(op),
-        "plain": statistics.median(plain),
+        "op": statistics.median(times["op"]),
+        "plain": statistics.median(times["plain"]),
+        "base": statistics.median(base),
         "overhead": statistics.median(diffs),
         "p90": sorted(diffs)[int(len(diffs) * 0.9)],
+        "plain_overhead": statistics.median(plain_diffs),
         "turns_after": n_turns,
     }
 
@@ -232,12 +245,13 @@ def main(argv: list[str] | None = None) -> None:
         bench_load(args.loads, home)
         print()
         print(
-            f"2. {args.cells} %%openprogram cells vs plain cells, one agentic call each, "
-            f"session at {args.turns} turns"
+            f"2. {args.cells} rounds: a %%openprogram cell and a plain cell calling one agentic "
+            f"function, and a truly plain cell calling an undecorated one; session at "
+            f"{args.turns} turns"
         )
         print(
-            f"   {'live DAG':<10} {'%%openprogram':>14} {'plain':>10} "
-            f"{'overhead (median)':>18} {'p90':>8}   target <= 15 ms"
+            f"   {'live DAG':<10} {'%%openprogram':>14} {'plain+agentic':>14} {'undecorated':>12} "
+            f"{'overhead (median)':>18} {'p90':>8} {'plain+agentic over':>19}   target <= 15 ms"
         )
         for live in (False, True):
             try:
@@ -246,8 +260,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"   {'on' if live else 'off':<10} unavailable: {type(exc).__name__}: {exc}")
                 continue
             print(
-                f"   {'on' if live else 'off':<10} {r['op']:>11.2f} ms {r['plain']:>7.2f} ms "
-                f"{r['overhead']:>15.2f} ms {r['p90']:>5.2f} ms"
+                f"   {'on' if live else 'off':<10} {r['op']:>11.2f} ms {r['plain']:>11.2f} ms "
+                f"{r['base']:>9.2f} ms {r['overhead']:>15.2f} ms {r['p90']:>5.2f} ms "
+                f"{r['plain_overhead']:>16.2f} ms"
             )
         from openprogram.agent.session_db import default_db
 

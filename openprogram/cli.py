@@ -63,6 +63,27 @@ def one_line(text: str) -> str:
 
 
 # -- sessions ---------------------------------------------------------------------------------
+def clip_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, cut in the middle (a path keeps its file name)."""
+    if len(text) <= width:
+        return text
+    head = width // 4
+    return text[:head] + "…" + text[len(text) - (width - head - 1) :]
+
+
+def belongs_to(meta: dict[str, Any]) -> str:
+    """What a session is for: its notebook (``notebook <path>``), research task, script,
+    chat — from ``meta.json``'s title and source (a problem reading it wins)."""
+    if meta.get("problem"):
+        return str(meta["problem"])
+    title, source = str(meta.get("title") or ""), str(meta.get("source") or "")
+    if title and title != meta.get("id"):
+        if source == "cli" and str(meta.get("id", "")).startswith("research"):
+            return f"research: {title}"
+        return title
+    return source or "-"
+
+
 def sessions_list(args: argparse.Namespace) -> int:
     store = open_store(args)
     rows = store.list_sessions()
@@ -70,13 +91,12 @@ def sessions_list(args: argparse.Namespace) -> int:
         print(f"no sessions under {store.root}")
         return 0
     width = max(len("ID"), *(len(str(m["id"])) for m in rows))
-    print(f"{'ID':<{width}}  {'TURNS':>5}  {'UPDATED':<16}  TITLE")
+    print(f"{'ID':<{width}}  {'TURNS':>5}  {'UPDATED':<16}  BELONGS TO")
     for meta in rows:
-        title = meta.get("problem") or meta.get("title") or ""
         turns = meta.get("turns")
         print(
             f"{meta['id']:<{width}}  {turns if isinstance(turns, int) else '?':>5}  "
-            f"{fmt_time(meta.get('updated_at')):<16}  {one_line(title)[:80]}"
+            f"{fmt_time(meta.get('updated_at')):<16}  {clip_middle(one_line(belongs_to(meta)), 80)}"
         )
     return 0
 

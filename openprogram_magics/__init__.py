@@ -22,7 +22,8 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.append(transform_cell)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
-    from openprogram_magics import errors
+    ipython.openprogram_turn = magics.bare_call_turn  # a plain cell's calls: see the engine's
+    from openprogram_magics import errors  # agentic_programming.function.host_turn
 
     errors.install(ipython)
 
@@ -38,6 +39,8 @@ def unload_ipython_extension(ipython: Any) -> None:
             ipython.configurables.remove(magics)
     if transform_cell in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(transform_cell)
+    if getattr(ipython, "openprogram_turn", None) is not None:
+        ipython.openprogram_turn = None
     from openprogram_magics import errors
 
     errors.uninstall(ipython)

@@ -10,7 +10,9 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
@@ -113,9 +115,22 @@ class OpenProgramMagics(Magics):
         self.kernel_meta = turn.end(error, result.result)
         self._push_metadata()
 
+    def bare_call_turn(self, label: str) -> AbstractContextManager[Any] | None:
+        """The engine asks this (``shell.openprogram_turn``) for a call made outside any
+        turn: in a cell of this notebook the call records into the notebook's session, as
+        a turn of its own labelled with the cell, begun now and ended with the cell.  None
+        (the process's ad-hoc session) off the main thread or outside a cell."""
+        if not self._in_cell or threading.current_thread() is not threading.main_thread():
+            return None
+        if self.turn is None:
+            self.begin_turn("", self._raw_cell)  # sets the turn's context vars right here
+            return nullcontext()
+        return self.turn.joined()
+
     def begin_turn(self, args: str, source: str) -> None:
         """Begin a turn for the cell being run (raises UsageError for the user to see)."""
         from openprogram.errors import UserError
+        from openprogram_magics.sessions import notebook_title
 
         if self.turn is not None:  # a turn whose post_run_cell never came (nested run)
             self.turn.end(None)
@@ -132,6 +147,7 @@ class OpenProgramMagics(Magics):
                 runtime=self.runtime(),
                 live=self.live_dag and not opts.no_dag,
                 stream=self.stream,
+                title=notebook_title(self.shell.user_ns if self.shell is not None else {}),
             )
             turn.begin()
         except UserError as exc:

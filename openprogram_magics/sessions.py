@@ -34,6 +34,20 @@ def frontend_meta() -> NotebookMeta | None:
     return parse_metadata(state.metadata) if state.metadata is not None else None
 
 
+def notebook_title(user_ns: Mapping[str, Any]) -> str:
+    """What a session a notebook creates belongs to: ``notebook <path>`` (the path the
+    frontend or the headless runner sent, else the one the environment names)."""
+    from openprogram_magics import bridge
+    from openprogram_magics.notebook import notebook_path_from_env
+
+    state = bridge.frontend_state()
+    path = state.path if state is not None and state.path else None
+    if path is None:
+        found = notebook_path_from_env(dict(user_ns))
+        path = str(found) if found is not None else None
+    return f"notebook {path}" if path else "notebook"
+
+
 def resolve_session(
     pinned: str | None, kernel: NotebookMeta | None, user_ns: Mapping[str, Any]
 ) -> Resolution:

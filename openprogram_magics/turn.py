@@ -10,7 +10,8 @@ and replaces the live view with the final one (static fallback included).
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from openprogram.context.nodes import ERROR, INTERRUPTED, Call, make_call
@@ -42,8 +43,10 @@ class CellTurn:
         runtime: Any,
         live: bool = True,
         stream: bool = True,
+        title: str | None = None,
     ) -> None:
         self.meta = meta
+        self.title = title  # what the session belongs to, if this turn creates it
         self.source = source
         self.execution_count = execution_count
         self.runtime = runtime
@@ -70,6 +73,7 @@ class CellTurn:
                 self.meta.session_id,
                 runtime=self.runtime,
                 source="notebook",
+                title=self.title,
                 message=f"[{self.execution_count}] {first}" if self.execution_count else first,
             )
         )
@@ -108,6 +112,21 @@ class CellTurn:
         except BaseException:
             self.stack.close()
             raise
+
+    @contextmanager
+    def joined(self) -> Iterator[None]:
+        """Make a call run in this turn from a context that does not see it (an asyncio
+        task started in the cell): the turn's store, runtime and node for that call only."""
+        from openprogram.store.vars import using_call_id, using_runtime, using_store, using_turn_id
+
+        assert self.handle is not None and self.node is not None
+        with (
+            using_store(self.handle.writer),
+            using_turn_id(self.handle.turn_id),
+            using_runtime(self.handle.runtime),
+            using_call_id(self.node.id),
+        ):
+            yield
 
     def _show_live(self) -> None:
         from openprogram.store.session import events

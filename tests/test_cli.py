@@ -53,7 +53,7 @@ def test_list_shows_id_turns_updated_and_title_newest_first(
     make_session("second_one", "New analysis", turns=1)
     assert main(["sessions", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "TURNS", "UPDATED", "TITLE"]
+    assert lines[0].split() == ["ID", "TURNS", "UPDATED", "BELONGS", "TO"]
     assert lines[1].split()[:2] == ["second_one", "1"] and lines[1].endswith("New analysis")
     assert lines[2].split()[:2] == ["first_one", "2"] and lines[2].endswith("Old analysis")
     assert time.strftime("%Y-%m-%d") in lines[1]

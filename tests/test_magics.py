@@ -299,19 +299,23 @@ def test_keyboard_interrupt_mid_llm_call(shell: Shell) -> None:
     assert [t.status for t in turns_of(sid)] == ["interrupted", "completed"]
 
 
-def test_a_plain_call_after_a_turn_is_not_recorded_into_the_turn(
-    shell: Shell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_plain_cells_call_is_a_turn_of_its_own_in_the_notebooks_session(
+    shell: Shell, op_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shell.run('%%openprogram\ntriage("in a turn")')
     sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
-    count = len(session_nodes(sid))
-    # outside a turn a call records into the process's ad-hoc session (announced on
-    # stderr), with the provider `%openprogram provider test` chose (no env set by the test)
-    monkeypatch.setattr(fn_mod, "_process_session", None)
-    shell.run("plain = triage('outside')")
+    first = turns_of(sid)[0]
+    shell.run("plain = triage('outside')\nagain = triage('twice')")
     assert shell.ip.user_ns["plain"] == "bug"
-    assert len(session_nodes(sid)) == count
-    assert "recording to session adhoc_" in capsys.readouterr().err
+    turns = turns_of(sid)
+    assert len(turns) == 2 and turns[1].predecessor == first.id
+    assert turns[1].name.startswith("cell [") and "triage('outside')" in turns[1].input["text"]
+    calls = [n for n in session_nodes(sid) if n.kind == "function" and n.caller == turns[1].id]
+    assert [c.input for c in calls] == [{"ticket": "outside"}, {"ticket": "twice"}]
+    assert sorted(p.name for p in (op_home / "sessions").iterdir()) == [sid]  # no ad-hoc one
+    assert "adhoc" not in capsys.readouterr().err
+    shell.run("x = 1")  # a cell with no agentic call is not a turn
+    assert len(turns_of(sid)) == 2
 
 
 # -- line commands ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from openprogram.context.nodes import (
@@ -95,12 +96,39 @@ def process_session_id() -> str:
         return _process_session
 
 
+def host_turn(label: str) -> AbstractContextManager[Any] | None:
+    """The turn a host gives a call made outside any turn, or None.
+
+    A notebook is such a host: the extension sets ``openprogram_turn`` on the running
+    IPython shell, so a plain cell's calls become a turn of the notebook's session rather
+    than of an ad-hoc one.  Read from ``sys.modules`` (the engine imports no Jupyter code).
+    """
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    hook = getattr(shell, "openprogram_turn", None)
+    return hook(label) if callable(hook) else None  # type: ignore[no-any-return]
+
+
+def bare_call_turn(label: str) -> AbstractContextManager[Any]:
+    """Where a call outside any turn records: the host's turn, else one turn of the
+    process's ad-hoc session (named after the script that runs)."""
+    scope = host_turn(label)
+    if scope is not None:
+        return scope
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    return session_context(
+        process_session_id(), source="script", title=f"script {script}", message=label
+    )
+
+
 def run_in_session(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn`` inside the current turn, or as one turn of the process session if none."""
+    """Run ``fn`` inside the current turn, or as a turn of its own if none (see
+    :func:`bare_call_turn`)."""
     __tracebackhide__ = True  # IPython leaves the library's frames out of a traceback
     if get_store() is not None:
         return fn(*args, **kwargs)
-    with session_context(process_session_id(), source="script", message=_label(fn)):
+    with bare_call_turn(_label(fn)):
         return fn(*args, **kwargs)
 
 
@@ -231,7 +259,7 @@ def agentic_function(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 __tracebackhide__ = True
                 if get_store() is None:
-                    with session_context(process_session_id(), source="script", message=label):
+                    with bare_call_turn(label):
                         return await async_wrapper(*args, **kwargs)
                 with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
                     result = await func(*args, **kwargs)
