@@ -11,13 +11,15 @@ from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.context.policy import DEFAULT_POLICY, estimate_tokens
 from openprogram.providers.test import TestProvider
+from tests.test_magics import AGENTS, Shell, session_nodes
 
-try:  # the shell fixture of test_magics (``ipython_dir`` is the fixture it depends on)
-    from tests.test_magics import Shell, ipython_dir, session_nodes, shell
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from test_magics import Shell, ipython_dir, session_nodes, shell  # type: ignore[no-redef]
 
-__all__ = ["ipython_dir", "shell"]  # fixtures used by name
+@pytest.fixture
+def shell(bare_shell: Shell) -> Shell:
+    """The extension loaded, the test provider, ``triage`` and ``handle`` defined."""
+    bare_shell.run(AGENTS)
+    return bare_shell
+
 
 DOC = "Classify the support ticket as bug, feature or question."
 

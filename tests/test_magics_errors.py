@@ -12,13 +12,15 @@ import nbformat
 import pytest
 
 from openprogram.providers.base import LLMRequest, ProviderError
+from tests.test_magics import AGENTS, Shell
 
-try:  # the shell fixture of test_magics (``ipython_dir`` is the fixture it depends on)
-    from tests.test_magics import Shell, ipython_dir, shell
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from test_magics import Shell, ipython_dir, shell  # type: ignore[no-redef]
 
-__all__ = ["ipython_dir", "shell"]  # fixtures used by name
+@pytest.fixture
+def shell(bare_shell: Shell) -> Shell:
+    """The extension loaded, the test provider, ``triage`` and ``handle`` defined."""
+    bare_shell.run(AGENTS)
+    return bare_shell
+
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
