@@ -10,6 +10,8 @@ and replaces the live view with the final one (static fallback included).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,11 @@ from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
 
 if TYPE_CHECKING:
     from openprogram.store.session.context import SessionHandle
+
+
+#: This kernel process (one per start or restart): the whole-session view marks where it
+#: changes between turns, i.e. a restart or a re-run of the notebook in a new kernel.
+RUN_ID = f"{os.getpid():x}-{int(time.time()):x}"
 
 
 def notebook_ask_handler(question: str, choices: list[str] | None) -> str | None:
@@ -94,6 +101,7 @@ class CellTurn:
                 },
                 predecessor=predecessor,
             )
+            node.metadata["run"] = RUN_ID
             self.node = handle.writer.append(node, turn_level=True)
             if node.metadata.get("forked_from_head"):
                 self.forked_from = predecessor

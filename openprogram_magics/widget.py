@@ -36,7 +36,7 @@ from openprogram.view.layout import (
     node_kind,
     node_status,
 )
-from openprogram.view.page import ASSETS
+from openprogram.view.page import ASSETS, dag_module_source
 from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
@@ -54,7 +54,7 @@ __all__ = ["DagWidget", "SavedDag", "show_dag"]
 class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     """The session DAG, drawn live; click a node for its detail, fold a subtree, search."""
 
-    _esm = _STATIC / "dag.js"
+    _esm = dag_module_source()  # dag.js with style.json inlined
     _css = _STATIC / "dag.css"
 
     summary: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)

@@ -200,3 +200,37 @@ def test_with_a_live_frontend_the_saved_part_names_the_live_widget(op_home: Path
     assert WIDGET_VIEW not in final
     assert final[DAG_MIME]["widget"] == first[WIDGET_VIEW]["model_id"]
     assert final[DAG_MIME]["summary"][0]["name"] == "cell [2]"
+
+
+def test_a_forked_turn_says_so_in_the_live_view_title_too() -> None:
+    """The live widget is created with the same title as the final output: a turn that
+    forked because the session had moved on says so while it runs, not only once saved."""
+    from types import SimpleNamespace
+
+    from openprogram_magics.notebook import NotebookMeta
+    from openprogram_magics.turn import CellTurn
+
+    turn = CellTurn(NotebookMeta("s_fork", "n_last"), source="x", execution_count=4, runtime=None)
+    turn.handle = SimpleNamespace(session_id="s_fork")  # type: ignore[assignment]
+    turn.node = SimpleNamespace(turn=7, name="cell [4]")  # type: ignore[assignment]
+    assert "forked" not in turn._title()
+    turn.forked_from = "n_last"
+    assert turn._title() == (
+        "openprogram · session s_fork · turn 7 · cell [4] · "
+        "forked from n_last (the session had moved on)"
+    )
+
+
+def test_the_prebuilt_extension_carries_this_dag_js() -> None:
+    """The extension bundles ``dag.js``: after editing it, ``jlpm build`` in labextension/
+    and commit the new static files (the saved view would otherwise draw with old code)."""
+    assets = REPO / "openprogram" / "view" / "assets"
+    source = (assets / "dag.js").read_text()
+    static = REPO / "openprogram_magics" / "labextension" / "static"
+    built = "".join(p.read_text() for p in static.glob("*.js"))
+    texts = set(re.findall(r'"([A-Za-z][^"\n\\]{11,})"', source))
+    assert len(texts) > 20
+    stale = sorted(t for t in texts if t not in built)
+    assert not stale, f"rebuild the labextension (jlpm build): {stale[:5]}"
+    style = json.loads((assets / "style.json").read_text())
+    assert style["kindColors"]["llm"] in built

@@ -142,3 +142,38 @@ def test_nbconvert_html_shows_the_static_dag() -> None:
     nb.cells = [cell]
     body, _ = HTMLExporter().from_notebook_node(nb)
     assert "<svg" in body and 'data-id="l1"' in body and "three open questions" in body
+
+
+def test_a_new_kernel_is_marked_where_its_first_turn_begins() -> None:
+    nodes = [
+        mk("t1", 1, "turn", metadata={"run": "k1"}),
+        mk("t2", 2, "turn", predecessor="t1", metadata={"run": "k1"}),
+        mk("f2", 3, "function", caller="t2"),
+        mk("t3", 4, "turn", predecessor="t2", metadata={"run": "k2"}),  # after a restart
+    ]
+    lines = render_text_tree(nodes, "t3").splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith("── new kernel")]
+    assert len(marks) == 1 and lines[marks[0] + 1].startswith("● t3")
+    html = render_static_html(nodes, "t3")
+    assert html.count('stroke-dasharray="6 3"') == 1  # one boundary line in the drawing
+
+
+def test_python_and_dag_js_draw_with_the_same_constants() -> None:
+    import json
+
+    from openprogram.view import static
+    from openprogram.view.page import dag_module_source
+
+    style = json.loads((static.Path(static.__file__).parent / "assets" / "style.json").read_text())
+    assert (
+        style["row"],
+        style["col"],
+        style["radius"],
+        style["pad"],
+    ) == (static.ROW, static.COL, static.R, static.PAD)
+    source = dag_module_source()  # what the live widget and the HTML page run
+    assert "import " not in source.split("const NS")[0]  # no import left to resolve
+    inlined = json.loads(source.split("const STYLE = ", 1)[1].split(";\n", 1)[0])
+    assert inlined == style
+    html = render_static_html(small_session(), "t2")
+    assert f'fill="{style["kindColors"]["llm"]}"' in html  # the static SVG uses them too

@@ -26,9 +26,17 @@ body{margin:16px;background:#fff}
 """
 
 
+STYLE_IMPORT: Final = 'import STYLE from "./style.json";'
+
+
 def dag_module_source() -> str:
-    """``dag.js`` as the browser runs it (the live widget's ESM, the extension's import)."""
-    return (ASSETS / "dag.js").read_text(encoding="utf-8")
+    """``dag.js`` with ``style.json`` inlined: one module a browser runs from a string (the
+    live widget's ESM, the HTML page).  The extension's bundler resolves the import itself."""
+    source = (ASSETS / "dag.js").read_text(encoding="utf-8")
+    if STYLE_IMPORT not in source:
+        raise RuntimeError(f"dag.js no longer starts with {STYLE_IMPORT!r}")
+    style = (ASSETS / "style.json").read_text(encoding="utf-8")
+    return source.replace(STYLE_IMPORT, f"const STYLE = {json.dumps(json.loads(style))};", 1)
 
 
 def dag_css() -> str:

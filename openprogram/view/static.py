@@ -9,31 +9,27 @@ entry (the click panel), so it can be read without clicking anything live.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any, Final
 
 from openprogram.context.nodes import OPEN_STATUSES
 from openprogram.view.layout import KNOWN_KINDS, Layout, Placed, compute_layout
 from openprogram.view.summary import clip, content_summary, node_detail
 
-ROW: Final = 24  # px per row
-COL: Final = 20  # px per column
-R: Final = 7  # node radius
-PAD: Final = 14
+STYLE: Final[dict[str, Any]] = json.loads(
+    (Path(__file__).resolve().parent / "assets" / "style.json").read_text(encoding="utf-8")
+)  # the same file dag.js draws with
+ROW: Final[int] = STYLE["row"]  # px per row
+COL: Final[int] = STYLE["col"]  # px per column
+R: Final[int] = STYLE["radius"]  # node radius
+PAD: Final[int] = STYLE["pad"]
 LABEL_CHARS: Final = 90
 STATIC_FIELD_LIMIT: Final = 800  # characters per field in the static <details>
-KIND_COLORS: Final = {
-    "root": "#475569",
-    "turn": "#2563eb",
-    "reply": "#7c3aed",
-    "llm": "#9333ea",
-    "function": "#059669",
-    "tool": "#0d9488",
-    "ask_user": "#d97706",
-    "error": "#dc2626",
-}
-LANE_COLORS: Final = ("#64748b", "#e11d48", "#0891b2", "#65a30d", "#c026d3", "#ea580c")
+KIND_COLORS: Final[dict[str, str]] = STYLE["kindColors"]
+LANE_COLORS: Final[tuple[str, ...]] = tuple(STYLE["laneColors"])
 GLYPHS: Final = {
     "root": "◆",
     "turn": "●",
@@ -44,7 +40,7 @@ GLYPHS: Final = {
     "ask_user": "⬢",
     "error": "✖",
 }
-RED: Final = "#dc2626"
+RED: Final[str] = STYLE["colors"]["error"]
 FADED: Final = frozenset({"cancelled", "interrupted"})
 
 # Inline styles only: an untrusted notebook in JupyterLab drops <style> and <svg> (keeping
@@ -129,8 +125,11 @@ def render_text_tree(
     lines = [f"session DAG: {len(lay.placed)} nodes, {lay.lanes} lane(s)"]
     if start:
         lines.append(f"… {start} earlier rows not shown")
+    starts = run_starts(lay)
     for p in visible[start:]:
         s = content_summary(lay.source[p.id])
+        if p.id in starts:
+            lines.append("── new kernel (a restart, or the notebook run again) ──")
         bits = [
             "  " * p.depth + GLYPHS.get(p.kind, "?"),
             f"{p.kind} {s['name']}" if p.kind != "turn" else s["name"],
@@ -146,6 +145,24 @@ def render_text_tree(
         bits += [f"· {clip(s['preview'], 60)}"] if "preview" in s else []
         lines.append(" ".join(bits))
     return "\n".join(lines)
+
+
+def run_starts(lay: Layout) -> set[str]:
+    """Turn-level nodes that ran in another kernel process than the turn-level node above
+    (``metadata.run``, set by the notebook's turns): where a restart or a re-run begins."""
+    out: set[str] = set()
+    last: str | None = None
+    for p in lay.placed.values():
+        if p.depth:
+            continue
+        meta = lay.source[p.id].get("metadata")
+        run = meta.get("run") if isinstance(meta, Mapping) else None
+        if not isinstance(run, str) or not run:
+            continue
+        if last is not None and run != last:
+            out.add(p.id)
+        last = run
+    return out
 
 
 def node_color(kind: str) -> str:
@@ -165,16 +182,19 @@ def shape_svg(kind: str, status: str, cx: float, cy: float, r: float = R) -> str
     if not known or status in OPEN_STATUSES:
         attrs += ' stroke-dasharray="3 2"'
     if not known:
-        attrs = attrs.replace(f'fill="{fill}"', 'fill="#e5e7eb"')
+        attrs = attrs.replace(f'fill="{fill}"', f'fill="{STYLE["unknownFill"]}"')
     if status in FADED:
         attrs += ' opacity="0.4"'
-    if kind == "turn":
+    shape: str | list[list[float]] = STYLE["shapes"].get(kind, "square") if known else "square"
+    if shape == "circle":
         body = f'<circle cx="{cx}" cy="{cy}" r="{r}" {attrs}/>'
-    elif kind in ("function", "tool") or not known:
+    elif shape == "square":
         s = r * 0.85
         body = f'<rect x="{cx - s}" y="{cy - s}" width="{2 * s}" height="{2 * s}" rx="2" {attrs}/>'
     else:
-        body = f'<polygon points="{_points(kind, cx, cy, r)}" {attrs}/>'
+        assert not isinstance(shape, str), shape
+        points = " ".join(f"{cx + x * r:.1f},{cy + y * r:.1f}" for x, y in shape)
+        body = f'<polygon points="{points}" {attrs}/>'
     mark = "!" if stroke == RED else "?" if not known else ""
     if mark:
         color = "#ffffff" if known else "#374151"
@@ -183,20 +203,6 @@ def shape_svg(kind: str, status: str, cx: float, cy: float, r: float = R) -> str
             f'font-weight="bold" fill="{color}">{mark}</text>'
         )
     return body
-
-
-def _points(kind: str, cx: float, cy: float, r: float) -> str:
-    if kind == "root":
-        pts = [(0, -r), (r, 0), (0, r), (-r, 0)]
-    elif kind in ("reply", "llm"):
-        pts = [(0, -r), (r, r * 0.8), (-r, r * 0.8)]
-    elif kind == "ask_user":
-        h = r * 0.87
-        pts = [(r, 0), (r / 2, h), (-r / 2, h), (-r, 0), (-r / 2, -h), (r / 2, -h)]
-    else:  # error: an octagon
-        a = r * 0.41
-        pts = [(a, -r), (r, -a), (r, a), (a, r), (-a, r), (-r, a), (-r, -a), (-a, -r)]
-    return " ".join(f"{cx + x:.1f},{cy + y:.1f}" for x, y in pts)
 
 
 def _xy(p: Placed, start: int) -> tuple[float, float]:
@@ -209,6 +215,7 @@ def _label_x(lay: Layout, p: Placed) -> float:
 
 
 def _svg(lay: Layout, window: list[Placed], start: int) -> str:
+    starts = run_starts(lay)
     width = PAD * 2 + lay.columns * COL + 520
     height = PAD * 2 + max(len(window) - 1, 0) * ROW
     out = [
@@ -232,6 +239,14 @@ def _svg(lay: Layout, window: list[Placed], start: int) -> str:
             mid = py + ROW / 2
             d = f"M{px} {py} C{px} {mid} {cx} {mid} {cx} {py + ROW} L{cx} {cy}"
         out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
+    color = STYLE["colors"]["run"]
+    for p in window:
+        if p.id in starts:  # a restart or a re-run begins here
+            y = _xy(p, start)[1] - ROW / 2
+            out.append(
+                f'<line x1="0" x2="{width}" y1="{y}" y2="{y}" stroke="{color}" '
+                f'stroke-dasharray="6 3"/>'
+            )
     for p in window:  # one line each: what is left when a sanitizer drops the <svg> tags
         out.append("\n" + _node_svg(lay, p, start))
     out.append("</svg>")
@@ -248,8 +263,8 @@ def _node_svg(lay: Layout, p: Placed, start: int) -> str:
     ]
     if p.id == lay.head_id:
         parts.append(
-            f'<circle cx="{cx}" cy="{cy}" r="{R + 4}" fill="#facc15" fill-opacity="0.35" '
-            f'stroke="#eab308"/>'
+            f'<circle cx="{cx}" cy="{cy}" r="{R + 4}" fill="{STYLE["colors"]["halo"]}" '
+            f'fill-opacity="0.35" stroke="{STYLE["colors"]["haloStroke"]}"/>'
         )
     parts.append(shape_svg(p.kind, p.status, cx, cy))
     label = f"{s['name']}{f' (+{p.hidden_count})' if p.folded else ''}"
@@ -264,7 +279,8 @@ def _node_svg(lay: Layout, p: Placed, start: int) -> str:
         )
         if x
     )
-    head = ' <tspan fill="#b45309" font-weight="bold">HEAD</tspan>' if p.id == lay.head_id else ""
+    head_tag = f' <tspan fill="{STYLE["colors"]["head"]}" font-weight="bold">HEAD</tspan>'
+    head = head_tag if p.id == lay.head_id else ""
     parts.append(
         f'<text x="{_label_x(lay, p)}" y="{cy + 4}" fill="#111827">'
         f'<tspan font-weight="600">{escape(clip(label, LABEL_CHARS))}</tspan>{head}'

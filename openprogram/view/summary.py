@@ -8,7 +8,9 @@ Summary keys:
 ``null`` when a fold hides the node, ``order`` is the row with nothing folded);
 ``preview`` (≤ 120 characters), ``ms`` (duration), ``tokens`` (input + output), ``cost`` (USD),
 ``caller`` (layout nesting parent) or ``pred`` (chain parent), ``kids`` (directly nested
-calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...) when set.
+calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...) when set;
+for turn-level kinds (``turn root reply``) ``at`` (when it ran, epoch seconds) and ``run``
+(``metadata.run``: the kernel process that ran it, so views can mark restarts and re-runs).
 
 :func:`node_detail` is what the click panel shows; every long value is a *text field*
 ``{"text", "length", "truncated"}`` clipped at :data:`DETAIL_LIMIT` characters, and
@@ -29,6 +31,7 @@ NAME_CHARS: Final = 80
 NAME_BYTES: Final = 120
 DETAIL_LIMIT: Final = 20_000
 MORE_LIMIT: Final = 1_000_000
+_TURN_LEVEL: Final = frozenset({"turn", "root", "reply"})
 MAX_MESSAGES: Final = 200  # prompt messages shown in a detail (first 20 + last 180)
 DETAIL_FIELDS: Final = ("doc", "input", "output", "messages", "error", "traceback", "extra")
 # metadata keys shown by node_detail in their own place (the rest goes to "extra")
@@ -141,6 +144,13 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
     cost = _meta(node).get("cost")
     if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
         out["cost"] = float(cost)
+    if out["kind"] in _TURN_LEVEL:
+        at = node.get("created_at")
+        if isinstance(at, int | float) and not isinstance(at, bool) and at > 0:
+            out["at"] = round(at)
+        run = _meta(node).get("run")
+        if isinstance(run, str) and run:
+            out["run"] = clip(run, 40)
     return out
 
 

@@ -66,3 +66,53 @@ def test_the_session_page_works_offline(
     page.screenshot(path="/tmp/op-dag-page.png", full_page=True)
     assert not errors and not fetched, (errors, fetched)
     context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(60)
+def test_the_page_marks_a_new_kernel_times_turns_and_keeps_the_card_off_its_row(
+    tmp_path: Path, chromium_browser: Any
+) -> None:
+    from openprogram.view.page import render_page
+
+    def turn(i: int, run: str) -> dict[str, Any]:
+        return {
+            "id": f"t{i}",
+            "seq": 2 * i,
+            "turn": i,
+            "name": f"cell [{i}]",
+            "input": {"text": "a long cell source " * 8},
+            "caller": None,
+            "predecessor": f"t{i - 1}" if i > 1 else None,
+            "created_at": 1_700_000_000 + 60 * i,
+            "metadata": {"kind": "turn", "status": "completed", "run": run},
+        }
+
+    nodes = [turn(1, "k1"), turn(2, "k1"), turn(3, "k2"), turn(4, "k2")]
+    target = tmp_path / "runs.html"
+    target.write_text(render_page(nodes, "t4", title="runs"))
+    page = chromium_browser.new_page(viewport={"width": 1000, "height": 700})
+    page.goto(target.as_uri())
+    page.locator("g.op-node").first.wait_for()
+    assert page.locator(".op-run-line").count() == 1
+    third = page.locator("g.op-node[data-id='t3']")
+    assert "new kernel" in third.locator(".op-run-tag").inner_text()
+    meta = third.locator(".op-meta").inner_text()
+    assert "Nov 14" in meta or "Nov 15" in meta  # when it ran (1,700,000,180 s)
+    preview = meta.split(" · ")[-1]
+    assert preview.endswith("…") and preview[:-1].endswith("source")  # cut between words
+    for nid in ("t1", "t4"):  # the hover card is beside its row, never over it
+        node = page.locator(f"g.op-node[data-id='{nid}']")
+        node.locator(".op-shape").hover()
+        card = page.locator(".op-card")
+        card.wait_for()
+        row = node.bounding_box()
+        box = card.bounding_box()
+        assert row is not None and box is not None
+        assert box["y"] >= row["y"] + row["height"] or box["y"] + box["height"] <= row["y"], (
+            nid,
+            row,
+            box,
+        )
+        assert "a long cell source" in card.inner_text()
+    page.close()

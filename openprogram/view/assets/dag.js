@@ -9,27 +9,26 @@
 // .op-detail-doc, .op-detail-messages, .op-toggle, .op-search; .op-dag[data-rows] is the
 // number of rows laid out (drawn or not).
 
+import STYLE from "./style.json";
+
 const NS = "http://www.w3.org/2000/svg";
-const ROW = 24; // px per row
-const COL = 20; // px per column
-const R = 7; // node radius
-const PAD = 14;
+const ROW = STYLE.row; // px per row (style.json: shared with the static SVG in Python)
+const COL = STYLE.col; // px per column
+const R = STYLE.radius; // node radius
+const PAD = STYLE.pad;
 const ANIMATE_MAX_ROWS = 400; // running/HEAD animations repaint the SVG: small graphs only
 const VIRTUAL_MIN_ROWS = 400; // from this many rows on, only rows near the viewport are drawn
 const OVERSCAN = 20; // rows drawn above and below the viewport
 const VIEW_GUESS = 600; // px: the viewport's height while the canvas has no layout yet
 const POOL_MAX = 200; // detached node elements kept for reuse
-const KIND_COLORS = {
-  root: "#475569",
-  turn: "#2563eb",
-  reply: "#7c3aed",
-  llm: "#9333ea",
-  function: "#059669",
-  tool: "#0d9488",
-  ask_user: "#d97706",
-  error: "#dc2626",
-};
-const LANE_COLORS = ["#64748b", "#e11d48", "#0891b2", "#65a30d", "#c026d3", "#ea580c"];
+const CANVAS_MAX = 520; // px: .op-canvas max-height in dag.css
+const KIND_COLORS = STYLE.kindColors;
+const LANE_COLORS = STYLE.laneColors;
+// dag.css reads these: one source for the colours of both drawings
+const CSS_COLORS = Object.entries(STYLE.colors).map(([k, v]) => [
+  `--op-${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+  v,
+]);
 const OPEN = new Set(["running", "awaiting"]);
 const FADED = new Set(["cancelled", "interrupted"]);
 const FIELDS = [
@@ -62,6 +61,24 @@ function fmtCost(usd) {
   return usd >= 0.0001 || usd === 0 ? `$${usd.toFixed(4)}` : "<$0.0001";
 }
 
+// `text` cut to about `n` characters at a word boundary (the whole text is in the hover
+// card and the detail panel).
+function clipWords(text, n) {
+  if (!text || text.length <= n) return text || "";
+  const cut = text.slice(0, n - 1);
+  const space = cut.lastIndexOf(" ");
+  return `${space > n * 0.6 ? cut.slice(0, space) : cut}…`;
+}
+
+// When a turn ran: the time of day, with the date when it is not today.
+function fmtAt(at) {
+  if (!at) return "";
+  const d = new Date(at * 1000);
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (d.toDateString() === new Date().toDateString()) return time;
+  return `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
+}
+
 function fmtMs(ms) {
   if (ms === undefined || ms === null) return "";
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -69,32 +86,19 @@ function fmtMs(ms) {
   return `${Math.floor(ms / 60000)}m ${Math.floor((ms % 60000) / 1000)}s`;
 }
 
-function points(kind) {
-  let pts;
-  if (kind === "root") pts = [[0, -R], [R, 0], [0, R], [-R, 0]];
-  else if (kind === "reply" || kind === "llm") pts = [[0, -R], [R, R * 0.8], [-R, R * 0.8]];
-  else if (kind === "ask_user") {
-    const h = R * 0.87;
-    pts = [[R, 0], [R / 2, h], [-R / 2, h], [-R, 0], [-R / 2, -h], [R / 2, -h]];
-  } else {
-    const a = R * 0.41; // error: an octagon
-    pts = [[a, -R], [R, -a], [R, a], [a, R], [-a, R], [-R, a], [-R, -a], [-a, -R]];
-  }
-  return pts.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ");
-}
-
 // One node's shape centred on (0, 0); the kind decides the form, CSS the state styling.
 function drawShape(g, kind) {
   const known = kind in KIND_COLORS;
-  const fill = known ? KIND_COLORS[kind] : "#e5e7eb";
+  const fill = known ? KIND_COLORS[kind] : STYLE.unknownFill;
   const attrs = { class: "op-shape", fill };
-  let shape;
-  if (kind === "turn") shape = svgEl("circle", { ...attrs, r: R }, g);
-  else if (kind === "function" || kind === "tool" || !known) {
+  const shape = (known && STYLE.shapes[kind]) || "square";
+  if (shape === "circle") return svgEl("circle", { ...attrs, r: R }, g);
+  if (shape === "square") {
     const s = R * 0.85;
-    shape = svgEl("rect", { ...attrs, x: -s, y: -s, width: 2 * s, height: 2 * s, rx: 2 }, g);
-  } else shape = svgEl("polygon", { ...attrs, points: points(kind) }, g);
-  return shape;
+    return svgEl("rect", { ...attrs, x: -s, y: -s, width: 2 * s, height: 2 * s, rx: 2 }, g);
+  }
+  const pts = shape.map(([x, y]) => `${(x * R).toFixed(1)},${(y * R).toFixed(1)}`).join(" ");
+  return svgEl("polygon", { ...attrs, points: pts }, g);
 }
 
 class DagView {
@@ -131,7 +135,11 @@ class DagView {
       if (detail && detail.id === this.selected) this.renderDetail(this.selected, detail);
       else this.requestDetail(this.selected);
     }
-    requestAnimationFrame(() => this.scrollTo(this.headId));
+    // Only a graph taller than its canvas needs scrolling to HEAD; asking the others would
+    // force a layout of the whole page per view (a reopened notebook has one per turn).
+    if (PAD * 2 + this.rows.length * ROW > CANVAS_MAX) {
+      requestAnimationFrame(() => this.scrollTo(this.headId));
+    }
   }
 
   listen(event, fn) {
@@ -148,6 +156,7 @@ class DagView {
   build(el) {
     const root = htmlEl("div", "op-dag", null, el);
     this.root = root;
+    for (const [name, value] of CSS_COLORS) root.style.setProperty(name, value);
     const bar = htmlEl("div", "op-toolbar", null, root);
     this.titleEl = htmlEl("span", "op-title", null, bar);
     this.search = htmlEl("input", "op-search", null, bar);
@@ -175,7 +184,14 @@ class DagView {
     this.nodeLayer.addEventListener("click", (ev) => this.onClick(ev));
     this.nodeLayer.addEventListener("mouseover", (ev) => this.onHover(ev));
     this.nodeLayer.addEventListener("mouseout", () => this.card.classList.add("op-hidden"));
-    this.canvas.addEventListener("scroll", () => this.schedulePaint(), { passive: true });
+    this.canvas.addEventListener(
+      "scroll",
+      () => {
+        this.card.classList.add("op-hidden"); // it described a row that has moved
+        this.schedulePaint();
+      },
+      { passive: true },
+    );
     if (typeof ResizeObserver !== "undefined") {
       this.resizer = new ResizeObserver(() => this.schedulePaint());
       this.resizer.observe(this.canvas);
@@ -222,6 +238,13 @@ class DagView {
     let cols = 1;
     this.rows = [];
     this.pos.clear();
+    this.runStarts = new Set(); // turn-level rows that ran in another kernel than the one above
+    let run;
+    for (const s of list) {
+      if (s.caller !== undefined || !s.run) continue;
+      if (run !== undefined && s.run !== run) this.runStarts.add(s.id);
+      run = s.run;
+    }
     for (const s of list) {
       const par = s.caller;
       if (par !== undefined && this.nodes.has(par) && (hidden.has(par) || this.folded.has(par))) {
@@ -323,6 +346,11 @@ class DagView {
     cls.toggle("op-head", s.id === this.headId);
     cls.toggle("op-selected", s.id === this.selected);
     cls.toggle("op-dim", !this.matches(s));
+    if (this.runStarts.has(s.id)) {
+      // a restart or a re-run: a line across the canvas, above this row
+      const x1 = -(PAD + s.x * COL);
+      svgEl("line", { class: "op-run-line", x1, x2: x1 + this.size[0], y1: -ROW / 2, y2: -ROW / 2 }, g);
+    }
     if (s.id === this.headId) svgEl("circle", { class: "op-halo", r: R + 4 }, g);
     drawShape(g, s.kind);
     const mark = isError ? "!" : known ? "" : "?";
@@ -340,12 +368,16 @@ class DagView {
       svgEl("tspan", { class: "op-badge" }, label).textContent = ` (+${s.desc} folded)`;
     }
     if (s.id === this.headId) svgEl("tspan", { class: "op-head-tag" }, label).textContent = " HEAD";
+    if (this.runStarts.has(s.id)) {
+      svgEl("tspan", { class: "op-run-tag" }, label).textContent = " ↻ new kernel";
+    }
     const meta = [
+      fmtAt(s.at),
       s.status !== "completed" ? s.status : "",
       fmtMs(s.ms),
       s.tokens !== undefined ? `${s.tokens} tok` : "",
       fmtCost(s.cost),
-      s.preview ? s.preview.slice(0, 70) : "",
+      clipWords(s.preview, 70),
     ].filter(Boolean);
     if (meta.length) svgEl("tspan", { class: "op-meta" }, label).textContent = ` ${meta.join(" · ")}`;
     e.label = label;
@@ -509,12 +541,21 @@ class DagView {
     if (s.kids) htmlEl("div", "op-card-meta", `${s.kids} calls, ${s.desc} below`, c);
     if (s.flags) htmlEl("div", "op-card-flags", `⚠ ${s.flags.join(", ")}`, c);
     if (s.preview) htmlEl("div", "op-card-preview", s.preview, c);
+    if (s.at) htmlEl("div", "op-card-meta", `ran ${new Date(s.at * 1000).toLocaleString()}`, c);
+    if (this.runStarts.has(s.id)) htmlEl("div", "op-card-meta", "first turn of a new kernel", c);
+    // Below the row, or above it when the canvas has no room below: never over the row.
     const box = this.canvas.getBoundingClientRect();
     const at = g.getBoundingClientRect();
     const host = this.card.parentElement.getBoundingClientRect();
-    c.style.left = `${Math.min(at.left - host.left + 24, box.width - 240)}px`;
-    c.style.top = `${at.bottom - host.top + 4}px`;
+    const rowTop = at.top + at.height / 2 - ROW / 2;
+    const rowBottom = rowTop + ROW;
+    c.style.left = `${Math.max(0, Math.min(at.left - host.left + 24, box.width - 240))}px`;
+    c.style.top = `${rowBottom - host.top + 2}px`;
     c.classList.remove("op-hidden");
+    const height = c.getBoundingClientRect().height;
+    if (rowBottom + 2 + height > box.bottom && rowTop - 2 - height >= box.top) {
+      c.style.top = `${rowTop - host.top - 2 - height}px`;
+    }
   }
 
   select(id) {

@@ -1,4 +1,5 @@
-"use strict";(self.rspackChunkopenprogram_jupyter=self.rspackChunkopenprogram_jupyter||[]).push([[266],{615(o,e,r){var t=r(601),a=r.n(t),n=r(314),p=(r.n(n))()(a());p.push([o.id,`/* The session DAG widget (dag.js).  JupyterLab theme variables, with light fallbacks. */
+"use strict";(self.rspackChunkopenprogram_jupyter=self.rspackChunkopenprogram_jupyter||[]).push([[266],{615(o,e,r){var t=r(601),a=r.n(t),n=r(314),p=(r.n(n))()(a());p.push([o.id,`/* The session DAG (dag.js).  JupyterLab theme variables, with light fallbacks; the --op-*
+   colours come from style.json (dag.js sets them on .op-dag). */
 .op-dag {
   position: relative;
   font: 12px/1.4 var(--jp-ui-font-family, system-ui, sans-serif);
@@ -66,30 +67,30 @@
   animation: op-glow 2s ease-in-out infinite;
 }
 .op-node.op-error .op-shape {
-  stroke: #dc2626;
+  stroke: var(--op-error);
   stroke-width: 2;
 }
 .op-node.op-faded {
   opacity: 0.4;
 }
 .op-node.op-unknown .op-shape {
-  stroke: #6b7280;
+  stroke: var(--op-muted);
   stroke-dasharray: 3 2;
 }
 .op-node.op-flagged .op-name {
   text-decoration: underline wavy #d97706;
 }
 .op-node.op-selected .op-shape {
-  stroke: #f59e0b;
+  stroke: var(--op-selected);
   stroke-width: 3;
 }
 .op-node.op-dim {
   opacity: 0.18;
 }
 .op-halo {
-  fill: #facc15;
+  fill: var(--op-halo);
   fill-opacity: 0.35;
-  stroke: #eab308;
+  stroke: var(--op-halo-stroke);
 }
 .op-mark {
   font-size: 10px;
@@ -111,8 +112,16 @@
 .op-badge {
   fill: var(--jp-ui-font-color2, #6b7280);
 }
+.op-run-line {
+  stroke: var(--op-run);
+  stroke-dasharray: 6 3;
+}
+.op-run-tag {
+  fill: var(--op-run);
+  font-weight: 600;
+}
 .op-head-tag {
-  fill: #b45309;
+  fill: var(--op-head);
   font-weight: bold;
 }
 .op-toggle rect {
@@ -192,7 +201,7 @@
 .op-status-error,
 .op-detail-error pre,
 div.op-detail-error {
-  color: #dc2626;
+  color: var(--op-error);
 }
 .op-detail-facts {
   display: grid;
