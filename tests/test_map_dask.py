@@ -69,7 +69,7 @@ def test_a_thousand_items_are_one_turn_in_item_order_and_git_is_clean(
     texts = [f"ticket {i}" for i in range(1000)]
     with cell(rt) as (s, turn):
         results = openprogram.map(
-            classify, texts, executor=workers.get_executor(), max_in_flight=100, progress=False
+            classify, texts, executor=workers.get_executor(), max_in_flight=1000, progress=False
         )
     assert results == ["bug"] * 1000
     nodes = reopen(op_home, s.session_id)
@@ -178,3 +178,36 @@ def test_a_function_that_cannot_be_pickled_is_refused_before_dask_sees_a_task(
     after = workers.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
     assert after == before
     assert items_under(reopen(op_home, s.session_id), turn) == []
+
+
+def test_when_dask_gives_up_on_an_item_its_lost_attempt_is_its_one_node_and_error(
+    op_home: Path, workers: Any
+) -> None:
+    def allowed_failures(n: int) -> Callable[[Any], int]:
+        def swap(dask_scheduler: Any) -> int:
+            before, dask_scheduler.allowed_failures = dask_scheduler.allowed_failures, n
+            return int(before)
+
+        return swap
+
+    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    pids = workers.run(os.getpid)
+    usual = workers.run_on_scheduler(allowed_failures(0))  # give up at the first death
+    try:
+        with cell(rt) as (s, turn):
+            run = MapRun(classify, [f"t{i}" for i in range(40)], executor=workers, progress=False)
+            when_under_way(run, 8, lambda: os.kill(pids[sorted(pids)[0]], signal.SIGKILL))
+            results = run.run()
+    finally:
+        workers.run_on_scheduler(allowed_failures(usual))
+    killed = [i for i, r in enumerate(results) if type(r).__name__ == "KilledWorker"]
+    assert killed and all(r == "bug" for i, r in enumerate(results) if i not in killed)
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    done = [c.metadata["item"] for c in calls if c.status == "completed"]
+    assert done == [i for i in range(40) if i not in killed]  # each once, in order
+    gave_up = [c for c in calls if "gave up" in c.metadata.get("error", "")]
+    assert [c.metadata["item"] for c in gave_up] == killed  # its one node: the lost attempt
+    assert {c.status for c in gave_up} == {"interrupted"}
+    # a result lost with the worker before it was fetched is run again: recorded, retried
+    retried = [c for c in calls if c.status == "interrupted" and c not in gave_up]
+    assert all("retried" in c.metadata["error"] for c in retried)

@@ -89,8 +89,9 @@ class DaskSubmitter:
     def start(self) -> None:
         info = self.client.scheduler_info()
         self._names = {a: str(w.get("name", a)) for a, w in info.get("workers", {}).items()}
-        handlers = getattr(self.client, "_event_handlers", {})
-        self._previous = handlers.get("all")  # keep a handler the user set for this topic
+        previous = getattr(self.client, "_event_handlers", {}).get("all")
+        if not isinstance(getattr(previous, "__self__", None), DaskSubmitter):
+            self._previous = previous  # a handler the user set for this topic: chained
         self.client.subscribe_topic("all", self._on_event)
         self._fetcher.start()
 

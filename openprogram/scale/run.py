@@ -340,28 +340,36 @@ class MapRun:
             value, error = self._decode(result)
             self.tokens += _tokens(nodes)
         else:
-            error = result
-            value = None
-            status = CANCELLED if isinstance(error, CancelledError) else ERROR
-            if started and _worker_died(error):
-                status = INTERRUPTED
-            reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
-            node = attempt_node(
-                self.label,
-                inputs_of(self.fn, self.items[index]),
-                anchor=self.anchor,
-                index=index,
-                status=status,
-                reason=reason,
-                attempt=attempt,
-            )
-            nodes = [node]
+            error, value = result, None
+            nodes = self._failed_attempt(index, error, started=started, attempt=attempt)
         if error is not None:
             self.failed += 1
             self.results[index] = error
         else:
             self.results[index] = value
         self._ready[index] = self._lost.pop(index, []) + nodes
+
+    def _failed_attempt(
+        self, index: int, error: BaseException, *, started: bool, attempt: int
+    ) -> list[Call]:
+        """The node of an attempt that sent nothing back (cancelled, never sent, lost)."""
+        reason = f"{type(error).__name__}: {error}".strip().rstrip(":")
+        died = started and _worker_died(error)
+        lost = self._lost.get(index)
+        if died and lost:  # Dask gave up after workers died: the last death is recorded
+            lost[-1].metadata["error"] += f"; then Dask gave up ({reason})"
+            return []
+        status = INTERRUPTED if died else CANCELLED if isinstance(error, CancelledError) else ERROR
+        node = attempt_node(
+            self.label,
+            inputs_of(self.fn, self.items[index]),
+            anchor=self.anchor,
+            index=index,
+            status=status,
+            reason=reason,
+            attempt=attempt,
+        )
+        return [node]
 
     def _decode(self, outcome: Outcome) -> tuple[Any, BaseException | None]:
         if not self.shared.remote:
