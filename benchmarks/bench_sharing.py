@@ -1,6 +1,6 @@
 """Sharing speed (issue 9's targets), each side by side with its honest baseline.
 
-    python benchmarks/bench_sharing.py [--quick] [--samples 5]
+    python benchmarks/bench_sharing.py [--quick] [--samples 5] [--only bundles|pull|replay]
 
 1. Export + import of a 1,000-turn session (``--quick``: 200) vs ``git bundle create`` /
    ``git clone`` of the same repository.  Target: each ≤ 1.5× its baseline.
@@ -240,12 +240,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--only", choices=["bundles", "pull", "replay"], help="one section")
     args = parser.parse_args(argv)
     samples = 3 if args.quick else args.samples
     with tempfile.TemporaryDirectory(prefix="bench-sharing-") as tmp:
-        bench_bundles(Path(tmp), 200 if args.quick else 1000, samples)
-        bench_pull(Path(tmp), samples)
-        bench_replay(Path(tmp), 3 if args.quick else min(samples, 3))
+        if args.only in (None, "bundles"):
+            bench_bundles(Path(tmp), 200 if args.quick else 1000, samples)
+        if args.only in (None, "pull"):
+            bench_pull(Path(tmp), samples)
+        if args.only in (None, "replay"):
+            bench_replay(Path(tmp), 3 if args.quick else min(samples, 3))
     shutil.rmtree(tmp, ignore_errors=True)
 
 
