@@ -168,12 +168,20 @@ def status(host: Host, args: Namespace) -> dict[str, Any]:
     return info
 
 
-@command("new", "start a fresh session for this notebook")
+@command(
+    "new",
+    "start a fresh session for this notebook",
+    arg("--id", dest="session_id", default=None, metavar="ID", help="with this id"),
+)
 def new(host: Host, args: Namespace) -> str:
-    from openprogram.store.session.ids import mint_session_id
+    from openprogram.agent.session_db import default_db
+    from openprogram.store.session.ids import mint_session_id, validate_session_id
     from openprogram_magics.notebook import NotebookMeta
 
-    meta = NotebookMeta(mint_session_id("nb"))
+    sid = mint_session_id("nb") if args.session_id is None else args.session_id
+    if args.session_id is not None and default_db().exists(validate_session_id(sid)):
+        raise CommandError(f"session {sid} exists; `{PROG} use {sid}` continues it")
+    meta = NotebookMeta(sid)
     host.set_session(meta)
     print(f"openprogram: new session {meta.session_id} for this notebook")
     return meta.session_id
@@ -186,12 +194,25 @@ def use(host: Host, args: Namespace) -> str:
     from openprogram_magics.notebook import NotebookMeta
 
     sid = validate_session_id(args.session_id)
+    if not default_db().exists(sid):
+        raise CommandError(unknown_session(sid, [str(m["id"]) for m in list_sessions()]))
+    before = host.current_session_id()
     host.set_session(NotebookMeta(sid))
-    exists = default_db().exists(sid)
-    print(
-        f"openprogram: using session {sid}" + ("" if exists else " (new: created at the next turn)")
-    )
+    was = f" (it was on {before})" if before and before != sid else ""
+    print(f"openprogram: this notebook now continues session {sid}{was}")
     return sid
+
+
+def unknown_session(sid: str, known: list[str]) -> str:
+    """The one line refusing an id that is not here, with the nearest ones there are."""
+    import difflib
+
+    near = difflib.get_close_matches(sid, known, n=3, cutoff=0.5)
+    hint = f"nearest: {', '.join(near)}; " if near else ""
+    return (
+        f"no session {sid!r} on this machine; {hint}`{PROG} list` shows them all, "
+        f"`{PROG} new --id {sid}` starts one with that id"
+    )
 
 
 @command("list", "sessions on this machine, newest first")
@@ -264,6 +285,11 @@ def provider(host: Host, args: Namespace) -> None:
         host.set_session(replay_from_root(session_or_current(host, None), host.current_meta()))
     create_runtime(name, model or None)  # fail now, not at the next cell
     host.provider, host.model = name, model
+    meta = host.current_meta()  # the notebook records it (name and model, never a key)
+    if meta is not None:
+        from dataclasses import replace
+
+        host.set_session(replace(meta, provider=name, model=model or None))
     # calls made outside a turn (the process's ad-hoc session) use the same provider
     os.environ["OPENPROGRAM_PROVIDER"] = name
     if model:

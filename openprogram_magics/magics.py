@@ -9,6 +9,7 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -89,6 +90,7 @@ class OpenProgramMagics(Magics):
         self._runtime: Runtime | None = None
         self._runtime_key: tuple[Any, ...] | None = None
         self._noted: set[str] = set()
+        self._pinned_elsewhere = False  # the cell being begun pins another session
 
     # -- the turn lifecycle ------------------------------------------------------------------
     def pre_run_cell(self, info: ExecutionInfo) -> None:
@@ -112,8 +114,10 @@ class OpenProgramMagics(Magics):
         if turn is None:
             return
         error = result.error_in_exec or result.error_before_exec
-        self.kernel_meta = turn.end(error, result.result)
-        self._push_metadata()
+        meta = turn.end(error, result.result)
+        if not turn.pinned:  # `--session ID` for one cell leaves the notebook's session alone
+            self.kernel_meta = meta
+            self._push_metadata()
 
     def bare_call_turn(self, label: str) -> AbstractContextManager[Any] | None:
         """The engine asks this (``shell.openprogram_turn``) for a call made outside any
@@ -138,6 +142,9 @@ class OpenProgramMagics(Magics):
         opts = self.cell_args(args)
         try:
             meta = self._resolve(opts.session)
+            pinned = self._pinned_elsewhere
+            if not pinned:
+                meta = self._with_provider(meta)
             from openprogram_magics.turn import CellTurn
 
             turn = CellTurn(
@@ -148,6 +155,7 @@ class OpenProgramMagics(Magics):
                 live=self.live_dag and not opts.no_dag,
                 stream=self.stream,
                 title=notebook_title(self.shell.user_ns if self.shell is not None else {}),
+                pinned=pinned,
             )
             turn.begin()
         except UserError as exc:
@@ -164,6 +172,9 @@ class OpenProgramMagics(Magics):
 
         user_ns = self.shell.user_ns if self.shell is not None else {}
         res = resolve_session(pinned, self.kernel_meta, user_ns)
+        self._pinned_elsewhere = res.source == "pinned" and (
+            res.stored is None or res.stored.session_id != pinned
+        )
         if res.note and res.note not in self._noted:
             self._noted.add(res.note)
             print(f"openprogram: {res.note}")
@@ -176,6 +187,25 @@ class OpenProgramMagics(Magics):
             return meta
         return res.meta
 
+    def _with_provider(self, meta: NotebookMeta) -> NotebookMeta:
+        """The provider and model go with the notebook: one its metadata names is used
+        when none was chosen in this kernel (said once); the chosen one is recorded."""
+        from dataclasses import replace
+
+        self._adopt_provider(meta)
+        return replace(meta, provider=self.provider or None, model=self.model or None)
+
+    def _adopt_provider(self, meta: NotebookMeta | None) -> None:
+        if self.provider or meta is None or not meta.provider:
+            return
+        self.provider, self.model = meta.provider, meta.model or ""
+        os.environ["OPENPROGRAM_PROVIDER"] = self.provider  # calls outside a turn, too
+        print(
+            f"openprogram: provider {self.provider}"
+            + (f" (model {self.model})" if self.model else "")
+            + " from this notebook's metadata"
+        )
+
     def runtime_key(self) -> tuple[Any, ...]:
         """The settings the cached runtime was built from (a change rebuilds it)."""
         return (self.provider, self.model, self.budget_tokens, self.budget_usd, self.budget_per)
@@ -187,6 +217,8 @@ class OpenProgramMagics(Magics):
         from openprogram.providers import create_runtime
         from openprogram.usage.budget import budget_from
 
+        if not self.provider:  # after a restart: the notebook says which it uses
+            self._adopt_provider(self.current_meta())
         key = self.runtime_key()
         if self._runtime is None or key != self._runtime_key:
             self._runtime = create_runtime(

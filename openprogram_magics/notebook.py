@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ class NotebookMeta:
     session_id: str
     last_turn_id: str | None = None
     remote: str | None = None  # where `%openprogram push URL` sent it (never a password)
+    provider: str | None = None  # the provider and model this notebook uses (never a key)
+    model: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"session_id": self.session_id, "version": METADATA_VERSION}
@@ -55,6 +58,10 @@ class NotebookMeta:
             out["last_turn_id"] = self.last_turn_id
         if self.remote:
             out["remote"] = self.remote
+        if self.provider:
+            out["provider"] = self.provider
+            if self.model:
+                out["model"] = self.model
         return out
 
 
@@ -63,6 +70,7 @@ class Resolution:
     meta: NotebookMeta | None  # None: mint a new session
     source: str  # "pinned" | "kernel" | "frontend" | "file" | "new"
     note: str = ""  # something the user should be told (a conflict), or ""
+    stored: NotebookMeta | None = None  # the notebook's own session, when a cell pins another
 
 
 _RECOVER = "run `%openprogram new` to start a fresh session for this notebook"
@@ -98,7 +106,16 @@ def parse_metadata(
     remote = value.get("remote")  # checked when used: only an explicit push/pull reads it
     if not (isinstance(remote, str) and 0 < len(remote) <= MAX_REMOTE_CHARS):
         remote = None
-    return NotebookMeta(sid, last, remote)
+    provider, model = value.get("provider"), value.get("model")
+    if not (isinstance(provider, str) and _PROVIDER.fullmatch(provider)):
+        provider = model = None  # ignored, like a bad remote: the environment decides
+    if not (isinstance(model, str) and _MODEL.fullmatch(model)):
+        model = None
+    return NotebookMeta(sid, last, remote, provider, model)
+
+
+_PROVIDER = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}")
 
 
 def resolve(
@@ -115,12 +132,12 @@ def resolve(
         note = ""
         if stored is not None and stored.session_id != pinned:
             note = (
-                f"--session {pinned} overrides this notebook's session {stored.session_id}; "
-                f"the notebook now records {pinned}"
+                f"this cell runs in session {pinned}; the notebook stays with "
+                f"{stored.session_id} (`%openprogram use {pinned}` re-points it)"
             )
         same = stored is not None and stored.session_id == pinned
         last, remote = (stored.last_turn_id, stored.remote) if stored and same else (None, None)
-        return Resolution(NotebookMeta(pinned, last, remote), "pinned", note)
+        return Resolution(NotebookMeta(pinned, last, remote), "pinned", note, stored)
     for meta, source in ((kernel, "kernel"), (frontend, "frontend"), (file, "file")):
         if meta is not None:
             return Resolution(meta, source)
@@ -163,6 +180,7 @@ def session_from_outputs(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
         outputs = cell.get("outputs")
         for output in outputs if isinstance(outputs, list) else ():  # a damaged file: skip
             data = output.get("data") if isinstance(output, dict) else None
-            if isinstance(data, dict) and isinstance(data.get(MIME_TYPE), dict):
-                found = data[MIME_TYPE]
+            part = data.get(MIME_TYPE) if isinstance(data, dict) else None
+            if isinstance(part, dict) and part.get("pinned") is not True:  # one cell's own
+                found = part
     return found

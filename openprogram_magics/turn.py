@@ -51,8 +51,10 @@ class CellTurn:
         live: bool = True,
         stream: bool = True,
         title: str | None = None,
+        pinned: bool = False,
     ) -> None:
         self.meta = meta
+        self.pinned = pinned  # `--session ID` other than the notebook's: this cell only
         self.title = title  # what the session belongs to, if this turn creates it
         self.source = source
         self.execution_count = execution_count
@@ -182,7 +184,9 @@ class CellTurn:
         assert self.handle is not None and self.node is not None
         node, handle = self.node, self.handle
         remote = self.meta.remote if self.meta.session_id == handle.session_id else None
-        meta = NotebookMeta(handle.session_id, node.id, remote)  # kept even if recording fails
+        meta = NotebookMeta(  # kept even if recording fails
+            handle.session_id, node.id, remote, self.meta.provider, self.meta.model
+        )
         try:
             if error is None:
                 finish(node)
@@ -222,6 +226,8 @@ class CellTurn:
                 item["predecessor"] = None
         layout = compute_layout(nodes, self.node.id)
         payload = {**meta.to_json(), "turn": self.node.turn, "status": self.node.status}
+        if self.pinned:  # not the notebook's session: readers of saved outputs skip it
+            payload["pinned"] = True
         header = self._title()
         widget = getattr(self.widget, "model_id", None) if self.widget is not None else None
         return {

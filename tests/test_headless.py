@@ -135,7 +135,8 @@ def test_papermill_records_turns_but_cannot_continue_the_session(
     """papermill runs the cells itself and never hands the kernel the notebook's metadata:
     each run starts a new session (its id is in the outputs, not in the metadata, which
     papermill copies from the input unchanged).  Pin the id in code (``%%openprogram
-    --session ID``, or a parameters cell running ``%openprogram use ID``) to continue one."""
+    --session ID``, or a parameters cell running ``%openprogram use ID`` — ``new --id ID``
+    the first time) to continue one."""
     papermill = pytest.importorskip("papermill")
     nb = read(notebook)
     nb["metadata"]["openprogram"] = {"session_id": "nb_infile", "version": 1}
@@ -163,7 +164,7 @@ def test_papermill_records_turns_but_cannot_continue_the_session(
             "metadata": {"tags": ["parameters"]},
             "execution_count": None,
             "outputs": [],
-            "source": "%openprogram use nb_infile",
+            "source": "%openprogram new --id nb_infile",
         },
     )
     notebook.write_text(json.dumps(nb))

@@ -98,8 +98,15 @@ def test_new_use_status_and_log_without_a_shell(capsys: pytest.CaptureFixture[st
     info = commands.run(host, "status")
     assert info["session_id"] == sid and info["head"] is not None and "path" in info
     assert commands.run(host, "log") == session_log(sid)
-    assert commands.run(host, "use other_1") == "other_1"
+    with pytest.raises(CommandError, match=r"no session 'other_1'.*new --id other_1"):
+        commands.run(host, "use other_1")  # a typo does not start a new history
+    assert host.current_session_id() == sid
+    assert commands.run(host, "new --id other_1") == "other_1"  # on purpose
     assert commands.run(host, "status")["path"].endswith("(created at the first turn)")
+    with pytest.raises(CommandError, match=f"session {sid} exists"):
+        commands.run(host, f"new --id {sid}")
+    with pytest.raises(CommandError, match=f"nearest: {sid}"):
+        commands.run(host, f"use {sid[:-1]}z")
     commands.run(host, "auto on")
     assert host.auto is True
     with pytest.raises(CommandError, match="no session yet"):

@@ -241,18 +241,22 @@ def test_two_cells_continue_one_session_and_chain(shell: Shell) -> None:
     assert "one" in str(sent_messages(default_db().open(second.session_id), llm2))
 
 
-def test_session_pin_wins_and_is_recorded(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+def test_session_pin_affects_that_cell_only(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
     shell.run('%%openprogram\ntriage("one")')
     before = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
     capsys.readouterr()
     shell.run('%%openprogram --session pinned_abc\ntriage("two")')
-    assert shell.magics.kernel_meta.session_id == "pinned_abc"  # type: ignore[union-attr]
+    assert shell.magics.kernel_meta.session_id == before  # type: ignore[union-attr]
     out = capsys.readouterr().out
-    assert f"--session pinned_abc overrides this notebook's session {before}" in out
+    assert f"this cell runs in session pinned_abc; the notebook stays with {before}" in out
+    assert shell.bundles()[-1][MIME_TYPE]["pinned"] is True  # saved outputs skip it
     assert len(turns_of("pinned_abc")) == 1 and len(turns_of(before)) == 1
     shell.run('%%openprogram --session pinned_abc\ntriage("three")')
-    assert capsys.readouterr().out.count("overrides") == 0  # told once
-    assert len(turns_of("pinned_abc")) == 2
+    assert capsys.readouterr().out.count("this cell runs in") == 0  # told once
+    shell.run('%%openprogram\ntriage("four")')
+    assert len(turns_of("pinned_abc")) == 2 and len(turns_of(before)) == 2
     shell.run('%%openprogram --session "../etc"\n_ran = True', error=UsageError)
     assert "_ran" not in shell.ip.user_ns
 

@@ -87,7 +87,8 @@ def test_resolution_order() -> None:
     pinned = resolve(pinned="front", kernel=None, frontend=f, file=None)
     assert pinned.meta == f and pinned.note == ""  # same id: keeps the notebook's last turn
     other = resolve(pinned="elsewhere", kernel=None, frontend=f, file=None)
-    assert other.meta == NotebookMeta("elsewhere") and "overrides" in other.note
+    assert other.meta == NotebookMeta("elsewhere") and "this cell runs in" in other.note
+    assert other.stored is not None and other.stored.session_id != "elsewhere"
 
 
 def test_session_from_outputs_takes_the_last_turn() -> None:
