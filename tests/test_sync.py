@@ -315,3 +315,22 @@ def test_passwords_never_shown() -> None:
 
     assert redact_url("https://alice:s3cret@host/x.git") == "https://alice@host/x.git"
     assert redact_url("ssh://git@host/x.git") == "ssh://git@host/x.git"
+
+
+def test_a_hostile_history_on_the_remote_is_refused_by_pull(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = two
+    remote = bare(tmp_path)
+    url = f"file://{remote}"
+    turns(alice, "s_a", "one")
+    push(alice, "s_a", url, "file")
+    pull(bob, "s_a", url, "file")
+    before = state(bob, "s_a")
+    node = "history/0000/000001/00000099-c-n_evil.json"
+    craft(tmp_path, alice.session_path("s_a"), "s_a", {node: "/etc/passwd"})
+    work = next(p for p in tmp_path.iterdir() if p.name.startswith("craft-") and p.is_dir())
+    git(work, "push", "-q", "--force", str(remote), "refs/openprogram/sessions/s_a")
+    with pytest.raises(SyncError, match="symbolic link"):
+        pull(bob, "s_a", url, "file")
+    assert state(bob, "s_a") == before
+    assert not (bob.session_path("s_a") / node).exists()
+    assert [p.name for p in bob.root.iterdir()] == ["s_a"]
