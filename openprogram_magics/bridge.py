@@ -128,7 +128,10 @@ def receive_frontend_state(b64: str) -> None:
     """Decode and store the state sent by the extension's silent execute_request.
 
     Never raises; on any malformation nothing new is stored and ``problem`` is set.
-    Does no I/O and imports only the standard library's ``base64``/``binascii``/``json``.
+    Does no I/O and imports only the standard library's ``base64``/``binascii``/``json``
+    — except that a notebook whose metadata names a session gets the IPython extension
+    loaded (:func:`load_extension`), so after a restart its first ``%%openprogram`` cell
+    works without ``%load_ext``.
     """
     global _state
     try:
@@ -140,6 +143,24 @@ def receive_frontend_state(b64: str) -> None:
         return
     metadata, path = parsed
     _state = FrontendState(metadata=metadata, path=path, received_at=time.time())
+    if metadata is not None and metadata.get("session_id"):
+        load_extension()
+
+
+def load_extension() -> bool:
+    """Load ``openprogram_magics`` into the running IPython shell if it is not loaded;
+    False (never an exception) when there is no shell or the load fails."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            return False
+        if "openprogram_magics" not in shell.extension_manager.loaded:
+            shell.extension_manager.load_extension("openprogram_magics")
+        return True
+    except Exception:
+        return False
 
 
 def silent_code(b64: str) -> str:

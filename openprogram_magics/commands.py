@@ -143,6 +143,13 @@ def help_text() -> str:
     lines = [f"{PROG} COMMAND — the notebook's OpenProgram session", ""]
     lines += [f"  {u:<{width}}{h}" for u, h in rows]
     lines += ["", 'Settings are traitlets: %config OpenProgramMagics.provider = "test"']
+    lines += [
+        "",
+        "A notebook whose metadata names a session loads this extension itself (JupyterLab /",
+        "Notebook 7 extension, `openprogram run`, papermill -E openprogram). For every kernel:",
+        '  c.InteractiveShellApp.extensions = ["openprogram_magics"]',
+        "in ~/.ipython/profile_default/ipython_config.py (`ipython profile create` makes it).",
+    ]
     lines += ["  history_turns (20), history_tokens (4000), history_failed (False): what a call"]
     lines += ["  sees of earlier turns; a function or a call narrows it with ContextPolicy"]
     return "\n".join(lines) + "\n"

@@ -57,6 +57,7 @@ def test_help_is_generated_from_the_parser() -> None:
     for name, cmd in commands.COMMANDS.items():
         assert f"  {name}" in text and cmd.help in text
     assert "use ID" in text and "log [ID]" in text and "auto {on,off}" in text
+    assert 'c.InteractiveShellApp.extensions = ["openprogram_magics"]' in text
 
 
 def test_a_command_is_one_entry_and_one_function(extra_command: None) -> None:
