@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from openprogram.agent.dispatcher.types import TurnResult
 from openprogram.context.nodes import COMPLETED
+from openprogram.context.outcome import finish
 
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
@@ -21,7 +22,7 @@ def finalize_turn(prepared: PreparedTurn) -> TurnResult:
     writer = prepared.writer
     reply = writer.reply
     assert reply is not None, "open_placeholder first"
-    reply.metadata["status"] = COMPLETED
+    finish(reply)  # its duration is wall-clock: the reply began with the turn, maybe elsewhere
     reply.metadata["duration_ms"] = round((time.time() - reply.created_at) * 1000, 3)
     writer.nodes.update(reply)
     maybe_auto_title(prepared)
