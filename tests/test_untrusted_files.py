@@ -129,7 +129,7 @@ def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) 
 def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Path) -> None:
     turn(op_home, "first")
     state = op_home / "sessions" / SID / ".state"
-    for name in ("lock", "counters", "index.json"):
+    for name in ("lock", "counters", "index.json", "maintain.lock"):
         (state / name).unlink(missing_ok=True)
         (state / name).symlink_to(outside / "secret.json")
     shutil.rmtree(state / "journal", ignore_errors=True)

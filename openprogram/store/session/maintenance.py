@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
-from openprogram.store.session.files import Counters, SessionLock, atomic_write
+from openprogram.store.session.files import Counters, SessionLock, atomic_write, open_state_file
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.repository import Repository, pack_loose
 from openprogram.store.session.safegit import git_argv, git_env, run_git
@@ -42,7 +42,7 @@ def lock_path(root: Path) -> Path:
 
 
 def _try_lock(root: Path, *, wait: bool) -> int | None:
-    fd = os.open(lock_path(root), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_state_file(lock_path(root), os.O_RDWR)  # a symlink there: replaced
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
