@@ -110,8 +110,8 @@ def stdout(msgs: list[dict[str, Any]]) -> str:
 
 
 def test_interrupt_mid_llm_call_then_the_next_cell_continues(kernel: Kernel, op_home: Path) -> None:
-    kernel.run(SLOW_PROVIDER.format(seconds=5))
-    msg_id = kernel.send('%%openprogram --session nb_ctrlc\n_before = 1\ntriage("slow")')
+    kernel.run(SLOW_PROVIDER.format(seconds=5) + "\n%openprogram new --id nb_ctrlc")
+    msg_id = kernel.send('%%openprogram\n_before = 1\ntriage("slow")')
     time.sleep(1.0)
     started = time.monotonic()
     kernel.km.interrupt_kernel()
@@ -144,7 +144,9 @@ def test_interrupt_mid_llm_call_then_the_next_cell_continues(kernel: Kernel, op_
         for m in opens
         if m["content"]["target_name"] == "openprogram.metadata"
     ]
-    assert metadata == [{"session_id": "nb_ctrlc", "version": 1, "last_turn_id": turns[1].id}]
+    assert metadata == [
+        {"session_id": "nb_ctrlc", "version": 1, "last_turn_id": turns[1].id, "provider": "test"}
+    ]
     # the output carries it too, for frontends without the extension
     bundles = [
         m["content"]["data"]
