@@ -18,6 +18,7 @@ import pytest
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import CorruptedFile, InvalidSessionId, SessionNotFound
+from openprogram.store.session import maintenance
 from openprogram.store.session.store import CorruptedFileWarning, SessionStore
 
 
@@ -210,6 +211,27 @@ def test_turns_written_by_short_lived_processes_still_get_packed(op_home: Path) 
         store.close()
     counts = packed_counts(op_home / "sessions" / "many_procs")
     assert int(counts["packs"]) >= 1
+
+
+def test_a_maintenance_asked_for_while_one_runs_is_not_lost(op_home: Path) -> None:
+    """A commit that opens a bucket while a maintenance is running (its lock held) leaves a
+    request; the running maintenance does another round and seals the bucket."""
+    store = SessionStore(op_home)
+    add_turn(store, "busy_maint", "first")
+    path = op_home / "sessions" / "busy_maint"
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "a maintenance is running"
+    try:
+        for i in range(100):  # the 100th turn opens bucket 0001
+            add_turn(store, "busy_maint", f"turn {i}", nodes=1)
+        assert (path / ".state" / "maintain.pending").exists()
+        maintenance.main([str(path)])  # what the running maintenance does next
+    finally:
+        os.close(fd)
+    assert not (path / ".state" / "maintain.pending").exists()
+    committed = git_out(path, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    assert "history/0000/index.json" in committed
+    store.close()
 
 
 # -- create / list / delete --------------------------------------------------------------------

@@ -14,6 +14,8 @@ returns at once.  That process, at low priority:
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
 benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only step 3.
+A process that asks for a maintenance while one is running leaves ``.state/maintain.pending``
+and the running one does another round (so a bucket opened meanwhile is still sealed).
 """
 
 from __future__ import annotations
@@ -27,18 +29,23 @@ import time
 from pathlib import Path
 
 from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
-from openprogram.store.session.files import Counters, SessionLock, atomic_write, open_state_file
+from openprogram.store.session.files import SessionLock, atomic_write, open_state_file
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.repository import Repository, pack_loose
 from openprogram.store.session.safegit import git_argv, git_env, run_git
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
+MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
 SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
 
 
 def lock_path(root: Path) -> Path:
     return root / ".state" / "maintain.lock"
+
+
+def pending_path(root: Path) -> Path:
+    return root / ".state" / "maintain.pending"
 
 
 def _try_lock(root: Path, *, wait: bool) -> int | None:
@@ -55,7 +62,11 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
     """Start a detached maintenance of the session at ``root`` (``index_only``: just
     ``git read-tree HEAD``) unless one is running; returns at once, never waits."""
     fd = _try_lock(root, wait=False)
-    if fd is None:
+    if fd is None:  # one is running: it does another round when it sees this
+        try:
+            atomic_write(pending_path(root), b"")
+        except OSError:
+            pass
         return False
     try:
         if index_only:
@@ -172,15 +183,12 @@ def main(argv: list[str]) -> int:
         pass
     # the maintenance lock was inherited from the process that started this one; commits
     # made meanwhile may have asked for a maintenance (a new bucket) and found it running
-    counters = Counters(root / ".state" / "counters")
-    try:
-        for _round in range(3):
-            before = counters.commits()
-            run(root)
-            if counters.commits() == before:
-                break
-    finally:
-        counters.close()
+    pending = pending_path(root)
+    for _round in range(MAX_ROUNDS):
+        pending.unlink(missing_ok=True)
+        run(root)
+        if not os.path.lexists(pending):
+            break
     return 0
 
 
