@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -246,6 +247,34 @@ def test_list_shows_sessions_newest_first_and_delete_removes_one(op_home: Path) 
     assert sessions_listing(op_home) == ["newer"]
     with pytest.raises(SessionNotFound):
         store.delete_session("older")
+    store.close()
+
+
+def test_delete_waits_for_a_running_maintenance_instead_of_failing_half_way(
+    op_home: Path,
+) -> None:
+    store = SessionStore(op_home)
+    add_turn(store, "busy_delete", "a")
+    path = op_home / "sessions" / "busy_delete"
+    maintenance.wait_for(path)
+    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "a detached maintenance is writing in the folder"
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            store.delete_session("busy_delete")
+        except BaseException as exc:
+            errors.append(exc)
+
+    deleter = threading.Thread(target=delete)
+    deleter.start()
+    deleter.join(0.5)
+    assert deleter.is_alive() and path.is_dir()  # waiting, nothing removed yet
+    os.close(fd)  # the maintenance ends
+    deleter.join(30)
+    assert not deleter.is_alive() and errors == []
+    assert not path.exists() and sessions_listing(op_home) == []
     store.close()
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
+from openprogram.store.session import maintenance
 from openprogram.store.session.files import Counters, dumps, is_real_dir, loads, read_bytes
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
@@ -197,6 +198,13 @@ class SessionStore:
             return
         if not path.is_dir():
             raise SessionNotFound(f"no session {session_id!r} under {self.root}")
+        # a detached maintenance (started by a commit, or by the close above) may still be
+        # writing inside the folder: removing it under that process fails half-way
+        if is_real_dir(path / ".state"):  # never followed out of the folder
+            try:
+                maintenance.wait_for(path)
+            except OSError:
+                pass
         shutil.rmtree(path)
 
     def close(self) -> None:
