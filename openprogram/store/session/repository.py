@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +56,28 @@ class RefChanged(OpenProgramError, RuntimeError):
 
 class RefLocked(OpenProgramError, RuntimeError):
     """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Run the block with Ctrl-C held back until it ends (then delivered as usual), so a
+    lock taken in it is always released.  Only the main thread gets KeyboardInterrupt, so
+    elsewhere (or where Python does not own SIGINT) the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 # -- object formats (pure) ------------------------------------------------------------
@@ -242,39 +266,40 @@ class Repository:
         path = self.git_dir / name
         lock = f"{path}.lock"
         ensure_dir(self.git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                break
-            except FileExistsError:
+        with interrupts_deferred():  # a Ctrl-C here would leave the lock behind
+            deadline = time.monotonic() + wait_s
+            while True:
                 try:
-                    if time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
-                        os.unlink(lock)  # left by a process killed while holding it
+                    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    break
+                except FileExistsError:
+                    try:
+                        if time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
+                            os.unlink(lock)  # left by a process killed while holding it
+                            continue
+                    except FileNotFoundError:
                         continue
+                    if time.monotonic() > deadline:
+                        raise RefLocked(f"{lock} is held by another writer") from None
+                    time.sleep(0.005)
+            try:
+                try:
+                    os.write(fd, new.hex().encode() + b"\n")
+                finally:
+                    os.close(fd)
+                current = self.read_ref(name)
+                if current != expected:
+                    raise RefChanged(
+                        f"{name} is at {current.hex() if current else None}, "
+                        f"not {expected.hex() if expected else None}"
+                    )
+                os.rename(lock, path)
+            except BaseException:
+                try:
+                    os.unlink(lock)
                 except FileNotFoundError:
-                    continue
-                if time.monotonic() > deadline:
-                    raise RefLocked(f"{lock} is held by another writer") from None
-                time.sleep(0.005)
-        try:
-            try:
-                os.write(fd, new.hex().encode() + b"\n")
-            finally:
-                os.close(fd)
-            current = self.read_ref(name)
-            if current != expected:
-                raise RefChanged(
-                    f"{name} is at {current.hex() if current else None}, "
-                    f"not {expected.hex() if expected else None}"
-                )
-            os.rename(lock, path)
-        except BaseException:
-            try:
-                os.unlink(lock)
-            except FileNotFoundError:
-                pass
-            raise
+                    pass
+                raise
 
     # -- commits ---------------------------------------------------------------------
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:

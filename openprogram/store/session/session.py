@@ -273,7 +273,9 @@ class Session:
             self._children.setdefault(call.caller, []).append(call.id)
 
     def _cache(self, call: Call) -> None:
-        if len(self._nodes) >= NODE_CACHE_MAX:  # bounded memory: keep only unsaved ones
+        # bounded memory: past NODE_CACHE_MAX saved nodes keep only the unsaved ones (counted
+        # beside the unsaved, so a long turn's own nodes do not make every insert prune)
+        if len(self._nodes) >= NODE_CACHE_MAX + len(self._dirty):
             self._nodes = {k: v for k, v in self._nodes.items() if k in self._dirty}
         self._nodes[call.id] = call
 
