@@ -181,11 +181,7 @@ def test_a_fresh_foreign_index_lock_is_left_alone_and_turns_still_commit(op_home
 def packed_counts(path: Path) -> dict[str, str]:
     """``git count-objects -v`` once a background maintenance (if any) has finished: it
     holds ``.state/maintain.lock`` while it runs; waiting on it runs nothing."""
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
+    maintenance.wait_for(path)
     out = git_out(path, "count-objects", "-v")
     return dict(line.split(": ", 1) for line in out.splitlines())
 
@@ -386,9 +382,7 @@ def sealed_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
         session.commit(f"turn {turn}")
     store.close()
     path = home / "sessions" / SEALED_SID
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # a background maintenance is done: copies are whole
-    os.close(fd)
+    maintenance.wait_for(path)  # a background maintenance is done: copies are whole
     return path
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import git
 
 from openprogram import session_context
 from openprogram.context.nodes import make_call
+from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,11 +58,7 @@ def git_run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def fsck(path: Path) -> subprocess.CompletedProcess[str]:
     """``git fsck --strict`` once a background maintenance (if any) is done: fsck reports
     loose objects that a concurrent ``prune-packed`` removes (now in a pack) as missing."""
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
+    maintenance.wait_for(path)
     return git_run(path, "fsck", "--strict", "--no-progress")
 
 

@@ -93,10 +93,15 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
 
 
 def wait_for(root: Path) -> None:
-    """Return once no maintenance of the session at ``root`` is running (starts none)."""
+    """Return once no maintenance of the session at ``root`` is running or asked for: a
+    request left while the last one was finishing is carried out here."""
     fd = _try_lock(root, wait=True)
     if fd is not None:
-        os.close(fd)
+        try:
+            if os.path.lexists(pending_path(root)):
+                _rounds(root)
+        finally:
+            os.close(fd)
 
 
 def run_now(root: Path) -> None:
@@ -183,13 +188,18 @@ def main(argv: list[str]) -> int:
         pass
     # the maintenance lock was inherited from the process that started this one; commits
     # made meanwhile may have asked for a maintenance (a new bucket) and found it running
+    _rounds(root)
+    return 0
+
+
+def _rounds(root: Path) -> None:
+    """Maintenance rounds while someone keeps asking for one (the caller holds the lock)."""
     pending = pending_path(root)
     for _round in range(MAX_ROUNDS):
         pending.unlink(missing_ok=True)
         run(root)
         if not os.path.lexists(pending):
             break
-    return 0
 
 
 if __name__ == "__main__":
