@@ -69,6 +69,9 @@ class OpenProgramMagics(Magics):
     budget_per = Unicode(
         "session", help="What the budget covers: 'session' or 'run' (one cell's turn)."
     ).tag(config=True)
+    requests_per_minute = Float(
+        0.0, min=0.0, help="Requests to the provider per minute at most (0: no pacing)."
+    ).tag(config=True)
     history_turns = Int(
         20, min=0, help="Earlier turns an LLM call sees at most (0: none; newest kept)."
     ).tag(config=True)
@@ -208,7 +211,8 @@ class OpenProgramMagics(Magics):
 
     def runtime_key(self) -> tuple[Any, ...]:
         """The settings the cached runtime was built from (a change rebuilds it)."""
-        return (self.provider, self.model, self.budget_tokens, self.budget_usd, self.budget_per)
+        budget = (self.budget_tokens, self.budget_usd, self.budget_per)
+        return (self.provider, self.model, *budget, self.requests_per_minute)
 
     def runtime(self) -> Runtime:
         """The notebook's runtime: its provider and model, and its context policy (the
@@ -226,6 +230,7 @@ class OpenProgramMagics(Magics):
                 self.model or None,
                 required=False,
                 budget=budget_from(self.budget_tokens, self.budget_usd, self.budget_per),
+                requests_per_minute=self.requests_per_minute or None,
             )
             self._runtime_key = key
         self._runtime.context = ContextPolicy(

@@ -180,3 +180,24 @@ def test_config_sets_a_notebook_budget(tmp_path: Path, op_home: Path) -> None:
     (sid,) = [p.name for p in (op_home / "sessions").iterdir()]
     kinds = [n.kind for n in nodes_of(sid)]
     assert kinds.count("error") == 1 and kinds.count("llm") == 1
+
+
+def test_config_paces_a_notebooks_requests(tmp_path: Path, op_home: Path) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tests.test_magics import AGENTS, make_shell
+
+    sh = make_shell(tmp_path / "ipython")
+    try:
+        sh.run(AGENTS)
+        sh.run("%config OpenProgramMagics.requests_per_minute = 300")  # 0.2 s apart
+        sh.run('%%openprogram\nfor t in ("a", "b", "c"):\n    triage(t)')
+    finally:
+        InteractiveShell.clear_instance()
+    (sid,) = [p.name for p in (op_home / "sessions").iterdir()]
+    nodes = nodes_of(sid)
+    (turn,) = [n for n in nodes if n.kind == "turn"]
+    llms = [n for n in nodes if n.kind == "llm"]
+    last = max(n.created_at + n.metadata["duration_ms"] / 1000 for n in llms)
+    assert len(llms) == 3 and last - turn.created_at >= 0.4  # the third left 2 intervals on
+    assert any("rate_wait_ms" in n.metadata for n in llms)  # and the DAG says why

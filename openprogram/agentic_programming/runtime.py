@@ -31,6 +31,7 @@ from openprogram.agentic_programming.provider import (
     Provider,
     TransientProviderError,
 )
+from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
 from openprogram.agentic_programming.stopping import check_stop
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
 from openprogram.context.outcome import error_text, finish
@@ -60,6 +61,7 @@ class Runtime:
         context: ContextPolicy | None = None,
         timeout: float | None = None,
         budget: Budget | None = None,
+        requests_per_minute: float | None = None,
     ) -> None:
         self.provider = provider
         self.model = model or (provider.model if provider is not None else "")
@@ -69,6 +71,8 @@ class Runtime:
         self.context = context  # what earlier turns every exec sees (None: the defaults)
         self.timeout = timeout
         self.budget = budget  # checked before every call (openprogram.usage.Budget)
+        # requests to this provider, per minute, from this process (None: as fast as asked)
+        self.requests_per_minute = checked_rate(requests_per_minute)
 
     @property
     def configured(self) -> bool:
@@ -207,9 +211,17 @@ class Runtime:
                 streamed.append(delta)
                 on_delta(delta)
 
+        provider = self.provider
+
+        def attempt() -> LLMResponse:  # every attempt, retries too, waits its turn
+            waited = wait_turn(provider.name, self.requests_per_minute)
+            if waited > 0:  # the DAG says why the call took longer than its reply
+                meta["rate_wait_ms"] = round(meta.get("rate_wait_ms", 0.0) + waited * 1000, 1)
+            return provider.complete(request, sink)
+
         try:
             response = _with_retries(
-                lambda: self.provider.complete(request, sink),  # type: ignore[union-attr]
+                attempt,
                 self.max_retries,
                 self.backoff,
                 meta,

@@ -3,7 +3,8 @@
 Resolution order: explicit arguments, then ``OPENPROGRAM_PROVIDER`` /
 ``OPENPROGRAM_MODEL``, then the SDKs' own variables (``OPENAI_API_KEY`` or
 ``OPENAI_BASE_URL`` → openai; ``ANTHROPIC_API_KEY`` → anthropic).  SDK modules are imported
-only when their provider is built.
+only when their provider is built.  ``OPENPROGRAM_REQUESTS_PER_MINUTE`` paces the requests
+of every Runtime built here that does not set ``requests_per_minute`` itself.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from openprogram.agentic_programming.ratelimit import rate_from_env
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.errors import NoProviderConfigured, UserError
 from openprogram.providers.anthropic_provider import AnthropicProvider
@@ -108,6 +110,8 @@ def create_runtime(
     instance = create_provider(provider, model) if isinstance(provider, str) else provider
     if "budget" not in options:
         options["budget"] = budget_from()
+    if options.get("requests_per_minute") is None:
+        options["requests_per_minute"] = rate_from_env()
     return Runtime(instance, model=model or instance.model, **options)
 
 

@@ -39,6 +39,11 @@ class FuturesSubmitter:
         workers = getattr(self.executor, "_max_workers", None)
         return workers if isinstance(workers, int) and workers > 0 else DEFAULT_IN_FLIGHT
 
+    def processes(self) -> int:
+        """Worker processes that pace requests apart (a process pool's size; else 1)."""
+        workers = getattr(self.executor, "_max_workers", None)
+        return workers if self.remote and isinstance(workers, int) and workers > 0 else 1
+
     def start(self) -> None:
         pass
 
@@ -85,6 +90,10 @@ class DaskSubmitter:
 
     def default_in_flight(self) -> int:
         return 2 * max(1, sum(self.client.nthreads().values()))  # hides the round trips
+
+    def processes(self) -> int:
+        """The cluster's workers now (each paces its own requests)."""
+        return max(1, len(self.client.nthreads()))
 
     def start(self) -> None:
         info = self.client.scheduler_info()

@@ -162,7 +162,7 @@ class MapRun:
             head_id=writer.session.head_id,
             seen=self._seen(runtime),
             label=self.label,
-            runtime=_runtime_spec(runtime) if remote else runtime,
+            runtime=_runtime_spec(runtime, submitter.processes()) if remote else runtime,
             remote=remote,
         )
         self.fn_payload = fn_payload
@@ -445,16 +445,19 @@ def _pickled(obj: Any, what: str) -> bytes:
         ) from None
 
 
-def _runtime_spec(runtime: Runtime | None) -> RuntimeSpec:
-    """What a remote worker needs to build the same Runtime — never a credential."""
+def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
+    """What a remote worker needs to build the same Runtime — never a credential.  Each of
+    the ``processes`` workers paces its requests at an equal share of the runtime's rate."""
     if runtime is None:
         return RuntimeSpec()
+    rate = runtime.requests_per_minute
     settings = {  # not the budget: the kernel keeps it (see MapRun._over_budget)
         "max_retries": runtime.max_retries,
         "backoff": runtime.backoff,
         "gate_attempts": runtime.gate_attempts,
         "context": runtime.context,
         "timeout": runtime.timeout,
+        "requests_per_minute": rate / processes if rate else None,
     }
     provider = runtime.provider
     if provider is None:

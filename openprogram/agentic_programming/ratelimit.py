@@ -1,0 +1,74 @@
+"""A provider's request rate: requests to one provider start at least ``60 / rate`` s apart.
+
+Providers limit requests per minute; a map of 1,000 items or a loop over papers would hit
+that limit, get HTTP 429s and spend its retries backing off.  A Runtime with
+``requests_per_minute`` set waits its turn before each request instead.  The pacing is per
+provider *name* and per process: every Runtime, thread and background run of this process
+that talks to ``openai`` shares one schedule (threads of ``openprogram.map`` included).
+Worker processes (a process pool, Dask workers) each pace themselves; ``openprogram.map``
+hands each of them an equal share of the rate, so the cluster as a whole keeps to it.
+
+The schedule keeps no history: it is the time the next request may start (``nxt``).  A
+request reserves the slot at ``max(now, nxt)`` and moves ``nxt`` one interval on, then
+sleeps until its slot — so requests waiting in several threads leave in the order they
+asked, each an interval after the one before, and a rate lowered later applies from the
+next request.  The wait checks every quarter second whether the run was asked to stop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from openprogram.agentic_programming.stopping import check_stop
+from openprogram.errors import UserError
+
+RATE_VARIABLE = "OPENPROGRAM_REQUESTS_PER_MINUTE"
+_POLL_S = 0.25
+
+_lock = threading.Lock()
+_next_start: dict[str, float] = {}  # provider name -> monotonic time the next request may start
+
+
+def rate_from_env() -> float | None:
+    """``OPENPROGRAM_REQUESTS_PER_MINUTE`` as a positive number, or None when unset/0."""
+    text = os.environ.get(RATE_VARIABLE, "").strip()
+    if not text:
+        return None
+    return checked_rate(text, RATE_VARIABLE)
+
+
+def checked_rate(value: object, what: str = "requests_per_minute") -> float | None:
+    """``value`` as requests per minute (None or 0: no limit); a clear error otherwise."""
+    if value is None:
+        return None
+    try:
+        rate = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be a number of requests per minute, not {value!r}") from None
+    if rate != rate or rate < 0 or rate == float("inf"):
+        raise UserError(f"{what} must be a positive number of requests per minute, not {value!r}")
+    return rate or None
+
+
+def reserve(provider: str, per_minute: float, now: float | None = None) -> float:
+    """Reserve the next start for ``provider``; returns the monotonic time it may start."""
+    now = time.monotonic() if now is None else now
+    with _lock:
+        start = max(now, _next_start.get(provider, now))
+        _next_start[provider] = start + 60.0 / per_minute
+    return start
+
+
+def wait_turn(provider: str, per_minute: float | None) -> float:
+    """Wait until a request to ``provider`` may start under ``per_minute`` (None: at once);
+    returns the seconds waited.  A stop of the run (``RunStopped``) and Ctrl-C end the wait."""
+    if not per_minute:
+        return 0.0
+    asked = time.monotonic()
+    start = reserve(provider, per_minute, asked)
+    while (left := start - time.monotonic()) > 0:
+        check_stop()
+        time.sleep(min(left, _POLL_S))
+    return start - asked
