@@ -41,3 +41,43 @@ def test_log_follows_both_sides_of_a_merge() -> None:
     log = commit_log(path)
     assert log[0].summary == "merge side"
     assert sorted(e.sha for e in log) == sorted(git(path, "log", "--format=%H").split())
+
+
+def test_log_of_a_shallow_clone_stops_where_its_history_does(tmp_path: Path) -> None:
+    with session_context("deep", message="base"):
+        pass
+    path = default_db().open("deep").path
+    default_db().close()
+    for step in range(3):
+        git(path, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q",
+            "--allow-empty", "-m", f"step {step}")  # fmt: skip
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", path.as_uri(), str(shallow))
+    log = commit_log(shallow)
+    assert [e.summary for e in log] == git(shallow, "log", "--format=%s").splitlines()
+    assert len(log) == 1
+
+
+def test_a_commit_with_a_date_git_cannot_read_is_listed_at_time_zero() -> None:
+    with session_context("odd", message="base"):
+        pass
+    path = default_db().open("odd").path
+    default_db().close()
+    head = git(path, "rev-parse", "HEAD").strip()
+    tree = git(path, "rev-parse", "HEAD^{tree}").strip()
+    raw = (
+        f"tree {tree}\nparent {head}\nauthor a <a@x> soon +0000\n"
+        "committer c <c@x> soon +0000\n\nodd date\n"
+    )
+    made = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--literally", "--stdin"],
+        cwd=path,
+        input=raw,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git(path, "update-ref", "refs/heads/main", made)
+    log = commit_log(path)
+    assert [(e.summary, e.time) for e in log[:1]] == [("odd date", 0)]
+    assert [e.summary for e in log[1:]] == git(path, "log", "--format=%s", head).splitlines()

@@ -7,10 +7,13 @@ format the same :class:`LogEntry` list.
 from __future__ import annotations
 
 import heapq
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from openprogram.store.session.repository import Repository
+
+HEX_SHA = re.compile(rb"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -28,17 +31,28 @@ class CommitInfo:
 
 
 def parse_commit(data: bytes) -> CommitInfo:
-    """The parents, committer time and summary of a raw git commit object."""
+    """The parents, committer time and summary of a raw git commit object.  A session may
+    come from anywhere: a committer line without a usable date gives time 0 and a parent
+    that is not a sha is left out, as ``git log`` shows such commits rather than failing."""
     header, _, message = data.partition(b"\n\n")
     parents: list[bytes] = []
     when = 0
     for line in header.split(b"\n"):
-        if line.startswith(b"parent "):
+        if line.startswith(b"parent ") and HEX_SHA.fullmatch(line[7:]):
             parents.append(bytes.fromhex(line[7:].decode()))
         elif line.startswith(b"committer "):
-            when = int(line.rsplit(b" ", 2)[1])
+            stamp = line.rsplit(b">", 1)[-1].split()
+            when = int(stamp[0]) if stamp and stamp[0].isdigit() and len(stamp[0]) < 19 else 0
     summary = message.split(b"\n", 1)[0].decode("utf-8", "replace")
     return CommitInfo(tuple(parents), when, summary)
+
+
+def _parsed(repo: Repository, sha: bytes) -> CommitInfo | None:
+    """The commit ``sha``, or None when it is not here (a shallow clone's boundary)."""
+    try:
+        return parse_commit(repo.read(sha))
+    except Exception:  # gitdb raises its own BadObject/BadName for a missing object
+        return None
 
 
 def commit_log(worktree: Path) -> list[LogEntry]:
@@ -49,7 +63,9 @@ def commit_log(worktree: Path) -> list[LogEntry]:
         return []
     out: list[LogEntry] = []
     seen = {head}
-    first = parse_commit(repo.read(head))
+    first = _parsed(repo, head)
+    if first is None:
+        return []
     queue: list[tuple[int, int, bytes, CommitInfo]] = [(-first.time, 0, head, first)]
     order = 1  # ties keep discovery order, so a linear history stays in parent order
     while queue:
@@ -58,7 +74,9 @@ def commit_log(worktree: Path) -> list[LogEntry]:
         for parent in info.parents:
             if parent not in seen:
                 seen.add(parent)
-                parsed = parse_commit(repo.read(parent))
+                parsed = _parsed(repo, parent)
+                if parsed is None:
+                    continue
                 heapq.heappush(queue, (-parsed.time, order, parent, parsed))
                 order += 1
     return out
