@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram_magics.background_cell import MIME_PROGRESS
 from tests.test_magics import Shell
+from tests.wire_server import Reply
 
 
 class Gate:
@@ -215,3 +217,20 @@ def test_a_killed_kernel_leaves_nothing_running_and_the_run_resumes(
     )
     assert resumed.stages == list(PIPELINE[len(done) :]) and "survey" not in resumed.stages
     assert json.loads((work / "review.json").read_text())["decision"] == "revise"
+
+
+def test_a_second_stop_kills_a_call_blocked_in_a_socket_read(op_home: Path, wire: Any) -> None:
+    from tests.helpers import wire_provider
+
+    wire.reply(Reply(text="late", delay=20.0))  # the server answers in 20 s; reads block
+    provider = wire_provider("openai", wire, api_key="k", timeout=60.0, model="wire-model")
+    run = background(steps, 1, runtime=create_runtime(provider, backoff=0.0))
+    deadline = time.monotonic() + 10
+    while not wire.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.stop()
+    assert run.stop() == "killed"
+    with pytest.raises(RunKilled):
+        run.wait(5)  # not the 20 s the read would take
+    llm = [n for n in nodes_of(run) if n.kind == "llm"]
+    assert [n.status for n in llm] == ["cancelled"] and llm[0].output in (None, "")

@@ -11,7 +11,9 @@ tokens, elapsed — is kept up to date from the session's node events; listeners
 raises :class:`RunStopped` (a ``KeyboardInterrupt``, so every open node ends
 ``cancelled``, and ``except Exception`` in user code does not swallow it).  A second
 ``stop()`` raises :class:`RunKilled` inside the thread at once — at its next Python
-instruction (a blocking read returns first, within the provider's timeout).
+instruction; a provider call in flight runs on a helper thread meanwhile
+(:func:`~openprogram.agentic_programming.stopping.killable`), so a kill does not wait for a
+blocking socket read (the abandoned read ends within the provider's timeout, unrecorded).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from openprogram.agentic_programming.provider import (
     TransientProviderError,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
-from openprogram.agentic_programming.stopping import check_stop
+from openprogram.agentic_programming.stopping import check_stop, killable
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
 from openprogram.context.outcome import error_text, finish
 from openprogram.context.policy import ContextPolicy, estimate_tokens
@@ -204,12 +204,14 @@ class Runtime:
         started = time.perf_counter()
         meta = node.metadata
         streamed: list[str] = []
+        ended: list[bool] = []  # the call was given up (a killed run): late pieces are dropped
         sink = on_delta
         if on_delta is not None:
 
             def sink(delta: str) -> None:
-                streamed.append(delta)
-                on_delta(delta)
+                if not ended:
+                    streamed.append(delta)
+                    on_delta(delta)
 
         provider = self.provider
 
@@ -217,7 +219,7 @@ class Runtime:
             waited = wait_turn(provider.name, self.requests_per_minute)
             if waited > 0:  # the DAG says why the call took longer than its reply
                 meta["rate_wait_ms"] = round(meta.get("rate_wait_ms", 0.0) + waited * 1000, 1)
-            return provider.complete(request, sink)
+            return killable(lambda: provider.complete(request, sink))
 
         try:
             response = _with_retries(
@@ -228,6 +230,7 @@ class Runtime:
                 streamed,
             )
         except BaseException as exc:
+            ended.append(True)
             finish(node, exc=exc, started=started)
             if streamed:  # what the user already saw of the reply before it broke off
                 node.output = "".join(streamed)

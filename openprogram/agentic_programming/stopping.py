@@ -1,10 +1,14 @@
-"""Stopping a run between calls: a per-run flag the Runtime checks before each LLM call."""
+"""Stopping a run between calls: a per-run flag the Runtime checks before each LLM call;
+killing it during one (:func:`killable`)."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from typing import Any, TypeVar, cast
 
 from openprogram.store.vars import scoped
 
@@ -17,6 +21,9 @@ class RunStopped(KeyboardInterrupt):
 class RunKilled(RunStopped):
     """The run was stopped a second time; raised in its thread at once."""
 
+
+T = TypeVar("T")
+_KILL_POLL_S = 0.05  # how soon a kill lands while a provider call blocks
 
 _stop_flag: ContextVar[threading.Event | None] = ContextVar("openprogram_stop", default=None)
 
@@ -36,3 +43,33 @@ def check_stop() -> None:
     flag = _stop_flag.get()
     if flag is not None and flag.is_set():
         raise RunStopped("stopped by request (after the call in flight)")
+
+
+def killable(call: Callable[[], T]) -> T:
+    """``call()``, made killable in a run that can be stopped: there it runs on a helper
+    thread (in a copy of this context, so what it prints lands where this thread's would)
+    while this thread waits in Python, so a second stop (``RunKilled``, raised in this
+    thread) ends the wait at once even while the helper sits in a socket read.  The
+    abandoned helper finishes on its own (within the provider's timeout); its result is
+    dropped.  Outside such a run: a plain call, no thread."""
+    if _stop_flag.get() is None:
+        return call()
+    done = threading.Event()
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the waiting thread as it is
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="openprogram-call", daemon=True).start()
+    while not done.wait(_KILL_POLL_S):
+        pass
+    ok, value = box[0]
+    if ok:
+        return cast(T, value)
+    raise value
