@@ -14,8 +14,11 @@ meant for the namespace, and one process stays the session's only writer.
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import contextvars
 import html
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +89,8 @@ def start_background_cell(
     assert shell is not None
     count = getattr(shell, "execution_count", None)
     label = f"[{count}]" if count else ""
-    code = compile(body, f"<background cell {label}>", "exec")  # a SyntaxError stops it now
+    # top-level `await` is allowed, as in any cell; a SyntaxError stops the cell now
+    code = compile(body, f"<background cell {label}>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     runtime = magics.runtime()
     line = ProgressLine(label)
     namespace = shell.user_ns
@@ -107,7 +111,10 @@ def start_background_cell(
         run.attach(turn.handle.session_id, turn.node.turn)
         error: BaseException | None = None
         try:
-            exec(code, namespace)
+            if code.co_flags & inspect.CO_COROUTINE:  # awaits: on an event loop of this thread
+                asyncio.run(eval(code, namespace))
+            else:
+                exec(code, namespace)
         except BaseException as exc:
             error = exc
             line.error = f"{type(exc).__name__}: {exc}"[:300]

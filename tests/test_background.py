@@ -148,6 +148,24 @@ def test_a_background_cell_returns_while_it_runs_and_other_cells_execute(shell: 
     assert turns[1].predecessor == turns[0].id  # the next cell chains after the background one
 
 
+def test_a_background_cell_may_await_like_any_cell(shell: Shell) -> None:
+    shell.use_runtime(FunctionProvider(lambda request: "awaited"))
+    shell.run(
+        "%%openprogram --background\nimport asyncio\n"
+        "from openprogram.agentic_programming.function import get_current_runtime\n"
+        "await asyncio.sleep(0)\nanswer = await get_current_runtime().aexec('go')"
+    )
+    run = shell.magics.background
+    assert run is not None
+    run.wait(30)
+    assert shell.ip.user_ns["answer"] == "awaited"
+    nodes = default_db().open(str(run.session_id)).nodes()
+    assert [(n.kind, n.status) for n in nodes if n.kind in ("turn", "llm")] == [
+        ("turn", "completed"),
+        ("llm", "completed"),
+    ]
+
+
 def test_stop_command_stops_the_background_cell(shell: Shell) -> None:
     gate = Gate()
     shell.use_runtime(gate.provider)
