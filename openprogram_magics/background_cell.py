@@ -20,6 +20,7 @@ import contextvars
 import html
 import inspect
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from openprogram.agent.background import BackgroundRun, Progress
@@ -77,12 +78,11 @@ def start_background_cell(
     from IPython.core.error import UsageError
 
     from openprogram.errors import UserError
-    from openprogram_magics.notebook import NotebookMeta
     from openprogram_magics.turn import CellTurn
 
     opts = magics.cell_args(args)
     try:
-        meta = magics._resolve(opts.session)
+        meta, pinned = magics.cell_session(opts.session)
     except UserError as exc:
         raise UsageError(str(exc)) from None
     shell = magics.shell
@@ -104,6 +104,7 @@ def start_background_cell(
             runtime=runtime,
             live=magics.live_dag and not opts.no_dag,
             stream=magics.stream,
+            pinned=pinned,
         )
         turn.begin()
         assert turn.handle is not None and turn.node is not None
@@ -126,9 +127,8 @@ def start_background_cell(
     run.on_progress(line.update)
     run.start(contextvars.copy_context())
     run.wait_attached(30)
-    if run.session_id and "turn_id" in begun:  # the next cell chains after this turn
-        magics.kernel_meta = NotebookMeta(run.session_id, begun["turn_id"])
-        magics._push_metadata()
+    if "turn_id" in begun:  # the notebook's next cell chains after this turn (unless pinned)
+        magics.turn_done(replace(meta, last_turn_id=begun["turn_id"]), pinned)
 
     def tick() -> None:
         while run.running:

@@ -9,6 +9,7 @@ answer, never a hang); the reply streams into the cell as it arrives.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,9 +21,10 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     from IPython.display import display
 
     from openprogram.agent.chat import chat_turn, tools_in
+    from openprogram.agent.session_db import default_db
     from openprogram.errors import UserError
-    from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
-    from openprogram_magics.turn import _is_turn, notebook_ask_handler
+    from openprogram_magics.notebook import MIME_TYPE
+    from openprogram_magics.turn import chained_after, notebook_ask_handler
 
     text = body.strip()
     if not text:
@@ -31,14 +33,9 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     shell = magics.shell
     assert shell is not None
     try:
-        meta = magics._resolve(opts.session)
-        after = None
-        if meta.last_turn_id:
-            from openprogram.agent.session_db import default_db
-
-            db = default_db()
-            if db.exists(meta.session_id) and _is_turn(db.open(meta.session_id), meta.last_turn_id):
-                after = meta.last_turn_id
+        meta, pinned = magics.cell_session(opts.session)
+        db, sid = default_db(), meta.session_id
+        after = chained_after(db.open(sid), meta) if db.exists(sid) else None
         result, streamed = chat_turn(
             text,
             session_id=meta.session_id,
@@ -49,18 +46,15 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
         )
     except UserError as exc:
         raise UsageError(str(exc)) from None
-    magics.kernel_meta = NotebookMeta(result.session_id, result.user_node_id)
-    magics._push_metadata()
+    done = replace(meta, last_turn_id=result.user_node_id)
+    magics.turn_done(done, pinned)
     if not streamed and result.text:
         print(result.text)
     header = f"openprogram · session {result.session_id} · chat turn · {result.status}"
     if result.error:
         header += f" · {result.error}"
-    display(
-        {
-            "text/plain": header,
-            MIME_TYPE: {**magics.kernel_meta.to_json(), "status": result.status},
-        },
-        raw=True,
-    )
+    payload = {**done.to_json(), "status": result.status}
+    if pinned:  # not the notebook's session: readers of saved outputs skip it
+        payload["pinned"] = True
+    display({"text/plain": header, MIME_TYPE: payload}, raw=True)
     return None

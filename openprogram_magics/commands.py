@@ -249,11 +249,11 @@ def log(host: Host, args: Namespace) -> list[str]:
 
 @command(
     "context",
-    "what the next call in a cell is sent of earlier turns, and the policy",
+    "what the next call in a cell of this notebook is sent of earlier turns, and the policy",
     arg("--full", action="store_true", help="do not clip the messages"),
 )
 def context(host: Host, args: Namespace) -> list[str]:
-    lines = context_lines(host.current_session_id(), host.runtime(), full=args.full)
+    lines = context_lines(host.current_meta(), host.runtime(), full=args.full)
     print("\n".join(lines))
     return lines
 

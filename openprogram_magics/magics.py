@@ -93,7 +93,6 @@ class OpenProgramMagics(Magics):
         self._runtime: Runtime | None = None
         self._runtime_key: tuple[Any, ...] | None = None
         self._noted: set[str] = set()
-        self._pinned_elsewhere = False  # the cell being begun pins another session
 
     # -- the turn lifecycle ------------------------------------------------------------------
     def pre_run_cell(self, info: ExecutionInfo) -> None:
@@ -117,10 +116,7 @@ class OpenProgramMagics(Magics):
         if turn is None:
             return
         error = result.error_in_exec or result.error_before_exec
-        meta = turn.end(error, result.result)
-        if not turn.pinned:  # `--session ID` for one cell leaves the notebook's session alone
-            self.kernel_meta = meta
-            self._push_metadata()
+        self.turn_done(turn.end(error, result.result), turn.pinned)
 
     def bare_call_turn(self, label: str) -> AbstractContextManager[Any] | None:
         """The engine asks this (``shell.openprogram_turn``) for a call made outside any
@@ -144,10 +140,7 @@ class OpenProgramMagics(Magics):
             self.turn = None
         opts = self.cell_args(args)
         try:
-            meta = self._resolve(opts.session)
-            pinned = self._pinned_elsewhere
-            if not pinned:
-                meta = self._with_provider(meta)
+            meta, pinned = self.cell_session(opts.session)
             from openprogram_magics.turn import CellTurn
 
             turn = CellTurn(
@@ -168,14 +161,30 @@ class OpenProgramMagics(Magics):
     def cell_args(self, args: str) -> _CellArgs:
         return _parse_cell_args(args)
 
-    def _resolve(self, pinned: str | None) -> NotebookMeta:
+    def cell_session(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
+        """The session a cell's turn goes to (every cell mode), and whether the cell pins
+        one other than the notebook's (``--session ID``: that cell only).  The notebook's
+        own carries its provider and model."""
+        meta, elsewhere = self._resolve(pinned)
+        if elsewhere:
+            return meta, True
+        return self._with_provider(meta), False
+
+    def turn_done(self, meta: NotebookMeta, pinned: bool) -> None:
+        """A cell's turn is written: the notebook's next turn chains after it and the
+        frontend records it -- unless the cell was pinned to another session."""
+        if not pinned:
+            self.kernel_meta = meta
+            self._push_metadata()
+
+    def _resolve(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
         from openprogram.store.session.ids import mint_session_id
         from openprogram_magics.notebook import NotebookMeta
         from openprogram_magics.sessions import resolve_session
 
         user_ns = self.shell.user_ns if self.shell is not None else {}
         res = resolve_session(pinned, self.kernel_meta, user_ns)
-        self._pinned_elsewhere = res.source == "pinned" and (
+        elsewhere = res.source == "pinned" and (
             res.stored is None or res.stored.session_id != pinned
         )
         if res.note and res.note not in self._noted:
@@ -187,8 +196,8 @@ class OpenProgramMagics(Magics):
                 f"openprogram: new session {meta.session_id} (kept with this notebook: in its "
                 "metadata and in each turn's output)"
             )
-            return meta
-        return res.meta
+            return meta, elsewhere
+        return res.meta, elsewhere
 
     def _with_provider(self, meta: NotebookMeta) -> NotebookMeta:
         """The provider and model go with the notebook: one its metadata names is used
@@ -246,7 +255,12 @@ class OpenProgramMagics(Magics):
 
     # -- the magics ----------------------------------------------------------------------
     @magic_arguments()
-    @argument("--session", "-s", default=None, help="Pin this cell to session ID.")
+    @argument(
+        "--session",
+        "-s",
+        default=None,
+        help="Run this cell only in session ID (the notebook keeps its own; `use` re-points).",
+    )
     @argument("--no-dag", action="store_true", help="Do not draw the live DAG under the cell.")
     @argument(
         "--background",
@@ -285,8 +299,8 @@ class OpenProgramMagics(Magics):
         turn, self.turn = self.turn, None
         assert turn is not None and self.shell is not None
         result = self.shell.run_cell(cell, store_history=False)
-        self.kernel_meta = turn.end(result.error_in_exec or result.error_before_exec, result.result)
-        self._push_metadata()
+        error = result.error_in_exec or result.error_before_exec
+        self.turn_done(turn.end(error, result.result), turn.pinned)
 
     @named_line_magic("openprogram")
     def openprogram_line(self, line: str) -> Any:
@@ -304,10 +318,11 @@ class OpenProgramMagics(Magics):
         """The notebook's session (id, last turn, remote) the next turn would continue, if
         known without minting one."""
         try:
-            from openprogram_magics.sessions import frontend_meta
+            from openprogram_magics.sessions import resolve_session
 
-            return self.kernel_meta if self.kernel_meta is not None else frontend_meta()
-        except Exception:
+            user_ns = self.shell.user_ns if self.shell is not None else {}
+            return resolve_session(None, self.kernel_meta, user_ns).meta
+        except Exception:  # unusable metadata: the next cell says so
             return None
 
     def current_session_id(self) -> str | None:

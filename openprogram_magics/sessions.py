@@ -126,14 +126,18 @@ def session_log(session_id: str) -> list[str]:
     return [f"{e.sha[:8]} {e.summary}" for e in commit_log(default_db().open(session_id).path)]
 
 
-def context_lines(session_id: str | None, runtime: Runtime, *, full: bool = False) -> list[str]:
-    """What the next call at the top of a cell would be sent: the earlier turns the
-    notebook's context policy lets through (after the session's HEAD), their estimated
-    tokens, what was left out, then the messages (clipped to 300 characters unless
-    ``full``)."""
+def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = False) -> list[str]:
+    """What the next call at the top of a cell of this notebook would be sent: the earlier
+    turns the notebook's context policy lets through, counted back from the turn its next
+    cell chains after (the notebook's last turn; the session's HEAD when the notebook has
+    not written to it), their estimated tokens, what was left out, then the messages
+    (clipped to 300 characters unless ``full``).  When the session's HEAD has moved on
+    past the notebook's last turn (another notebook or process wrote), it says so: the
+    next cell forks and does not see those turns."""
     from openprogram.agent.session_db import default_db
     from openprogram.agentic_programming.prompt import history_after
     from openprogram.context.policy import ContextPolicy, effective
+    from openprogram_magics.turn import chained_after
 
     policy = effective(runtime.context)
     rule = (
@@ -142,10 +146,14 @@ def context_lines(session_id: str | None, runtime: Runtime, *, full: bool = Fals
         "(%config OpenProgramMagics.history_turns / history_tokens / history_failed)"
     )
     db = default_db()
-    if not session_id or not db.exists(session_id):
+    if meta is None or not db.exists(meta.session_id):
         return ["the next call sees no earlier turns (the session has none yet)", rule]
+    session_id = meta.session_id
     session = db.open(session_id)
-    seen = history_after(session, session.head_id, runtime.context or ContextPolicy())
+    session.sync()  # turns another process wrote since
+    head = session.head_id
+    after = chained_after(session, meta) or head
+    seen = history_after(session, after, runtime.context or ContextPolicy())
     left = [f"{len(seen.failed)} failed"] if seen.failed else []
     left += ["the turn over the token budget"] if seen.over_budget else []
     left += ["older turns"] if seen.earlier else []
@@ -153,8 +161,13 @@ def context_lines(session_id: str | None, runtime: Runtime, *, full: bool = Fals
         f"the next call sees {len(seen.turns)} earlier turns of {session_id} "
         f"(~{seen.tokens} tokens)" + (f"; left out: {', '.join(left)}" if left else ""),
         rule,
-        "  [system]    (the called function's docstring, if any)",
     ]
+    if after != head:
+        lines.append(
+            f"this notebook's last turn is {after}; the session's HEAD moved on to {head} "
+            f"(written elsewhere): the next cell forks from {after} and does not see it"
+        )
+    lines.append("  [system]    (the called function's docstring, if any)")
     for message in seen.messages:
         text = " ".join(str(message.get("content", "")).split())
         if not full and len(text) > 300:

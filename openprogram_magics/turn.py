@@ -88,11 +88,9 @@ class CellTurn:
         )
         self.handle = handle
         try:
-            session = handle.writer.session
-            last = self.meta.last_turn_id
             # chain after this notebook's last turn; the store decides, atomically with
             # moving HEAD, whether that is a fork (HEAD had moved on) and records it
-            predecessor = last if last and _is_turn(session, last) else None
+            predecessor = chained_after(handle.writer.session, self.meta)
             label = f"cell [{self.execution_count}]" if self.execution_count else "cell"
             node = make_call(
                 "turn",
@@ -249,6 +247,13 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+
+
+def chained_after(session: Any, meta: NotebookMeta) -> str | None:
+    """The turn the notebook's next turn follows: its last one, when ``session`` has it as
+    a turn; None means after the session's HEAD (a notebook that has not written here)."""
+    last = meta.last_turn_id
+    return last if last and _is_turn(session, last) else None
 
 
 def _is_turn(session: Any, node_id: str) -> bool:

@@ -87,3 +87,35 @@ def test_a_token_budget_bounds_every_prompt_across_200_cells(shell: Shell) -> No
     assert len(llms[-1].metadata["context"]["turns"]) >= 2  # bounded, not emptied
     sizes = [len(json.dumps(n.to_dict())) for n in llms[20:]]
     assert max(sizes) - min(sizes) < 200  # a node does not grow with the notebook
+
+
+def test_context_shows_what_this_notebooks_next_call_sends_when_the_session_moved_on(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from openprogram import session_context
+
+    shell.run('%%openprogram\ntriage("alpha ticket")')
+    shell.run('%%openprogram\ntriage("beta ticket")')
+    meta = shell.magics.kernel_meta
+    assert meta is not None
+    triage = shell.ip.user_ns["triage"]
+    with session_context(meta.session_id):  # another writer of the same session
+        triage("gamma ticket from elsewhere")
+    assert default_db().open(meta.session_id).head_id != meta.last_turn_id
+    capsys.readouterr()
+
+    lines = shell.line("context --full")
+    out = capsys.readouterr().out
+    assert lines[0].startswith("the next call sees 2 earlier turns")
+    assert f"the next cell forks from {meta.last_turn_id}" in out
+    assert "alpha ticket" in out and "beta ticket" in out and "gamma" not in out
+
+    shell.run('%%openprogram\ntriage("delta ticket")')
+    sent = requests(shell)[-1]
+    assert sent[0] == {"role": "system", "content": DOC}
+    assert sent[-1] == {"role": "user", "content": "delta ticket"}
+    shown = [ln for ln in lines if ln.startswith("  [")][1:-1]  # between docstring and content
+    assert shown == [
+        f"  [{m['role']}]{' ' * (10 - len(m['role']))}{' '.join(m['content'].split())}"
+        for m in sent[1:-1]
+    ]
