@@ -78,6 +78,7 @@ def start_background_cell(
     from IPython.core.error import UsageError
 
     from openprogram.errors import UserError
+    from openprogram_magics.ask import request_ask_handler
     from openprogram_magics.turn import CellTurn
 
     opts = magics.cell_args(args)
@@ -87,7 +88,8 @@ def start_background_cell(
         raise UsageError(str(exc)) from None
     shell = magics.shell
     assert shell is not None
-    count = getattr(shell, "execution_count", None)
+    ask = request_ask_handler(shell)  # this cell's stdin, while the cell still runs
+    count = magics._cell_count  # the frontend's In [n] (IPython has counted on by now)
     label = f"[{count}]" if count else ""
     # top-level `await` is allowed, as in any cell; a SyntaxError stops the cell now
     code = compile(body, f"<background cell {label}>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -105,6 +107,7 @@ def start_background_cell(
             live=magics.live_dag and not opts.no_dag,
             stream=magics.stream,
             pinned=pinned,
+            ask=ask,
         )
         turn.begin()
         assert turn.handle is not None and turn.node is not None

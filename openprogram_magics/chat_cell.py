@@ -23,8 +23,9 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     from openprogram.agent.chat import chat_turn, tools_in
     from openprogram.agent.session_db import default_db
     from openprogram.errors import UserError
+    from openprogram_magics.ask import notebook_ask_handler
     from openprogram_magics.notebook import MIME_TYPE
-    from openprogram_magics.turn import chained_after, notebook_ask_handler
+    from openprogram_magics.turn import chained_after
 
     text = body.strip()
     if not text:

@@ -20,24 +20,17 @@ from openprogram.context.nodes import ERROR, INTERRUPTED, Call, make_call
 from openprogram.context.outcome import finish
 from openprogram.context.secrets import redact_secrets
 from openprogram_magics import bridge
+from openprogram_magics.ask import notebook_ask_handler
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
 
 if TYPE_CHECKING:
     from openprogram.store.session.context import SessionHandle
+    from openprogram.store.vars import AskHandler
 
 
 #: This kernel process (one per start or restart): the whole-session view marks where it
 #: changes between turns, i.e. a restart or a re-run of the notebook in a new kernel.
 RUN_ID = f"{os.getpid():x}-{int(time.time()):x}"
-
-
-def notebook_ask_handler(question: str, choices: list[str] | None) -> str | None:
-    """Ask through the frontend's stdin; None when the frontend has no stdin (headless)."""
-    hint = f" [{'/'.join(choices)}]" if choices else ""
-    try:
-        return input(f"{question}{hint} ")
-    except Exception:  # StdinNotImplementedError (nbclient), EOFError
-        return None
 
 
 class CellTurn:
@@ -52,8 +45,10 @@ class CellTurn:
         stream: bool = True,
         title: str | None = None,
         pinned: bool = False,
+        ask: AskHandler = notebook_ask_handler,
     ) -> None:
         self.meta = meta
+        self.ask = ask  # who answers the turn's ask_user
         self.pinned = pinned  # `--session ID` other than the notebook's: this cell only
         self.title = title  # what the session belongs to, if this turn creates it
         self.source = source
@@ -106,7 +101,7 @@ class CellTurn:
             if node.metadata.get("forked_from_head"):
                 self.forked_from = predecessor
             self.stack.enter_context(using_call_id(node.id))
-            self.stack.enter_context(using_ask_user_handler(notebook_ask_handler))
+            self.stack.enter_context(using_ask_user_handler(self.ask))
             if self.stream:  # a plain runtime.exec at the cell's top level streams here
                 from openprogram.agentic_programming.echo import Echo, using_echo
 

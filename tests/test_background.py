@@ -252,3 +252,51 @@ def test_a_second_stop_kills_a_call_blocked_in_a_socket_read(op_home: Path, wire
         run.wait(5)  # not the 20 s the read would take
     llm = [n for n in nodes_of(run) if n.kind == "llm"]
     assert [n.status for n in llm] == ["cancelled"] and llm[0].output in (None, "")
+
+
+PAINT = '''
+from openprogram import agentic_function, ask_user
+
+@agentic_function
+def paint(runtime=None) -> str:
+    """Paint the wall in the colour the user picks."""
+    colour = ask_user("Which colour?", choices=["teal", "red"])
+    return f"painted {colour}"
+
+def wait_background():
+    get_ipython().magics_manager.registry["OpenProgramMagics"].background.wait(30)
+'''
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(120)
+def test_ask_user_in_a_background_cell_asks_through_that_cells_stdin(op_home: Path) -> None:
+    """After the cell returned, the question is an ``input_request`` under the background
+    cell's request (where the frontend shows the input box) and the answer reaches the
+    running function; a request without stdin (nbclient) gets no answer, never a hang."""
+    from tests.test_kernel_turns import Kernel, on_disk, start_kernel
+
+    km, kc = start_kernel(op_home)
+    k = Kernel(km, kc)
+    try:
+        k.run("%load_ext openprogram_magics\n%openprogram provider test")
+        k.run(PAINT)
+        msg_id = kc.execute("%%openprogram --background\npainted = paint()", allow_stdin=True)
+        assert k.reply(msg_id)["status"] == "ok"  # the cell returned at once
+        request = kc.get_stdin_msg(timeout=30)
+        assert request["parent_header"]["msg_id"] == msg_id
+        assert request["content"]["prompt"] == "Which colour? [teal/red] "
+        assert k.run("6 * 7")[0]["status"] == "ok"  # other cells run while it waits
+        kc.input("teal")
+        _, msgs = k.run("wait_background()\nprint(painted)")
+        assert "painted teal" in "".join(m["content"].get("text", "") for m in msgs)
+
+        k.run("%%openprogram --background\nunasked = paint()")  # allow_stdin=False
+        _, msgs = k.run("wait_background()\nprint(unasked)")
+        assert "painted None" in "".join(m["content"].get("text", "") for m in msgs)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    (session,) = [p.name for p in (op_home / "sessions").iterdir() if not p.name.startswith(".")]
+    asks = [n for n in on_disk(op_home, session) if n.kind == "ask_user"]
+    assert [(a.status, a.output) for a in asks] == [("answered", "teal"), ("unanswered", None)]

@@ -1,9 +1,10 @@
 """Issue 12 in a real browser: a background cell keeps running while another cell executes
 and returns; its progress line and DAG change while it runs; ``%openprogram stop`` ends it
 within the grace period; a streamed reply grows in the DOM before the call finishes
-(against the loopback OpenAI-compatible wire server with SSE).
+(against the loopback OpenAI-compatible wire server with SSE); a question a background run
+asks appears under its cell after the cell returned, and the typed answer reaches it.
 
-Screenshot: ``/tmp/op-background.png``.
+Screenshots: ``/tmp/op-background.png``, ``/tmp/op-background-ask.png``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_background import PAINT
 from tests.wire_server import Reply, WireServer
 
 from .agents import LOAD
@@ -140,3 +142,30 @@ def test_streamed_text_grows_in_the_dom_before_the_call_finishes(
     assert "done" not in lab.output_text(2)
     cell.locator(".jp-InputPrompt", has_text="[3]").wait_for(timeout=30_000)
     assert "Streaming into the cell — done." in lab.output_text(2)
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(240)
+def test_a_background_cells_question_is_answered_under_that_cell(
+    lab: LabPage, notebook_dir: tuple[Path, str]
+) -> None:
+    abs_dir, rel_dir = notebook_dir
+    cells = [LOAD, PAINT, "%%openprogram --background\npainted = paint()", "painted"]
+    write_notebook(abs_dir / "ask.ipynb", cells)
+    lab.open_notebook(f"{rel_dir}/ask.ipynb")
+    lab.wait_kernel_idle()
+    lab.run_cell_expect(0, 1)
+    lab.run_cell_expect(1, 2)
+    lab.run_cell_expect(2, 3)  # returns at once; the run waits for the answer
+    cell = lab.cell(2)
+    box = cell.locator(".jp-Stdin-input")
+    box.wait_for(timeout=20_000)
+    assert "Which colour? [teal/red]" in cell.locator(".jp-Stdin-prompt").inner_text()
+    assert progress(lab, 2).first.get_attribute("data-state") == "running"
+    assert "background [3]" in progress(lab, 2).first.inner_text()  # the cell's own In [3]
+    lab.screenshot("op-background-ask")  # the question under the background cell
+    box.fill("teal")
+    box.press("Enter")
+    cell.locator("pre.op-progress[data-state='completed']").wait_for(timeout=20_000)
+    assert "painted teal" in lab.run_cell_expect(3, 4)  # the answer reached the function
+    lab.server.shutdown_notebook_kernels(f"{rel_dir}/ask.ipynb")
