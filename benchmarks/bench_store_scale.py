@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CACHE = ROOT / "benchmarks" / ".cache" / "store_scale"
-LAYOUT = "v1"  # bump when the on-disk layout changes (cached sessions are rebuilt)
+LAYOUT = "v2"  # bump when the on-disk layout changes (cached sessions are rebuilt)
 
 # Runs in a fresh process: open the session, take turns, report times and RSS.
 PROBE = r"""

@@ -401,9 +401,9 @@ def open_cold(op_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, set[
     scanned: set[str] = set()
     scan = NodeIndex.scan
 
-    def spy(self: NodeIndex, bucket: str, turn: str) -> None:
-        scanned.add(bucket)
-        scan(self, bucket, turn)
+    def spy(self: NodeIndex, bucket: str, turn: str, *key: Any) -> None:
+        scanned.add(bucket)  # its files, or its blobs when left out of the working tree
+        scan(self, bucket, turn, *key)
 
     monkeypatch.setattr(NodeIndex, "scan", spy)
     session = SessionStore(op_home).open(SEALED_SID)
@@ -426,7 +426,7 @@ def test_a_new_bucket_has_the_previous_one_sealed_by_maintenance(sealed_session:
     turn_200 = git_out(sealed_session, "log", "--format=%H", "--grep=^turn 200$").strip()
     assert "index.json" not in git_out(sealed_session, "show", "--name-only", turn_200)
     assert git_out(sealed_session, "status", "--porcelain") == ""
-    first = (sealed_session / "history" / "0000" / "index.json").read_bytes().split(b"\n")
+    first = git_out(sealed_session, "show", "HEAD:history/0000/index.json").split("\n")
     # the recorded sha is that of the bucket's tree without index.json
     without = [
         line
@@ -438,6 +438,67 @@ def test_a_new_bucket_has_the_previous_one_sealed_by_maintenance(sealed_session:
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert json.loads(first[0])["tree"] == made
+
+
+def test_sealed_buckets_leave_the_disk_and_ordinary_git_still_shows_every_node(
+    sealed_session: Path,
+) -> None:
+    """Once maintenance sealed a bucket, its files leave the working tree (git's sparse
+    checkout marks them skip-worktree): ``git status`` is clean, ``git show``/``git log
+    -p``/``git grep HEAD`` still give them, and the session reads every node back."""
+    history = sealed_session / "history"
+    assert sorted(os.listdir(history)) == ["0002"]  # only the bucket not sealed
+    assert len(os.listdir(history / "0002")) == 51  # its turns 200-250, all there
+    assert git_out(sealed_session, "status", "--porcelain") == ""
+    marks = git_out(sealed_session, "ls-files", "-t", "history/0000").splitlines()
+    assert len(marks) == 1 + 1 + 2 * 99 and all(m.startswith("S ") for m in marks)
+    store = SessionStore(sealed_session.parent.parent)
+    try:
+        session = store.open(SEALED_SID)
+        entries = session.index()
+        nodes = session.nodes()
+        assert [n.id for n in nodes] == [e["id"] for e in entries]
+        assert len(nodes) == 1 + 2 * 250 and session.problems == []
+        old = next(e for e in entries if e["turn"] == 5 and e["kind"] == "function")
+        assert session.get(old["id"]).name == "f4"
+    finally:
+        store.close()
+    shown = json.loads(git_out(sealed_session, "show", f"HEAD:{old['path']}"))
+    assert shown["id"] == old["id"] and shown["name"] == "f4"
+    assert old["id"] in git_out(sealed_session, "log", "-p", "--format=%s", "--", old["path"])
+    found = git_out(sealed_session, "grep", "-l", old["id"], "HEAD", "--", "history")
+    assert found.split() == [f"HEAD:{old['path']}"]
+    fsck = subprocess.run(
+        ["git", "fsck", "--strict", "--no-dangling"], cwd=sealed_session,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert fsck.returncode == 0 and fsck.stdout == "", fsck.stdout + fsck.stderr
+
+
+def test_git_sparse_checkout_disable_brings_every_file_back_for_good(
+    sealed_session: Path, op_home: Path
+) -> None:
+    """The user's own ``git sparse-checkout disable``: every node file is back, the
+    session works as before and keeps them (later maintenance leaves nothing out)."""
+    path = copy_sealed(sealed_session, op_home)
+    git_out(path, "sparse-checkout", "disable")
+    node_files = [p for p in (path / "history").rglob("*.json") if p.name != "index.json"]
+    assert len(node_files) == 1 + 2 * 250
+    store = SessionStore(op_home)
+    session = store.open(SEALED_SID)
+    assert len(session.nodes()) == 1 + 2 * 250 and session.problems == []
+    for i in range(60):  # a new bucket: 0002 gets sealed, and stays checked out
+        turn = session.begin_turn()
+        session.append(make_call("turn", f"more {i}"), turn=turn, advance_head=True)
+        session.commit(f"turn {turn}")
+    session.maintain()
+    store.close()
+    maintenance.wait_for(path)
+    assert "history/0002/index.json" in git_out(path, "ls-files")
+    assert sorted(os.listdir(path / "history")) == ["0000", "0001", "0002", "0003"]
+    assert len(os.listdir(path / "history" / "0000")) == 101  # 100 turns and the index
+    assert git_out(path, "status", "--porcelain") == ""
+    assert b"sparseCheckout = false" in (path / ".git" / "config").read_bytes()
 
 
 def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
@@ -469,8 +530,8 @@ def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
 
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()
-    rel = "history/0000/index.json"
-    head, columns = ((path / rel).read_bytes() + b"\n").split(b"\n")[:2]
+    rel = "history/0000/index.json"  # a sealed bucket: in git only
+    head, columns = (git_out(path, "show", f"HEAD:{rel}") + "\n").split("\n")[:2]
     header, cols = json.loads(head), json.loads(columns)
     if tamper == "sha mismatch":  # a dropped entry, recorded against another tree
         header["tree"] = "0" * 40
@@ -484,7 +545,6 @@ def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
     data = json.dumps(header).encode() + b"\n" + json.dumps(cols).encode() + b"\n"
     if tamper == "malformed JSON":
         data = b'{"v": 1, "tree": \x80 garbage'
-    (path / rel).write_bytes(data)
     Repository(path).commit({rel: data}, "tampered")
 
     cold, scanned = open_cold(op_home, monkeypatch)
@@ -509,11 +569,18 @@ def test_a_rewritten_old_node_is_seen_by_a_cold_open_and_its_bucket_resealed(
     session.commit("rewrite an old node")
     store.close()
 
+    # the bucket is left out of the working tree: the rewritten node went to git only
+    assert not (path / "history" / "0000").exists()
+    committed = json.loads(git_out(path, "show", f"HEAD:{old['path']}"))
+    assert committed["metadata"]["status"] == "interrupted"
     cold, scanned = open_cold(op_home, monkeypatch)
-    assert "0000" in scanned
+    assert "0000" in scanned  # from its blobs: the committed index no longer matches
     assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
+    assert cold.get(old["id"]).status == "interrupted"
     cold.maintain()  # seals 0000 again, in a commit of its own
     assert git_out(path, "log", "-1", "--format=%s").startswith("index of history bucket")
+    assert not (path / "history" / "0000").exists()
+    assert git_out(path, "status", "--porcelain") == ""
     cold.close()
     again, scanned = open_cold(op_home, monkeypatch)
     assert scanned == {"0002"}
@@ -530,7 +597,8 @@ def test_a_corrupted_node_file_in_a_sealed_bucket_is_reported_when_read(
     expected = SessionStore(op_home).open(SEALED_SID).index()
     victim_entry = next(e for e in expected if e["turn"] == 7)
     victim = path / victim_entry["path"]
-    victim.write_bytes(b"\x00\xffnot json")
+    victim.parent.mkdir(parents=True)  # its bucket is sealed: left out of the working tree
+    victim.write_bytes(b"\x00\xffnot json")  # a file on disk is read before git's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cold, scanned = open_cold(op_home, monkeypatch)
@@ -553,6 +621,9 @@ def test_a_git_clone_of_a_session_opens_with_its_full_index(
         ["git", "clone", "-q", str(sealed_session), str(target)], check=True, capture_output=True
     )
     assert not (target / ".state").exists()
+    # a clone is complete: every node file is checked out, sealed buckets too
+    node_files = [p for p in (target / "history").rglob("*.json") if p.name != "index.json"]
+    assert len(node_files) == len(expected)
     cold, scanned = open_cold(op_home, monkeypatch)
     assert scanned == {"0002"}
     assert cold.index() == expected
@@ -641,9 +712,9 @@ def test_another_writers_turn_is_seen_by_reading_that_turn_only(
     scanned: list[tuple[str, str]] = []
     scan = NodeIndex.scan
 
-    def spy(self: NodeIndex, bucket: str, turn_name: str) -> None:
+    def spy(self: NodeIndex, bucket: str, turn_name: str, *key: Any) -> None:
         scanned.append((bucket, turn_name))
-        scan(self, bucket, turn_name)
+        scan(self, bucket, turn_name, *key)
 
     monkeypatch.setattr(NodeIndex, "scan", spy)
     mine.sync()

@@ -6,14 +6,16 @@ repository in a temporary folder.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from openprogram import agentic_function
+from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.providers import create_runtime
-from openprogram.store.session import session_context
+from openprogram.store.session import maintenance, session_context
 from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
@@ -334,3 +336,60 @@ def test_a_hostile_history_on_the_remote_is_refused_by_pull(two, tmp_path: Path)
     assert state(bob, "s_a") == before
     assert not (bob.session_path("s_a") / node).exists()
     assert [p.name for p in bob.root.iterdir()] == ["s_a"]
+
+
+def long_session(store: SessionStore, sid: str, turns_: int) -> None:
+    """``turns_`` committed turns of two nodes each, written through the store directly."""
+    session = store.create_session(sid) if not store.exists(sid) else store.open(sid)
+    for i in range(turns_):
+        turn = session.begin_turn()
+        cell = make_call("turn", "cell", input={"i": i})
+        session.append(cell, turn=turn, advance_head=True)
+        fn = make_call("function", f"f{turn}", caller=cell.id, status=COMPLETED)
+        session.append(fn, turn=turn)
+        cell.metadata["status"] = COMPLETED
+        session.update(cell)
+        session.commit(f"turn {turn}")
+
+
+def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Sealed buckets live in git only: a pull still joins two lines, one of which rewrote
+    a node of such a bucket, every node reads back, and the pull's own maintenance leaves
+    the bucket out again once it is sealed anew."""
+    alice, bob = two
+    url = f"file://{bare(tmp_path)}"
+    long_session(alice, "s_long", 205)  # buckets 0000 and 0001 sealed, 0002 open
+    alice.close()
+    maintenance.wait_for(alice.session_path("s_long"))
+    push(alice, "s_long", url, "file")
+    assert pull(bob, "s_long", url, "file").status == "new"
+    path = bob.session_path("s_long")
+    maintenance.wait_for(path)  # the pull started one: sealed buckets leave the disk
+    assert sorted(os.listdir(path / "history")) == ["0002"]
+
+    long_session(alice, "s_long", 2)
+    push(alice, "s_long", url, "file")
+    session = bob.open("s_long")
+    old = next(e for e in session.index() if e["name"] == "f7")  # in bucket 0000
+    node = session.get(old["id"])
+    node.metadata["status"] = "interrupted"
+    session.update(node)
+    session.commit("rewrite an old node")
+    long_session(bob, "s_long", 1)
+    assert not (path / "history" / "0000").exists()  # the rewrite went to git only
+
+    assert pull(bob, "s_long", url, "file").status == "merged"
+    maintenance.wait_for(path)
+    assert sorted(os.listdir(path / "history")) == ["0002"]  # 0000 sealed and left out again
+    assert git(path, "status", "--porcelain") == ""
+    assert git(path, "fsck", "--strict", "--no-dangling") == ""
+    fresh = SessionStore(bob.home)
+    try:
+        session = fresh.open("s_long")
+        alice_ids = state(alice, "s_long")[0]
+        nodes = session.nodes()
+        assert alice_ids < {n.id for n in nodes} and session.problems == []
+        assert len(nodes) == len(session.index()) == 1 + 2 * 208
+        assert session.get(old["id"]).status == "interrupted"
+    finally:
+        fresh.close()

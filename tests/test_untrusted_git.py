@@ -122,9 +122,15 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
         f"[credential]\n\thelper = {prog['cred']}\n"
         f"[pager]\n\tlog = {prog['pager']}\n"
         f"[gc]\n\tauto = 1\n"
+        f"[extensions]\n\tworktreeConfig = true\n"
     )
     (git_dir / "config").write_text(config)
+    # the per-worktree config that extension makes git read, and a sparse checkout that
+    # would leave meta.json out, through a link to a file outside
+    (git_dir / "config.worktree").write_text(f"[core]\n\tfsmonitor = {prog['fsmonitor']}\n")
     (git_dir / "info").mkdir(exist_ok=True)
+    (outside / "sparse").write_text("/*\n!/meta.json\n")
+    (git_dir / "info" / "sparse-checkout").symlink_to(outside / "sparse")
     (git_dir / "info" / "attributes").write_text("* filter=evil diff=evil\n")
     (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
     (git_dir / "commondir").write_text(f"{other / '.git'}\n")
@@ -154,6 +160,7 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
     store.close()
     (folder / ".state" / "journal" / "1-dead.jsonl").write_bytes(record + b"\n")
     (git_dir / "config").write_text(config)  # the open above made it canonical already
+    (git_dir / "config.worktree").write_text(f"[core]\n\tfsmonitor = {prog['fsmonitor']}\n")
     (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
     (git_dir / "commondir").write_text(f"{other / '.git'}\n")
     return Hostile(home, sid, folder, marks, outside)
@@ -197,6 +204,7 @@ def test_no_operation_of_the_project_runs_a_program_the_folder_names(
     assert (hostile.folder / ".git" / "config").read_bytes() == canonical_config()
     assert not (hostile.folder / ".git" / "objects" / "info" / "alternates").exists()
     assert not (hostile.folder / ".git" / "commondir").exists()
+    assert not (hostile.folder / ".git" / "config.worktree").exists()
     commits = len(commit_log(hostile.folder))
     # in this process: recovery (at open), a turn, maintenance, close
     store = SessionStore(hostile.home)
@@ -217,6 +225,9 @@ def test_no_operation_of_the_project_runs_a_program_the_folder_names(
     wait_for(hostile.folder)  # the index refresh closing a session starts (detached)
     status = run_git(hostile.folder, "status", "--porcelain")
     assert status.stdout == b""  # maintenance refreshed the index; nothing ran meanwhile
+    sparse = hostile.folder / ".git" / "info" / "sparse-checkout"
+    assert not sparse.is_symlink() and b"meta.json" not in sparse.read_bytes()  # ours
+    assert (hostile.folder / "meta.json").is_file()
     hostile.assert_nothing_ran()
     assert hostile.snapshot_outside() == before
     result = cli("sessions", "delete", hostile.sid, "--yes")

@@ -30,11 +30,17 @@ from openprogram.store.session.index import (
 from openprogram.store.session.repository import TREE_MODE, Repository, object_sha, tree_sha
 
 
-def bucket_trees(repo: Repository) -> dict[str, bytes]:
-    """Bucket name -> its tree sha in HEAD (empty without a commit or a ``history``)."""
+def bucket_trees(repo: Repository, commit: bytes | None = None) -> dict[str, bytes]:
+    """Bucket name -> its tree sha in HEAD, or in ``commit`` (empty without a commit or a
+    ``history``)."""
+    if commit is None:
+        history = repo.tree_at("history")
+    else:
+        found = repo.read_tree(repo.commit_tree_of(commit)).get("history")
+        history = repo.read_tree(found[0]) if found and found[1] == TREE_MODE else {}
     return {
         name: sha
-        for name, (sha, mode) in repo.tree_at("history").items()
+        for name, (sha, mode) in history.items()
         if mode == TREE_MODE and BUCKET_NAME.fullmatch(name)
     }
 
@@ -53,14 +59,15 @@ def sealed_columns(
 ) -> list[list[Any]] | None:
     """The entries (columns) of the committed index of ``bucket`` whose tree is ``tree``,
     or None when there is none, it is malformed, or it does not match the tree (or, unless
-    ``turns_on_disk`` is None, the turn folders on disk).  With ``turns_on_disk`` None only
-    the header is checked and ``[]`` means sealed."""
+    ``turns_on_disk`` is None, a folder on disk is not one of the tree's: files the tree
+    lacks; folders of the tree missing on disk are fine, their nodes are read from git).
+    With ``turns_on_disk`` None only the header is checked and ``[]`` means sealed."""
     try:
         contents = repo.read_tree(tree)
         index = contents.pop(BUCKET_INDEX, None)
         if index is None or index[1] == TREE_MODE:
             return None
-        if turns_on_disk is not None and set(contents) != turns_on_disk:
+        if turns_on_disk is not None and not turns_on_disk <= contents.keys():
             return None
         data = _blob_or_file(repo, index[0], f"{root}/history/{bucket}/{BUCKET_INDEX}")
         head, _, body = data.partition(b"\n")

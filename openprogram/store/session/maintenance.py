@@ -9,11 +9,13 @@ returns at once.  That process, at low priority:
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
    (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
    only for buckets whose tree did not move meanwhile);
-3. makes git's index match HEAD (``git read-tree HEAD``), so ``git status`` is clean.
+3. makes git's index match HEAD and leaves the sealed buckets' node files out of the
+   working tree (:func:`checkout.refresh`), so ``git status`` is clean.
 
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
-benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only step 3.
+benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only
+``git read-tree -m HEAD`` (git's index, the checked-out files left as they are).
 A process that asks for a maintenance while one is running leaves ``.state/maintain.pending``
 and the running one does another round (so a bucket opened meanwhile is still sealed).
 """
@@ -21,23 +23,27 @@ and the running one does another round (so a bucket opened meanwhile is still se
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
-from openprogram.store.session.files import SessionLock, atomic_write, open_state_file
+from openprogram.store.session import checkout
+from openprogram.store.session.buckets import bucket_trees, seal
+from openprogram.store.session.files import (
+    SessionLock,
+    atomic_write,
+    is_real_dir,
+    open_state_file,
+)
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.repository import Repository, pack_loose
-from openprogram.store.session.safegit import git_argv, git_env, run_git
+from openprogram.store.session.safegit import git_argv, git_env
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
-SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
 
 
 def lock_path(root: Path) -> Path:
@@ -60,7 +66,7 @@ def _try_lock(root: Path, *, wait: bool) -> int | None:
 
 def spawn(root: Path, *, index_only: bool = False) -> bool:
     """Start a detached maintenance of the session at ``root`` (``index_only``: just
-    ``git read-tree HEAD``) unless one is running; returns at once, never waits."""
+    ``git read-tree -m HEAD``) unless one is running; returns at once, never waits."""
     fd = _try_lock(root, wait=False)
     if fd is None:  # one is running: it does another round when it sees this
         try:
@@ -70,7 +76,7 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
         return False
     try:
         if index_only:
-            argv = git_argv("read-tree", "HEAD")
+            argv = git_argv("read-tree", "-m", "HEAD")  # keeps skip-worktree marks
             env = git_env({"GIT_DIR": str(root / ".git"), "GIT_WORK_TREE": str(root)})
         else:
             argv = [sys.executable, "-m", "openprogram.store.session.maintenance", str(root)]
@@ -125,21 +131,16 @@ def run(root: Path) -> None:
     pack_loose(root)
     repo = Repository(root)
     try:
-        seal_old_buckets(root, repo)
+        known = checkout.read_known(root)
+        seal_old_buckets(root, repo, known)
+        checkout.refresh(root, repo, known)
     finally:
         repo.close()
-    run_git(root, "read-tree", "HEAD", check=False)
 
 
-def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
-    """Seal up to ``SEALS_PER_MAINTENANCE`` buckets (all but the newest), newest first."""
-    known_path = root / ".state" / SEALED_FILE
-    try:
-        known = json.loads(known_path.read_bytes())
-        if not isinstance(known, dict):
-            known = {}
-    except (OSError, ValueError):
-        known = {}
+def seal_old_buckets(root: Path, repo: Repository, known: dict[str, str]) -> list[str]:
+    """Seal up to ``SEALS_PER_MAINTENANCE`` buckets (all but the newest), newest first;
+    ``known`` (bucket -> tree found sealed, ``.state/sealed.json``) is kept up to date."""
     trees = bucket_trees(repo)
     payloads: dict[str, tuple[bytes, bytes]] = {}  # bucket -> (tree, index content)
     for name in sorted(trees, key=int, reverse=True)[1:]:
@@ -147,9 +148,8 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
         if known.get(name) == tree.hex():
             continue
         payload = seal(repo, root, name, tree)
-        if payload is None:  # sealed already, or cannot be: do not look again at this tree
-            if sealed_columns(repo, root, name, tree, None) is not None:
-                known[name] = tree.hex()
+        if payload is None:  # sealed already, or cannot be
+            checkout.sealed_buckets(repo, root, {name: tree}, known)
             continue
         payloads[name] = (tree, payload)
         if len(payloads) >= SEALS_PER_MAINTENANCE:
@@ -164,7 +164,8 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
                 for name, (tree, payload) in payloads.items():
                     if now.get(name) == tree:  # nobody rewrote it meanwhile
                         rel = f"history/{name}/{BUCKET_INDEX}"
-                        atomic_write(root / rel, payload)
+                        if is_real_dir(root / "history" / name):  # else: left out already
+                            atomic_write(root / rel, payload)
                         files[rel] = payload
                         sealed.append(name)
                 if files:
@@ -173,10 +174,7 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
                     known.update({name: after[name].hex() for name in sealed if name in after})
         finally:
             lock.close()
-    try:
-        atomic_write(known_path, json.dumps(known).encode())
-    except OSError:
-        pass
+    checkout.write_known(root, known)
     return sealed
 
 

@@ -4,15 +4,19 @@ Opening a session loads only its newest bucket; an older one is loaded when a qu
 it (a node not found yet, the children of an old node, the whole DAG).  Loaded buckets are
 always the newest ones, contiguously, so "every node from bucket b on" is known once b is.
 
-A bucket is loaded from, in order:
+The buckets are those in HEAD and those on disk: a committed bucket may be left out of the
+working tree (:mod:`checkout`), a new one is on disk before its first commit.  A bucket is
+loaded from, in order:
 
-1. its committed index (:mod:`buckets`), when it is sealed at its tree in HEAD and the turn
-   folders on disk are the tree's — no node file read, no stat of its folders;
-2. its local cache ``.state/index/<bucket>.json`` (same format, the header holding each turn
-   folder's mtime): folders whose mtime changed are scanned again;
-3. a scan of its node files.
+1. its committed index (:mod:`buckets`), when it is sealed at its tree in HEAD and every
+   turn folder on disk is one of the tree's (folders left out are fine) — no node file
+   read, no stat of its folders;
+2. its local cache ``.state/index/<bucket>.json`` (same format, the header holding each
+   turn folder's key: its mtime when on disk, its tree sha in HEAD when left out): turns
+   whose key changed are scanned again;
+3. a scan of its turns: the node files of a folder on disk, the blobs of one left out.
 
-Buckets loaded from 2 or 3 are *tracked* by folder mtimes (and saved to the local cache);
+Buckets loaded from 2 or 3 are *tracked* by those keys (and saved to the local cache);
 :meth:`refresh` re-checks a loaded bucket only when its tree in HEAD moved, so another
 writer costs O(one bucket) per turn, not O(session).
 """
@@ -21,13 +25,22 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.store.session.buckets import bucket_trees, sealed_columns
-from openprogram.store.session.files import atomic_write, dumps, ensure_dir, loads, read_bytes
+from openprogram.store.session.files import (
+    MAX_FILE_BYTES,
+    atomic_write,
+    dumps,
+    ensure_dir,
+    is_real_dir,
+    loads,
+    read_bytes,
+)
 from openprogram.store.session.index import (
     BUCKET_INDEX,
     BUCKET_INDEX_VERSION,
@@ -39,9 +52,11 @@ from openprogram.store.session.index import (
     entry_of,
     valid_columns,
 )
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.repository import TREE_MODE, Repository
 
 CACHE_DIR = "index"  # under .state/
+HEX_SHA = re.compile(r"[0-9a-f]{40}")
+TurnKey = int | str  # a turn folder's mtime (ns) on disk, or its tree sha (hex) when left out
 
 
 class NodeIndex:
@@ -62,7 +77,7 @@ class NodeIndex:
         self._ids: dict[str, set[str]] = {}  # loaded bucket -> ids of its nodes
         self._pending: list[str] = []  # buckets on disk not loaded yet, oldest first
         self._trees: dict[str, bytes | None] = {}  # loaded bucket -> tree in HEAD then
-        self._mtimes: dict[str, dict[str, int]] = {}  # tracked bucket -> turn -> mtime
+        self._mtimes: dict[str, dict[str, TurnKey]] = {}  # tracked bucket -> turn -> key
         self._unsaved: set[str] = set()  # tracked buckets changed since the cache was saved
         self._early: dict[str, dict[str, Entry]] = {}  # put into a bucket before it loaded
         self.generation = 0  # bumped whenever loading changed which nodes are known
@@ -75,8 +90,9 @@ class NodeIndex:
         self._ids.clear()
         self._trees.clear()
         self._mtimes.clear()
-        self._pending = self._buckets_on_disk()
-        self.load_next()
+        trees = self._head_trees()
+        self._pending = self._bucket_names(trees)
+        self.load_next(trees)
 
     @property
     def complete(self) -> bool:
@@ -127,20 +143,36 @@ class NodeIndex:
         except Exception:  # no commit yet, or objects gitdb cannot read: scan
             return {}
 
-    def _buckets_on_disk(self) -> list[str]:
+    def _bucket_names(self, trees: dict[str, bytes]) -> list[str]:
+        """The buckets on disk and in HEAD (``trees``), oldest first."""
+        names = set(trees)
+        if not is_real_dir(f"{self.root}/history"):  # missing, or a link: never followed
+            return sorted(names, key=int)
         try:
-            names = [
+            names.update(
                 e.name
                 for e in os.scandir(f"{self.root}/history")
                 if BUCKET_NAME.fullmatch(e.name) and self._real_dir(e)
-            ]
+            )
         except FileNotFoundError:
-            return []
+            pass
         return sorted(names, key=int)
+
+    def _turn_keys(self, bucket: str, tree: bytes | None) -> dict[str, TurnKey]:
+        """Turn folder name -> key (see :data:`TurnKey`): the folders on disk, and those of
+        ``tree`` (the bucket in HEAD) that are not."""
+        keys: dict[str, TurnKey] = dict(self._turns_on_disk(bucket))
+        if tree is not None:
+            for name, (sha, mode) in self.repo.read_tree(tree).items():
+                if mode == TREE_MODE and name not in keys and TURN_DIR_NAME.fullmatch(name):
+                    keys[name] = sha.hex()
+        return keys
 
     def _turns_on_disk(self, bucket: str) -> dict[str, int]:
         """Turn folder name -> mtime, in ``bucket`` on disk."""
         turns: dict[str, int] = {}
+        if not is_real_dir(f"{self.root}/history/{bucket}"):  # left out, or a link (reported)
+            return turns
         try:
             for e in os.scandir(f"{self.root}/history/{bucket}"):
                 if TURN_DIR_NAME.fullmatch(e.name) and self._real_dir(e):
@@ -168,58 +200,83 @@ class NodeIndex:
             if columns is not None:
                 self._add(bucket, list(zip(*columns, strict=True)))
                 return
-        self._load_tracked(bucket)
+        self._load_tracked(bucket, tree)
 
     def _turn_names(self, bucket: str) -> set[str]:
         """What a sealed bucket's folder holds besides its index (its turn folders)."""
+        if not is_real_dir(f"{self.root}/history/{bucket}"):
+            return set()
         try:
             return set(os.listdir(f"{self.root}/history/{bucket}")) - {BUCKET_INDEX}
         except FileNotFoundError:
             return set()
 
-    def _load_tracked(self, bucket: str) -> None:
-        """From the local cache where the folder mtimes match, else by scanning."""
-        on_disk = self._turns_on_disk(bucket)
-        cached_dirs, cached = self._read_cache(bucket)
+    def _load_tracked(self, bucket: str, tree: bytes | None) -> None:
+        """From the local cache where the turn keys match, else by scanning."""
+        keys = self._turn_keys(bucket, tree)
+        cached_keys, cached = self._read_cache(bucket)
         by_turn: dict[str, list[Entry]] = {}
         for entry in cached:
             by_turn.setdefault(entry[F_PATH].split("/")[2], []).append(entry)
         self._mtimes[bucket] = {}
-        for turn, mtime in on_disk.items():
-            if cached_dirs.get(turn) == mtime:
+        for turn, key in keys.items():
+            if cached_keys.get(turn) == key:
                 self._add(bucket, by_turn.get(turn, []))
             else:
-                self.scan(bucket, turn)
-            self._mtimes[bucket][turn] = mtime
-        if cached_dirs != on_disk:
+                self.scan(bucket, turn, key)
+            self._mtimes[bucket][turn] = key
+        if cached_keys != keys:
             self._unsaved.add(bucket)
 
-    def scan(self, bucket: str, turn: str) -> None:
-        """Read every node file of one turn folder."""
+    def scan(self, bucket: str, turn: str, key: TurnKey = 0) -> None:
+        """Read every node of one turn: its files, or its blobs when ``key`` is the sha of
+        a turn folder left out of the working tree."""
         rel = f"history/{bucket}/{turn}"
-        base = f"{self.root}/{rel}"
-        try:
-            names = os.listdir(base)
-        except OSError:
-            return
-        for name in names:
-            if not name.endswith(".json") or name.startswith("."):
-                continue
-            path = f"{base}/{name}"
+        if isinstance(key, str):
+            self._scan_committed(rel, key)
+        else:
+            base = f"{self.root}/{rel}"
             try:
-                call = Call.from_dict(loads(read_bytes(path)))
-            except (OSError, ValueError, NodeFormatError) as exc:
-                self._problem(path, str(exc))
-                continue
-            self._forget(call.id)
-            self.put(entry_of(call, f"{rel}/{name}"), tracked=False)
+                names = os.listdir(base)
+            except OSError:
+                names = []
+            for name in names:
+                if not name.endswith(".json") or name.startswith("."):
+                    continue
+                path = f"{base}/{name}"
+                try:
+                    call = Call.from_dict(loads(read_bytes(path)))
+                except (OSError, ValueError, NodeFormatError) as exc:
+                    self._problem(path, str(exc))
+                    continue
+                self._found(call, f"{rel}/{name}")
         self._unsaved.add(bucket)
+
+    def _scan_committed(self, rel: str, tree_hex: str) -> None:
+        try:
+            files = self.repo.read_tree(bytes.fromhex(tree_hex))
+        except Exception as exc:  # objects gitdb cannot read
+            self._problem(f"{self.root}/{rel}", f"not readable from git: {exc}")
+            return
+        for name, (blob, mode) in files.items():
+            if mode == TREE_MODE or not name.endswith(".json") or name.startswith("."):
+                continue
+            try:
+                call = Call.from_dict(loads(self.repo.read(blob, MAX_FILE_BYTES)))
+            except Exception as exc:  # bad JSON, a bad node, an unreadable object
+                self._problem(f"{self.root}/{rel}/{name}", str(exc))
+                continue
+            self._found(call, f"{rel}/{name}")
+
+    def _found(self, call: Call, rel: str) -> None:
+        self._forget(call.id)
+        self.put(entry_of(call, rel), tracked=False)
 
     # -- the local cache ---------------------------------------------------------------
     def _cache_path(self, bucket: str) -> Path:
         return self.root / ".state" / CACHE_DIR / f"{bucket}.json"
 
-    def _read_cache(self, bucket: str) -> tuple[dict[str, int], list[Entry]]:
+    def _read_cache(self, bucket: str) -> tuple[dict[str, TurnKey], list[Entry]]:
         try:
             head, _, body = read_bytes(str(self._cache_path(bucket))).partition(b"\n")
             header = loads(head)
@@ -228,7 +285,11 @@ class NodeIndex:
                 header.get("v") != BUCKET_INDEX_VERSION
                 or header.get("fields") != list(ENTRY_FIELDS)
                 or type(dirs) is not dict
-                or not all(type(v) is int and TURN_DIR_NAME.fullmatch(k) for k, v in dirs.items())
+                or not all(
+                    TURN_DIR_NAME.fullmatch(k)
+                    and (type(v) is int or (type(v) is str and HEX_SHA.fullmatch(v)))
+                    for k, v in dirs.items()
+                )
             ):
                 return {}, []
             columns = loads(body)
@@ -288,43 +349,49 @@ class NodeIndex:
             _history, bucket, turn = rel.split("/")
             mtimes = self._mtimes.get(bucket)
             if mtimes is not None:
-                mtimes[turn] = os.stat(f"{self.root}/{rel}").st_mtime_ns
+                try:
+                    mtimes[turn] = os.stat(f"{self.root}/{rel}").st_mtime_ns
+                except FileNotFoundError:  # left out of the working tree: read from git
+                    mtimes.pop(turn, None)  # next time (its sha is not known here)
                 self._unsaved.add(bucket)
 
     def refresh(self) -> bool:
         """See what other processes committed: new buckets, and loaded buckets whose tree
         in HEAD moved (their changed turn folders scanned).  True when anything changed."""
         changed = False
-        known = set(self._ids) | set(self._pending)
-        for bucket in self._buckets_on_disk():
-            if bucket not in known:  # newer than anything loaded: load it now
-                self._load(bucket, None)
-                changed = True
         trees = self._head_trees()
+        known = set(self._ids) | set(self._pending)
+        for bucket in self._bucket_names(trees):
+            if bucket not in known:  # newer than anything loaded: load it now
+                self._load(bucket, trees.get(bucket))
+                changed = True
         for bucket in list(self._ids):
             tree = trees.get(bucket)
             if tree == self._trees.get(bucket):
                 continue
             changed = True
-            if bucket in self._mtimes:
-                self._rescan_changed(bucket)
+            sealed = tree is not None and sealed_columns(self.repo, self.root, bucket, tree, None)
+            if bucket in self._mtimes and sealed is None:
+                self._rescan_changed(bucket, tree)
                 self._trees[bucket] = tree
-            else:  # taken sealed: load it again (sealed again, or scanned)
+            else:  # sealed now (its files may be leaving the disk), or taken sealed before
                 for node_id in self._ids.pop(bucket):
                     self.entries.pop(node_id, None)
+                self._mtimes.pop(bucket, None)
+                self._unsaved.discard(bucket)
                 self._load(bucket, tree)
         if changed:
             self.generation += 1
         return changed
 
-    def _rescan_changed(self, bucket: str) -> None:
+    def _rescan_changed(self, bucket: str, tree: bytes | None) -> None:
         mtimes = self._mtimes[bucket]
-        on_disk = self._turns_on_disk(bucket)
-        for turn, mtime in on_disk.items():
-            if mtimes.get(turn) != mtime:
-                self.scan(bucket, turn)
-                mtimes[turn] = mtime
-        for turn in set(mtimes) - set(on_disk):  # turn folders that disappeared
+        keys = self._turn_keys(bucket, tree)
+        for turn, key in keys.items():
+            if mtimes.get(turn) != key:
+                self.scan(bucket, turn, key)
+                mtimes[turn] = key
+        for turn in set(mtimes) - set(keys):  # turns neither on disk nor committed
             del mtimes[turn]
             prefix = f"history/{bucket}/{turn}/"
             ids = self._ids[bucket]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openprogram.errors import CorruptedFile, OpenProgramError
-from openprogram.store.session.files import ensure_dir, read_bytes
+from openprogram.store.session.files import MAX_FILE_BYTES, ensure_dir, read_bytes
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
     ACTOR_NAME,
@@ -196,15 +196,19 @@ class Repository:
             self._odb = object_db(self.git_dir / "objects")
         return self._odb
 
-    def read(self, binsha: bytes) -> bytes:
-        """The content of an object, loose or packed."""
+    def read(self, binsha: bytes, limit: int | None = None) -> bytes:
+        """The content of an object, loose or packed (one over ``limit`` bytes is refused
+        with :class:`CorruptedFile` before it is inflated)."""
         try:
-            return bytes(self.odb.stream(binsha).read())
+            stream = self.odb.stream(binsha)
         except Exception:
             # packed since (by maintenance) or written by another process: gitdb caches
             # which packs exist and where objects live, so look again
             self.odb.update_cache(force=True)
-            return bytes(self.odb.stream(binsha).read())
+            stream = self.odb.stream(binsha)
+        if limit is not None and stream.size > limit:
+            raise CorruptedFile(binsha.hex(), f"an object of {stream.size} bytes (refused)")
+        return bytes(stream.read())
 
     def read_tree(self, binsha: bytes | None) -> TreeEntries:
         """The entries of a tree (a copy: callers may change it); empty for None."""
@@ -326,6 +330,16 @@ class Repository:
                 return {}
             entries = self.read_tree(found[0])
         return entries
+
+    def blob_at(self, path: str, ref: str = MAIN_REF) -> bytes:
+        """The content of the file ``path`` (``a/b/c.json``) in ``ref``; raises
+        ``FileNotFoundError`` when there is none (a file left out of the working tree is
+        read this way)."""
+        folder, _, name = path.rpartition("/")
+        found = (self.tree_at(folder, ref) if folder else self.head_tree(ref)).get(name)
+        if found is None or found[1] == TREE_MODE:
+            raise FileNotFoundError(f"{path} is not a file in {ref}")
+        return self.read(found[0], MAX_FILE_BYTES)
 
     def commit(
         self,

@@ -37,14 +37,21 @@ ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 
 
-def canonical_config(*, bare: bool = False) -> bytes:
-    """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored)."""
+def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
+    """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored).
+    ``sparse``: git's sparse checkout (cone mode) is on, so only the history the
+    maintenance leaves in ``.git/info/sparse-checkout`` is checked out (see
+    :mod:`checkout`); off once the user ran ``git sparse-checkout disable``."""
+    worktree = ""
+    if not bare:
+        worktree = "\tlogallrefupdates = true\n\tsparseCheckout = "
+        worktree += "true\n\tsparseCheckoutCone = true\n" if sparse else "false\n"
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"
         "\tfilemode = true\n"
         f"\tbare = {'true' if bare else 'false'}\n"
-        f"{'' if bare else chr(9) + 'logallrefupdates = true' + chr(10)}"
+        f"{worktree}"
         "\thooksPath = /dev/null\n"
         "[gc]\n"
         "\tauto = 0\n"
@@ -229,12 +236,40 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
+def _small_file(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def sparse_wanted(git_dir: Path) -> bool:
+    """Whether the session keeps only recent history checked out: yes, unless the user
+    ran ``git sparse-checkout disable`` (which git 2.39 records as ``sparseCheckout =
+    false`` in ``config.worktree``, older versions in ``config``).  Only this one choice
+    is read from the files; what :func:`make_safe` writes is always the canonical config."""
+    for name in ("config.worktree", "config"):
+        text = b"".join(_small_file(git_dir / name).lower().split())
+        if b"sparsecheckout=false" in text:
+            return False
+        if b"sparsecheckout=true" in text:
+            return True
+    return True
+
+
 def make_safe(git_dir: Path, *, bare: bool = False) -> None:
     """Make a repository safe for git to open (a few syscalls when it is already safe).
 
-    ``config`` is replaced by :func:`canonical_config` when it differs, ``HEAD`` by
-    ``ref: refs/heads/main``; ``commondir``, ``objects/info/alternates`` and
-    ``http-alternates`` (which make git read another repository) are removed, and so are
+    ``config`` is replaced by :func:`canonical_config` when it differs (keeping only
+    whether the sparse checkout is on, :func:`sparse_wanted`), ``HEAD`` by
+    ``ref: refs/heads/main``; ``commondir``, ``config.worktree``, ``objects/info/alternates``
+    and ``http-alternates`` (which make git read another repository) are removed, and so are
     symlinks among the object folders (objects would be written through them).  A ``.git``,
     ``objects`` or ``refs`` that is not a real directory (a symlink, a ``gitdir:`` file)
     raises :class:`CorruptedFile`: it would make git work on files outside the folder.
@@ -244,9 +279,15 @@ def make_safe(git_dir: Path, *, bare: bool = False) -> None:
         for entry in entries:
             if entry.is_symlink():
                 os.unlink(entry.path)
-    _replace_if_different(git_dir / "config", canonical_config(bare=bare))
+    sparse = not bare and sparse_wanted(git_dir)
+    _replace_if_different(git_dir / "config", canonical_config(bare=bare, sparse=sparse))
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
-    for rel in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
+    for rel in (
+        "commondir",
+        "config.worktree",  # read by git only with an extension the canonical config lacks
+        "objects/info/alternates",
+        "objects/info/http-alternates",
+    ):
         target = git_dir / rel
         if os.path.lexists(target):
             if _is_real_dir(target):

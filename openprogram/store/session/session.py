@@ -29,13 +29,14 @@ from openprogram.context.nodes import (
 )
 from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
-from openprogram.store.session import events, maintenance
+from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import (
     Counters,
     Journal,
     SessionLock,
     atomic_write,
     ensure_dir,
+    is_real_dir,
     jsonable,
     loads,
     read_bytes,
@@ -91,6 +92,7 @@ class Session:
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
+        self._real_dirs: set[str] = set()  # turn folders seen to be real directories
         self._index = NodeIndex(path, self.git, self._problem, self._forget)
         self._children: dict[str | None, list[str]] | None = None
         self._children_gen = -1
@@ -105,6 +107,8 @@ class Session:
             self._ensure_counters()
             self._recover()
             self._synced_seq = self._counters()[0]
+        if checkout.never_refreshed(path, self.git):
+            maintenance.spawn(path)  # leaves sealed buckets out of the working tree
 
     # -- reading files -------------------------------------------------------------------
     def _load_meta(self, *, quiet: bool = False) -> None:
@@ -304,19 +308,29 @@ class Session:
         and their turn folders."""
         files: dict[str, bytes | None] = {}
         made: set[str] = set()
+        left_out: dict[str, bool] = {}
         for call in sorted(self._dirty.values(), key=lambda c: c.seq):
             rel = node_relpath(call)
             rel_dir = rel.rsplit("/", 1)[0]
             data = node_record(call)
             if written.get(rel) != data:
-                if rel_dir not in made:
-                    ensure_dir(self.path, rel_dir)  # symlinks on the way removed, not followed
-                atomic_write(self.path / rel, data)
+                if rel_dir not in left_out:
+                    left_out[rel_dir] = self._left_out(rel_dir)
+                if not left_out[rel_dir]:
+                    if rel_dir not in made:
+                        ensure_dir(self.path, rel_dir)  # symlinks on the way removed
+                    atomic_write(self.path / rel, data)
                 if store:
                     self.git.store(b"blob", data)
             made.add(rel_dir)
             files[rel] = data
         return files, made
+
+    def _left_out(self, rel_dir: str) -> bool:
+        """Whether the turn folder ``rel_dir`` is committed but not checked out
+        (:mod:`checkout`): a node rewritten there goes to git only, as the rest of it."""
+        parent, _, name = rel_dir.rpartition("/")
+        return not os.path.lexists(self.path / rel_dir) and name in self.git.tree_at(parent)
 
     def _commit_locked(
         self, message: str, written: dict[str, bytes | None] | None = None
@@ -380,12 +394,37 @@ class Session:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
         path = self.path / entry[F_PATH]
         try:
-            call = Call.from_dict(loads(read_bytes(str(path))))
+            data = self._node_file(entry[F_PATH])
+            call = Call.from_dict(loads(data))
         except (OSError, ValueError, NodeFormatError) as exc:
             raise CorruptedFile(str(path), str(exc)) from exc
         with self._mu:
             self._cache(call)
         return call
+
+    def _node_file(self, rel: str) -> bytes:
+        """The content of a node file: on disk, else (left out of the working tree, see
+        :mod:`checkout`) its blob in HEAD.  A folder on the way that is a symlink is never
+        followed: the committed content is read instead."""
+        folder = rel.rsplit("/", 1)[0]
+        if folder not in self._real_dirs:
+            bucket_dir = folder.rsplit("/", 1)[0]
+            if is_real_dir(self.path / folder) and is_real_dir(self.path / bucket_dir):
+                if len(self._real_dirs) >= NODE_CACHE_MAX:
+                    self._real_dirs.clear()
+                self._real_dirs.add(folder)
+            else:
+                return self._committed(rel)
+        try:
+            return read_bytes(str(self.path / rel))
+        except FileNotFoundError:
+            return self._committed(rel)
+
+    def _committed(self, rel: str) -> bytes:
+        try:
+            return self.git.blob_at(rel)
+        except Exception as exc:  # not in HEAD, or objects gitdb cannot read
+            raise FileNotFoundError(f"not on disk and not committed ({exc})") from exc
 
     def _all_entries(self) -> list[Entry]:
         with self._mu:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openprogram.store.session import checkout, maintenance
 from openprogram.store.session.files import atomic_write
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.repository import Repository
@@ -224,7 +225,7 @@ def _receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -
         except OSError:
             raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
         quarantine.mkdir()  # for the caller's cleanup
-        session = store.open(session_id)
+        session = store.open(session_id)  # starts a maintenance if buckets are sealed
         return Received(session_id, "new", _turns(session), lines(session))
     session = store.open(session_id)
     with session.lock:
@@ -241,6 +242,7 @@ def _receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -
         _git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
         _materialise(local, ours, new)
         _settle(session, follow=status == "fast-forward")
+        maintenance.spawn(local)  # seals what arrived (after the lock is released)
         after = [
             e
             for e in session.index()
@@ -279,9 +281,9 @@ def _materialise(local: Path, old: str, new: str) -> None:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, writer.read(blob))
+        checkout.refresh(local, writer)  # `git status` clean, sealed buckets left out
     finally:
         writer.close()
-    _git(local, "read-tree", "HEAD", check=False)  # `git status` clean
 
 
 def _settle(session: Session, *, follow: bool) -> None:
