@@ -95,6 +95,20 @@ def test_a_second_commit_changes_only_its_paths_and_deletes_with_none(repo: Repo
     fsck(repo.worktree)
 
 
+def test_committed_files_read_back_one_by_one_and_in_one_batch(repo: Repository) -> None:
+    """What the store reads for files left out of the working tree: a path's blob in HEAD,
+    alone (``blob_at``) or many at once (``read_paths``, one ``git cat-file --batch``)."""
+    files = {f"h/{i:02d}/n.json": f'{{"i":{i}}}\n'.encode() for i in range(40)}
+    repo.commit({**files, "h/00/empty": b""}, "many")
+    assert repo.blob_at("h/07/n.json") == b'{"i":7}\n'
+    with pytest.raises(FileNotFoundError):
+        repo.blob_at("h/07")  # a folder, not a file
+    with pytest.raises(FileNotFoundError):
+        repo.blob_at("h/99/n.json")
+    asked = [*files, "h/00/empty", "h/99/n.json", "h/07"]
+    assert repo.read_paths(asked) == {**files, "h/00/empty": b""}
+
+
 def test_a_ref_moves_only_from_the_value_the_writer_read(repo: Repository) -> None:
     first = repo.commit({"x": b"1"}, "one")
     other = repo.store(b"commit", repo.read(first))  # same object, any sha will do

@@ -19,7 +19,7 @@ import pytest
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import CorruptedFile, InvalidSessionId, SessionNotFound
-from openprogram.store.session import maintenance
+from openprogram.store.session import checkout, maintenance
 from openprogram.store.session.store import CorruptedFileWarning, SessionStore
 
 
@@ -440,15 +440,17 @@ def test_a_new_bucket_has_the_previous_one_sealed_by_maintenance(sealed_session:
     assert json.loads(first[0])["tree"] == made
 
 
-def test_sealed_buckets_leave_the_disk_and_ordinary_git_still_shows_every_node(
+def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     sealed_session: Path,
 ) -> None:
-    """Once maintenance sealed a bucket, its files leave the working tree (git's sparse
-    checkout marks them skip-worktree): ``git status`` is clean, ``git show``/``git log
-    -p``/``git grep HEAD`` still give them, and the session reads every node back."""
+    """Only the newest turns stay checked out: the maintenance leaves the others out of the
+    working tree (git's sparse checkout marks them skip-worktree), ``git status`` is clean,
+    ``git show``/``git log -p``/``git grep HEAD`` still give them, and the session reads
+    every node back."""
     history = sealed_session / "history"
-    assert sorted(os.listdir(history)) == ["0002"]  # only the bucket not sealed
-    assert len(os.listdir(history / "0002")) == 51  # its turns 200-250, all there
+    assert sorted(os.listdir(history)) == ["0002"]
+    kept = sorted(os.listdir(history / "0002"))
+    assert kept == [f"{t:06d}" for t in range(251 - checkout.RECENT_TURNS, 251)]
     assert git_out(sealed_session, "status", "--porcelain") == ""
     marks = git_out(sealed_session, "ls-files", "-t", "history/0000").splitlines()
     assert len(marks) == 1 + 1 + 2 * 99 and all(m.startswith("S ") for m in marks)

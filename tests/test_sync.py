@@ -15,7 +15,7 @@ import pytest
 from openprogram import agentic_function
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.providers import create_runtime
-from openprogram.store.session import maintenance, session_context
+from openprogram.store.session import checkout, maintenance, session_context
 from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
@@ -353,9 +353,9 @@ def long_session(store: SessionStore, sid: str, turns_: int) -> None:
 
 
 def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Sealed buckets live in git only: a pull still joins two lines, one of which rewrote
-    a node of such a bucket, every node reads back, and the pull's own maintenance leaves
-    the bucket out again once it is sealed anew."""
+    """Older turns live in git only: a pull still joins two lines, one of which rewrote a
+    node of such a turn (in a sealed bucket), every node reads back, and the pull's own
+    maintenance seals the bucket anew."""
     alice, bob = two
     url = f"file://{bare(tmp_path)}"
     long_session(alice, "s_long", 205)  # buckets 0000 and 0001 sealed, 0002 open
@@ -364,8 +364,9 @@ def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_p
     push(alice, "s_long", url, "file")
     assert pull(bob, "s_long", url, "file").status == "new"
     path = bob.session_path("s_long")
-    maintenance.wait_for(path)  # the pull started one: sealed buckets leave the disk
-    assert sorted(os.listdir(path / "history")) == ["0002"]
+    maintenance.wait_for(path)  # opening it started one: older turns leave the disk
+    on_disk = [t for b in os.listdir(path / "history") for t in os.listdir(path / "history" / b)]
+    assert sorted(on_disk) == [f"{t:06d}" for t in range(206 - checkout.RECENT_TURNS, 206)]
 
     long_session(alice, "s_long", 2)
     push(alice, "s_long", url, "file")
@@ -380,7 +381,9 @@ def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_p
 
     assert pull(bob, "s_long", url, "file").status == "merged"
     maintenance.wait_for(path)
-    assert sorted(os.listdir(path / "history")) == ["0002"]  # 0000 sealed and left out again
+    assert not (path / "history" / "0000").exists()
+    sealed = git(path, "log", "-1", "--format=%s", "--", "history/0000/index.json")
+    assert sealed.startswith("index of history bucket")  # sealed anew by the pull's maintenance
     assert git(path, "status", "--porcelain") == ""
     assert git(path, "fsck", "--strict", "--no-dangling") == ""
     fresh = SessionStore(bob.home)

@@ -1,105 +1,102 @@
-"""What of a session's history is checked out: the buckets that are not sealed.
+"""What of a session's history is checked out: its newest turns.
 
-A sealed bucket (:mod:`buckets`) is listed from its committed index and a node's content
-is the blob in HEAD, so its node files need not be on disk, where each costs a 4 KiB
-block for ~1 KB of JSON.  Git's own sparse checkout (cone mode, on in the canonical
-config of :mod:`safegit`) leaves them out: ``.git/info/sparse-checkout`` names the
-buckets kept, which are those *not* sealed in the commit git's index is set to, so a
-bucket opened since is never left out.  Git marks the files it left out skip-worktree:
-``git status`` stays clean; ``git log -p``, ``git show HEAD:history/…`` and ``git grep …
-HEAD`` see all of them; a clone checks everything out; ``git sparse-checkout disable``
-brings every file back and the session keeps them (:func:`safegit.sparse_wanted`).
+Each node file is ~1 KB of JSON in a 4 KiB block (and each turn a 4 KiB folder), so a
+checked-out history takes 4-8x its bytes.  Only the newest ``RECENT_TURNS`` committed turns
+(and whatever is not committed yet) stay on disk; older turns live in git only.  The
+store reads them from there: a sealed bucket from its committed index (:mod:`buckets`),
+any other turn's entries from the local index cache keyed by the turn's tree sha
+(:mod:`nodeindex`), a node's content from its blob in HEAD (``Session.get``).
 
-:func:`refresh` is the one place that sets git's index and the checked-out files; the
-detached maintenance runs it after sealing, a pull after joining a line.
+Git's own sparse checkout does it (``core.sparseCheckout`` in the canonical config of
+:mod:`safegit`): ``.git/info/sparse-checkout`` lists what is left out — whole buckets, and
+the older turn folders of the buckets the window reaches into — never what is kept, so
+turns committed after the patterns were written stay checked out even when git applies
+stale patterns.  Git marks the files it left out skip-worktree: ``git status`` stays
+clean; ``git log -p``, ``git show HEAD:history/…`` and ``git grep … HEAD`` see all of
+them; a clone checks everything out; ``git sparse-checkout disable`` brings every file
+back and the session keeps them (:func:`safegit.sparse_wanted`).
+
+:func:`refresh` is the one place that sets git's index and moves the window; the detached
+maintenance runs it (every ``MAINTAIN_EVERY`` commits and when a session with more than
+``RECENT_TURNS`` turns is closed), and a pull after joining a line.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from openprogram.store.session.buckets import bucket_trees, sealed_columns
+from openprogram.store.session.buckets import bucket_trees
 from openprogram.store.session.files import atomic_write, ensure_dir
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.index import TURN_DIR_NAME, TURNS_PER_BUCKET
+from openprogram.store.session.repository import TREE_MODE, Repository
 from openprogram.store.session.safegit import run_git, sparse_wanted
 
-SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
+RECENT_TURNS = 20  # committed turns kept checked out (what a prompt's history reads)
 
 
-def patterns(kept: Iterable[str]) -> bytes:
-    """Cone-mode patterns keeping the files at the top and ``history/<bucket>/`` of each
-    bucket in ``kept`` (only names the store made: ``BUCKET_NAME``)."""
-    lines = ["/*", "!/*/", "/history/", "!/history/*/"]
-    lines += [f"/history/{name}/" for name in sorted(kept, key=int)]
+def patterns(buckets: list[str], turns: list[str]) -> bytes:
+    """Sparse-checkout patterns (git's non-cone form) keeping everything but the bucket
+    folders ``buckets`` and turn folders ``turns`` (``<bucket>/<turn>``): names the store
+    made, matched by ``BUCKET_NAME``/``TURN_DIR_NAME``, never taken from the folder."""
+    lines = ["/*", *(f"!/history/{b}/" for b in buckets), *(f"!/history/{t}/" for t in turns)]
     return ("\n".join(lines) + "\n").encode()
 
 
-def read_known(root: Path) -> dict[str, str]:
-    """``.state/sealed.json``: bucket -> the tree (hex) it was found sealed at."""
-    try:
-        known = json.loads((root / ".state" / SEALED_FILE).read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(known, dict):
-        return {}
-    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, str)}
+def left_out(repo: Repository, trees: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
+    """The buckets, and the turn folders of other buckets, that hold no turn among the
+    newest ``RECENT_TURNS`` of ``trees`` (bucket name -> tree).  Only the trees of the
+    buckets the window reaches into are read."""
+    names = sorted(trees, key=int)
+    turns: dict[str, list[str]] = {}
+    newest = -1
+    for name in reversed(names):
+        turns[name] = [
+            turn
+            for turn, (_sha, mode) in repo.read_tree(trees[name]).items()
+            if mode == TREE_MODE and TURN_DIR_NAME.fullmatch(turn)
+        ]
+        newest = max([newest, *map(int, turns[name])])
+        first = newest - RECENT_TURNS + 1
+        if newest >= 0 and int(name) * TURNS_PER_BUCKET <= first:
+            break  # older buckets hold no turn of the window
+    first = newest - RECENT_TURNS + 1
+    out_buckets: list[str] = []
+    out_turns: list[str] = []
+    for name in names:
+        kept = [t for t in turns.get(name, ()) if int(t) >= first]
+        if not kept:
+            out_buckets.append(name)
+        else:
+            out_turns += [f"{name}/{t}" for t in turns[name] if int(t) < first]
+    return out_buckets, out_turns
 
 
-def write_known(root: Path, known: Mapping[str, str]) -> None:
-    try:
-        atomic_write(root / ".state" / SEALED_FILE, json.dumps(dict(known)).encode())
-    except OSError:
-        pass
-
-
-def sealed_buckets(
-    repo: Repository, root: Path, trees: Mapping[str, bytes], known: dict[str, str]
-) -> set[str]:
-    """The buckets of ``trees`` whose committed index records their tree (``known`` is
-    trusted and completed: a wrong entry only decides which committed files are on disk,
-    never what the store reads)."""
-    sealed = set()
-    for name, tree in trees.items():
-        if known.get(name) != tree.hex():
-            if sealed_columns(repo, root, name, tree, None) is None:
-                continue
-            known[name] = tree.hex()
-        sealed.add(name)
-    return sealed
-
-
-def never_refreshed(root: Path, repo: Repository) -> bool:
-    """Whether a session with sealed buckets has never had them left out (a clone, a
-    session made before this layout): the next open starts a maintenance for it."""
+def never_refreshed(root: Path, turns: int) -> bool:
+    """Whether a session of ``turns`` turns should leave some out but never did (a clone,
+    a session made before this layout): its next open starts a maintenance."""
     git_dir = root / ".git"
-    if os.path.lexists(git_dir / "info" / "sparse-checkout") or not sparse_wanted(git_dir):
-        return False
-    try:
-        return len(bucket_trees(repo)) > 1
-    except Exception:  # no commit, unreadable objects: nothing to leave out
-        return False
+    return (
+        turns > RECENT_TURNS
+        and not os.path.lexists(git_dir / "info" / "sparse-checkout")
+        and sparse_wanted(git_dir)
+    )
 
 
-def refresh(root: Path, repo: Repository, known: dict[str, str] | None = None) -> None:
+def refresh(root: Path, repo: Repository) -> None:
     """Set git's index to HEAD (``read-tree -m``: the stat data and skip-worktree marks of
-    unchanged entries are kept, the working tree is not touched) and, unless the user
-    turned the sparse checkout off, leave the sealed buckets' files out of the working
-    tree (``git sparse-checkout reapply``: a file that differs from HEAD is left, never
-    lost).  ``known``: the sealed buckets known already (``.state/sealed.json``)."""
+    unchanged entries kept, the working tree untouched) and, unless the user turned the
+    sparse checkout off, leave all but the newest turns out of the working tree (``git
+    sparse-checkout reapply``: a file that differs from HEAD is left, never lost)."""
     commit = repo.read_ref()
     if commit is None:
         return
     sparse = sparse_wanted(root / ".git")
     if sparse:
-        if known is None:
-            known = read_known(root)
-        trees = bucket_trees(repo, commit)
-        kept = set(trees) - sealed_buckets(repo, root, trees, known)
-        write_known(root, known)
-        atomic_write(ensure_dir(root / ".git", "info") / "sparse-checkout", patterns(kept))
+        buckets, turns = left_out(repo, bucket_trees(repo, commit))
+        info = ensure_dir(root / ".git", "info")  # a symlink there is replaced
+        atomic_write(info / "sparse-checkout", patterns(buckets, turns))
     run_git(root, "read-tree", "-m", commit.hex(), check=False)
     if sparse:
         run_git(root, "sparse-checkout", "reapply", check=False)

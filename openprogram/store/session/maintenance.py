@@ -14,8 +14,8 @@ returns at once.  That process, at low priority:
 
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
-benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only
-``git read-tree -m HEAD`` (git's index, the checked-out files left as they are).
+benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only a
+light one (three git commands): the loose objects packed, ``git read-tree -m HEAD``.
 A process that asks for a maintenance while one is running leaves ``.state/maintain.pending``
 and the running one does another round (so a bucket opened meanwhile is still sealed).
 """
@@ -23,14 +23,16 @@ and the running one does another round (so a bucket opened meanwhile is still se
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from openprogram.store.session import checkout
-from openprogram.store.session.buckets import bucket_trees, seal
+from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
 from openprogram.store.session.files import (
     SessionLock,
     atomic_write,
@@ -44,6 +46,7 @@ from openprogram.store.session.safegit import git_argv, git_env
 MAINTAIN_EVERY = 50  # commits between two maintenances
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
+SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
 
 
 def lock_path(root: Path) -> Path:
@@ -65,8 +68,9 @@ def _try_lock(root: Path, *, wait: bool) -> int | None:
 
 
 def spawn(root: Path, *, index_only: bool = False) -> bool:
-    """Start a detached maintenance of the session at ``root`` (``index_only``: just
-    ``git read-tree -m HEAD``) unless one is running; returns at once, never waits."""
+    """Start a detached maintenance of the session at ``root`` unless one is running
+    (``index_only``: only pack the loose objects and ``git read-tree -m HEAD``); returns
+    at once, never waits."""
     fd = _try_lock(root, wait=False)
     if fd is None:  # one is running: it does another round when it sees this
         try:
@@ -75,8 +79,13 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
             pass
         return False
     try:
-        if index_only:
-            argv = git_argv("read-tree", "-m", "HEAD")  # keeps skip-worktree marks
+        if index_only:  # three git commands, no Python start: a session put to rest
+            steps = (
+                ("maintenance", "run", "--task=loose-objects", "--quiet"),  # git >= 2.30
+                ("prune-packed",),  # the loose copies of what that packed
+                ("read-tree", "-m", "HEAD"),  # keeps skip-worktree marks and stat data
+            )
+            argv = ["sh", "-c", "; ".join(shlex.join(git_argv(*step)) for step in steps)]
             env = git_env({"GIT_DIR": str(root / ".git"), "GIT_WORK_TREE": str(root)})
         else:
             argv = [sys.executable, "-m", "openprogram.store.session.maintenance", str(root)]
@@ -131,16 +140,21 @@ def run(root: Path) -> None:
     pack_loose(root)
     repo = Repository(root)
     try:
-        known = checkout.read_known(root)
-        seal_old_buckets(root, repo, known)
-        checkout.refresh(root, repo, known)
+        seal_old_buckets(root, repo)
+        checkout.refresh(root, repo)
     finally:
         repo.close()
 
 
-def seal_old_buckets(root: Path, repo: Repository, known: dict[str, str]) -> list[str]:
-    """Seal up to ``SEALS_PER_MAINTENANCE`` buckets (all but the newest), newest first;
-    ``known`` (bucket -> tree found sealed, ``.state/sealed.json``) is kept up to date."""
+def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
+    """Seal up to ``SEALS_PER_MAINTENANCE`` buckets (all but the newest), newest first."""
+    known_path = root / ".state" / SEALED_FILE
+    try:
+        known = json.loads(known_path.read_bytes())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
     trees = bucket_trees(repo)
     payloads: dict[str, tuple[bytes, bytes]] = {}  # bucket -> (tree, index content)
     for name in sorted(trees, key=int, reverse=True)[1:]:
@@ -148,8 +162,9 @@ def seal_old_buckets(root: Path, repo: Repository, known: dict[str, str]) -> lis
         if known.get(name) == tree.hex():
             continue
         payload = seal(repo, root, name, tree)
-        if payload is None:  # sealed already, or cannot be
-            checkout.sealed_buckets(repo, root, {name: tree}, known)
+        if payload is None:  # sealed already, or cannot be: do not look again at this tree
+            if sealed_columns(repo, root, name, tree, None) is not None:
+                known[name] = tree.hex()
             continue
         payloads[name] = (tree, payload)
         if len(payloads) >= SEALS_PER_MAINTENANCE:
@@ -174,7 +189,10 @@ def seal_old_buckets(root: Path, repo: Repository, known: dict[str, str]) -> lis
                     known.update({name: after[name].hex() for name in sealed if name in after})
         finally:
             lock.close()
-    checkout.write_known(root, known)
+    try:
+        atomic_write(known_path, json.dumps(known).encode())
+    except OSError:
+        pass
     return sealed
 
 

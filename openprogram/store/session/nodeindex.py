@@ -12,9 +12,11 @@ loaded from, in order:
    turn folder on disk is one of the tree's (folders left out are fine) — no node file
    read, no stat of its folders;
 2. its local cache ``.state/index/<bucket>.json`` (same format, the header holding each
-   turn folder's key: its mtime when on disk, its tree sha in HEAD when left out): turns
-   whose key changed are scanned again;
-3. a scan of its turns: the node files of a folder on disk, the blobs of one left out.
+   turn's key: its tree sha in HEAD once committed, checked out or not — so leaving a
+   folder out of the working tree changes nothing — else its folder's mtime): turns whose
+   key changed are scanned again;
+3. a scan of its turns: the node files on disk, and the blobs of committed files that are
+   not (left out of the working tree, :mod:`checkout`).
 
 Buckets loaded from 2 or 3 are *tracked* by those keys (and saved to the local cache);
 :meth:`refresh` re-checks a loaded bucket only when its tree in HEAD moved, so another
@@ -56,7 +58,7 @@ from openprogram.store.session.repository import TREE_MODE, Repository
 
 CACHE_DIR = "index"  # under .state/
 HEX_SHA = re.compile(r"[0-9a-f]{40}")
-TurnKey = int | str  # a turn folder's mtime (ns) on disk, or its tree sha (hex) when left out
+TurnKey = int | str  # a committed turn's tree sha (hex), else its folder's mtime (ns)
 
 
 class NodeIndex:
@@ -75,7 +77,7 @@ class NodeIndex:
         self._forget = forget  # a node re-read from disk: drop any cached copy
         self.entries: dict[str, Entry] = {}
         self._ids: dict[str, set[str]] = {}  # loaded bucket -> ids of its nodes
-        self._pending: list[str] = []  # buckets on disk not loaded yet, oldest first
+        self._pending: list[str] = []  # buckets not loaded yet, oldest first
         self._trees: dict[str, bytes | None] = {}  # loaded bucket -> tree in HEAD then
         self._mtimes: dict[str, dict[str, TurnKey]] = {}  # tracked bucket -> turn -> key
         self._unsaved: set[str] = set()  # tracked buckets changed since the cache was saved
@@ -85,7 +87,7 @@ class NodeIndex:
 
     # -- loading -----------------------------------------------------------------------
     def open(self) -> None:
-        """Forget everything, list the buckets on disk and load the newest one."""
+        """Forget everything, list the buckets (in HEAD and on disk), load the newest one."""
         self.entries.clear()
         self._ids.clear()
         self._trees.clear()
@@ -159,24 +161,28 @@ class NodeIndex:
         return sorted(names, key=int)
 
     def _turn_keys(self, bucket: str, tree: bytes | None) -> dict[str, TurnKey]:
-        """Turn folder name -> key (see :data:`TurnKey`): the folders on disk, and those of
-        ``tree`` (the bucket in HEAD) that are not."""
-        keys: dict[str, TurnKey] = dict(self._turns_on_disk(bucket))
+        """Turn folder name -> key (see :data:`TurnKey`): the tree sha of each turn of
+        ``tree`` (the bucket in HEAD), checked out or not, and the mtime of each folder on
+        disk that is not committed yet."""
+        keys: dict[str, TurnKey] = {}
         if tree is not None:
             for name, (sha, mode) in self.repo.read_tree(tree).items():
-                if mode == TREE_MODE and name not in keys and TURN_DIR_NAME.fullmatch(name):
+                if mode == TREE_MODE and TURN_DIR_NAME.fullmatch(name):
                     keys[name] = sha.hex()
+        for name, entry in self._turns_on_disk(bucket).items():
+            if name not in keys:
+                keys[name] = entry.stat(follow_symlinks=False).st_mtime_ns
         return keys
 
-    def _turns_on_disk(self, bucket: str) -> dict[str, int]:
-        """Turn folder name -> mtime, in ``bucket`` on disk."""
-        turns: dict[str, int] = {}
+    def _turns_on_disk(self, bucket: str) -> dict[str, os.DirEntry[str]]:
+        """The turn folders of ``bucket`` on disk."""
+        turns: dict[str, os.DirEntry[str]] = {}
         if not is_real_dir(f"{self.root}/history/{bucket}"):  # left out, or a link (reported)
             return turns
         try:
             for e in os.scandir(f"{self.root}/history/{bucket}"):
                 if TURN_DIR_NAME.fullmatch(e.name) and self._real_dir(e):
-                    turns[e.name] = e.stat(follow_symlinks=False).st_mtime_ns
+                    turns[e.name] = e
         except FileNotFoundError:
             pass
         return turns
@@ -229,36 +235,39 @@ class NodeIndex:
             self._unsaved.add(bucket)
 
     def scan(self, bucket: str, turn: str, key: TurnKey = 0) -> None:
-        """Read every node of one turn: its files, or its blobs when ``key`` is the sha of
-        a turn folder left out of the working tree."""
+        """Read every node of one turn: its files on disk, and when ``key`` is the turn's
+        committed tree, the blobs of the files not on disk (left out of the working tree)."""
         rel = f"history/{bucket}/{turn}"
-        if isinstance(key, str):
-            self._scan_committed(rel, key)
-        else:
-            base = f"{self.root}/{rel}"
+        base = f"{self.root}/{rel}"
+        names: list[str] = []
+        if is_real_dir(f"{self.root}/history/{bucket}") and is_real_dir(base):  # no link
             try:
                 names = os.listdir(base)
             except OSError:
-                names = []
-            for name in names:
-                if not name.endswith(".json") or name.startswith("."):
-                    continue
-                path = f"{base}/{name}"
-                try:
-                    call = Call.from_dict(loads(read_bytes(path)))
-                except (OSError, ValueError, NodeFormatError) as exc:
-                    self._problem(path, str(exc))
-                    continue
-                self._found(call, f"{rel}/{name}")
+                pass
+        for name in names:
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            path = f"{base}/{name}"
+            try:
+                call = Call.from_dict(loads(read_bytes(path)))
+            except (OSError, ValueError, NodeFormatError) as exc:
+                self._problem(path, str(exc))
+                continue
+            self._found(call, f"{rel}/{name}")
+        if isinstance(key, str):
+            self._scan_committed(rel, key, set(names))
         self._unsaved.add(bucket)
 
-    def _scan_committed(self, rel: str, tree_hex: str) -> None:
+    def _scan_committed(self, rel: str, tree_hex: str, on_disk: set[str]) -> None:
         try:
             files = self.repo.read_tree(bytes.fromhex(tree_hex))
         except Exception as exc:  # objects gitdb cannot read
             self._problem(f"{self.root}/{rel}", f"not readable from git: {exc}")
             return
         for name, (blob, mode) in files.items():
+            if name in on_disk:
+                continue
             if mode == TREE_MODE or not name.endswith(".json") or name.startswith("."):
                 continue
             try:
@@ -349,10 +358,11 @@ class NodeIndex:
             _history, bucket, turn = rel.split("/")
             mtimes = self._mtimes.get(bucket)
             if mtimes is not None:
-                try:
-                    mtimes[turn] = os.stat(f"{self.root}/{rel}").st_mtime_ns
-                except FileNotFoundError:  # left out of the working tree: read from git
-                    mtimes.pop(turn, None)  # next time (its sha is not known here)
+                found = self.repo.tree_at(f"history/{bucket}").get(turn)  # just committed
+                if found is not None:
+                    mtimes[turn] = found[0].hex()
+                else:
+                    mtimes.pop(turn, None)
                 self._unsaved.add(bucket)
 
     def refresh(self) -> bool:

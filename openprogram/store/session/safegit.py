@@ -39,13 +39,13 @@ HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 
 def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
     """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored).
-    ``sparse``: git's sparse checkout (cone mode) is on, so only the history the
-    maintenance leaves in ``.git/info/sparse-checkout`` is checked out (see
-    :mod:`checkout`); off once the user ran ``git sparse-checkout disable``."""
+    ``sparse``: git's sparse checkout is on, so the history that
+    ``.git/info/sparse-checkout`` leaves out is not checked out (see :mod:`checkout`); off
+    once the user ran ``git sparse-checkout disable``."""
     worktree = ""
     if not bare:
         worktree = "\tlogallrefupdates = true\n\tsparseCheckout = "
-        worktree += "true\n\tsparseCheckoutCone = true\n" if sparse else "false\n"
+        worktree += "true\n" if sparse else "false\n"
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"

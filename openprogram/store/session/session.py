@@ -60,6 +60,7 @@ from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
 NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
+BATCH_MIN = 32  # left-out nodes read by one `git cat-file --batch` rather than one by one
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -107,8 +108,8 @@ class Session:
             self._ensure_counters()
             self._recover()
             self._synced_seq = self._counters()[0]
-        if checkout.never_refreshed(path, self.git):
-            maintenance.spawn(path)  # leaves sealed buckets out of the working tree
+        if checkout.never_refreshed(path, self._counters()[1] - 1):
+            maintenance.spawn(path)  # leaves older turns out of the working tree
 
     # -- reading files -------------------------------------------------------------------
     def _load_meta(self, *, quiet: bool = False) -> None:
@@ -392,12 +393,14 @@ class Session:
             entry = self._index.find(node_id)
         if entry is None:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        path = self.path / entry[F_PATH]
+        return self._read_node(entry[F_PATH])
+
+    def _read_node(self, rel: str, data: bytes | None = None) -> Call:
+        """The node of file ``rel`` (its content ``data`` when read already), cached."""
         try:
-            data = self._node_file(entry[F_PATH])
-            call = Call.from_dict(loads(data))
+            call = Call.from_dict(loads(self._node_file(rel) if data is None else data))
         except (OSError, ValueError, NodeFormatError) as exc:
-            raise CorruptedFile(str(path), str(exc)) from exc
+            raise CorruptedFile(str(self.path / rel), str(exc)) from exc
         with self._mu:
             self._cache(call)
         return call
@@ -406,19 +409,24 @@ class Session:
         """The content of a node file: on disk, else (left out of the working tree, see
         :mod:`checkout`) its blob in HEAD.  A folder on the way that is a symlink is never
         followed: the committed content is read instead."""
-        folder = rel.rsplit("/", 1)[0]
-        if folder not in self._real_dirs:
-            bucket_dir = folder.rsplit("/", 1)[0]
-            if is_real_dir(self.path / folder) and is_real_dir(self.path / bucket_dir):
-                if len(self._real_dirs) >= NODE_CACHE_MAX:
-                    self._real_dirs.clear()
-                self._real_dirs.add(folder)
-            else:
-                return self._committed(rel)
+        if not self._checked_out(rel):
+            return self._committed(rel)
         try:
             return read_bytes(str(self.path / rel))
         except FileNotFoundError:
             return self._committed(rel)
+
+    def _checked_out(self, rel: str) -> bool:
+        """Whether the turn folder of node file ``rel`` is on disk (a real directory)."""
+        folder = rel.rsplit("/", 1)[0]
+        if folder not in self._real_dirs:
+            bucket_dir = folder.rsplit("/", 1)[0]
+            if not (is_real_dir(self.path / folder) and is_real_dir(self.path / bucket_dir)):
+                return False
+            if len(self._real_dirs) >= NODE_CACHE_MAX:
+                self._real_dirs.clear()
+            self._real_dirs.add(folder)
+        return True
 
     def _committed(self, rel: str) -> bytes:
         try:
@@ -442,11 +450,20 @@ class Session:
         return [_light(e) for e in self._all_entries()]
 
     def nodes(self) -> list[Call]:
-        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        """Every readable node in seq order (corrupted ones are listed in ``problems``).
+        Nodes left out of the working tree are read from git in one go."""
+        entries = self._all_entries()
+        with self._mu:
+            wanted = [e[F_PATH] for e in entries if e[0] not in self._nodes]
+        left_out = [rel for rel in wanted if not self._checked_out(rel)]
+        committed = self.git.read_paths(left_out) if len(left_out) >= BATCH_MIN else {}
         out = []
-        for entry in self._all_entries():
+        for entry in entries:
             try:
-                out.append(self.get(entry[0]))
+                data = committed.pop(entry[F_PATH], None)
+                out.append(
+                    self.get(entry[0]) if data is None else self._read_node(entry[F_PATH], data)
+                )
             except CorruptedFile as exc:
                 if str(exc) not in self.problems:
                     self.problems.append(str(exc))
@@ -510,7 +527,9 @@ class Session:
             if self._journal is not None:
                 self._journal.close(remove=not self._open)
                 self._journal = None
-                maintenance.spawn(self.path, index_only=True)  # `git status` clean again
+                # `git status` clean again; the newest turns only checked out
+                turns = self._counters()[1] - 1
+                maintenance.spawn(self.path, index_only=turns <= checkout.RECENT_TURNS)
             self.git.close()
             self.lock.close()
             self.counters.close()

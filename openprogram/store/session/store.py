@@ -8,15 +8,16 @@
       meta.json      id, title, agent_id, source, created_at, updated_at, head_id, turns, v
       history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
       history/<bucket>/index.json   the bucket's committed index, once sealed
+                     (only the newest turns are checked out, the rest is in git only)
       workdir/       per-session scratch space
       .state/        lock, counters (seq, turn, HEAD), journals, local index cache
 
 The layers, bottom up: :mod:`repository` (git objects, trees, refs, packing), :mod:`files`
 (atomic writes, locks, counters, journals), :mod:`index` (the light entry of a node),
 :mod:`buckets` (sealed bucket indexes), :mod:`nodeindex` (the lazily loaded index and its
-local cache), :mod:`recovery` (dead writers' journals), :mod:`maintenance` (what runs
-detached), :mod:`session` (one open session: write path and queries) and this module (the
-sessions under a home folder).
+local cache), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are
+checked out), :mod:`maintenance` (what runs detached), :mod:`session` (one open session:
+write path and queries) and this module (the sessions under a home folder).
 """
 
 from __future__ import annotations
