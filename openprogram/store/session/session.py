@@ -36,7 +36,6 @@ from openprogram.store.session.files import (
     SessionLock,
     atomic_write,
     ensure_dir,
-    is_real_dir,
     jsonable,
     loads,
     read_bytes,
@@ -52,6 +51,7 @@ from openprogram.store.session.index import (
     entry_of,
     node_relpath,
 )
+from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 from openprogram.store.session.records import node_record
 from openprogram.store.session.recovery import replay_dead_journals
@@ -60,7 +60,6 @@ from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
 NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
-BATCH_MIN = 32  # left-out nodes read by one `git cat-file --batch` rather than one by one
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -89,11 +88,11 @@ class Session:
         self.lock = SessionLock(state / "lock")
         self.counters = Counters(state / "counters")
         self.git = Repository(path)
+        self._files = NodeFiles(path, self.git)
         self.meta: dict[str, Any] = {}
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
-        self._real_dirs: set[str] = set()  # turn folders seen to be real directories
         self._index = NodeIndex(path, self.git, self._problem, self._forget)
         self._children: dict[str | None, list[str]] | None = None
         self._children_gen = -1
@@ -316,22 +315,20 @@ class Session:
             data = node_record(call)
             if written.get(rel) != data:
                 if rel_dir not in left_out:
-                    left_out[rel_dir] = self._left_out(rel_dir)
+                    left_out[rel_dir] = self._files.left_out(rel_dir)
                 if not left_out[rel_dir]:
                     if rel_dir not in made:
                         ensure_dir(self.path, rel_dir)  # symlinks on the way removed
-                    atomic_write(self.path / rel, data)
+                    try:
+                        atomic_write(self.path / rel, data)
+                    except FileNotFoundError:  # a maintenance just left the folder out
+                        ensure_dir(self.path, rel_dir)
+                        atomic_write(self.path / rel, data)
                 if store:
                     self.git.store(b"blob", data)
             made.add(rel_dir)
             files[rel] = data
         return files, made
-
-    def _left_out(self, rel_dir: str) -> bool:
-        """Whether the turn folder ``rel_dir`` is committed but not checked out
-        (:mod:`checkout`): a node rewritten there goes to git only, as the rest of it."""
-        parent, _, name = rel_dir.rpartition("/")
-        return not os.path.lexists(self.path / rel_dir) and name in self.git.tree_at(parent)
 
     def _commit_locked(
         self, message: str, written: dict[str, bytes | None] | None = None
@@ -398,41 +395,12 @@ class Session:
     def _read_node(self, rel: str, data: bytes | None = None) -> Call:
         """The node of file ``rel`` (its content ``data`` when read already), cached."""
         try:
-            call = Call.from_dict(loads(self._node_file(rel) if data is None else data))
+            call = Call.from_dict(loads(self._files.read(rel) if data is None else data))
         except (OSError, ValueError, NodeFormatError) as exc:
             raise CorruptedFile(str(self.path / rel), str(exc)) from exc
         with self._mu:
             self._cache(call)
         return call
-
-    def _node_file(self, rel: str) -> bytes:
-        """The content of a node file: on disk, else (left out of the working tree, see
-        :mod:`checkout`) its blob in HEAD.  A folder on the way that is a symlink is never
-        followed: the committed content is read instead."""
-        if not self._checked_out(rel):
-            return self._committed(rel)
-        try:
-            return read_bytes(str(self.path / rel))
-        except FileNotFoundError:
-            return self._committed(rel)
-
-    def _checked_out(self, rel: str) -> bool:
-        """Whether the turn folder of node file ``rel`` is on disk (a real directory)."""
-        folder = rel.rsplit("/", 1)[0]
-        if folder not in self._real_dirs:
-            bucket_dir = folder.rsplit("/", 1)[0]
-            if not (is_real_dir(self.path / folder) and is_real_dir(self.path / bucket_dir)):
-                return False
-            if len(self._real_dirs) >= NODE_CACHE_MAX:
-                self._real_dirs.clear()
-            self._real_dirs.add(folder)
-        return True
-
-    def _committed(self, rel: str) -> bytes:
-        try:
-            return self.git.blob_at(rel)
-        except Exception as exc:  # not in HEAD, or objects gitdb cannot read
-            raise FileNotFoundError(f"not on disk and not committed ({exc})") from exc
 
     def _all_entries(self) -> list[Entry]:
         with self._mu:
@@ -455,8 +423,7 @@ class Session:
         entries = self._all_entries()
         with self._mu:
             wanted = [e[F_PATH] for e in entries if e[0] not in self._nodes]
-        left_out = [rel for rel in wanted if not self._checked_out(rel)]
-        committed = self.git.read_paths(left_out) if len(left_out) >= BATCH_MIN else {}
+        committed = self._files.read_left_out(wanted)
         out = []
         for entry in entries:
             try:

@@ -16,8 +16,9 @@ The layers, bottom up: :mod:`repository` (git objects, trees, refs, packing), :m
 (atomic writes, locks, counters, journals), :mod:`index` (the light entry of a node),
 :mod:`buckets` (sealed bucket indexes), :mod:`nodeindex` (the lazily loaded index and its
 local cache), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are
-checked out), :mod:`maintenance` (what runs detached), :mod:`session` (one open session:
-write path and queries) and this module (the sessions under a home folder).
+checked out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what
+runs detached), :mod:`session` (one open session: write path and queries) and this module
+(the sessions under a home folder).
 """
 
 from __future__ import annotations

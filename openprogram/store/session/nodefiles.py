@@ -1,0 +1,61 @@
+"""Where a node file's content comes from: the working tree, or git for the turns left out
+of it (:mod:`checkout`).  A folder on the way that is a symlink is never followed: the
+committed content is read instead."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from openprogram.store.session.files import is_real_dir, read_bytes
+from openprogram.store.session.repository import Repository
+
+BATCH_MIN = 32  # left-out files read by one `git cat-file --batch` rather than one by one
+DIRS_KEPT = 1024  # turn folders remembered as checked out
+
+
+class NodeFiles:
+    """Reads (and tells where to write) the node files of one session."""
+
+    def __init__(self, root: Path, repo: Repository) -> None:
+        self.root = root
+        self.repo = repo
+        self._real_dirs: set[str] = set()  # turn folders seen to be real directories
+
+    def read(self, rel: str) -> bytes:
+        """The content of node file ``rel``: on disk, else its blob in HEAD; raises
+        ``OSError`` (``FileNotFoundError`` when it is neither)."""
+        if self.checked_out(rel):
+            try:
+                return read_bytes(str(self.root / rel))
+            except FileNotFoundError:
+                pass
+        try:
+            return self.repo.blob_at(rel)
+        except Exception as exc:  # not in HEAD, or objects gitdb cannot read
+            raise FileNotFoundError(f"not on disk and not committed ({exc})") from exc
+
+    def read_left_out(self, rels: list[str]) -> dict[str, bytes]:
+        """The contents of those of ``rels`` that are not checked out, read from git in one
+        go when there are many (the caller reads the rest with :meth:`read`)."""
+        self._real_dirs.clear()  # a maintenance may have left some out since
+        left_out = [rel for rel in rels if not self.checked_out(rel)]
+        return self.repo.read_paths(left_out) if len(left_out) >= BATCH_MIN else {}
+
+    def checked_out(self, rel: str) -> bool:
+        """Whether the turn folder of node file ``rel`` is on disk (a real directory)."""
+        folder = rel.rsplit("/", 1)[0]
+        if folder not in self._real_dirs:
+            bucket_dir = folder.rsplit("/", 1)[0]
+            if not (is_real_dir(self.root / folder) and is_real_dir(self.root / bucket_dir)):
+                return False
+            if len(self._real_dirs) >= DIRS_KEPT:
+                self._real_dirs.clear()
+            self._real_dirs.add(folder)
+        return True
+
+    def left_out(self, rel_dir: str) -> bool:
+        """Whether the turn folder ``rel_dir`` is committed but not checked out: a node
+        rewritten there goes to git only, as the rest of it (no folder half checked out)."""
+        parent, _, name = rel_dir.rpartition("/")
+        return not os.path.lexists(self.root / rel_dir) and name in self.repo.tree_at(parent)
