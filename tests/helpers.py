@@ -17,10 +17,19 @@ from openprogram.agentic_programming.function import get_call_id, get_current_ru
 from openprogram.context.nodes import Call
 from openprogram.providers.anthropic_provider import AnthropicProvider
 from openprogram.providers.openai_provider import OpenAIProvider
+from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
 from openprogram.store.vars import get_store, get_turn_id
 
-__all__ = ["Reply", "WireServer", "assert_vars_clear", "map_shape", "reopen", "wire_provider"]
+__all__ = [
+    "Reply",
+    "WireServer",
+    "assert_vars_clear",
+    "map_shape",
+    "reopen",
+    "settled",
+    "wire_provider",
+]
 
 
 def reopen(home: Path, session_id: str) -> list[Call]:
@@ -30,6 +39,14 @@ def reopen(home: Path, session_id: str) -> list[Call]:
         return store.open(session_id).nodes()
     finally:
         store.close()
+
+
+def settled(home: Path) -> Path:
+    """``home`` once no detached maintenance of its sessions is running (closing a session
+    packs its loose objects: files under ``.git`` come and go meanwhile)."""
+    for git_dir in home.glob("sessions/*/.git"):
+        maintenance.wait_for(git_dir.parent)
+    return home
 
 
 def assert_vars_clear() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import git
 import pytest
+from helpers import settled
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -214,7 +215,8 @@ def test_cell_is_one_turn_with_the_calls_under_it_and_one_commit(shell: Shell) -
     assert lines[0].split(" ", 1)[1].startswith("turn 2:")
     assert lines[1].split(" ", 1)[1].startswith("turn 1:")
     path = default_db().open(sid).path
-    default_db().close()  # git's index is refreshed when the store closes
+    default_db().close()  # git's index is refreshed when the store closes (detached)
+    settled(path.parent.parent)
     repo = git.Repo(path)
     try:
         assert len(list(repo.iter_commits("main"))) == 3
@@ -521,7 +523,7 @@ def test_secrets_in_a_cell_never_reach_the_session(
     default_db().close()
     leaked = [
         p
-        for p in (op_home / "sessions").rglob("*")
+        for p in (settled(op_home) / "sessions").rglob("*")
         if p.is_file() and secret.encode() in p.read_bytes()
     ]
     assert leaked == []

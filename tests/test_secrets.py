@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import settled
 from wire_server import Reply, WireServer
 
 from openprogram import agentic_function, create_runtime, session_context
@@ -41,7 +42,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[WireServer]:
 
 def everything_written(home: Path) -> Iterator[tuple[str, bytes]]:
     """(where, bytes) for every file under ``home`` and every git object, decompressed."""
-    for path in sorted(p for p in home.rglob("*") if p.is_file()):
+    for path in sorted(p for p in settled(home).rglob("*") if p.is_file()):
         try:
             data = path.read_bytes()
         except FileNotFoundError:  # a loose object packed meanwhile (detached maintenance):

@@ -469,7 +469,7 @@ def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     assert shown["id"] == old["id"] and shown["name"] == "f4"
     assert old["id"] in git_out(sealed_session, "log", "-p", "--format=%s", "--", old["path"])
     found = git_out(sealed_session, "grep", "-l", old["id"], "HEAD", "--", "history")
-    assert found.split() == [f"HEAD:{old['path']}"]
+    assert sorted(found.split()) == sorted(["HEAD:history/0000/index.json", f"HEAD:{old['path']}"])
     fsck = subprocess.run(
         ["git", "fsck", "--strict", "--no-dangling"], cwd=sealed_session,
         capture_output=True, text=True,

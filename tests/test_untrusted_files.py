@@ -94,6 +94,8 @@ def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) 
     first_dir = node_files(folder)[1].parent  # the first turn's folder
     # a turn folder elsewhere, holding a copy of real nodes (would be listed if followed)
     shutil.copytree(first_dir, outside / "turn")
+    for copied in (outside / "turn").iterdir():  # told apart from the committed nodes
+        copied.write_bytes(copied.read_bytes().replace(b'"first"', b'"planted"'))
     shutil.rmtree(first_dir)
     first_dir.symlink_to(outside / "turn")
     # a node file of the second turn pointing at a file outside
@@ -117,7 +119,8 @@ def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) 
     assert f"{first_dir}: a symbolic link (not followed)" in text
     assert f"{victim}: a symbolic link (not followed)" in text
     assert f"{folder / 'meta.json'}: a symbolic link (not followed)" in text
-    assert "first" not in names  # the linked turn folder was not read
+    assert "planted" not in names  # the linked turn folder was not read...
+    assert "first" in names  # ...its committed nodes were, from git
     assert_healthy(op_home)
     assert snapshot(outside) == before
     assert os.listdir(outside / "planted") == [] and os.listdir(outside / "state") == []

@@ -85,9 +85,10 @@ def never_refreshed(root: Path, turns: int) -> bool:
 
 
 def refresh(root: Path, repo: Repository) -> None:
-    """Set git's index to HEAD (``read-tree -m``: the stat data and skip-worktree marks of
-    unchanged entries kept, the working tree untouched) and, unless the user turned the
-    sparse checkout off, leave all but the newest turns out of the working tree (``git
+    """Set git's index to HEAD (``read-tree --reset``: the stat data and skip-worktree
+    marks of unchanged entries kept, the working tree untouched; ``-m`` would refuse an
+    entry the store rewrote since the last refresh) and, unless the user turned the sparse
+    checkout off, leave all but the newest turns out of the working tree (``git
     sparse-checkout reapply``: a file that differs from HEAD is left, never lost)."""
     commit = repo.read_ref()
     if commit is None:
@@ -97,6 +98,7 @@ def refresh(root: Path, repo: Repository) -> None:
         buckets, turns = left_out(repo, bucket_trees(repo, commit))
         info = ensure_dir(root / ".git", "info")  # a symlink there is replaced
         atomic_write(info / "sparse-checkout", patterns(buckets, turns))
-    run_git(root, "read-tree", "-m", commit.hex(), check=False)
+    run_git(root, "read-tree", "--reset", commit.hex(), check=False)
     if sparse:
+        run_git(root, "update-index", "-q", "--refresh", check=False)  # new entries' stat
         run_git(root, "sparse-checkout", "reapply", check=False)

@@ -15,7 +15,7 @@ returns at once.  That process, at low priority:
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
 benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only a
-light one (three git commands): the loose objects packed, ``git read-tree -m HEAD``.
+light one (a few git commands): ``git read-tree --reset HEAD``, the loose objects packed.
 A process that asks for a maintenance while one is running leaves ``.state/maintain.pending``
 and the running one does another round (so a bucket opened meanwhile is still sealed).
 """
@@ -47,6 +47,16 @@ MAINTAIN_EVERY = 50  # commits between two maintenances
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
 SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
+# What closing a small session runs: git's index set to HEAD (--reset: keeps skip-worktree
+# marks and stat data, never refuses), then the loose objects packed by name, as pack_loose
+# does (into pack-*.pack: gitdb reads no other name, so not `git maintenance run`).
+LIGHT = (
+    "{git} read-tree --reset HEAD;"
+    ' find "$GIT_DIR/objects" -mindepth 2 -maxdepth 2 -type f'
+    " | sed -n 's|.*/\\([0-9a-f][0-9a-f]\\)/\\([0-9a-f]\\{{38\\}}\\)$|\\1\\2|p'"
+    ' | {git} pack-objects -q --non-empty "$GIT_DIR/objects/pack/pack" >/dev/null'
+    " && {git} prune-packed"
+)
 
 
 def lock_path(root: Path) -> Path:
@@ -69,7 +79,7 @@ def _try_lock(root: Path, *, wait: bool) -> int | None:
 
 def spawn(root: Path, *, index_only: bool = False) -> bool:
     """Start a detached maintenance of the session at ``root`` unless one is running
-    (``index_only``: only pack the loose objects and ``git read-tree -m HEAD``); returns
+    (``index_only``: only ``git read-tree --reset HEAD`` and pack the loose objects); returns
     at once, never waits."""
     fd = _try_lock(root, wait=False)
     if fd is None:  # one is running: it does another round when it sees this
@@ -79,13 +89,9 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
             pass
         return False
     try:
-        if index_only:  # three git commands, no Python start: a session put to rest
-            steps = (
-                ("maintenance", "run", "--task=loose-objects", "--quiet"),  # git >= 2.30
-                ("prune-packed",),  # the loose copies of what that packed
-                ("read-tree", "-m", "HEAD"),  # keeps skip-worktree marks and stat data
-            )
-            argv = ["sh", "-c", "; ".join(shlex.join(git_argv(*step)) for step in steps)]
+        if index_only:  # a few git commands, no Python start: a session put to rest
+            git = shlex.join(git_argv())
+            argv = ["sh", "-c", LIGHT.format(git=git)]
             env = git_env({"GIT_DIR": str(root / ".git"), "GIT_WORK_TREE": str(root)})
         else:
             argv = [sys.executable, "-m", "openprogram.store.session.maintenance", str(root)]

@@ -12,9 +12,9 @@ loaded from, in order:
    turn folder on disk is one of the tree's (folders left out are fine) — no node file
    read, no stat of its folders;
 2. its local cache ``.state/index/<bucket>.json`` (same format, the header holding each
-   turn's key: its tree sha in HEAD once committed, checked out or not — so leaving a
-   folder out of the working tree changes nothing — else its folder's mtime): turns whose
-   key changed are scanned again;
+   turn's key: its tree sha in HEAD once committed, with its folder's mtime while checked
+   out, else the mtime alone): turns whose key changed are scanned again — except a turn
+   whose folder was only left out of the working tree since (same tree);
 3. a scan of its turns: the node files on disk, and the blobs of committed files that are
    not (left out of the working tree, :mod:`checkout`).
 
@@ -57,8 +57,18 @@ from openprogram.store.session.index import (
 from openprogram.store.session.repository import TREE_MODE, Repository
 
 CACHE_DIR = "index"  # under .state/
-HEX_SHA = re.compile(r"[0-9a-f]{40}")
-TurnKey = int | str  # a committed turn's tree sha (hex), else its folder's mtime (ns)
+COMMITTED_KEY = re.compile(r"[0-9a-f]{40}(@[0-9]{1,20})?")
+# a committed turn: its tree sha (hex), "@<its folder's mtime>" while checked out; else
+# (not committed yet) its folder's mtime (ns)
+TurnKey = int | str
+
+
+def same_turn(cached: TurnKey | None, now: TurnKey) -> bool:
+    """Whether entries recorded under ``cached`` still hold for a turn keyed ``now``: the
+    same key, or the same commit since left out of the working tree."""
+    return cached == now or (
+        type(now) is str and "@" not in now and type(cached) is str and cached[:40] == now
+    )
 
 
 class NodeIndex:
@@ -170,8 +180,11 @@ class NodeIndex:
                 if mode == TREE_MODE and TURN_DIR_NAME.fullmatch(name):
                     keys[name] = sha.hex()
         for name, entry in self._turns_on_disk(bucket).items():
-            if name not in keys:
-                keys[name] = entry.stat(follow_symlinks=False).st_mtime_ns
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+            except FileNotFoundError:  # left out meanwhile (a maintenance)
+                continue
+            keys[name] = f"{keys[name]}@{mtime}" if name in keys else mtime
         return keys
 
     def _turns_on_disk(self, bucket: str) -> dict[str, os.DirEntry[str]]:
@@ -226,7 +239,7 @@ class NodeIndex:
             by_turn.setdefault(entry[F_PATH].split("/")[2], []).append(entry)
         self._mtimes[bucket] = {}
         for turn, key in keys.items():
-            if cached_keys.get(turn) == key:
+            if same_turn(cached_keys.get(turn), key):
                 self._add(bucket, by_turn.get(turn, []))
             else:
                 self.scan(bucket, turn, key)
@@ -256,7 +269,7 @@ class NodeIndex:
                 continue
             self._found(call, f"{rel}/{name}")
         if isinstance(key, str):
-            self._scan_committed(rel, key, set(names))
+            self._scan_committed(rel, key[:40], set(names))
         self._unsaved.add(bucket)
 
     def _scan_committed(self, rel: str, tree_hex: str, on_disk: set[str]) -> None:
@@ -296,7 +309,7 @@ class NodeIndex:
                 or type(dirs) is not dict
                 or not all(
                     TURN_DIR_NAME.fullmatch(k)
-                    and (type(v) is int or (type(v) is str and HEX_SHA.fullmatch(v)))
+                    and (type(v) is int or (type(v) is str and COMMITTED_KEY.fullmatch(v)))
                     for k, v in dirs.items()
                 )
             ):
@@ -359,10 +372,16 @@ class NodeIndex:
             mtimes = self._mtimes.get(bucket)
             if mtimes is not None:
                 found = self.repo.tree_at(f"history/{bucket}").get(turn)  # just committed
-                if found is not None:
-                    mtimes[turn] = found[0].hex()
-                else:
+                if found is None:
                     mtimes.pop(turn, None)
+                    self._unsaved.add(bucket)
+                    continue
+                key = found[0].hex()
+                try:
+                    key += f"@{os.stat(f'{self.root}/{rel}').st_mtime_ns}"
+                except FileNotFoundError:  # left out: written to git only
+                    pass
+                mtimes[turn] = key
                 self._unsaved.add(bucket)
 
     def refresh(self) -> bool:
@@ -398,7 +417,7 @@ class NodeIndex:
         mtimes = self._mtimes[bucket]
         keys = self._turn_keys(bucket, tree)
         for turn, key in keys.items():
-            if mtimes.get(turn) != key:
+            if not same_turn(mtimes.get(turn), key):
                 self.scan(bucket, turn, key)
                 mtimes[turn] = key
         for turn in set(mtimes) - set(keys):  # turns neither on disk nor committed
