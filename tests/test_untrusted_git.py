@@ -84,6 +84,7 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
     sid = "shared_by_someone"
     one_turn(sid, "first", home)
     folder = home / "sessions" / sid
+    wait_for(folder)  # the light maintenance closing started: the folder turns hostile after
     marks, outside = tmp / "marks", tmp / "outside"
     marks.mkdir()
     outside.mkdir()
@@ -158,6 +159,7 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
     session._dirty.clear()
     session._open.clear()
     store.close()
+    wait_for(folder)
     (folder / ".state" / "journal" / "1-dead.jsonl").write_bytes(record + b"\n")
     (git_dir / "config").write_text(config)  # the open above made it canonical already
     (git_dir / "config.worktree").write_text(f"[core]\n\tfsmonitor = {prog['fsmonitor']}\n")
