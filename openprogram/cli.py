@@ -117,9 +117,9 @@ def sessions_show(args: argparse.Namespace) -> int:
     if args.html:
         return _show_html(session, args)
     meta = session.meta
-    entries = session.index()
-    kinds = Counter(e["kind"] for e in entries)
-    statuses = Counter(e["status"] for e in entries)
+    light = session.light_nodes()  # the index: no node file is read for these
+    kinds = Counter(n["metadata"]["kind"] for n in light)
+    statuses = Counter(n["metadata"]["status"] for n in light)
     print(f"session  {session.id}")
     print(f"title    {one_line(meta.get('title') or '')}")
     print(f"agent    {meta.get('agent_id', '-')}   source {meta.get('source', '-')}")
@@ -128,7 +128,7 @@ def sessions_show(args: argparse.Namespace) -> int:
     print(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
     print(f"path     {session.path}")
     print(
-        f"nodes    {len(entries)}: "
+        f"nodes    {len(light)}: "
         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         + " | "
         + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()))
@@ -140,19 +140,23 @@ def sessions_show(args: argparse.Namespace) -> int:
     else:
         print("problems none")
     print()
-    print(whole_tree(session, args.last))
+    print(whole_tree(session, args.last, light))
     return 0
 
 
-def whole_tree(session: Any, last_turns: int | None, max_lines: int = 300) -> str:
-    """The session's DAG as a text tree: laid out from the index, node files read only for
-    the rows printed (a 20,000-turn session has 100,000 nodes; a tree shows 300)."""
+def whole_tree(
+    session: Any, last_turns: int | None, light: list[Any] | None = None, max_lines: int = 300
+) -> str:
+    """The session's DAG as a text tree: laid out from the index (``light``, else
+    ``session.light_nodes()``), node files read only for the rows printed (a 20,000-turn
+    session has 100,000 nodes; a tree shows 300)."""
     from openprogram.errors import CorruptedFile
     from openprogram.view import compute_layout, render_text_tree
 
-    light = session.light_nodes()
+    if light is None:
+        light = session.light_nodes()
     layout = compute_layout(light, session.head_id, last_turns=last_turns)
-    for placed in layout.visible()[-max_lines:]:
+    for placed in layout.visible(max(layout.rows - max_lines, 0)):
         try:
             layout.source[placed.id] = session.get(placed.id).to_dict()
         except (KeyError, CorruptedFile):

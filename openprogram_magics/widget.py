@@ -8,6 +8,16 @@ Protocol (custom messages, JSON):
   ``{"type": "detail", "id", "detail": {...} | None, "error"?: str}``.
 - browser → kernel ``{"type": "more", "id", "field"}``: the same detail reply, with that
   field up to 1 MB.
+- browser → kernel ``{"type": "search", "q"}``: the summaries not sent yet (calls folded away
+  in a large session) that the browser's filter would match, sent as an ``upsert``.
+- browser → kernel ``{"type": "rows", "ids": [...]}``: rows drawn whose summary is ``light``
+  (built from the session's index: no preview, duration, tokens or run); the kernel reads
+  those nodes and sends their full summaries as an ``upsert``.
+
+A large session is drawn from its index (:func:`show_dag`): node files are read only for
+the rows a view shows (the last :data:`SHOWN_ROWS` visible rows, rows the browser asks
+for, a clicked node).  Above :data:`ALL_SUMMARIES_MAX` nodes, the calls a fold hides are
+summarized when they are unfolded, not up front.
 
 Synced traits: ``summary`` (every node's summary, row order), ``head_id``, ``title``,
 ``folded`` (ids; the browser folds and unfolds locally and saves this trait), ``selected``
@@ -22,7 +32,7 @@ of displays made with :meth:`DagWidget.display`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anywidget
@@ -32,6 +42,7 @@ from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
     Layout,
+    Placed,
     compute_layout,
     node_kind,
     node_status,
@@ -47,6 +58,13 @@ from openprogram.view.summary import (
 )
 
 _STATIC = ASSETS  # the engine view's drawing code: it also draws saved DAGs and HTML pages
+SHOWN_ROWS = 300  # the static drawing's and text tree's rows: read whole up front
+ALL_SUMMARIES_MAX = 5_000  # up to this many nodes, even folded-away ones are summarized
+ROWS_PER_REQUEST = 200  # light rows the browser may ask for at once
+SEARCH_SENT_MAX = 1_000  # summaries a search sends at most
+EAGER_MAX = 5_000  # show_dag reads every node of a session up to this size
+
+Loader = Callable[[str], Mapping[str, Any] | None]
 
 __all__ = ["DagWidget", "SavedDag", "show_dag"]
 
@@ -71,12 +89,20 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         title: str = "",
         last_turns: int | None = None,
         session_id: str | None = None,
+        *,
+        load: Loader | None = None,
         **kwargs: Any,
     ) -> None:
+        """``load`` (id → the node's full dict, None if unreadable) makes ``nodes`` *light*
+        ones (``Session.light_nodes()``): read whole only when a view shows them."""
         self._lock = threading.RLock()
         self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
         self._nodes: list[Mapping[str, Any]] = list(nodes)
         self._where = {n.get("id"): i for i, n in enumerate(self._nodes) if isinstance(n, Mapping)}
+        self._load = load
+        self._light: set[str] = (
+            {nid for nid in self._where if isinstance(nid, str)} if load is not None else set()
+        )
         self._content: dict[str, dict[str, Any]] = {}
         self._dirty = False  # the summary trait lags the graph (see flush)
         self._batch = False  # inside upsert_many: head_id changes do not re-lay out alone
@@ -84,7 +110,9 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self._handles: list[Any] = []
         layout = compute_layout(self._nodes, head_id, last_turns=last_turns)
         self._layout = layout
-        self._current = self._summaries(layout)
+        if self._light:
+            self._read(layout.visible_ids(max(layout.rows - SHOWN_ROWS, 0)))
+        self._current = self._summaries(layout, {})
         super().__init__(
             summary=list(self._current.values()),
             head_id=head_id,
@@ -121,6 +149,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                     self._nodes.append(node)
                 if isinstance(nid, str):
                     self._content.pop(nid, None)
+                    self._light.discard(nid)
             if head_id is not None:
                 self._batch = True
                 try:
@@ -158,8 +187,58 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         return self._reply_detail(node_id, field)
 
     def node(self, node_id: str) -> Mapping[str, Any] | None:
-        """The node dict shown for ``node_id``."""
-        return self._layout.source.get(node_id)
+        """The node dict shown for ``node_id`` (read whole if the view had it light)."""
+        with self._lock:
+            if node_id in self._light:
+                self._read([node_id])
+            return self._layout.source.get(node_id)
+
+    def show_rows(self, ids: Iterable[str]) -> list[dict]:
+        """Read the light nodes among ``ids`` whole and send their full summaries (what the
+        browser asks for the rows it draws); returns the summaries sent."""
+        with self._lock:
+            wanted = [nid for nid in ids if isinstance(nid, str) and nid in self._light]
+            self._read(wanted[:ROWS_PER_REQUEST])
+            changed = []
+            for nid in wanted[:ROWS_PER_REQUEST]:
+                place = self._layout.placed.get(nid)
+                if place is None or nid not in self._current:
+                    continue
+                summary = self._summary(place)
+                if summary != self._current[nid]:
+                    self._current[nid] = summary
+                    changed.append(summary)
+            if changed:
+                self._dirty = True
+                self._schedule_flush()
+                self.send({"type": "upsert", "nodes": changed})
+            return changed
+
+    def search(self, query: str) -> list[dict]:
+        """Send the summaries not sent yet whose name, kind, status, preview or id contain
+        ``query`` (case-insensitive, as the browser filters); returns them."""
+        q = query.strip().lower()
+        if not q:
+            return []
+        with self._lock:
+            layout, sent = self._layout, self._current
+            found: list[dict[str, Any]] = []
+            for p in layout.placed.values():
+                if p.id in sent:
+                    continue
+                content = self._content.get(p.id)
+                name = layout.source[p.id].get("name") if content is None else content["name"]
+                preview = content.get("preview", "") if content is not None else ""
+                if q in f"{name} {p.kind} {p.status} {preview} {p.id}".lower():
+                    sent[p.id] = summary = self._summary(p)
+                    found.append(summary)
+                    if len(found) >= SEARCH_SENT_MAX:
+                        break
+            if found:
+                self._dirty = True
+                self._schedule_flush()
+                self.send({"type": "upsert", "nodes": found})
+            return found
 
     # -- static fallback ------------------------------------------------------------------
 
@@ -178,6 +257,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                 budget=budget,
                 summaries=list(self._current.values()),
                 widget=self.model_id,
+                light=self._light,
             )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
@@ -197,21 +277,51 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     # -- internals ------------------------------------------------------------------------
 
-    def _summaries(self, layout: Layout) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for p in layout.placed.values():
-            content = self._content.get(p.id)
-            if content is None:
-                content = self._content[p.id] = content_summary(layout.source[p.id])
-            out[p.id] = {**position_summary(p), **content}
-        return out
+    def _summaries(self, layout: Layout, shown: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Summaries of the visible nodes and of those in ``shown`` (sent before); of every
+        node while the graph has at most :data:`ALL_SUMMARIES_MAX`."""
+        if len(layout.placed) <= ALL_SUMMARIES_MAX:
+            return {p.id: self._summary(p) for p in layout.placed.values()}
+        places = layout.visible()
+        if shown:
+            places += [layout.placed[n] for n in shown if n in layout.placed]
+            places = sorted({p.id: p for p in places}.values(), key=lambda p: p.order)
+        return {p.id: self._summary(p) for p in places}
+
+    def _summary(self, place: Placed) -> dict[str, Any]:
+        content = self._content.get(place.id)
+        if content is None:
+            content = content_summary(self._layout.source[place.id])
+            if place.id in self._light:
+                content["light"] = True  # from the index: the browser may ask for the rest
+            self._content[place.id] = content
+        return {**position_summary(place), **content}
+
+    def _read(self, ids: Iterable[str]) -> None:
+        """Replace light nodes by the whole ones (``load``); unreadable ones stay light."""
+        if self._load is None:
+            return
+        layout = self._layout
+        for nid in ids:
+            if nid not in self._light:
+                continue
+            node = self._load(nid)
+            if node is None:
+                continue
+            self._light.discard(nid)
+            self._content.pop(nid, None)
+            self._nodes[self._where[nid]] = node
+            layout.source[nid] = node
+            place = layout.placed.get(nid)
+            if place is not None and not place.flags:
+                place.kind, place.status = node_kind(node), node_status(node)
 
     def _refresh(self, *, send: bool) -> list[dict]:
         """Re-lay out; send the summaries that changed (when ``send``); mark the trait stale."""
         with self._lock:
             self._layout = compute_layout(self._nodes, self.head_id, folded=self.folded)
-            new = self._summaries(self._layout)
             old = self._current
+            new = self._summaries(self._layout, old)
             changed = [s for nid, s in new.items() if old.get(nid) != s]
             removed = [nid for nid in old if nid not in new]
             self._current = new
@@ -220,6 +330,10 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self._dirty = True
             self._schedule_flush()
             if not send:
+                # the browser re-flows rows itself; it only lacks nodes it never had
+                changed = [s for s in changed if s["id"] not in old]
+                if changed:
+                    self.send({"type": "upsert", "nodes": changed})
                 return []
             msg: dict[str, Any] = {"type": "upsert", "nodes": changed}
             if removed:
@@ -259,10 +373,13 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         for node in nodes:
             nid = node["id"]
             self._nodes[self._where[nid]] = node
+            self._light.discard(nid)
             layout.source[nid] = node
             place = layout.placed[nid]
             place.kind, place.status = node_kind(node), node_status(node)
             content = self._content[nid] = content_summary(node)
+            if nid not in self._current and place.hidden and len(layout.placed) > ALL_SUMMARIES_MAX:
+                continue  # folded away and never sent: sent when unfolded
             summary = {**position_summary(place), **content}
             if self._current.get(nid) != summary:
                 self._current[nid] = changed[nid] = summary
@@ -310,6 +427,12 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self._refresh(send=False)
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "rows":
+            self._on_rows(content)
+            return
+        if isinstance(content, dict) and content.get("type") == "search":
+            self.search(str(content.get("q", "")))
+            return
         if not isinstance(content, dict) or not isinstance(content.get("id"), str):
             return
         if content.get("type") == "select":
@@ -317,10 +440,19 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         elif content.get("type") == "more":
             self.show_more(content["id"], str(content.get("field")))
 
+    def _on_rows(self, content: Mapping[str, Any]) -> None:
+        ids = content.get("ids")
+        if isinstance(ids, list):
+            self.show_rows(ids)
+
     def _reply_detail(self, node_id: str, field: str | None) -> dict[str, Any] | None:
         node = self.node(node_id)
+        if node_id in self._light:
+            node = None  # listed in the index, but its file could not be read
         if node is None or (field is not None and field not in DETAIL_FIELDS):
             error = f"no node {node_id!r} here" if node is None else f"no field {field!r}"
+            if node_id in self._light:
+                error = f"node {node_id!r} could not be read (see `openprogram sessions show`)"
             self.send({"type": "detail", "id": node_id, "detail": None, "error": error})
             return None
         detail = node_detail(self._with_prompt(node), full_field=field)
@@ -353,26 +485,47 @@ def show_dag(
     head_id: str | None = None,
     last_turns: int | None = 50,
     title: str | None = None,
+    eager_max: int = EAGER_MAX,
 ) -> DagWidget:
     """A :class:`DagWidget` of a stored session (by id) or of the given ``nodes``.
 
-    Only the last ``last_turns`` turns start unfolded (``None`` unfolds everything).
+    Only the last ``last_turns`` turns start unfolded (``None`` unfolds everything).  A
+    session of more than ``eager_max`` nodes is drawn from its index: node files are read
+    only for the rows shown (see :class:`DagWidget`'s ``load``).
     """
+    load: Loader | None = None
     if nodes is None:
         if session_id is None:
             raise ValueError("show_dag() needs a session id, or the nodes to draw (nodes=[...])")
         from openprogram.agent.session_db import default_db
 
         session = default_db().open(session_id)
-        nodes = [c.to_dict() for c in session.nodes()]
         head_id = session.head_id if head_id is None else head_id
+        light = session.light_nodes()
+        if len(light) > eager_max:
+            nodes, load = light, _loader(session)
+        else:
+            nodes = [c.to_dict() for c in session.nodes()]
     return DagWidget(
         nodes,
         head_id=head_id,
         title=title if title is not None else session_id or "",
         last_turns=last_turns,
         session_id=session_id,
+        load=load,
     )
+
+
+def _loader(session: Any) -> Loader:
+    from openprogram.errors import CorruptedFile
+
+    def load(node_id: str) -> Mapping[str, Any] | None:
+        try:
+            return session.get(node_id).to_dict()  # type: ignore[no-any-return]
+        except (KeyError, CorruptedFile):
+            return None  # listed in the index; its problem is in session.problems
+
+    return load
 
 
 class SavedDag:

@@ -222,3 +222,23 @@ def test_five_thousand_nodes_all_get_distinct_rows() -> None:
     assert len(ys) == 5000 and sorted(ys) == list(range(5000))  # type: ignore[type-var]
     assert layout.lanes >= 2
     assert not any(p.flags for p in layout.placed.values())
+
+
+def test_the_layout_does_not_depend_on_the_order_the_nodes_come_in() -> None:
+    """A session's nodes come in seq order (the quick path); listed in any other order
+    (a merge, a hand-built list) they get the same rows, lanes, folds and counts."""
+    import random
+
+    nodes = sample_nodes(600, fork_every=4)
+    head = [n["id"] for n in nodes if n["metadata"]["kind"] == "turn"][-3]  # on a branch
+    shuffled = nodes[:]
+    random.Random(3).shuffle(shuffled)
+    for folds in ({"last_turns": 5}, {"folded": [nodes[40]["id"]]}):
+        listed = compute_layout(nodes, head, **folds)  # type: ignore[arg-type]
+        mixed = compute_layout(shuffled, head, **folds)  # type: ignore[arg-type]
+        assert list(listed.placed) == list(mixed.placed)  # row order
+        got = {nid: (p.order, p.lane, p.x, p.y, p.children, p.descendants, p.hidden)
+               for nid, p in mixed.placed.items()}  # fmt: skip
+        assert got == {nid: (p.order, p.lane, p.x, p.y, p.children, p.descendants, p.hidden)
+                       for nid, p in listed.placed.items()}  # fmt: skip
+        assert (listed.lanes, listed.rows) == (mixed.lanes, mixed.rows) and listed.lanes > 1

@@ -37,13 +37,16 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    const data = (model.data[DAG_MIME] ?? {}) as SavedDag;
+    // Read `model.data` once: a notebook output's getter deep-copies every part of the
+    // bundle (JSON stringify + parse) on each access, megabytes for a large saved view.
+    const bundle = model.data;
+    const data = (bundle[DAG_MIME] ?? {}) as SavedDag;
     this.dropLive();
     this.teardown?.();
     this.saved.node.replaceChildren();
     this.saved.show();
     this.teardown = renderSaved(this.saved.node, data);
-    const view = model.data[WIDGET_MIME] as { model_id?: unknown } | undefined;
+    const view = bundle[WIDGET_MIME] as { model_id?: unknown } | undefined;
     const modelId = typeof data.widget === 'string' ? data.widget : view?.model_id;
     if (typeof modelId === 'string' && modelId) {
       this.mountLive(modelId);

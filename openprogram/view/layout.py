@@ -20,12 +20,13 @@ such node carries a ``flag`` so the views can mark it.  Linear time apart from s
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
+from openprogram.view.linear import linear_layout, pack_branches
+from openprogram.view.placed import Layout, Placed
 
 # What the engine writes (openprogram.context.nodes); anything else is flagged as unknown.
 KNOWN_KINDS: Final = KINDS
@@ -41,62 +42,7 @@ FLAG_MISSING_CALLER: Final = "missing-caller"
 FLAG_MISSING_PREDECESSOR: Final = "missing-predecessor"
 FLAG_CYCLE: Final = "cycle"
 
-_NEST: Final = 1  # attached to its caller
-_CHAIN: Final = 2  # attached to its predecessor
 _BAD_SEQ_KEY: Final = 1 << 62
-
-
-@dataclass(slots=True)
-class Placed:
-    """Where one node goes.  ``x``/``y`` are in grid units (columns / rows)."""
-
-    id: str
-    order: int  # row in the fully unfolded layout
-    depth: int  # 0 for turn-level nodes, +1 per nesting level
-    lane: int  # colour / column of the branch the node belongs to
-    x: int
-    y: int | None  # row with the current folds; None when hidden
-    caller: str | None  # nesting parent used by the layout (None for turn-level)
-    pred: str | None  # chain parent used by the layout (turn-level nodes only)
-    children: int  # directly nested calls
-    descendants: int  # all nested calls below
-    folded: bool
-    hidden: bool
-    kind: str
-    status: str
-    flags: tuple[str, ...]
-
-    @property
-    def hidden_count(self) -> int:
-        """How many nodes this node's fold hides (0 when it is not folded)."""
-        return self.descendants if self.folded else 0
-
-
-@dataclass(slots=True)
-class Layout:
-    """The result of :func:`compute_layout`; ``placed`` is in row order."""
-
-    placed: dict[str, Placed]
-    source: dict[str, Mapping[str, Any]]  # id -> the node dict that was laid out
-    head_id: str | None
-    lanes: int
-    columns: int
-    rows: int  # visible rows
-    folded: frozenset[str]  # effective folds (given ones + those from ``last_turns``)
-    skipped: int  # entries that were not dicts
-
-    def visible(self) -> list[Placed]:
-        return [p for p in self.placed.values() if not p.hidden]
-
-    def edges(self) -> list[tuple[str, str, str]]:
-        """``(from, to, "caller" | "pred")`` for every edge the layout uses."""
-        out: list[tuple[str, str, str]] = []
-        for p in self.placed.values():
-            if p.caller is not None:
-                out.append((p.caller, p.id, "caller"))
-            elif p.pred is not None:
-                out.append((p.pred, p.id, "pred"))
-        return out
 
 
 def _is_mapping(value: object) -> bool:
@@ -129,34 +75,45 @@ def compute_layout(
     ``folded`` hides the calls nested under those ids; ``last_turns=N`` additionally folds
     every turn-level node except the last ``N`` (for long sessions).
     """
+    folded = list(folded)
+    linear = linear_layout(nodes, head_id, folded, last_turns)
+    if linear is not None:  # a session's nodes, as it lists them: one pass
+        return linear
     index = _normalize(nodes)
     source, key, flags = index.source, index.key, index.flags
-    parent, attach = _link(source, flags)
-    nest_kids: dict[str, list[str]] = {}
-    chain_kids: dict[str, list[str]] = {}
-    for nid, par in parent.items():
-        (nest_kids if attach[nid] == _NEST else chain_kids).setdefault(par, []).append(nid)
-    topo = _break_cycles(source, key, parent, attach, nest_kids, chain_kids, flags)
-    for kids in (*nest_kids.values(), *chain_kids.values()):
-        kids.sort(key=key.__getitem__)
+    links = _link(source, key, flags, index.in_order)
+    caller_of, pred_of, nest_kids = links.caller_of, links.pred_of, links.nest_kids
+    if links.simple:  # input in seq order, every link pointing back: already parents-first
+        topo: Iterable[str] = source
+    else:
+        topo = _break_cycles(source, key, links, flags)
+        for kids in (*nest_kids.values(), *links.chain_kids.values()):
+            kids.sort(key=key.__getitem__)
 
     # Rows: turn-level nodes in seq order, each followed by its nested calls (depth first).
-    turn_level = sorted((n for n in source if attach.get(n) != _NEST), key=key.__getitem__)
-    order: dict[str, int] = {}
-    depth: dict[str, int] = {}
-    unit: dict[str, str] = {}
+    turn_level = [n for n in source if n not in caller_of]
+    if not links.simple:
+        turn_level.sort(key=key.__getitem__)
+    ordered: list[str] = []  # row order
+    depths: list[int] = []  # depth of each row
+    last_row: dict[str, int] = {}  # turn-level node -> the last row of its nested calls
     for top in turn_level:
-        stack = [(top, 0)]
-        while stack:
-            nid, d = stack.pop()
-            order[nid] = len(order)
-            depth[nid] = d
-            unit[nid] = top
-            stack.extend((k, d + 1) for k in reversed(nest_kids.get(nid, ())))
+        if top in nest_kids:
+            stack = [(top, 0)]
+            while stack:
+                nid, d = stack.pop()
+                ordered.append(nid)
+                depths.append(d)
+                if nid in nest_kids:
+                    stack.extend((k, d + 1) for k in reversed(nest_kids[nid]))
+        else:
+            ordered.append(top)
+            depths.append(0)
+        last_row[top] = len(ordered) - 1
 
-    lane_of_top, lanes = _assign_lanes(
-        source, head_id, parent, attach, chain_kids, topo, turn_level, order, unit
-    )
+    tops = turn_level if links.simple else [n for n in topo if n not in caller_of]
+    tip = head_id if head_id in source else turn_level[-1] if turn_level else None
+    lane_of_top, lanes = _assign_lanes(tip, links, tops, ordered, last_row)
 
     # Folds: given ids, plus all but the last N turn-level nodes.
     effective = {f for f in folded if isinstance(f, str)}
@@ -164,43 +121,52 @@ def compute_layout(
         old = turn_level[: max(len(turn_level) - max(last_turns, 0), 0)]
         effective.update(n for n in old if n in nest_kids)
 
-    descendants = dict.fromkeys(order, 0)
-    ordered = list(order)  # insertion order is row order
+    descendants: dict[str, int] = {}
     for nid in reversed(ordered):
-        if attach.get(nid) == _NEST:
-            descendants[parent[nid]] += descendants[nid] + 1
+        if nid in caller_of:
+            par = caller_of[nid]
+            descendants[par] = descendants.get(par, 0) + descendants.get(nid, 0) + 1
 
     placed: dict[str, Placed] = {}
-    hidden: dict[str, bool] = {}
+    hides: set[str] = set()  # nodes whose nested calls are hidden (folded or hidden)
+    kinds, statuses = index.kind, index.status
     row = 0
-    columns = 0
-    for nid in ordered:
-        how = attach.get(nid)
-        caller = parent[nid] if how == _NEST else None
-        is_hidden = caller is not None and (hidden[caller] or caller in effective)
-        hidden[nid] = is_hidden
-        lane = lane_of_top[unit[nid]]
-        d = depth[nid]
-        x = lane if d == 0 else lanes + d - 1
-        if x >= columns:
-            columns = x + 1
+    columns = lanes if ordered else 0
+    lane = 0
+    for order, nid in enumerate(ordered):
+        d = depths[order]
+        if d == 0:
+            lane = lane_of_top[nid]
+            caller = None
+            is_hidden = False
+            x = lane
+        else:
+            caller = caller_of[nid]
+            is_hidden = caller in hides
+            x = lanes + d - 1
+            if x >= columns:
+                columns = x + 1
         n_kids = len(nest_kids[nid]) if nid in nest_kids else 0
-        placed[nid] = Placed(  # positional: this loop is most of the layout time at 5k nodes
+        is_folded = n_kids > 0 and nid in effective
+        if is_hidden or is_folded:
+            hides.add(nid)
+        found = flags.get(nid)
+        placed[nid] = Placed(  # positional: this loop is most of the layout time
             nid,
-            order[nid],
+            order,
             d,
             lane,
             x,
             None if is_hidden else row,
             caller,
-            parent[nid] if how == _CHAIN else None,
+            pred_of.get(nid) if d == 0 else None,
             n_kids,
-            descendants[nid],
-            n_kids > 0 and nid in effective,
+            descendants.get(nid, 0),
+            is_folded,
             is_hidden,
-            index.kind[nid],
-            index.status[nid],
-            tuple(flags[nid]),
+            kinds[nid],
+            statuses[nid],
+            tuple(found) if found else (),
         )
         if not is_hidden:
             row += 1
@@ -220,10 +186,11 @@ def compute_layout(
 class _Index:
     source: dict[str, Mapping[str, Any]]
     key: dict[str, tuple[int, int]]  # sort key: (seq, position in the input)
-    flags: dict[str, list[str]]
+    flags: dict[str, list[str]]  # only the nodes that have some
     kind: dict[str, str]
     status: dict[str, str]
     skipped: int
+    in_order: bool  # unique ids, int seqs rising in input order: sorting changes nothing
 
 
 def _normalize(nodes: Sequence[Any]) -> _Index:
@@ -231,71 +198,111 @@ def _normalize(nodes: Sequence[Any]) -> _Index:
     source: dict[str, Mapping[str, Any]] = {}
     key: dict[str, tuple[int, int]] = {}
     flags: dict[str, list[str]] = {}
-    kind: dict[str, str] = {}
-    status: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    statuses: dict[str, str] = {}
     skipped = 0
+    in_order = True
+    last_seq = -1
     for index, node in enumerate(nodes):
         if not _is_mapping(node):
             skipped += 1
             continue
         raw_id = node.get("id")
         nid = raw_id if isinstance(raw_id, str) and raw_id else f"?{index}"
-        found = [FLAG_DUPLICATE] if nid in source else []
+        found: list[str] = []
+        if nid in source:
+            found.append(FLAG_DUPLICATE)
+            in_order = False
         if nid is not raw_id:
             found.append(FLAG_BAD_ID)
         seq = node.get("seq")
         if type(seq) is not int:
             found.append(FLAG_BAD_SEQ)
             seq = _BAD_SEQ_KEY
+            in_order = False
+        elif seq <= last_seq:
+            in_order = False
+        last_seq = seq
         meta = node.get("metadata")
-        if meta is not None and not _is_mapping(meta):
-            found.append(FLAG_BAD_METADATA)
-        kind[nid] = node_kind(node)
-        status[nid] = node_status(node)
-        if kind[nid] not in KNOWN_KINDS:
+        if type(meta) is dict or (meta is not None and isinstance(meta, Mapping)):
+            kind = meta.get("kind", "function")
+            status = meta.get("status", COMPLETED)
+        else:
+            if meta is not None:
+                found.append(FLAG_BAD_METADATA)
+            kind, status = "function", COMPLETED
+        if type(kind) is not str or not kind:
+            kind = "?"
+        if type(status) is not str or not status:
+            status = "?"
+        if kind not in KNOWN_KINDS:
             found.append(FLAG_UNKNOWN_KIND)
-        if status[nid] not in KNOWN_STATUSES:
+        if status not in KNOWN_STATUSES:
             found.append(FLAG_UNKNOWN_STATUS)
         source[nid] = node
         key[nid] = (seq, index)
-        flags[nid] = found
-    return _Index(source, key, flags, kind, status, skipped)
+        kinds[nid] = kind
+        statuses[nid] = status
+        if found:
+            flags[nid] = found
+        elif nid in flags:
+            del flags[nid]  # a duplicate's earlier flags go with it
+    return _Index(source, key, flags, kinds, statuses, skipped, in_order)
+
+
+@dataclass(slots=True)
+class _Links:
+    """Each node's one layout parent: its caller, else (turn level) its predecessor."""
+
+    caller_of: dict[str, str]
+    pred_of: dict[str, str]
+    nest_kids: dict[str, list[str]]
+    chain_kids: dict[str, list[str]]
+    simple: bool  # input in order and every parent earlier in it: no cycle, no sorting
 
 
 def _link(
-    source: dict[str, Mapping[str, Any]], flags: dict[str, list[str]]
-) -> tuple[dict[str, str], dict[str, int]]:
-    """Pick each node's one layout parent: its caller, else (turn level) its predecessor."""
-    parent: dict[str, str] = {}
-    attach: dict[str, int] = {}
+    source: dict[str, Mapping[str, Any]],
+    key: dict[str, tuple[int, int]],
+    flags: dict[str, list[str]],
+    in_order: bool,
+) -> _Links:
+    caller_of: dict[str, str] = {}
+    pred_of: dict[str, str] = {}
+    nest_kids: dict[str, list[str]] = {}
+    chain_kids: dict[str, list[str]] = {}
+    simple = in_order
     for nid, node in source.items():
         caller = node.get("caller")
         if caller is not None:
             if isinstance(caller, str) and caller in source and caller != nid:
-                parent[nid] = caller
-                attach[nid] = _NEST
+                caller_of[nid] = caller
+                nest_kids.setdefault(caller, []).append(nid)
+                simple = simple and key[caller] < key[nid]
                 continue
-            flags[nid].append(FLAG_CYCLE if caller == nid else FLAG_MISSING_CALLER)
+            flags.setdefault(nid, []).append(FLAG_CYCLE if caller == nid else FLAG_MISSING_CALLER)
         pred = node.get("predecessor")
         if pred is not None:
             if isinstance(pred, str) and pred in source and pred != nid:
-                parent[nid] = pred
-                attach[nid] = _CHAIN
+                pred_of[nid] = pred
+                chain_kids.setdefault(pred, []).append(nid)
+                simple = simple and key[pred] < key[nid]
             else:
-                flags[nid].append(FLAG_CYCLE if pred == nid else FLAG_MISSING_PREDECESSOR)
-    return parent, attach
+                flags.setdefault(nid, []).append(
+                    FLAG_CYCLE if pred == nid else FLAG_MISSING_PREDECESSOR
+                )
+    return _Links(caller_of, pred_of, nest_kids, chain_kids, simple)
 
 
 def _break_cycles(
     source: dict[str, Mapping[str, Any]],
     key: dict[str, tuple[int, int]],
-    parent: dict[str, str],
-    attach: dict[str, int],
-    nest_kids: dict[str, list[str]],
-    chain_kids: dict[str, list[str]],
+    links: _Links,
     flags: dict[str, list[str]],
 ) -> list[str]:
     """Cut every cycle of layout parents at one of its nodes; return a parents-first order."""
+    caller_of, pred_of = links.caller_of, links.pred_of
+    nest_kids, chain_kids = links.nest_kids, links.chain_kids
     topo: list[str] = []
     seen: set[str] = set()
 
@@ -309,7 +316,7 @@ def _break_cycles(
             stack.extend(chain_kids.get(nid, ()))
 
     for nid in source:
-        if nid not in parent:
+        if nid not in caller_of and nid not in pred_of:
             reach(nid)
     if len(seen) < len(source):
         for nid in sorted((n for n in source if n not in seen), key=key.__getitem__):
@@ -319,75 +326,63 @@ def _break_cycles(
             member = nid
             while member not in walked:  # only cycles are left unreached: walk into one
                 walked.add(member)
-                member = parent[member]
-            par = parent.pop(member)
-            (nest_kids if attach.pop(member) == _NEST else chain_kids)[par].remove(member)
-            flags[member].append(FLAG_CYCLE)
+                member = caller_of[member] if member in caller_of else pred_of[member]
+            if member in caller_of:
+                nest_kids[caller_of.pop(member)].remove(member)
+            else:
+                chain_kids[pred_of.pop(member)].remove(member)
+            flags.setdefault(member, []).append(FLAG_CYCLE)
             reach(member)
     return topo
 
 
 def _assign_lanes(
-    source: dict[str, Mapping[str, Any]],
-    head_id: str | None,
-    parent: dict[str, str],
-    attach: dict[str, int],
-    chain_kids: dict[str, list[str]],
-    topo: list[str],
-    turn_level: list[str],
-    order: dict[str, int],
-    unit: dict[str, str],
+    tip: str | None,
+    links: _Links,
+    tops: list[str],
+    ordered: list[str],
+    last_row: dict[str, int],
 ) -> tuple[dict[str, int], int]:
-    """Lane of every turn-level node: trunk = the chain to HEAD, one lane per other branch."""
-    if not turn_level:
+    """Lane of every turn-level node: trunk = the chain to HEAD, one lane per other branch.
+
+    ``tops`` are the turn-level nodes, parents first; the trunk leads to ``tip``."""
+    if tip is None or not tops:
         return {}, 0
-    tip = head_id if head_id in source else turn_level[-1]
+    caller_of, pred_of, chain_kids = links.caller_of, links.pred_of, links.chain_kids
     trunk: set[str] = set()
     walk: str | None = tip
     while walk is not None:
-        if walk not in attach or attach[walk] == _CHAIN:
-            trunk.add(walk)
-        walk = parent.get(walk)
+        if walk in caller_of:
+            walk = caller_of[walk]
+            continue
+        trunk.add(walk)
+        walk = pred_of.get(walk)
 
     segment: dict[str, int] = {}
     first_of: list[str] = [tip]  # segment id -> its first turn-level node (0 = trunk)
-    for nid in topo:
-        if nid in attach and attach[nid] == _NEST:
-            continue
+    end = [0]  # segment id -> its last row
+    for nid in tops:
         if nid in trunk:
             segment[nid] = 0
             continue
-        par = parent.get(nid)
+        par = pred_of.get(nid)
         # A branch continues through the first (in seq order) child of its last node.
         if par is not None and par not in trunk and par in segment and chain_kids[par][0] == nid:
-            segment[nid] = segment[par]
+            seg = segment[nid] = segment[par]
         else:
-            segment[nid] = len(first_of)
+            seg = segment[nid] = len(first_of)
             first_of.append(nid)
+            end.append(0)
+        if last_row[nid] > end[seg]:
+            end[seg] = last_row[nid]
 
-    # Each branch segment spans from its fork row to the last row of its units.
-    end = [0] * len(first_of)
-    for nid, top in unit.items():
-        seg = segment[top]
-        end[seg] = max(end[seg], order[nid])
+    if len(first_of) == 1:  # no branch: everything on the trunk
+        return dict.fromkeys(tops, 0), 1
+    row_of = {nid: row for row, nid in enumerate(ordered)}
     spans = []
     for seg in range(1, len(first_of)):
         first = first_of[seg]
-        fork = parent.get(first)
-        spans.append((order[fork] if fork is not None else order[first], order[first], seg))
-    spans.sort()  # by fork row, then the earlier branch first
-    lane_of_segment = [0] * len(first_of)
-    active: list[tuple[int, int]] = []  # (end row, lane)
-    free: list[int] = []
-    lanes = 1
-    for start, _, seg in spans:
-        while active and active[0][0] < start:
-            heapq.heappush(free, heapq.heappop(active)[1])
-        if free:
-            lane = heapq.heappop(free)
-        else:
-            lane = lanes
-            lanes += 1
-        lane_of_segment[seg] = lane
-        heapq.heappush(active, (end[seg], lane))
-    return {top: lane_of_segment[segment[top]] for top in turn_level}, lanes
+        fork = pred_of.get(first)
+        spans.append((row_of[fork] if fork is not None else row_of[first], row_of[first], seg))
+    lane_of_segment, lanes = pack_branches(spans, end)
+    return {top: lane_of_segment[segment[top]] for top in tops}, lanes

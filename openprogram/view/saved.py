@@ -10,7 +10,8 @@ copies of the session):
 
 - a turn's output carries only that turn's nodes, at most :data:`TURN_BUDGET` bytes of
   JSON (256 KiB); the whole-session view (``%openprogram dag``) at most
-  :data:`SESSION_BUDGET` (4 MiB), summaries of at most :data:`MAX_SAVED_NODES` nodes;
+  :data:`SESSION_BUDGET` (4 MiB), summaries of at most :data:`MAX_SAVED_NODES` nodes (the
+  rows nearest HEAD when there are more);
 - summaries come first; details then get the largest per-field clip of
   :data:`DETAIL_LIMITS` under which they all fit, and at the smallest clip the nodes
   nearest HEAD (the newest rows) are kept first; ``details_omitted`` counts the rest.
@@ -24,7 +25,7 @@ widget's model id, when one exists: the extension then shows the live view inste
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from openprogram.view.layout import Layout
@@ -44,14 +45,16 @@ def saved_view(
     budget: int = TURN_BUDGET,
     summaries: list[dict[str, Any]] | None = None,
     widget: str | None = None,
+    light: Collection[str] = (),
 ) -> dict[str, Any]:
     """The :data:`DAG_MIME` payload for ``layout``, at most ``budget`` bytes of JSON.
 
-    Pass ``summaries`` when they are already computed (the live widget has them).
+    Pass ``summaries`` when they are already computed (the live widget has them).  Nodes
+    in ``light`` are index entries (not read whole): they get no detail.
     """
     rows = summaries if summaries is not None else summarize(layout)
     total = len(rows)
-    kept = _fit_summaries(rows[:MAX_SAVED_NODES], budget * 3 // 4)
+    kept = _fit_summaries(rows, budget * 3 // 4)
     payload: dict[str, Any] = {
         "v": 1,
         "title": title,
@@ -64,7 +67,7 @@ def saved_view(
     if widget:
         payload["widget"] = widget
     left = budget - _size(payload) - 64
-    newest_first = [s["id"] for s in reversed(kept)]
+    newest_first = [s["id"] for s in reversed(kept) if s["id"] not in light]
     details, limit = _fit_details(layout.source, newest_first, left)
     payload["details"] = details
     payload["detail_limit"] = limit
@@ -73,17 +76,19 @@ def saved_view(
 
 
 def _fit_summaries(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-    """The first rows whose JSON fits ``budget`` (all of them, almost always)."""
-    if _size(rows) <= budget:
+    """All rows if at most :data:`MAX_SAVED_NODES` fit ``budget`` (almost always); else the
+    last rows (nearest HEAD, where the view opens) that do, in row order."""
+    if len(rows) <= MAX_SAVED_NODES and _size(rows) <= budget:
         return rows
+    newest = sorted(rows, key=lambda row: row["order"])[-MAX_SAVED_NODES:]
     out: list[dict[str, Any]] = []
     used = 2
-    for row in rows:
+    for row in reversed(newest):
         used += _size(row) + 1
         if used > budget:
             break
         out.append(row)
-    return out
+    return out[::-1]
 
 
 def _fit_details(

@@ -73,9 +73,8 @@ def render_static_html(
     Pass ``layout`` to reuse one already computed from these nodes.
     """
     lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
-    visible = lay.visible()
-    start = max(len(visible) - max_rows, 0)
-    window = visible[start:]
+    start = max(lay.rows - max_rows, 0)
+    window = lay.visible(start)
     head = lay.placed.get(lay.head_id) if lay.head_id else None
     name_of = content_summary(lay.source[head.id])["name"] if head else None
     header = [f"<b>{escape(title)}</b>" if title else "<b>session DAG</b>"]
@@ -120,13 +119,12 @@ def render_text_tree(
 ) -> str:
     """The DAG as an indented text tree, one line per visible node (for ``text/plain``)."""
     lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
-    visible = lay.visible()
-    start = max(len(visible) - max_lines, 0)
+    start = max(lay.rows - max_lines, 0)
     lines = [f"session DAG: {len(lay.placed)} nodes, {lay.lanes} lane(s)"]
     if start:
         lines.append(f"… {start} earlier rows not shown")
-    starts = run_starts(lay)
-    for p in visible[start:]:
+    starts = run_starts(lay, start)
+    for p in lay.visible(start):
         s = content_summary(lay.source[p.id])
         if p.id in starts:
             lines.append("── new kernel (a restart, or the notebook run again) ──")
@@ -147,22 +145,28 @@ def render_text_tree(
     return "\n".join(lines)
 
 
-def run_starts(lay: Layout) -> set[str]:
-    """Turn-level nodes that ran in another kernel process than the turn-level node above
-    (``metadata.run``, set by the notebook's turns): where a restart or a re-run begins."""
+def run_starts(lay: Layout, start: int = 0) -> set[str]:
+    """Turn-level nodes (from visible row ``start`` on) that ran in another kernel process
+    than the turn-level node above (``metadata.run``, set by the notebook's turns): where a
+    restart or a re-run begins.  Turn-level rows are never folded away."""
+    ids = lay.visible_ids()
+    last = next(filter(None, (_run(lay, nid) for nid in reversed(ids[:start]))), None)
     out: set[str] = set()
-    last: str | None = None
-    for p in lay.placed.values():
-        if p.depth:
-            continue
-        meta = lay.source[p.id].get("metadata")
-        run = meta.get("run") if isinstance(meta, Mapping) else None
-        if not isinstance(run, str) or not run:
+    for nid in ids[start:]:
+        run = _run(lay, nid)
+        if not run:
             continue
         if last is not None and run != last:
-            out.add(p.id)
+            out.add(nid)
         last = run
     return out
+
+
+def _run(lay: Layout, nid: str) -> str | None:
+    """``metadata.run`` of a turn-level node (None for nested calls, or if it has none)."""
+    meta = lay.source[nid].get("metadata")
+    run = meta.get("run") if isinstance(meta, Mapping) else None
+    return run if isinstance(run, str) and run and not lay.placed[nid].depth else None
 
 
 def node_color(kind: str) -> str:
@@ -215,7 +219,7 @@ def _label_x(lay: Layout, p: Placed) -> float:
 
 
 def _svg(lay: Layout, window: list[Placed], start: int) -> str:
-    starts = run_starts(lay)
+    starts = run_starts(lay, start)
     width = PAD * 2 + lay.columns * COL + 520
     height = PAD * 2 + max(len(window) - 1, 0) * ROW
     out = [

@@ -11,6 +11,8 @@ Summary keys:
 calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...) when set;
 for turn-level kinds (``turn root reply``) ``at`` (when it ran, epoch seconds) and ``run``
 (``metadata.run``: the kernel process that ran it, so views can mark restarts and re-runs).
+A view drawn from the session's index adds ``light`` to the nodes it has not read whole
+(no preview, duration, tokens, cost or run yet; see ``openprogram_magics.widget``).
 
 :func:`node_detail` is what the click panel shows; every long value is a *text field*
 ``{"text", "length", "truncated"}`` clipped at :data:`DETAIL_LIMIT` characters, and

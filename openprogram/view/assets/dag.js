@@ -119,6 +119,7 @@ class DagView {
     this.query = "";
     this.cursor = -1; // row of the last search hit shown by Enter
     this.frame = 0;
+    this.asked = new Set(); // light rows (index only) whose whole summary was asked for
     this.handlers = [];
     this.build(el);
     this.listen("change:summary", () => this.reconcile(model.get("summary") || []));
@@ -151,6 +152,8 @@ class DagView {
     for (const [event, fn] of this.handlers) this.model.off(event, fn);
     if (this.resizer) this.resizer.disconnect();
     cancelAnimationFrame(this.frame);
+    clearTimeout(this.searchTimer);
+    clearTimeout(this.rowsTimer);
   }
 
   build(el) {
@@ -168,6 +171,7 @@ class DagView {
       this.cursor = -1;
       this.applyFilter();
       if (!this.matchInView()) this.revealMatch(0);
+      this.askSearch();
     });
     this.search.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") this.revealMatch(this.cursor + 1);
@@ -241,7 +245,9 @@ class DagView {
     this.runStarts = new Set(); // turn-level rows that ran in another kernel than the one above
     let run;
     for (const s of list) {
-      if (s.caller !== undefined || !s.run) continue;
+      if (s.caller !== undefined) continue;
+      if (s.light) run = undefined; // not read yet: no boundary is claimed across it
+      if (s.light || !s.run) continue;
       if (run !== undefined && s.run !== run) this.runStarts.add(s.id);
       run = s.run;
     }
@@ -298,9 +304,31 @@ class DagView {
       const p = this.pos.get(id);
       if (!p || p.y < first || p.y > last) this.release(id, e);
     }
-    for (let y = first; y <= last; y++) this.place(this.nodes.get(this.rows[y]), y);
+    let light = false;
+    for (let y = first; y <= last; y++) {
+      const s = this.nodes.get(this.rows[y]);
+      this.place(s, y);
+      light = light || (s.light && !this.asked.has(s.id));
+    }
     this.stale.clear();
     this.paintEdges(first, last);
+    if (light && !this.model.get("saved")) {
+      clearTimeout(this.rowsTimer);
+      this.rowsTimer = setTimeout(() => this.askRows(), 120);
+    }
+  }
+
+  // Rows drawn from the session's index (`light`): once scrolling settles, the kernel
+  // reads those still in view and sends their whole summaries (preview, duration, run).
+  askRows() {
+    const [first, last] = this.span;
+    const ids = [];
+    for (let y = first; y <= Math.min(last, this.rows.length - 1); y++) {
+      const s = this.nodes.get(this.rows[y]);
+      if (s && s.light && !this.asked.has(s.id)) ids.push(s.id);
+    }
+    for (const id of ids) this.asked.add(id);
+    if (ids.length) this.model.send({ type: "rows", ids });
   }
 
   release(id, e) {
@@ -429,6 +457,14 @@ class DagView {
 
   // -- search, fold, HEAD ----------------------------------------------------------------
 
+  // A large session's calls under folds reach the browser when unfolded: the kernel sends
+  // those that match a search (their rows then count as "folded away").
+  askSearch() {
+    clearTimeout(this.searchTimer);
+    if (!this.query || this.model.get("saved")) return;
+    this.searchTimer = setTimeout(() => this.model.send({ type: "search", q: this.query }), 150);
+  }
+
   matches(s) {
     const q = this.query;
     return !q || `${s.name} ${s.kind} ${s.status} ${s.preview || ""} ${s.id}`.toLowerCase().includes(q);
@@ -504,6 +540,17 @@ class DagView {
     this.setFolded([...next]);
     this.model.set("folded", [...next]);
     this.model.save_changes();
+    const s = this.nodes.get(id);
+    if (this.model.get("saved") && !next.has(id) && s && s.kids && !this.hasCalls(id)) {
+      // a large session's view keeps only the calls that were shown
+      this.countEl.textContent =
+        "its calls were not saved in the notebook (`openprogram sessions show ID --html` has them)";
+    }
+  }
+
+  hasCalls(id) {
+    for (const s of this.nodes.values()) if (s.caller === id) return true;
+    return false;
   }
 
   // Centre node `id` in the canvas, and draw the rows there now (not on the scroll event).

@@ -1,0 +1,334 @@
+"""The layout of nodes listed the way a session lists them, in one pass.
+
+A session's nodes come in ``seq`` order, and a call is recorded after its caller and
+after the calls its earlier siblings made: the list is already the layout's row order
+(turn-level nodes in seq order, each followed by its nested calls depth first).
+:func:`linear_layout` checks that while it walks the list once, keeping columns instead of
+per-node objects (see :class:`~openprogram.view.placed.Rows`); a fold skips the rows it
+hides.  Turns that interleave (two writers, a background run) cost one more pass that puts
+the rows in depth-first order.  Anything else — bad data, links pointing forward —
+returns ``None`` and the general layout (:mod:`openprogram.view.layout`) takes the nodes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
+from openprogram.view.placed import Columns, Layout, Rows
+
+_INTERLEAVED = object()  # in seq order, clean, but calls of different turns interleave
+
+
+def linear_layout(
+    nodes: Sequence[Any],
+    head_id: str | None,
+    folded: Iterable[str],
+    last_turns: int | None,
+) -> Layout | None:
+    """The layout of ``nodes`` if they are in seq order with clean data, else None."""
+    layout = _one_pass(nodes, head_id, folded, last_turns, in_seq_order=True)
+    if layout is _INTERLEAVED:
+        order = _depth_first(nodes)
+        if order is None:
+            return None
+        layout = _one_pass([nodes[r] for r in order], head_id, folded, last_turns, False)
+    return layout if isinstance(layout, Layout) else None
+
+
+def _depth_first(nodes: Sequence[Any]) -> list[int] | None:
+    """Row order of nodes in seq order whose callers come before them: turn-level nodes,
+    each followed by its nested calls depth first (None if they are not so listed; the
+    rest is checked by the pass over the reordered nodes)."""
+    row_of: dict[str, int] = {}
+    kids_of: dict[int, list[int]] = {}
+    tops: list[int] = []
+    last_seq = -1
+    for row, node in enumerate(nodes):
+        if type(node) is not dict:
+            return None
+        nid, seq, caller = node.get("id"), node.get("seq"), node.get("caller")
+        if type(nid) is not str or type(seq) is not int or seq <= last_seq:
+            return None
+        last_seq = seq
+        row_of[nid] = row
+        if caller is None:
+            tops.append(row)
+            continue
+        at = row_of.get(caller) if type(caller) is str else None
+        if at is None:
+            return None
+        if at in kids_of:
+            kids_of[at].append(row)
+        else:
+            kids_of[at] = [row]
+    order: list[int] = []
+    for top in tops:
+        stack = [top]
+        while stack:
+            row = stack.pop()
+            order.append(row)
+            if row in kids_of:
+                stack.extend(reversed(kids_of[row]))
+    return order
+
+
+def _by_turn(tops: list[int], turn_rows: list[int]) -> list[list[int]]:
+    rows: dict[int, list[int]] = {top: [] for top in turn_rows}
+    for row, top in enumerate(tops):
+        rows[top].append(row)
+    return list(rows.values())
+
+
+def _descendants(depths: list[int]) -> list[int]:
+    """How many rows below each row nest under it, for rows in depth-first order."""
+    desc = [0] * len(depths)
+    open_rows: list[int] = []
+    for row, depth in enumerate(depths):
+        while open_rows and depths[open_rows[-1]] >= depth:
+            done = open_rows.pop()
+            desc[done] = row - 1 - done
+        open_rows.append(row)
+    for done in open_rows:
+        desc[done] = len(depths) - 1 - done
+    return desc
+
+
+def _one_pass(
+    nodes: Sequence[Any],
+    head_id: str | None,
+    folded: Iterable[str],
+    last_turns: int | None,
+    in_seq_order: bool,
+) -> Layout | object | None:
+    source: dict[str, Any] = {}
+    row_of: dict[str, int] = {}
+    ids: list[str] = []
+    kinds: list[str] = []
+    statuses: list[str] = []
+    depths: list[int] = []
+    tops: list[int] = []
+    callers: list[str | None] = []
+    preds: list[str | None] = []
+    kids: list[int] = []
+    desc: list[int] = []
+    turn_rows: list[int] = []
+    chain_kids: dict[str, list[str]] = {}
+    open_rows: list[int] = []  # the current row's callers, outermost first
+    stacks: dict[int, list[int]] = {}  # open_rows of each turn-level row
+    interleaved = False  # a turn's call listed after a later turn began
+    top = 0
+    last_seq = -1
+    # the appends of the loop, bound once: this loop is most of the time at 100,000 nodes
+    add_id, add_kind, add_status = ids.append, kinds.append, statuses.append
+    add_depth, add_top, add_caller, add_pred = (
+        depths.append,
+        tops.append,
+        callers.append,
+        preds.append,
+    )
+    add_kids, add_desc = kids.append, desc.append
+    try:
+        for row, node in enumerate(nodes):
+            if type(node) is not dict:
+                return None
+            nid = node["id"]  # a node without some key takes the general layout
+            seq = node["seq"]
+            if type(nid) is not str or not nid or nid in row_of or type(seq) is not int:
+                return None
+            if seq <= last_seq and in_seq_order:
+                return None
+            last_seq = seq
+            meta = node["metadata"]
+            if type(meta) is dict:
+                kind = meta.get("kind", "function")
+                status = meta.get("status", COMPLETED)
+                if type(kind) is not str or type(status) is not str:
+                    return None
+            elif meta is None:
+                kind, status = "function", COMPLETED
+            else:
+                return None
+            if kind not in KINDS or status not in STATUSES:
+                return None
+            caller = node["caller"]
+            if caller is None:
+                pred = node["predecessor"]
+                if pred is not None:
+                    if type(pred) is not str or pred not in row_of:
+                        return None
+                    if pred in chain_kids:
+                        chain_kids[pred].append(nid)
+                    else:
+                        chain_kids[pred] = [nid]
+                for done in open_rows:
+                    desc[done] = row - 1 - done
+                stacks[row] = open_rows = [row]
+                top = unit = row
+                turn_rows.append(row)
+                add_depth(0)
+            else:
+                at = row_of.get(caller) if type(caller) is str else None
+                if at is None:
+                    return None
+                unit = tops[at]
+                if unit == top:
+                    stack = open_rows
+                else:  # an earlier turn goes on (another writer, a background run)
+                    interleaved = True
+                    stack = stacks[unit]
+                while stack[-1] != at:  # the rows whose calls have all been listed
+                    done = stack.pop()
+                    desc[done] = row - 1 - done
+                    if not stack:  # the caller is not an open call: not depth-first order
+                        return _INTERLEAVED if in_seq_order else None
+                stack.append(row)
+                kids[at] += 1
+                add_depth(depths[at] + 1)
+                pred = None
+            source[nid] = node
+            row_of[nid] = row
+            add_id(nid)
+            add_kind(kind)
+            add_status(status)
+            add_top(unit)
+            add_caller(caller)
+            add_pred(pred)
+            add_kids(0)
+            add_desc(0)
+    except KeyError:
+        return None
+    for done in open_rows:
+        desc[done] = len(ids) - 1 - done
+    if interleaved:  # each turn's rows together, in order; depth first within each turn
+        order = [row for rows in _by_turn(tops, turn_rows) for row in rows]
+        new_of = [0] * len(order)
+        for new, was in enumerate(order):
+            new_of[was] = new
+        ids = [ids[r] for r in order]
+        kinds = [kinds[r] for r in order]
+        statuses = [statuses[r] for r in order]
+        depths = [depths[r] for r in order]
+        callers = [callers[r] for r in order]
+        preds = [preds[r] for r in order]
+        kids = [kids[r] for r in order]
+        tops = [new_of[tops[r]] for r in order]
+        turn_rows = [new_of[r] for r in turn_rows]
+        row_of = dict(zip(ids, range(len(ids)), strict=True))
+        desc = _descendants(depths)
+
+    # Folds: given ids, plus all but the last N turn-level nodes; a fold skips its rows.
+    effective = {f for f in folded if isinstance(f, str)}
+    if last_turns is not None:
+        older = turn_rows[: max(len(turn_rows) - max(last_turns, 0), 0)]
+        effective.update(ids[r] for r in older if kids[r])
+    ys: list[int | None] = [None] * len(ids)
+    visible: list[int] = []
+    row = 0
+    while row < len(ids):
+        ys[row] = len(visible)
+        visible.append(row)
+        row += desc[row] + 1 if kids[row] and ids[row] in effective else 1
+
+    tip = head_id if head_id in row_of else ids[turn_rows[-1]] if turn_rows else None
+    lane_of_top, lanes = _lanes(tip, turn_rows, ids, tops, preds, row_of, chain_kids, desc)
+    columns = Columns(
+        ids,
+        kinds,
+        statuses,
+        depths,
+        tops,
+        callers,
+        preds,
+        kids,
+        desc,
+        ys,
+        visible,
+        lane_of_top,
+        lanes,
+        frozenset(effective),
+    )
+    return Layout(
+        placed=Rows(columns, row_of),
+        source=source,
+        head_id=head_id if head_id in row_of else None,
+        lanes=lanes,
+        columns=lanes + max(depths) if ids else 0,
+        rows=len(visible),
+        folded=frozenset(effective),
+        skipped=0,
+    )
+
+
+def _lanes(
+    tip: str | None,
+    turn_rows: list[int],
+    ids: list[str],
+    tops: list[int],
+    preds: list[str | None],
+    row_of: dict[str, int],
+    chain_kids: dict[str, list[str]],
+    desc: list[int],
+) -> tuple[dict[int, int], int]:
+    """Lane of every turn-level row: trunk = the chain to HEAD, one lane per other branch
+    (the same rule as the general layout's ``_assign_lanes``)."""
+    if tip is None or not turn_rows:
+        return {}, 0
+    trunk: set[int] = set()
+    walk: int | None = tops[row_of[tip]]
+    while walk is not None:
+        trunk.add(walk)
+        pred = preds[walk]
+        walk = tops[row_of[pred]] if pred is not None else None
+    if len(trunk) == len(turn_rows):  # no branch
+        return dict.fromkeys(turn_rows, 0), 1
+
+    segment: dict[int, int] = {}
+    first_of: list[int] = [0]  # segment -> its first turn-level row (0: the trunk)
+    end = [0]  # segment -> its last row
+    for row in turn_rows:
+        if row in trunk:
+            segment[row] = 0
+            continue
+        pred = preds[row]
+        at = row_of[pred] if pred is not None else None
+        # A branch continues through the first (in seq order) child of its last node.
+        if at is not None and at not in trunk and at in segment and chain_kids[pred][0] == ids[row]:  # type: ignore[index]
+            seg = segment[row] = segment[at]
+        else:
+            seg = segment[row] = len(first_of)
+            first_of.append(row)
+            end.append(0)
+        end[seg] = max(end[seg], row + desc[row])
+    spans = []
+    for seg in range(1, len(first_of)):
+        first = first_of[seg]
+        fork = preds[first]
+        spans.append((row_of[fork] if fork is not None else first, first, seg))
+    lane_of_segment, lanes = pack_branches(spans, end)
+    return {row: lane_of_segment[segment[row]] for row in turn_rows}, lanes
+
+
+def pack_branches(spans: list[tuple[int, int, int]], end: list[int]) -> tuple[list[int], int]:
+    """Lanes of branch segments (``(fork row, first row, segment)``; segment 0 is the trunk,
+    ``end[segment]`` its last row): each takes the lowest lane free at its fork row, so a
+    lane that has ended is reused, like ``git log --graph``.  Returns (lanes by segment,
+    how many lanes)."""
+    spans.sort()  # by fork row, then the earlier branch first
+    lane_of_segment = [0] * len(end)
+    active: list[tuple[int, int]] = []  # (end row, lane)
+    free: list[int] = []
+    lanes = 1
+    for start, _, seg in spans:
+        while active and active[0][0] < start:
+            heapq.heappush(free, heapq.heappop(active)[1])
+        if free:
+            lane = heapq.heappop(free)
+        else:
+            lane = lanes
+            lanes += 1
+        lane_of_segment[seg] = lane
+        heapq.heappush(active, (end[seg], lane))
+    return lane_of_segment, lanes
