@@ -49,9 +49,11 @@ def parse_commit(data: bytes) -> CommitInfo:
 
 def _parsed(repo: Repository, sha: bytes) -> CommitInfo | None:
     """The commit ``sha``, or None when it is not here (a shallow clone's boundary)."""
+    from gitdb.exc import BadName, BadObject  # gitdb is loaded by the read anyway
+
     try:
         return parse_commit(repo.read(sha))
-    except Exception:  # gitdb raises its own BadObject/BadName for a missing object
+    except (BadObject, BadName):  # missing; a refused or damaged folder still raises
         return None
 
 
