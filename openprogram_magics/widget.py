@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import count
+from operator import itemgetter
 from typing import Any
 
 import anywidget
@@ -53,6 +55,7 @@ from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
     DETAIL_FIELDS,
     content_summary,
+    index_summary,
     node_detail,
     position_summary,
 )
@@ -98,11 +101,15 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self._lock = threading.RLock()
         self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
         self._nodes: list[Mapping[str, Any]] = list(nodes)
-        self._where = {n.get("id"): i for i, n in enumerate(self._nodes) if isinstance(n, Mapping)}
         self._load = load
-        self._light: set[str] = (
-            {nid for nid in self._where if isinstance(nid, str)} if load is not None else set()
-        )
+        if load is None:
+            self._where = {
+                n.get("id"): i for i, n in enumerate(self._nodes) if isinstance(n, Mapping)
+            }
+            self._light: set[str] = set()
+        else:  # index entries (dicts with an id each): C loops, 100,000 of them
+            self._where = dict(zip(map(itemgetter("id"), self._nodes), count(), strict=False))
+            self._light = set(self._where)
         self._content: dict[str, dict[str, Any]] = {}
         self._dirty = False  # the summary trait lags the graph (see flush)
         self._batch = False  # inside upsert_many: head_id changes do not re-lay out alone
@@ -291,9 +298,11 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     def _summary(self, place: Placed) -> dict[str, Any]:
         content = self._content.get(place.id)
         if content is None:
-            content = content_summary(self._layout.source[place.id])
-            if place.id in self._light:
-                content["light"] = True  # from the index: the browser may ask for the rest
+            node = self._layout.source[place.id]
+            if place.id in self._light:  # from the index: the browser may ask for the rest
+                content = {**index_summary(node), "light": True}
+            else:
+                content = content_summary(node)
             self._content[place.id] = content
         return {**position_summary(place), **content}
 

@@ -105,15 +105,16 @@ def _one_pass(
 ) -> Layout | object | None:
     source: dict[str, Any] = {}
     row_of: dict[str, int] = {}
-    ids: list[str] = []
-    kinds: list[str] = []
-    statuses: list[str] = []
-    depths: list[int] = []
-    tops: list[int] = []
-    callers: list[str | None] = []
-    preds: list[str | None] = []
-    kids: list[int] = []
-    desc: list[int] = []
+    count = len(nodes)  # the columns, filled row by row (most of the time at 100,000 nodes)
+    ids: list[str] = [""] * count
+    kinds: list[str] = [""] * count
+    statuses: list[str] = [""] * count
+    depths: list[int] = [0] * count
+    tops: list[int] = [0] * count
+    callers: list[str | None] = [None] * count
+    preds: list[str | None] = [None] * count
+    kids: list[int] = [0] * count
+    desc: list[int] = [0] * count
     turn_rows: list[int] = []
     chain_kids: dict[str, list[str]] = {}
     open_rows: list[int] = []  # the current row's callers, outermost first
@@ -121,15 +122,6 @@ def _one_pass(
     interleaved = False  # a turn's call listed after a later turn began
     top = 0
     last_seq = -1
-    # the appends of the loop, bound once: this loop is most of the time at 100,000 nodes
-    add_id, add_kind, add_status = ids.append, kinds.append, statuses.append
-    add_depth, add_top, add_caller, add_pred = (
-        depths.append,
-        tops.append,
-        callers.append,
-        preds.append,
-    )
-    add_kids, add_desc = kids.append, desc.append
     try:
         for row, node in enumerate(nodes):
             if type(node) is not dict:
@@ -168,7 +160,7 @@ def _one_pass(
                 stacks[row] = open_rows = [row]
                 top = unit = row
                 turn_rows.append(row)
-                add_depth(0)
+                preds[row] = pred
             else:
                 at = row_of.get(caller) if type(caller) is str else None
                 if at is None:
@@ -186,18 +178,14 @@ def _one_pass(
                         return _INTERLEAVED if in_seq_order else None
                 stack.append(row)
                 kids[at] += 1
-                add_depth(depths[at] + 1)
-                pred = None
+                depths[row] = depths[at] + 1
+                callers[row] = caller
             source[nid] = node
             row_of[nid] = row
-            add_id(nid)
-            add_kind(kind)
-            add_status(status)
-            add_top(unit)
-            add_caller(caller)
-            add_pred(pred)
-            add_kids(0)
-            add_desc(0)
+            ids[row] = nid
+            kinds[row] = kind
+            statuses[row] = status
+            tops[row] = unit
     except KeyError:
         return None
     for done in open_rows:

@@ -28,6 +28,8 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+import orjson
+
 from openprogram.view.layout import Layout
 from openprogram.view.summary import node_detail, summarize
 
@@ -54,19 +56,20 @@ def saved_view(
     """
     rows = summaries if summaries is not None else summarize(layout)
     total = len(rows)
-    kept = _fit_summaries(rows, budget * 3 // 4)
+    kept, kept_size = _fit_summaries(rows, budget * 3 // 4)
     payload: dict[str, Any] = {
         "v": 1,
         "title": title,
         "head_id": layout.head_id,
-        "summary": kept,
+        "summary": [],
         "folded": sorted(f for f in layout.folded if f in layout.placed),
         "nodes": total,
         "omitted": total - len(kept),
     }
     if widget:
         payload["widget"] = widget
-    left = budget - _size(payload) - 64
+    left = budget - _size(payload) - kept_size - 64
+    payload["summary"] = kept
     newest_first = [s["id"] for s in reversed(kept) if s["id"] not in light]
     details, limit = _fit_details(layout.source, newest_first, left)
     payload["details"] = details
@@ -75,20 +78,23 @@ def saved_view(
     return payload
 
 
-def _fit_summaries(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+def _fit_summaries(rows: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
     """All rows if at most :data:`MAX_SAVED_NODES` fit ``budget`` (almost always); else the
-    last rows (nearest HEAD, where the view opens) that do, in row order."""
-    if len(rows) <= MAX_SAVED_NODES and _size(rows) <= budget:
-        return rows
-    newest = sorted(rows, key=lambda row: row["order"])[-MAX_SAVED_NODES:]
+    last rows (nearest HEAD, where the view opens) that do, in row order; and their size."""
+    if len(rows) > MAX_SAVED_NODES:
+        rows = sorted(rows, key=lambda row: row["order"])[-MAX_SAVED_NODES:]
+    size = _size(rows)
+    if size <= budget:
+        return rows, size
     out: list[dict[str, Any]] = []
     used = 2
-    for row in reversed(newest):
-        used += _size(row) + 1
-        if used > budget:
+    for row in reversed(sorted(rows, key=lambda row: row["order"])):
+        size = _size(row) + 1
+        if used + size > budget:
             break
+        used += size
         out.append(row)
-    return out[::-1]
+    return out[::-1], used
 
 
 def _fit_details(
@@ -111,4 +117,9 @@ def _fit_details(
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    """Bytes of ``value`` as compact UTF-8 JSON (orjson's output; json's for what orjson
+    refuses, such as ints beyond 64 bits)."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())

@@ -124,8 +124,9 @@ def token_usage(node: Mapping[str, Any]) -> tuple[int, int] | None:
     return tuple(c if type(c) is int else 0 for c in counts)  # type: ignore[return-value]
 
 
-def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a summary that depends only on the node's content (cacheable per node)."""
+def index_summary(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a summary an index entry gives (``Session.light_nodes()``: kind, name,
+    status, when a turn ran): all that :func:`content_summary` finds in such an entry."""
     name = node.get("name")
     out: dict[str, Any] = {
         "kind": clip(node_kind(node), 40),
@@ -134,6 +135,16 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "status": clip(node_status(node), 40),
     }
+    if out["kind"] in _TURN_LEVEL:
+        at = node.get("created_at")
+        if isinstance(at, int | float) and not isinstance(at, bool) and at > 0:
+            out["at"] = round(at)
+    return out
+
+
+def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a summary that depends only on the node's content (cacheable per node)."""
+    out = index_summary(node)
     text = preview_text(node)
     if text:
         out["preview"] = text
@@ -147,9 +158,6 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
         out["cost"] = float(cost)
     if out["kind"] in _TURN_LEVEL:
-        at = node.get("created_at")
-        if isinstance(at, int | float) and not isinstance(at, bool) and at > 0:
-            out["at"] = round(at)
         run = _meta(node).get("run")
         if isinstance(run, str) and run:
             out["run"] = clip(run, 40)
