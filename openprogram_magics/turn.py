@@ -210,7 +210,7 @@ class CellTurn:
         static drawing.  The extension finds the live widget by the id in the DAG data.
         """
         from openprogram.view import compute_layout, render_static_html, render_text_tree
-        from openprogram.view.saved import DAG_MIME, saved_view
+        from openprogram.view.saved import DAG_MIME, mime_value, saved_view
 
         assert self.handle is not None and self.node is not None
         nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node)]
@@ -226,7 +226,7 @@ class CellTurn:
         return {
             "text/plain": header + "\n" + render_text_tree((), None, layout=layout),
             "text/html": render_static_html((), None, title=header, layout=layout),
-            DAG_MIME: saved_view(layout, title=header, widget=widget),
+            DAG_MIME: mime_value(saved_view(layout, title=header, widget=widget)),
             MIME_TYPE: payload,
         }
 

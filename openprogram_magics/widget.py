@@ -50,7 +50,7 @@ from openprogram.view.layout import (
     node_status,
 )
 from openprogram.view.page import ASSETS, dag_module_source
-from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, saved_view
+from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, mime_value, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
     DETAIL_FIELDS,
@@ -278,7 +278,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                 **data,
                 "text/plain": self.to_text(),
                 "text/html": self.to_html(),
-                DAG_MIME: self.to_saved(),
+                DAG_MIME: mime_value(self.to_saved()),
             }
         return data, meta
 

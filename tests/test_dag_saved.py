@@ -22,6 +22,7 @@ from openprogram.view.saved import (
     DETAIL_LIMITS,
     SESSION_BUDGET,
     TURN_BUDGET,
+    read_saved,
     saved_view,
 )
 from openprogram_magics.headless import run_notebook
@@ -124,7 +125,7 @@ def check_turn_outputs(nb: dict[str, Any]) -> None:
     assert len(outs) == 2
     for count, data in outs:
         assert WIDGET_VIEW not in data
-        saved = data[DAG_MIME]
+        saved = read_saved(data[DAG_MIME])
         root = saved["summary"][0]
         assert root["kind"] == "turn" and root["name"] == f"cell [{count}]"  # In [n]
         turns = {s["id"] for s in saved["summary"] if s["kind"] == "turn"}
@@ -198,8 +199,8 @@ def test_with_a_live_frontend_the_saved_part_names_the_live_widget(op_home: Path
     assert WIDGET_VIEW in first  # live while the cell runs
     final = [m for m in msgs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
     assert WIDGET_VIEW not in final
-    assert final[DAG_MIME]["widget"] == first[WIDGET_VIEW]["model_id"]
-    assert final[DAG_MIME]["summary"][0]["name"] == "cell [2]"
+    assert read_saved(final[DAG_MIME])["widget"] == first[WIDGET_VIEW]["model_id"]
+    assert read_saved(final[DAG_MIME])["summary"][0]["name"] == "cell [2]"
 
 
 def test_a_forked_turn_says_so_in_the_live_view_title_too() -> None:
@@ -234,3 +235,18 @@ def test_the_prebuilt_extension_carries_this_dag_js() -> None:
     assert not stale, f"rebuild the labextension (jlpm build): {stale[:5]}"
     style = json.loads((assets / "style.json").read_text())
     assert style["kindColors"]["llm"] in built
+
+
+def test_a_large_view_is_saved_as_json_text_that_reads_back_the_same() -> None:
+    """JupyterLab deep-copies object-valued output parts on every read of a bundle, and
+    passes strings as they are: a large view is kept as JSON text, a turn as an object."""
+    from openprogram.view.saved import TEXT_MIN, mime_value
+
+    small = saved_view(compute_layout(big_turn(3, 100), "t"))
+    assert mime_value(small) is small
+    large = saved_view(compute_layout(big_turn(400, 50_000), "t"))
+    text = mime_value(large)
+    assert isinstance(text, str) and len(text.encode()) > TEXT_MIN
+    assert read_saved(text) == large and read_saved(small) == small
+    with pytest.raises(ValueError, match="not a saved DAG view"):
+        read_saved("[1, 2]")

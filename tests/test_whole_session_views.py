@@ -18,6 +18,7 @@ from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session.session import Session
 from openprogram.view import compute_layout
+from openprogram.view.saved import read_saved
 from openprogram_magics.widget import DAG_MIME, SavedDag, show_dag
 
 TURNS = 320  # > 300 visible rows: the tree prints only the last 300
@@ -99,7 +100,7 @@ def test_the_whole_session_widget_reads_only_what_it_shows(
     assert newest["ms"] == 1500 and newest["preview"] == "planned step 318"
 
     # the saved data: every shown row; details only of the nodes read
-    saved = SavedDag(widget)._repr_mimebundle_()[0][DAG_MIME]  # type: ignore[index]
+    saved = read_saved(SavedDag(widget)._repr_mimebundle_()[0][DAG_MIME])  # type: ignore[index]
     assert len(saved["summary"]) == len(shown)
     assert set(saved["details"]) <= set(reads) and shown[-1] in saved["details"]
 

@@ -37,10 +37,12 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    // Read `model.data` once: a notebook output's getter deep-copies every part of the
-    // bundle (JSON stringify + parse) on each access, megabytes for a large saved view.
+    // Read `model.data` once: a notebook output's getter deep-copies every object-valued
+    // part of the bundle (JSON stringify + parse) on each access.
     const bundle = model.data;
-    const data = (bundle[DAG_MIME] ?? {}) as SavedDag;
+    const raw = bundle[DAG_MIME];
+    // a large view is saved as JSON text: the output model passes strings without copying
+    const data = (typeof raw === 'string' ? JSON.parse(raw) : (raw ?? {})) as SavedDag;
     this.dropLive();
     this.teardown?.();
     this.saved.node.replaceChildren();

@@ -16,6 +16,12 @@ copies of the session):
   :data:`DETAIL_LIMITS` under which they all fit, and at the smallest clip the nodes
   nearest HEAD (the newest rows) are kept first; ``details_omitted`` counts the rest.
 
+A payload of more than :data:`TEXT_MIN` bytes is stored as JSON *text* (:func:`mime_value`;
+:func:`read_saved` reads either form): JupyterLab's output model deep-copies every
+object-valued part of a bundle (``JSON.parse(JSON.stringify(...))``) each time the bundle
+is read — six times while a notebook opens, ~50 ms each for a 4 MB view — and passes a
+string as it is.
+
 Payload keys: ``v`` (1), ``title``, ``head_id``, ``summary``, ``folded``, ``details``
 (id → :func:`node_detail` at ``detail_limit``), ``detail_limit``, ``nodes`` (how many the
 view has), ``omitted`` (summaries left out), ``details_omitted``, and ``widget`` (the live
@@ -38,6 +44,21 @@ TURN_BUDGET: Final = 256 * 1024
 SESSION_BUDGET: Final = 4 * 1024 * 1024
 MAX_SAVED_NODES: Final = 20_000
 DETAIL_LIMITS: Final = (4_000, 1_000, 250)
+TEXT_MIN: Final = 64 * 1024  # a larger payload is saved as JSON text (see above)
+
+
+def mime_value(payload: dict[str, Any]) -> dict[str, Any] | str:
+    """What the :data:`DAG_MIME` part holds: ``payload``, or its JSON text when large."""
+    text = orjson.dumps(payload)
+    return text.decode() if len(text) > TEXT_MIN else payload
+
+
+def read_saved(value: Any) -> dict[str, Any]:
+    """The payload of a :data:`DAG_MIME` part, stored as an object or as JSON text."""
+    data = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(data, dict):
+        raise ValueError("not a saved DAG view")
+    return data
 
 
 def saved_view(

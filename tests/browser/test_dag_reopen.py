@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from openprogram.view.saved import read_saved
+
 from .agents import AGENTS, LOAD, TRIAGE_DOC
 from .jupyterlab import NOTEBOOK, LabPage, NotebookPage, write_notebook
 
@@ -101,7 +103,7 @@ def test_lab_saved_notebook_reopened_without_its_kernel_draws_every_dag(
     assert len(outs) == 2
     assert all("application/vnd.jupyter.widget-view+json" not in o["data"] for o in outs)
     # the turn is named after the prompt the frontend showed
-    names = [o["data"][DAG_MIME]["summary"][0]["name"] for o in outs]
+    names = [read_saved(o["data"][DAG_MIME])["summary"][0]["name"] for o in outs]
     prompts = [lab.cell(i).locator(".jp-InputPrompt").inner_text() for i in (2, 3)]
     assert [n.removeprefix("cell ") for n in names] == [
         p.removeprefix("In ").strip().rstrip(":") for p in prompts

@@ -782,8 +782,10 @@ function savedModel(data) {
 }
 
 // Draw saved DAG data into `el` (no kernel); returns a function that tears the view down.
+// `data` is the payload, or its JSON text (how a large view is saved).
 export function renderSaved(el, data) {
-  const view = new DagView(savedModel(data || {}), el);
+  const payload = typeof data === "string" ? JSON.parse(data) : data;
+  const view = new DagView(savedModel(payload || {}), el);
   return () => view.destroy();
 }
 
