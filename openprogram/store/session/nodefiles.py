@@ -39,7 +39,15 @@ class NodeFiles:
         """The contents of those of ``rels`` that are not checked out, read from git in one
         go when there are many (the caller reads the rest with :meth:`read`)."""
         self._real_dirs.clear()  # a maintenance may have left some out since
-        left_out = [rel for rel in rels if not self.checked_out(rel)]
+        folders: dict[str, bool] = {}
+        left_out = []
+        for rel in rels:
+            folder = rel.rpartition("/")[0]
+            on_disk = folders.get(folder)
+            if on_disk is None:
+                on_disk = folders[folder] = self.checked_out(rel)
+            if not on_disk:
+                left_out.append(rel)
         return self.repo.read_paths(left_out) if len(left_out) >= BATCH_MIN else {}
 
     def checked_out(self, rel: str) -> bool:

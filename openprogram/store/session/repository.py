@@ -393,24 +393,31 @@ class Repository:
         return self.write_tree(entries)
 
     def read_paths(self, paths: list[str], ref: str = MAIN_REF) -> dict[str, bytes]:
-        """The contents of many files of ``ref`` at once: git inflates them (``cat-file
-        --batch``, one process) rather than Python.  Paths that are not files there, or
-        hold more than ``MAX_FILE_BYTES``, are left out (:meth:`blob_at` says why)."""
+        """The contents of many files of ``ref`` at once, inflated by git rather than Python:
+        one ``git ls-tree -r -l`` of the folders they are in (each tree read once), one
+        ``git cat-file --batch`` of their blobs.  Paths that are not files there, or hold
+        more than ``MAX_FILE_BYTES``, are left out (:meth:`blob_at` says why)."""
         commit = self.read_ref(ref)
         if commit is None or not paths:
             return {}
-        names = [f"{commit.hex()}:{path}".encode() for path in paths]
-        batch = b"\n".join(names)
-        check = run_git(self.worktree, "cat-file", "--batch-check", input=batch, check=False)
-        if check.returncode:  # a repository git cannot read: the caller reads one by one
+        # the folders two levels up (history/<bucket>), or the whole tree
+        folders = {path.rsplit("/", 2)[0] if path.count("/") >= 2 else "" for path in paths}
+        specs = [] if "" in folders else sorted(folders)
+        listed = run_git(
+            self.worktree, "ls-tree", "-r", "-l", "-z", "--full-tree", commit.hex(), "--",
+            *specs, check=False,
+        )  # fmt: skip
+        if listed.returncode:  # a repository git cannot read: the caller reads one by one
             return {}
-        wanted = []  # "<sha> blob <size>", else "<name> missing" or another type
-        for path, name, line in zip(paths, names, check.stdout.splitlines(), strict=True):
-            parts = line.split()
-            if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
-                wanted.append((path, name))
+        blobs: dict[str, bytes] = {}  # path -> hex sha, "<mode> blob <sha> <size>\t<path>"
+        for item in listed.stdout.split(b"\0"):
+            info, _, name = item.partition(b"\t")
+            parts = info.split()
+            if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
+                blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
+        wanted = [(path, blobs[path]) for path in paths if path in blobs]
         fetched = run_git(
-            self.worktree, "cat-file", "--batch", input=b"\n".join(n for _p, n in wanted),
+            self.worktree, "cat-file", "--batch", input=b"\n".join(sha for _p, sha in wanted),
             check=False,
         )  # fmt: skip
         if fetched.returncode:
@@ -418,7 +425,7 @@ class Repository:
         data = fetched.stdout
         out: dict[str, bytes] = {}
         pos = 0
-        for path, _name in wanted:
+        for path, _sha in wanted:
             eol = data.index(b"\n", pos)
             size = int(data[pos:eol].rsplit(b" ", 1)[-1])
             out[path] = data[eol + 1 : eol + 1 + size]
