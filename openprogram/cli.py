@@ -150,17 +150,14 @@ def whole_tree(
     """The session's DAG as a text tree: laid out from the index (``light``, else
     ``session.light_nodes()``), node files read only for the rows printed (a 20,000-turn
     session has 100,000 nodes; a tree shows 300)."""
-    from openprogram.errors import CorruptedFile
     from openprogram.view import compute_layout, render_text_tree
 
     if light is None:
         light = session.light_nodes()
     layout = compute_layout(light, session.head_id, last_turns=last_turns)
-    for placed in layout.visible(max(layout.rows - max_lines, 0)):
-        try:
-            layout.source[placed.id] = session.get(placed.id).to_dict()
-        except (KeyError, CorruptedFile):
-            pass  # listed from the index; its problem is in session.problems
+    printed = session.get_many(p.id for p in layout.visible(max(layout.rows - max_lines, 0)))
+    for node_id, node in printed.items():  # a node not read is listed from the index
+        layout.source[node_id] = node.to_dict()
     return render_text_tree(light, session.head_id, layout=layout, max_lines=max_lines)
 
 

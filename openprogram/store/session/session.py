@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -418,19 +418,29 @@ class Session:
         return [_light(e) for e in self._all_entries()]
 
     def nodes(self) -> list[Call]:
-        """Every readable node in seq order (corrupted ones are listed in ``problems``).
-        Nodes left out of the working tree are read from git in one go."""
-        entries = self._all_entries()
+        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        return list(self._read_many(self._all_entries()).values())
+
+    def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
+        """The readable nodes among ``node_ids``, in that order (unknown ones left out,
+        corrupted ones too and listed in ``problems``)."""
+        with self._mu:
+            found = [self._index.find(node_id) for node_id in node_ids]
+        return self._read_many([entry for entry in found if entry is not None])
+
+    def _read_many(self, entries: list[Entry]) -> dict[str, Call]:
+        """Node id -> node; those left out of the working tree read from git in one go."""
         with self._mu:
             wanted = [e[F_PATH] for e in entries if e[0] not in self._nodes]
         committed = self._files.read_left_out(wanted)
-        out = []
+        out: dict[str, Call] = {}
         for entry in entries:
             try:
                 data = committed.pop(entry[F_PATH], None)
-                out.append(
-                    self.get(entry[0]) if data is None else self._read_node(entry[F_PATH], data)
-                )
+                if data is None:
+                    out[entry[0]] = self.get(entry[0])
+                else:
+                    out[entry[0]] = self._read_node(entry[F_PATH], data)
             except CorruptedFile as exc:
                 if str(exc) not in self.problems:
                     self.problems.append(str(exc))
