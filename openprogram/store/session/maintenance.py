@@ -9,8 +9,8 @@ returns at once.  That process, at low priority:
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
    (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
    only for buckets whose tree did not move meanwhile);
-3. makes git's index match HEAD and leaves the sealed buckets' node files out of the
-   working tree (:func:`checkout.refresh`), so ``git status`` is clean.
+3. makes git's index match HEAD and leaves all but the newest turns out of the working
+   tree (:func:`checkout.refresh`), so ``git status`` is clean.
 
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
