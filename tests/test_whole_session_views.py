@@ -1,8 +1,9 @@
 """Whole-session views of a long session drawn from its index: `openprogram sessions show`
 and `%openprogram dag`'s widget read the node files of the rows they display, no others.
 
-Reads are counted at ``Session.get`` (the one way the views read a node, whether from a
-file or from git); ``Session.nodes()`` (every node) must not be called at all.
+Reads are counted at ``Session.get`` and ``Session.get_many`` (the ways the views read a
+node, whether from a file or from git); ``Session.nodes()`` (every node) must not be
+called at all.
 """
 
 from __future__ import annotations
@@ -50,10 +51,18 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         got.append(node_id)
         return real_get(self, node_id)
 
+    real_get_many = Session.get_many
+
+    def get_many(self: Session, node_ids: Any) -> Any:  # the older ones in one git batch
+        ids = list(node_ids)
+        got.extend(ids)
+        return real_get_many(self, ids)
+
     def nodes(self: Session) -> Any:
         raise AssertionError("a whole-session view read every node")
 
     monkeypatch.setattr(Session, "get", get)
+    monkeypatch.setattr(Session, "get_many", get_many)
     monkeypatch.setattr(Session, "nodes", nodes)
     yield got
 
