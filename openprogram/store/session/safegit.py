@@ -45,7 +45,7 @@ def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
     worktree = ""
     if not bare:
         worktree = "\tlogallrefupdates = true\n\tsparseCheckout = "
-        worktree += "true\n" if sparse else "false\n"
+        worktree += "true\n\tsparseCheckoutCone = true\n" if sparse else "false\n"
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"
