@@ -113,11 +113,14 @@ def _open_session(args: argparse.Namespace) -> Any:
 def sessions_show(args: argparse.Namespace) -> int:
     from collections import Counter
 
+    from openprogram.view.bulk import paused_gc
+
     session = _open_session(args)
     if args.html:
         return _show_html(session, args)
     meta = session.meta
-    light = session.light_nodes()  # the index: no node file is read for these
+    with paused_gc():
+        light = session.light_nodes()  # the index: no node file is read for these
     kinds = Counter(n["metadata"]["kind"] for n in light)
     statuses = Counter(n["metadata"]["status"] for n in light)
     print(f"session  {session.id}")
@@ -140,7 +143,8 @@ def sessions_show(args: argparse.Namespace) -> int:
     else:
         print("problems none")
     print()
-    print(whole_tree(session, args.last, light))
+    with paused_gc():
+        print(whole_tree(session, args.last, light))
     return 0
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from openprogram.view.bulk import paused_gc
 from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
@@ -272,7 +273,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         if bundle is None:
             return None
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-        with self._lock:
+        with self._lock, paused_gc():
             self._sync_summary()
             data = {
                 **data,
@@ -327,7 +328,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def _refresh(self, *, send: bool) -> list[dict]:
         """Re-lay out; send the summaries that changed (when ``send``); mark the trait stale."""
-        with self._lock:
+        with self._lock, paused_gc():
             self._layout = compute_layout(self._nodes, self.head_id, folded=self.folded)
             old = self._current
             new = self._summaries(self._layout, old)
@@ -503,26 +504,29 @@ def show_dag(
     only for the rows shown (see :class:`DagWidget`'s ``load``).
     """
     load: Loader | None = None
-    if nodes is None:
-        if session_id is None:
-            raise ValueError("show_dag() needs a session id, or the nodes to draw (nodes=[...])")
-        from openprogram.agent.session_db import default_db
+    with paused_gc():
+        if nodes is None:
+            if session_id is None:
+                raise ValueError(
+                    "show_dag() needs a session id, or the nodes to draw (nodes=[...])"
+                )
+            from openprogram.agent.session_db import default_db
 
-        session = default_db().open(session_id)
-        head_id = session.head_id if head_id is None else head_id
-        light = session.light_nodes()
-        if len(light) > eager_max:
-            nodes, load = light, _loader(session)
-        else:
-            nodes = [c.to_dict() for c in session.nodes()]
-    return DagWidget(
-        nodes,
-        head_id=head_id,
-        title=title if title is not None else session_id or "",
-        last_turns=last_turns,
-        session_id=session_id,
-        load=load,
-    )
+            session = default_db().open(session_id)
+            head_id = session.head_id if head_id is None else head_id
+            light = session.light_nodes()
+            if len(light) > eager_max:
+                nodes, load = light, _loader(session)
+            else:
+                nodes = [c.to_dict() for c in session.nodes()]
+        return DagWidget(
+            nodes,
+            head_id=head_id,
+            title=title if title is not None else session_id or "",
+            last_turns=last_turns,
+            session_id=session_id,
+            load=load,
+        )
 
 
 def _loader(session: Any) -> Loader:
