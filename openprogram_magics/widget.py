@@ -68,7 +68,7 @@ ROWS_PER_REQUEST = 200  # light rows the browser may ask for at once
 SEARCH_SENT_MAX = 1_000  # summaries a search sends at most
 EAGER_MAX = 5_000  # show_dag reads every node of a session up to this size
 
-Loader = Callable[[str], Mapping[str, Any] | None]
+Loader = Callable[[list[str]], Mapping[str, Mapping[str, Any]]]  # ids -> the readable ones
 
 __all__ = ["DagWidget", "SavedDag", "show_dag"]
 
@@ -97,8 +97,8 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         load: Loader | None = None,
         **kwargs: Any,
     ) -> None:
-        """``load`` (id → the node's full dict, None if unreadable) makes ``nodes`` *light*
-        ones (``Session.light_nodes()``): read whole only when a view shows them."""
+        """``load`` (ids → the full dicts of the readable ones) makes ``nodes`` *light* ones
+        (``Session.light_nodes()``): read whole only when a view shows them."""
         self._lock = threading.RLock()
         self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
         self._nodes: list[Mapping[str, Any]] = list(nodes)
@@ -309,14 +309,12 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def _read(self, ids: Iterable[str]) -> None:
         """Replace light nodes by the whole ones (``load``); unreadable ones stay light."""
-        if self._load is None:
+        wanted = [nid for nid in ids if nid in self._light]
+        if self._load is None or not wanted:
             return
         layout = self._layout
-        for nid in ids:
+        for nid, node in self._load(wanted).items():
             if nid not in self._light:
-                continue
-            node = self._load(nid)
-            if node is None:
                 continue
             self._light.discard(nid)
             self._content.pop(nid, None)
@@ -530,13 +528,10 @@ def show_dag(
 
 
 def _loader(session: Any) -> Loader:
-    from openprogram.errors import CorruptedFile
-
-    def load(node_id: str) -> Mapping[str, Any] | None:
-        try:
-            return session.get(node_id).to_dict()  # type: ignore[no-any-return]
-        except (KeyError, CorruptedFile):
-            return None  # listed in the index; its problem is in session.problems
+    def load(node_ids: list[str]) -> dict[str, Mapping[str, Any]]:
+        # the unreadable ones are left out (listed in session.problems); those left out
+        # of the working tree come from git in one batch
+        return {nid: call.to_dict() for nid, call in session.get_many(node_ids).items()}
 
     return load
 

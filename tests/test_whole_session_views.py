@@ -132,7 +132,7 @@ def test_rows_unfolds_and_clicks_read_their_nodes_on_demand(
 
     # the browser drew the first rows: it asks for their whole summaries
     widget._on_custom_msg(widget, {"type": "rows", "ids": first_turns}, None)
-    assert reads == first_turns
+    assert set(reads) == set(first_turns)
     (upsert,) = custom("upsert")
     assert [s["id"] for s in upsert["nodes"]] == first_turns
     assert upsert["nodes"][0]["preview"] == "step(0)" and "light" not in upsert["nodes"][0]
@@ -143,7 +143,7 @@ def test_rows_unfolds_and_clicks_read_their_nodes_on_demand(
     (upsert,) = custom("upsert")
     (call,) = upsert["nodes"]
     assert call["caller"] == first_turns[0] and call["name"] == "plan_0" and call["light"]
-    assert call["y"] is not None and reads == first_turns
+    assert call["y"] is not None and set(reads) == set(first_turns)
 
     # a click reads it and replies with its detail
     sent.clear()

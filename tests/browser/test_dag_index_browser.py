@@ -29,9 +29,9 @@ keys = ("id", "seq", "turn", "role", "name", "caller", "predecessor", "created_a
 light = [{**{k: n[k] for k in keys}, "metadata": {k: n["metadata"][k] for k in ("kind", "status")}}
          for n in full]
 reads = []
-def load(node_id):
-    reads.append(node_id)
-    return by_id[node_id]
+def load(node_ids):
+    reads.extend(node_ids)
+    return {i: by_id[i] for i in node_ids}
 head = [n["id"] for n in full if n["metadata"]["kind"] == "turn"][-1]
 w = W.DagWidget(light, head, title="from the index", last_turns=3, load=load)
 sent = {s["id"] for s in w.summary}
