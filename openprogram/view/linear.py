@@ -5,9 +5,10 @@ after the calls its earlier siblings made: the list is already the layout's row 
 (turn-level nodes in seq order, each followed by its nested calls depth first).
 :func:`linear_layout` checks that while it walks the list once, keeping columns instead of
 per-node objects (see :class:`~openprogram.view.placed.Rows`); a fold skips the rows it
-hides.  Turns that interleave (two writers, a background run) cost one more pass that puts
-the rows in depth-first order.  Anything else — bad data, links pointing forward —
-returns ``None`` and the general layout (:mod:`openprogram.view.layout`) takes the nodes.
+hides.  Turns that interleave (two writers, a background run) are regrouped turn by turn
+after the pass; calls that interleave inside a turn (threads) cost a depth-first ordering
+and a second pass.  Anything else — bad data, links pointing forward — returns ``None``
+and the general layout (:mod:`openprogram.view.layout`) takes the nodes.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def _one_pass(
     last_turns: int | None,
     in_seq_order: bool,
 ) -> Layout | object | None:
+    """The layout, ``_INTERLEAVED`` if a turn's calls are not depth first (only checked
+    when ``in_seq_order``), or None for anything the general layout must take."""
     source: dict[str, Any] = {}
     row_of: dict[str, int] = {}
     count = len(nodes)  # the columns, filled row by row (most of the time at 100,000 nodes)

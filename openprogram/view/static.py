@@ -150,12 +150,12 @@ def run_starts(lay: Layout, start: int = 0) -> set[str]:
     than the turn-level node above (``metadata.run``, set by the notebook's turns): where a
     restart or a re-run begins.  Turn-level rows are never folded away."""
     ids = lay.visible_ids()
+    runs = [(nid, run) for nid in ids[start:] if (run := _run(lay, nid))]
+    if not runs:
+        return set()
     last = next(filter(None, (_run(lay, nid) for nid in reversed(ids[:start]))), None)
     out: set[str] = set()
-    for nid in ids[start:]:
-        run = _run(lay, nid)
-        if not run:
-            continue
+    for nid, run in runs:
         if last is not None and run != last:
             out.add(nid)
         last = run
