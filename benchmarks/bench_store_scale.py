@@ -95,12 +95,16 @@ import json, os, sys, time
 os.environ["OPENPROGRAM_HOME"] = HOME
 from openprogram.store.session.session import Session
 from openprogram_magics.widget import SavedDag, show_dag
-reads = []
-real_get = Session.get
+reads = set()
+real_get, real_get_many = Session.get, Session.get_many
 def get(self, node_id):
-    reads.append(node_id)
+    reads.add(node_id)
     return real_get(self, node_id)
-Session.get = get
+def get_many(self, node_ids):
+    node_ids = list(node_ids)
+    reads.update(node_ids)
+    return real_get_many(self, node_ids)
+Session.get, Session.get_many = get, get_many
 t = time.perf_counter()
 data, _ = SavedDag(show_dag(SID, last_turns=50))._repr_mimebundle_()
 size = len(json.dumps(data))
