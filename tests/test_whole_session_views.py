@@ -162,3 +162,31 @@ def test_rows_unfolds_and_clicks_read_their_nodes_on_demand(
     (upsert,) = custom("upsert")
     assert {s["name"] for s in upsert["nodes"]} == names
     assert widget.search("plan_10") == []  # already sent
+
+
+def test_a_node_that_cannot_be_read_stays_listed_from_the_index() -> None:
+    """A shown row whose node the session cannot read (damaged, gone) keeps its index
+    entry's name and status, and a click says it could not be read."""
+    from openprogram_magics.widget import DagWidget
+    from tests.dag_sample import sample_nodes
+
+    full = sample_nodes(400)
+    by_id = {n["id"]: n for n in full}
+    keys = ("id", "seq", "turn", "role", "name", "caller", "predecessor", "created_at")
+    light = [
+        {**{k: n[k] for k in keys}, "metadata": {k: n["metadata"][k] for k in ("kind", "status")}}
+        for n in full
+    ]
+    bad = full[-2]["id"]
+    widget = DagWidget(
+        light, full[-1]["id"], load=lambda ids: {i: by_id[i] for i in ids if i != bad}
+    )
+    sent: list[dict[str, Any]] = []
+    widget._send = lambda msg, buffers=None: sent.append(json.loads(json.dumps(msg)))
+
+    rows = {s["id"]: s for s in widget.summary}
+    assert rows[bad]["light"] and rows[bad]["name"] == full[-2]["name"]
+    assert "light" not in rows[full[-3]["id"]]  # its neighbours were read
+    assert widget.select(bad) is None
+    (reply,) = [m["content"] for m in sent if m.get("method") == "custom"]
+    assert reply["detail"] is None and "could not be read" in reply["error"]
