@@ -449,6 +449,8 @@ def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     every node back."""
     history = sealed_session / "history"
     assert sorted(os.listdir(history)) == ["0002"]
+    # sealed buckets load from their committed index: their local caches are gone too
+    assert os.listdir(sealed_session / ".state" / "index") == ["0002.json"]
     kept = sorted(os.listdir(history / "0002"))
     assert kept == [f"{t:06d}" for t in range(251 - checkout.RECENT_TURNS, 251)]
     assert git_out(sealed_session, "status", "--porcelain") == ""

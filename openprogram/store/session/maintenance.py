@@ -40,6 +40,7 @@ from openprogram.store.session.files import (
     open_state_file,
 )
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
+from openprogram.store.session.nodeindex import CACHE_DIR
 from openprogram.store.session.repository import Repository, pack_loose
 from openprogram.store.session.safegit import git_argv, git_env
 
@@ -199,6 +200,10 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
         atomic_write(known_path, json.dumps(known).encode())
     except OSError:
         pass
+    current = bucket_trees(repo)
+    for name, tree in current.items():  # a sealed bucket loads from its committed index:
+        if known.get(name) == tree.hex():  # its local cache (~75 KB) is not read again
+            (root / ".state" / CACHE_DIR / f"{name}.json").unlink(missing_ok=True)
     return sealed
 
 
