@@ -17,7 +17,8 @@ The layers, bottom up: :mod:`repository` (git objects, trees, refs, packing), :m
 :mod:`buckets` (sealed bucket indexes), :mod:`nodeindex` (the lazily loaded index and its
 local cache), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are
 checked out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what
-runs detached), :mod:`session` (one open session: write path and queries) and this module
+runs detached), :mod:`queries` (the read side of an open session), :mod:`session` (one
+open session: opening, syncing and the write path) and this module
 (the sessions under a home folder).
 """
 

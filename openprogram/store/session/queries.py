@@ -1,0 +1,145 @@
+"""The read side of an open session: nodes by id, many at once, the whole DAG, children,
+the conversation chain, and the light index entries — and the bounded cache of parsed
+nodes they share with the write path.
+
+:class:`SessionQueries` is a base of :class:`session.Session`; it only reads what the
+session holds (its :class:`NodeIndex`, its :class:`NodeFiles`, the parsed nodes) and never
+writes a file or a commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from openprogram.context import graph
+from openprogram.context.nodes import Call, NodeFormatError
+from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import loads
+from openprogram.store.session.index import ENTRY_FIELDS, F_CALLER, F_PATH, F_SEQ, Entry
+from openprogram.store.session.nodefiles import NodeFiles
+from openprogram.store.session.nodeindex import NodeIndex
+
+NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
+
+
+def _light(e: Entry) -> dict[str, Any]:
+    return {
+        "id": e[0], "seq": e[1], "turn": e[2], "role": e[3], "name": e[4],
+        "caller": e[7], "predecessor": e[8], "created_at": e[9],
+        "metadata": {"kind": e[5], "status": e[6]},
+    }  # fmt: skip
+
+
+class SessionQueries:
+    """The queries of :class:`session.Session` (which sets these fields)."""
+
+    id: str
+    path: Path
+    problems: list[str]
+    _mu: threading.RLock
+    _nodes: dict[str, Call]  # parsed nodes (bounded), ours included
+    _dirty: dict[str, Call]  # this process's unsaved nodes
+    _index: NodeIndex
+    _files: NodeFiles
+    _children: dict[str | None, list[str]] | None
+    _children_gen: int
+
+    def get(self, node_id: str) -> Call:
+        with self._mu:
+            call = self._nodes.get(node_id)
+            if call is not None:
+                return call
+            entry = self._index.find(node_id)
+        if entry is None:
+            raise KeyError(f"no node {node_id!r} in session {self.id}")
+        return self._read_node(entry[F_PATH])
+
+    def _read_node(self, rel: str, data: bytes | None = None) -> Call:
+        """The node of file ``rel`` (its content ``data`` when read already), cached."""
+        try:
+            call = Call.from_dict(loads(self._files.read(rel) if data is None else data))
+        except (OSError, ValueError, NodeFormatError) as exc:
+            raise CorruptedFile(str(self.path / rel), str(exc)) from exc
+        with self._mu:
+            self._cache(call)
+        return call
+
+    def _all_entries(self) -> list[Entry]:
+        with self._mu:
+            self._index.load_all()
+            return sorted(self._index.entries.values(), key=lambda e: e[F_SEQ])
+
+    def index(self) -> list[dict[str, Any]]:
+        """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
+        return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in self._all_entries()]
+
+    def light_nodes(self) -> list[dict[str, Any]]:
+        """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no
+        input, output, doc; metadata holds kind and status): what a layout of the whole DAG
+        needs, without reading a node file."""
+        return [_light(e) for e in self._all_entries()]
+
+    def nodes(self) -> list[Call]:
+        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        return list(self._read_many(self._all_entries()).values())
+
+    def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
+        """The readable nodes among ``node_ids``, in that order (unknown ones left out,
+        corrupted ones too and listed in ``problems``)."""
+        with self._mu:
+            found = [self._index.find(node_id) for node_id in node_ids]
+        return self._read_many([entry for entry in found if entry is not None])
+
+    def _read_many(self, entries: list[Entry]) -> dict[str, Call]:
+        """Node id -> node; those left out of the working tree read from git in one go."""
+        with self._mu:
+            wanted = [e[F_PATH] for e in entries if e[0] not in self._nodes]
+        committed = self._files.read_left_out(wanted)
+        out: dict[str, Call] = {}
+        for entry in entries:
+            try:
+                data = committed.pop(entry[F_PATH], None)
+                if data is None:
+                    out[entry[0]] = self.get(entry[0])
+                else:
+                    out[entry[0]] = self._read_node(entry[F_PATH], data)
+            except CorruptedFile as exc:
+                if str(exc) not in self.problems:
+                    self.problems.append(str(exc))
+        return out
+
+    def children(self, caller: str | None) -> list[str]:
+        """Ids of the nodes ``caller`` made, in seq order.  A node's children are in its
+        bucket or newer ones, so only the buckets from the caller's on are loaded."""
+        with self._mu:
+            if caller is None:
+                self._index.load_all()
+            else:
+                self._index.find(caller)
+            if self._children is None or self._children_gen != self._index.generation:
+                kids: dict[str | None, list[str]] = {}
+                for entry in sorted(self._index.entries.values(), key=lambda e: e[F_SEQ]):
+                    kids.setdefault(entry[F_CALLER], []).append(entry[0])
+                self._children = kids
+                self._children_gen = self._index.generation
+            return list(self._children.get(caller, ()))
+
+    def chain(self, start: str | None, limit: int) -> list[Call]:
+        """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
+        return graph.chain(self._readable, start, limit)
+
+    def _readable(self, node_id: str) -> Call | None:
+        try:
+            return self.get(node_id)
+        except (KeyError, CorruptedFile):
+            return None
+
+    def _cache(self, call: Call) -> None:
+        # bounded memory: past NODE_CACHE_MAX saved nodes keep only the unsaved ones (counted
+        # beside the unsaved, so a long turn's own nodes do not make every insert prune)
+        if len(self._nodes) >= NODE_CACHE_MAX + len(self._dirty):
+            self._nodes = {k: v for k, v in self._nodes.items() if k in self._dirty}
+        self._nodes[call.id] = call
