@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from openprogram.store.session.packing import loose_objects, pack_loose
+from openprogram.store.session.refs import RefChanged, RefLocked
 from openprogram.store.session.repository import (
     MAIN_REF,
     TREE_MODE,
-    RefChanged,
-    RefLocked,
     Repository,
-    loose_objects,
     object_sha,
-    pack_loose,
     parse_tree,
     tree_sha,
 )

@@ -5,7 +5,7 @@ history bucket, the committing process starts ``python -m
 openprogram.store.session.maintenance <session>`` in a new session (``setsid``) and
 returns at once.  That process, at low priority:
 
-1. packs the loose objects (:func:`repository.pack_loose`);
+1. packs the loose objects (:func:`packing.pack_loose`);
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
    (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
    only for buckets whose tree did not move meanwhile);
@@ -41,7 +41,8 @@ from openprogram.store.session.files import (
 )
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.nodeindex import CACHE_DIR
-from openprogram.store.session.repository import Repository, pack_loose
+from openprogram.store.session.packing import pack_loose
+from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import git_argv, git_env
 
 MAINTAIN_EVERY = 50  # commits between two maintenances

@@ -1,11 +1,10 @@
-"""A session's git repository, in-process: objects, trees, commits, refs and packing.
+"""A session's git repository, in-process: objects, trees and commits, over its refs
+(:mod:`refs`) and loose objects and packs (:mod:`packing`).
 
-The only module of the store that knows git's formats.  Objects are written loose
-(``zlib`` of ``<kind> <size>\\0<data>``, named by their SHA-1, as git writes them) and
-read through gitdb's public ``stream()`` (loose or packed); trees and commits are git's
-documented object formats; a ref moves by compare-and-swap under git's own lock protocol
-(``<ref>.lock`` created exclusively, the old value checked under it, renamed over the ref),
-so ``git`` itself and other processes see a ref either before or after, never torn.
+The only part of the store that knows git's formats (with :mod:`refs` and :mod:`packing`).
+Objects are written loose (:func:`packing.write_loose`) and read through gitdb's public
+``stream()`` (loose or packed); trees and commits are git's documented object formats; a
+ref moves by compare-and-swap under git's own lock protocol (:func:`refs.update_ref`).
 Every git subprocess runs through :func:`safegit.run_git`.
 
 A turn is committed without git's index (which costs O(tracked files) per commit): only
@@ -16,22 +15,18 @@ the blobs and the trees on the paths that changed are written, so with the histo
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import threading
 import time
-import zlib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openprogram.errors import CorruptedFile, OpenProgramError
-from openprogram.store.session.files import MAX_FILE_BYTES, ensure_dir, read_bytes
+from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import MAX_FILE_BYTES
+from openprogram.store.session.packing import write_loose
+from openprogram.store.session.refs import MAIN_REF, read_ref, update_ref
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
     ACTOR_NAME,
-    BRANCH,
     check_layout,
     object_db,
     run_git,
@@ -42,42 +37,9 @@ if TYPE_CHECKING:
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
-MAIN_REF = f"refs/heads/{BRANCH}"
-MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
-STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
 TREE_CACHE_MAX = 256  # parsed trees kept (bounded memory; a commit reuses ~4)
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
-
-
-class RefChanged(OpenProgramError, RuntimeError):
-    """A compare-and-swap of a ref failed: it no longer points where the caller read it."""
-
-
-class RefLocked(OpenProgramError, RuntimeError):
-    """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Run the block with Ctrl-C held back until it ends (then delivered as usual), so a
-    lock taken in it is always released.  Only the main thread gets KeyboardInterrupt, so
-    elsewhere (or where Python does not own SIGINT) the block just runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:
-        yield
-        return
-    signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            signal.raise_signal(signal.SIGINT)
 
 
 # -- object formats (pure) ------------------------------------------------------------
@@ -130,15 +92,6 @@ def commit_data(tree: bytes, parents: list[bytes], message: str, when: int) -> b
     return "\n".join(lines).encode("utf-8", "surrogateescape")
 
 
-def _sha(path: Path, hexsha: bytes) -> bytes:
-    try:
-        if len(hexsha) == 40:
-            return bytes.fromhex(hexsha.decode("ascii"))
-    except ValueError:
-        pass
-    raise CorruptedFile(str(path), f"not an object name: {hexsha[:60]!r}")
-
-
 def commit_tree(data: bytes) -> bytes:
     """The root tree sha named by a commit object."""
     first = data.split(b"\n", 1)[0]
@@ -163,31 +116,8 @@ class Repository:
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
-        """Write one loose object; returns its binary sha.  (A background ``prune-packed``
-        may remove an empty fan-out folder between making it and the rename: retried.)"""
-        header = b"%s %d\0" % (kind, len(data))
-        digest = hashlib.sha1(header)
-        digest.update(data)
-        binsha, hexsha = digest.digest(), digest.hexdigest()
-        target = f"{self._objects}/{hexsha[:2]}/{hexsha[2:]}"
-        if os.path.exists(target):
-            return binsha
-        tmp = f"{self._objects}/tmp_obj_{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        try:
-            os.write(fd, zlib.compress(header + data, 1))
-        finally:
-            os.close(fd)
-        for attempt in range(20):
-            try:
-                os.rename(tmp, target)
-                break
-            except FileNotFoundError:
-                if attempt == 19:
-                    os.unlink(tmp)
-                    raise
-                os.makedirs(f"{self._objects}/{hexsha[:2]}", exist_ok=True)
-        return binsha
+        """Write one loose object; returns its binary sha (:func:`packing.write_loose`)."""
+        return write_loose(self._objects, kind, data)
 
     @property
     def odb(self) -> GitDB:
@@ -240,70 +170,14 @@ class Repository:
     # -- refs ------------------------------------------------------------------------
     def read_ref(self, name: str = MAIN_REF) -> bytes | None:
         """The binary sha ``name`` points to (loose, else ``packed-refs``), or None."""
-        loose = self.git_dir / name
-        try:  # never through a symlink, never more than a ref's size
-            return _sha(loose, read_bytes(str(loose), 4096)[:41].strip())
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise CorruptedFile(str(loose), str(exc)) from exc
-        suffix = b" " + name.encode()
-        packed = self.git_dir / "packed-refs"
-        try:
-            for line in read_bytes(str(packed)).splitlines():
-                if line.endswith(suffix) and not line.startswith(b"#"):
-                    return _sha(packed, line.split(b" ", 1)[0])
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise CorruptedFile(str(packed), str(exc)) from exc
-        return None
+        return read_ref(self.git_dir, name)
 
     def update_ref(
         self, name: str, new: bytes, expected: bytes | None, *, wait_s: float = 2.0
     ) -> None:
-        """Point ``name`` at ``new`` if it still points at ``expected`` (None: does not
-        exist), under git's lock protocol; raises :class:`RefChanged` otherwise, or
-        :class:`RefLocked` if another writer keeps ``<name>.lock`` past ``wait_s``."""
-        if not name.startswith("refs/") or ".." in name or name.endswith(".lock"):
-            raise ValueError(f"not a ref name: {name!r}")
-        path = self.git_dir / name
-        lock = f"{path}.lock"
-        ensure_dir(self.git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
-        with interrupts_deferred():  # a Ctrl-C here would leave the lock behind
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                    break
-                except FileExistsError:
-                    try:
-                        if time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
-                            os.unlink(lock)  # left by a process killed while holding it
-                            continue
-                    except FileNotFoundError:
-                        continue
-                    if time.monotonic() > deadline:
-                        raise RefLocked(f"{lock} is held by another writer") from None
-                    time.sleep(0.005)
-            try:
-                try:
-                    os.write(fd, new.hex().encode() + b"\n")
-                finally:
-                    os.close(fd)
-                current = self.read_ref(name)
-                if current != expected:
-                    raise RefChanged(
-                        f"{name} is at {current.hex() if current else None}, "
-                        f"not {expected.hex() if expected else None}"
-                    )
-                os.rename(lock, path)
-            except BaseException:
-                try:
-                    os.unlink(lock)
-                except FileNotFoundError:
-                    pass
-                raise
+        """Point ``name`` at ``new`` if it still points at ``expected`` (see
+        :func:`refs.update_ref`)."""
+        update_ref(self.git_dir, name, new, expected, wait_s=wait_s)
 
     # -- commits ---------------------------------------------------------------------
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
@@ -436,33 +310,3 @@ class Repository:
         self._odb = None
         self._trees.clear()
         self._commit_trees.clear()
-
-
-# -- packing (run by the detached maintenance, never on a commit's path) --------------
-def loose_objects(git_dir: Path) -> list[str]:
-    """The hex names of the loose objects."""
-    names = []
-    objects = git_dir / "objects"
-    for fan in os.scandir(objects):
-        if len(fan.name) == 2 and fan.is_dir():
-            names += [fan.name + o.name for o in os.scandir(fan.path) if len(o.name) == 38]
-    return names
-
-
-def pack_loose(worktree: Path) -> int:
-    """Pack the loose objects (by name: O(new objects), no history walk) and delete the
-    packed loose copies; past ``MAX_PACKS`` packs, merge them geometrically (reusing their
-    deltas, again without a walk).  Returns how many objects were packed.  Concurrent
-    commits are safe: only loose objects that are in a pack are deleted."""
-    git_dir = worktree / ".git"
-    names = loose_objects(git_dir)
-    if names:
-        stdin = ("\n".join(names) + "\n").encode()
-        run_git(worktree, "pack-objects", "-q", str(git_dir / "objects" / "pack" / "pack"),
-                input=stdin)  # fmt: skip
-        run_git(worktree, "prune-packed")
-    packs = [p for p in os.listdir(git_dir / "objects" / "pack") if p.endswith(".pack")]
-    geometric = ("repack", "-d", "-q", "--geometric=2")
-    if len(packs) > MAX_PACKS and run_git(worktree, *geometric, check=False).returncode:
-        run_git(worktree, "repack", "-a", "-d", "-q")
-    return len(names)

@@ -12,7 +12,8 @@
       workdir/       per-session scratch space
       .state/        lock, counters (seq, turn, HEAD), journals, local index cache
 
-The layers, bottom up: :mod:`repository` (git objects, trees, refs, packing), :mod:`files`
+The layers, bottom up: :mod:`refs` (reading and compare-and-swap of refs), :mod:`packing`
+(loose objects, packs), :mod:`repository` (git objects, trees, commits), :mod:`files`
 (atomic writes, locks, counters, journals), :mod:`index` (the light entry of a node),
 :mod:`buckets` (sealed bucket indexes), :mod:`nodeindex` (the lazily loaded index and its
 local cache), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are
