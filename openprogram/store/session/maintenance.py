@@ -40,7 +40,7 @@ from openprogram.store.session.files import (
     open_state_file,
 )
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
-from openprogram.store.session.nodeindex import CACHE_DIR
+from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.packing import pack_loose
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import git_argv, git_env

@@ -11,7 +11,7 @@ loaded from, in order:
 1. its committed index (:mod:`buckets`), when it is sealed at its tree in HEAD and every
    turn folder on disk is one of the tree's (folders left out are fine) — no node file
    read, no stat of its folders;
-2. its local cache ``.state/index/<bucket>.json`` (same format, the header holding each
+2. its local cache ``.state/index/<bucket>.json`` (:mod:`indexcache`; the header holding each
    turn's key: its tree sha in HEAD once committed, with its folder's mtime while checked
    out, else the mtime alone): turns whose key changed are scanned again — except a turn
    whose folder was only left out of the working tree since (same tree);
@@ -27,48 +27,27 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.store.session.buckets import bucket_trees, sealed_columns
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
-    atomic_write,
-    dumps,
-    ensure_dir,
     is_real_dir,
     loads,
     read_bytes,
 )
 from openprogram.store.session.index import (
     BUCKET_INDEX,
-    BUCKET_INDEX_VERSION,
     BUCKET_NAME,
-    ENTRY_FIELDS,
     F_PATH,
     TURN_DIR_NAME,
     Entry,
     entry_of,
-    valid_columns,
 )
+from openprogram.store.session.indexcache import TurnKey, read_cache, same_turn, write_cache
 from openprogram.store.session.repository import TREE_MODE, Repository
-
-CACHE_DIR = "index"  # under .state/
-COMMITTED_KEY = re.compile(r"[0-9a-f]{40}(@[0-9]{1,20})?")
-# a committed turn: its tree sha (hex), "@<its folder's mtime>" while checked out; else
-# (not committed yet) its folder's mtime (ns)
-TurnKey = int | str
-
-
-def same_turn(cached: TurnKey | None, now: TurnKey) -> bool:
-    """Whether entries recorded under ``cached`` still hold for a turn keyed ``now``: the
-    same key, or the same commit since left out of the working tree."""
-    return cached == now or (
-        type(now) is str and "@" not in now and type(cached) is str and cached[:40] == now
-    )
 
 
 class NodeIndex:
@@ -233,7 +212,7 @@ class NodeIndex:
     def _load_tracked(self, bucket: str, tree: bytes | None) -> None:
         """From the local cache where the turn keys match, else by scanning."""
         keys = self._turn_keys(bucket, tree)
-        cached_keys, cached = self._read_cache(bucket)
+        cached_keys, cached = read_cache(self.root, bucket)
         by_turn: dict[str, list[Entry]] = {}
         for entry in cached:
             by_turn.setdefault(entry[F_PATH].split("/")[2], []).append(entry)
@@ -294,35 +273,6 @@ class NodeIndex:
         self._forget(call.id)
         self.put(entry_of(call, rel), tracked=False)
 
-    # -- the local cache ---------------------------------------------------------------
-    def _cache_path(self, bucket: str) -> Path:
-        return self.root / ".state" / CACHE_DIR / f"{bucket}.json"
-
-    def _read_cache(self, bucket: str) -> tuple[dict[str, TurnKey], list[Entry]]:
-        try:
-            head, _, body = read_bytes(str(self._cache_path(bucket))).partition(b"\n")
-            header = loads(head)
-            dirs = header["dirs"]
-            if (
-                header.get("v") != BUCKET_INDEX_VERSION
-                or header.get("fields") != list(ENTRY_FIELDS)
-                or type(dirs) is not dict
-                or not all(
-                    TURN_DIR_NAME.fullmatch(k)
-                    and (type(v) is int or (type(v) is str and COMMITTED_KEY.fullmatch(v)))
-                    for k, v in dirs.items()
-                )
-            ):
-                return {}, []
-            columns = loads(body)
-            if columns == [[] for _ in ENTRY_FIELDS]:
-                return dirs, []
-            if not valid_columns(bucket, columns):
-                return {}, []
-            return dirs, list(zip(*columns, strict=True))
-        except Exception:  # missing, or not ours: the bucket is scanned
-            return {}, []
-
     def save(self) -> None:
         """Write the local cache of every tracked bucket changed since it was last saved."""
         for bucket in sorted(self._unsaved):
@@ -330,13 +280,7 @@ class NodeIndex:
             if mtimes is None:
                 continue
             rows = sorted((self.entries[i] for i in self._ids.get(bucket, ())), key=lambda e: e[1])
-            columns: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)] or [
-                [] for _ in ENTRY_FIELDS
-            ]
-            header: dict[str, Any] = {"v": BUCKET_INDEX_VERSION, "fields": list(ENTRY_FIELDS)}
-            header["dirs"] = mtimes
-            ensure_dir(self.root, f".state/{CACHE_DIR}")
-            atomic_write(self._cache_path(bucket), dumps(header) + b"\n" + dumps(columns) + b"\n")
+            write_cache(self.root, bucket, mtimes, rows)
         self._unsaved.clear()
 
     # -- changes -----------------------------------------------------------------------

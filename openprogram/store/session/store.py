@@ -15,12 +15,12 @@
 The layers, bottom up: :mod:`refs` (reading and compare-and-swap of refs), :mod:`packing`
 (loose objects, packs), :mod:`repository` (git objects, trees, commits), :mod:`files`
 (atomic writes, locks, counters, journals), :mod:`index` (the light entry of a node),
-:mod:`buckets` (sealed bucket indexes), :mod:`nodeindex` (the lazily loaded index and its
-local cache), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are
-checked out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what
-runs detached), :mod:`queries` (the read side of an open session), :mod:`session` (one
-open session: opening, syncing and the write path) and this module
-(the sessions under a home folder).
+:mod:`buckets` (sealed bucket indexes), :mod:`indexcache` (the local index cache files),
+:mod:`nodeindex` (the lazily loaded index), :mod:`recovery` (dead writers' journals),
+:mod:`checkout` (which turns are checked out) and :mod:`nodefiles` (node files from disk or
+git), :mod:`maintenance` (what runs detached), :mod:`queries` (the read side of an open
+session), :mod:`session` (one open session: opening, syncing and the write path) and this
+module (the sessions under a home folder).
 """
 
 from __future__ import annotations
