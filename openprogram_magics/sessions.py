@@ -99,7 +99,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
             turns=sum(1 for e in session.index() if e["kind"] == "turn"),
             head=session.head_id,
         )
-        from openprogram.store.session.sync import lines
+        from openprogram.store.session.syncmerge import lines
 
         others = lines(session)  # another person's (or notebook copy's) line of the session
         if others:

@@ -1,4 +1,6 @@
-"""Sharing a session through git: bundles, push and pull (the I/O around :mod:`syncrules`).
+"""Sharing a session through git: bundles, push and pull (the I/O around :mod:`syncrules`):
+receiving into a quarantine and checking what arrived here, joining it in :mod:`syncmerge`,
+git run through :mod:`syncgit`.
 
 A session is a repository, so it travels as one: ``export`` writes a git bundle holding one
 ref, ``refs/openprogram/sessions/<id>``; ``push`` sends the session's ``main`` to that ref of
@@ -22,38 +24,35 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from openprogram.store.session import checkout, maintenance
-from openprogram.store.session.files import atomic_write
 from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.repository import Repository
-from openprogram.store.session.safegit import init_repository, run_git
+from openprogram.store.session.safegit import init_repository
+from openprogram.store.session.syncgit import (
+    INCOMING,
+    QUARANTINE_PREFIX,
+    git,
+    git_fail,
+    git_out,
+    main_commit,
+)
+from openprogram.store.session.syncmerge import Received, receive
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
-    Line,
     SyncError,
-    changed_files,
     check_meta,
     check_refs,
-    is_turn,
-    merge_trees,
-    other_lines,
     redact_url,
     session_ref,
 )
 
 if TYPE_CHECKING:
-    from openprogram.store.session.store import Session, SessionStore
+    from openprogram.store.session.store import SessionStore
 
-INCOMING = "refs/openprogram/incoming"
-QUARANTINE_PREFIX = ".incoming-"
 LOCAL = "refs/openprogram/local"
 
 __all__ = [
@@ -61,73 +60,9 @@ __all__ = [
     "SyncError",
     "export_bundle",
     "import_bundle",
-    "lines",
     "pull",
     "push",
 ]
-
-
-@dataclass
-class Received:
-    """What a pull or import did."""
-
-    session_id: str
-    status: str  # "new" | "up to date" | "fast-forward" | "merged"
-    new_turns: int = 0
-    lines: list[Line] = field(default_factory=list)
-
-    def describe(self) -> str:
-        text = f"session {self.session_id}: {self.status}"
-        if self.new_turns:
-            text += f", {self.new_turns} turn(s) arrived"
-        for line in self.lines:
-            text += f"; another line ends at {line.tip} ({line.turns} turn(s) of its own)"
-        return text
-
-
-# -- git ----------------------------------------------------------------------------------
-def _git(
-    repo: Path,
-    *args: str,
-    input: bytes | None = None,
-    check: bool = True,
-    network: str | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run git on ``repo`` through :func:`safegit.run_git` (no hooks, no programs the
-    repository names, objects checked on receipt).  ``network`` (the allowed protocols)
-    also lets git use the user's own ways to authenticate — their credential helper,
-    askpass, ssh agent — and nothing else.  A quarantine keeps its ``alternates`` (ours)."""
-    return run_git(
-        repo,
-        "-c",
-        "transfer.fsckObjects=true",
-        *args,
-        input=input,
-        check=check,
-        network=network,
-        sanitize=not repo.name.startswith(QUARANTINE_PREFIX),
-    )
-
-
-def _out(repo: Path, *args: str) -> str:
-    return _git(repo, *args).stdout.decode().strip()
-
-
-def _fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
-    text = result.stderr.decode(errors="replace").strip().splitlines()
-    reason = next((t for t in reversed(text) if t.strip()), "git failed")
-    if url:
-        reason = reason.replace(url, redact_url(url))
-    return SyncError(f"{what}: {' '.join(reason.split())[:300]}")
-
-
-def _main(repo: Path) -> str | None:
-    result = _git(repo, "rev-parse", "-q", "--verify", "refs/heads/main^{commit}", check=False)
-    return result.stdout.decode().strip() or None
-
-
-def _is_ancestor(repo: Path, a: str, b: str) -> bool:
-    return _git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
 
 
 # -- the quarantine ------------------------------------------------------------------------
@@ -146,13 +81,13 @@ def _quarantine(store: SessionStore) -> Iterator[Path]:
 def _borrow(quarantine: Path, local: Path) -> str | None:
     """Let the quarantine see the local session's objects (so a fetch brings only what is
     new) and name its ``main``; returns that commit."""
-    tip = _main(local)
+    tip = main_commit(local)
     if tip is None:
         return None
     alternates = quarantine / ".git" / "objects" / "info" / "alternates"
     alternates.parent.mkdir(parents=True, exist_ok=True)
     alternates.write_text(f"{local / '.git' / 'objects'}\n")
-    _git(quarantine, "update-ref", LOCAL, tip)
+    git(quarantine, "update-ref", LOCAL, tip)
     return tip
 
 
@@ -160,11 +95,11 @@ def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> 
     """Every object new in ``tip`` (not reachable from ``known``) has the session's shape."""
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
     if known is None:  # nothing borrowed: every object in the quarantine arrived (no walk)
-        checks = _git(repo, "cat-file", "--batch-all-objects", fmt).stdout.split()
+        checks = git(repo, "cat-file", "--batch-all-objects", fmt).stdout.split()
     else:
         rev = ["rev-list", "--objects", "--no-object-names", tip, "--not", known]
-        shas = _git(repo, *rev).stdout
-        checks = _git(repo, "cat-file", fmt, input=shas).stdout.split()
+        shas = git(repo, *rev).stdout
+        checks = git(repo, "cat-file", fmt, input=shas).stdout.split()
     kinds = dict(zip(checks[0::3], checks[1::3], strict=True))
     sizes = {
         bytes.fromhex(s.decode()): int(n) for s, n in zip(checks[0::3], checks[2::3], strict=True)
@@ -175,7 +110,7 @@ def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> 
     wanted = b"".join(s + b"\n" for s, kind in kinds.items() if kind in (b"commit", b"tree"))
     trees: dict[bytes, bytes] = {}
     roots: list[bytes] = []
-    data = _git(repo, "cat-file", "--batch", input=wanted).stdout
+    data = git(repo, "cat-file", "--batch", input=wanted).stdout
     pos = 0
     while pos < len(data):
         eol = data.index(b"\n", pos)
@@ -189,137 +124,10 @@ def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> 
     checker = HistoryCheck(trees, sizes)
     for root in roots:
         checker.root(root)
-    meta = _git(repo, "cat-file", "blob", f"{tip}:meta.json", check=False)
+    meta = git(repo, "cat-file", "blob", f"{tip}:meta.json", check=False)
     if meta.returncode != 0:
         raise SyncError("refused: it has no meta.json (not a session)")
     check_meta(meta.stdout, session_id)
-
-
-def _adopt_objects(quarantine: Path, local: Path) -> None:
-    """Move what the quarantine received (checked already) into the session's objects."""
-    src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
-    for pack in sorted((src / "pack").glob("*.pack")):
-        for suffix in (".pack", ".rev", ".idx"):  # the index last: git looks for it
-            part = pack.with_suffix(suffix)
-            if part.exists():
-                shutil.copyfile(part, dst / "pack" / part.name)
-    for fan in src.iterdir():
-        if len(fan.name) == 2 and fan.is_dir():
-            (dst / fan.name).mkdir(exist_ok=True)
-            for obj in fan.iterdir():
-                target = dst / fan.name / obj.name
-                if not target.exists():
-                    shutil.copyfile(obj, target)
-
-
-# -- receiving -----------------------------------------------------------------------------
-def _receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -> Received:
-    """Join the checked history ``tip`` (in ``quarantine``) to session ``session_id``."""
-    local = store.session_path(session_id)
-    if not (local / ".git").is_dir():
-        moves = f"update refs/heads/main {tip}\ndelete {INCOMING}\n".encode()
-        _git(quarantine, "update-ref", "--stdin", input=moves)
-        _git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
-        try:
-            os.rename(quarantine, local)
-        except OSError:
-            raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
-        quarantine.mkdir()  # for the caller's cleanup
-        session = store.open(session_id)  # starts a maintenance if buckets are sealed
-        return Received(session_id, "new", _turns(session), lines(session))
-    session = store.open(session_id)
-    with session.lock:
-        _adopt_objects(quarantine, local)
-        ours = _main(local)
-        assert ours is not None
-        if _is_ancestor(local, tip, ours):
-            return Received(session_id, "up to date", 0, lines(session))
-        before = {e["id"] for e in session.index() if is_turn(e) and e["kind"] != "root"}
-        if _is_ancestor(local, ours, tip):
-            new, status = tip, "fast-forward"
-        else:
-            new, status = _merge(local, ours, tip), "merged"
-        _git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
-        _materialise(local, ours, new)
-        _settle(session, follow=status == "fast-forward")
-        maintenance.spawn(local)  # seals what arrived (after the lock is released)
-        after = [
-            e
-            for e in session.index()
-            if is_turn(e) and e["kind"] != "root" and e["id"] not in before
-        ]
-        return Received(session_id, status, len(after), lines(session))
-
-
-def _merge(local: Path, ours: str, theirs: str) -> str:
-    base = _out(local, "merge-base", ours, theirs) or None
-    trees = _out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
-    tree_shas = [bytes.fromhex(t) for t in trees.split()]
-    base_tree = tree_shas[0] if base else None
-    writer = Repository(local)
-    try:
-        tree = merge_trees(
-            base_tree, tree_shas[-2], tree_shas[-1], writer.read_tree, writer.write_tree
-        )
-    finally:
-        writer.close()
-    message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
-    return _out(local, "commit-tree", tree.hex(), "-p", ours, "-p", theirs, "-m", message)
-
-
-def _materialise(local: Path, old: str, new: str) -> None:
-    """Write the files whose content changed between two commits into the session folder."""
-    trees = _out(local, "rev-parse", f"{old}^{{tree}}", f"{new}^{{tree}}").split()
-    writer = Repository(local)
-    try:
-        for rel, blob in changed_files(
-            bytes.fromhex(trees[0]), bytes.fromhex(trees[1]), writer.read_tree
-        ):
-            target = local / rel
-            if blob is None:
-                target.unlink(missing_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, writer.read(blob))
-        checkout.refresh(local, writer)  # `git status` clean, sealed buckets left out
-    finally:
-        writer.close()
-
-
-def _settle(session: Session, *, follow: bool) -> None:
-    """Make the open session see what arrived, and its counters account for it: seq and
-    turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
-    line that arrived (``follow``: a plain fast-forward)."""
-    session.refresh()
-    seq, turn, head = session.counters.read() or (0, 1, None)
-    entries = session.index()
-    top_seq = max((e["seq"] for e in entries), default=-1)
-    top_turn = max((e["turn"] for e in entries), default=0)
-    arrived = session.meta.get("head_id")
-    if follow and isinstance(arrived, str) and _on_chain(entries, arrived, head):
-        head = arrived
-    session.counters.write(max(seq, top_seq + 1), max(turn, top_turn + 1), head)
-
-
-def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> bool:
-    preds = {e["id"]: e["predecessor"] for e in entries}
-    node: str | None = start
-    seen: set[str] = set()
-    while node is not None and node not in seen:
-        if node == target:
-            return True
-        seen.add(node)
-        node = preds.get(node)
-    return target is None
-
-
-def _turns(session: Session) -> int:
-    return sum(1 for e in session.index() if is_turn(e) and e["kind"] != "root")
-
-
-def lines(session: Session) -> list[Line]:
-    """The session's lines other than the one its HEAD ends (see ``syncrules.other_lines``)."""
-    return other_lines(session.index(), session.head_id)
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -330,17 +138,17 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     ref = session_ref(session_id)
     with session.lock:
-        tip = _main(session.path)
+        tip = main_commit(session.path)
         if tip is None:
             raise SyncError(f"session {session_id} has no commit yet")
-        _git(session.path, "update-ref", ref, tip)
+        git(session.path, "update-ref", ref, tip)
         try:
-            result = _git(session.path, "bundle", "create", "-q", str(tmp), ref, check=False)
+            result = git(session.path, "bundle", "create", "-q", str(tmp), ref, check=False)
         finally:
-            _git(session.path, "update-ref", "-d", ref, check=False)
+            git(session.path, "update-ref", "-d", ref, check=False)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise _fail("export failed", result)
+        raise git_fail("export failed", result)
     os.replace(tmp, target)
     return target
 
@@ -355,9 +163,9 @@ def import_bundle(
     if as_id is not None:
         validate_session_id(as_id)
     with _quarantine(store) as quarantine:
-        verify = _git(quarantine, "bundle", "verify", str(path), check=False)
+        verify = git(quarantine, "bundle", "verify", str(path), check=False)
         if verify.returncode != 0:
-            raise _fail(f"refused {path.name}: not a valid git bundle", verify)
+            raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
         listed = verify.stdout.decode(errors="replace").splitlines()  # "<sha> <ref>" lines
         refs = [line.split()[1] for line in listed if re.fullmatch(r"[0-9a-f]{40} \S+", line)]
         named = [r[len(NAMESPACE) :] for r in refs if r.startswith(NAMESPACE)]
@@ -385,7 +193,7 @@ def _fetch_and_receive(
 ) -> Received:
     local = store.session_path(session_id)
     known = _borrow(quarantine, local) if (local / ".git").is_dir() else None
-    fetched = _git(
+    fetched = git(
         quarantine, "fetch", "--no-tags", "--no-write-fetch-head", "--", url,
         f"+{ref}:{INCOMING}", check=False, network=network,
     )  # fmt: skip
@@ -393,10 +201,10 @@ def _fetch_and_receive(
         text = fetched.stderr.decode(errors="replace")
         if "couldn't find remote ref" in text:
             raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
-        raise _fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
-    tip = _out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
+        raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
+    tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
     _check_history(quarantine, tip, known, recorded_id)
-    return _receive(store, quarantine, session_id, tip)
+    return receive(store, quarantine, session_id, tip)
 
 
 # -- remotes ---------------------------------------------------------------------------------
@@ -405,10 +213,10 @@ def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
     session = store.open(session_id)
     ref = session_ref(session_id)
     with session.lock:
-        tip = _main(session.path)
+        tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
-    result = _git(
+    result = git(
         session.path, "push", "--porcelain", "--no-verify", "--", url, f"{tip}:{ref}",
         check=False, network=protocols,
     )  # fmt: skip
@@ -419,7 +227,7 @@ def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
                 f"{redact_url(url)} has turns of session {session_id} that this copy lacks: "
                 f"pull first (openprogram sessions pull {session_id}), then push"
             )
-        raise _fail(f"push to {redact_url(url)} failed", result, url)
+        raise git_fail(f"push to {redact_url(url)} failed", result, url)
     up_to_date = "[up to date]" in text
     done = "already at" if up_to_date else "pushed to"
     return f"session {session_id} {done} {redact_url(url)} ({ref})"

@@ -1,0 +1,174 @@
+"""Joining a history that arrived (received and checked in a quarantine by :mod:`sync`) to
+the local session: adopting its objects, then either nothing to do, a fast-forward, or a
+merge commit whose tree is the union of both histories (:func:`syncrules.merge_trees`);
+the changed files written into the session folder, and the open session's view and
+counters brought up to date (:class:`Received` says what happened).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openprogram.store.session import checkout, maintenance
+from openprogram.store.session.files import atomic_write
+from openprogram.store.session.repository import Repository
+from openprogram.store.session.syncgit import INCOMING, git, git_out, is_ancestor, main_commit
+from openprogram.store.session.syncrules import (
+    Line,
+    SyncError,
+    changed_files,
+    is_turn,
+    merge_trees,
+    other_lines,
+)
+
+if TYPE_CHECKING:
+    from openprogram.store.session.store import Session, SessionStore
+
+
+@dataclass
+class Received:
+    """What a pull or import did."""
+
+    session_id: str
+    status: str  # "new" | "up to date" | "fast-forward" | "merged"
+    new_turns: int = 0
+    lines: list[Line] = field(default_factory=list)
+
+    def describe(self) -> str:
+        text = f"session {self.session_id}: {self.status}"
+        if self.new_turns:
+            text += f", {self.new_turns} turn(s) arrived"
+        for line in self.lines:
+            text += f"; another line ends at {line.tip} ({line.turns} turn(s) of its own)"
+        return text
+
+
+def _adopt_objects(quarantine: Path, local: Path) -> None:
+    """Move what the quarantine received (checked already) into the session's objects."""
+    src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
+    for pack in sorted((src / "pack").glob("*.pack")):
+        for suffix in (".pack", ".rev", ".idx"):  # the index last: git looks for it
+            part = pack.with_suffix(suffix)
+            if part.exists():
+                shutil.copyfile(part, dst / "pack" / part.name)
+    for fan in src.iterdir():
+        if len(fan.name) == 2 and fan.is_dir():
+            (dst / fan.name).mkdir(exist_ok=True)
+            for obj in fan.iterdir():
+                target = dst / fan.name / obj.name
+                if not target.exists():
+                    shutil.copyfile(obj, target)
+
+
+def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -> Received:
+    """Join the checked history ``tip`` (in ``quarantine``) to session ``session_id``."""
+    local = store.session_path(session_id)
+    if not (local / ".git").is_dir():
+        moves = f"update refs/heads/main {tip}\ndelete {INCOMING}\n".encode()
+        git(quarantine, "update-ref", "--stdin", input=moves)
+        git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
+        try:
+            os.rename(quarantine, local)
+        except OSError:
+            raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
+        quarantine.mkdir()  # for the caller's cleanup
+        session = store.open(session_id)  # starts a maintenance if buckets are sealed
+        return Received(session_id, "new", _turns(session), lines(session))
+    session = store.open(session_id)
+    with session.lock:
+        _adopt_objects(quarantine, local)
+        ours = main_commit(local)
+        assert ours is not None
+        if is_ancestor(local, tip, ours):
+            return Received(session_id, "up to date", 0, lines(session))
+        before = {e["id"] for e in session.index() if is_turn(e) and e["kind"] != "root"}
+        if is_ancestor(local, ours, tip):
+            new, status = tip, "fast-forward"
+        else:
+            new, status = _merge(local, ours, tip), "merged"
+        git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
+        _materialise(local, ours, new)
+        _settle(session, follow=status == "fast-forward")
+        maintenance.spawn(local)  # seals what arrived (after the lock is released)
+        after = [
+            e
+            for e in session.index()
+            if is_turn(e) and e["kind"] != "root" and e["id"] not in before
+        ]
+        return Received(session_id, status, len(after), lines(session))
+
+
+def _merge(local: Path, ours: str, theirs: str) -> str:
+    base = git_out(local, "merge-base", ours, theirs) or None
+    trees = git_out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
+    tree_shas = [bytes.fromhex(t) for t in trees.split()]
+    base_tree = tree_shas[0] if base else None
+    writer = Repository(local)
+    try:
+        tree = merge_trees(
+            base_tree, tree_shas[-2], tree_shas[-1], writer.read_tree, writer.write_tree
+        )
+    finally:
+        writer.close()
+    message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
+    return git_out(local, "commit-tree", tree.hex(), "-p", ours, "-p", theirs, "-m", message)
+
+
+def _materialise(local: Path, old: str, new: str) -> None:
+    """Write the files whose content changed between two commits into the session folder."""
+    trees = git_out(local, "rev-parse", f"{old}^{{tree}}", f"{new}^{{tree}}").split()
+    writer = Repository(local)
+    try:
+        for rel, blob in changed_files(
+            bytes.fromhex(trees[0]), bytes.fromhex(trees[1]), writer.read_tree
+        ):
+            target = local / rel
+            if blob is None:
+                target.unlink(missing_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, writer.read(blob))
+        checkout.refresh(local, writer)  # `git status` clean, sealed buckets left out
+    finally:
+        writer.close()
+
+
+def _settle(session: Session, *, follow: bool) -> None:
+    """Make the open session see what arrived, and its counters account for it: seq and
+    turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
+    line that arrived (``follow``: a plain fast-forward)."""
+    session.refresh()
+    seq, turn, head = session.counters.read() or (0, 1, None)
+    entries = session.index()
+    top_seq = max((e["seq"] for e in entries), default=-1)
+    top_turn = max((e["turn"] for e in entries), default=0)
+    arrived = session.meta.get("head_id")
+    if follow and isinstance(arrived, str) and _on_chain(entries, arrived, head):
+        head = arrived
+    session.counters.write(max(seq, top_seq + 1), max(turn, top_turn + 1), head)
+
+
+def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> bool:
+    preds = {e["id"]: e["predecessor"] for e in entries}
+    node: str | None = start
+    seen: set[str] = set()
+    while node is not None and node not in seen:
+        if node == target:
+            return True
+        seen.add(node)
+        node = preds.get(node)
+    return target is None
+
+
+def _turns(session: Session) -> int:
+    return sum(1 for e in session.index() if is_turn(e) and e["kind"] != "root")
+
+
+def lines(session: Session) -> list[Line]:
+    """The session's lines other than the one its HEAD ends (see ``syncrules.other_lines``)."""
+    return other_lines(session.index(), session.head_id)
