@@ -33,17 +33,13 @@ from pathlib import Path
 
 from openprogram.store.session import checkout
 from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
-from openprogram.store.session.files import (
-    SessionLock,
-    atomic_write,
-    is_real_dir,
-    open_state_file,
-)
+from openprogram.store.session.files import atomic_write, is_real_dir, open_state_file
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.packing import pack_loose
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import git_argv, git_env
+from openprogram.store.session.statefiles import SessionLock
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one

@@ -20,7 +20,7 @@ from openprogram.context.nodes import (
     Call,
     NodeFormatError,
 )
-from openprogram.store.session.files import claim_dead_journals, read_journal
+from openprogram.store.session.statefiles import claim_dead_journals, read_journal
 
 
 def replay_dead_journals(

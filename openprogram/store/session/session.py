@@ -29,16 +29,7 @@ from openprogram.context.nodes import (
 from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, events, maintenance
-from openprogram.store.session.files import (
-    Counters,
-    Journal,
-    SessionLock,
-    atomic_write,
-    ensure_dir,
-    jsonable,
-    loads,
-    read_bytes,
-)
+from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
 from openprogram.store.session.index import (
     F_KIND,
     clean_meta,
@@ -52,6 +43,7 @@ from openprogram.store.session.records import node_record
 from openprogram.store.session.recovery import replay_dead_journals
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import make_safe
+from openprogram.store.session.statefiles import Counters, Journal, SessionLock
 
 META_VERSION = 1
 

@@ -12,15 +12,17 @@
       workdir/       per-session scratch space
       .state/        lock, counters (seq, turn, HEAD), journals, local index cache
 
-The layers, bottom up: :mod:`refs` (reading and compare-and-swap of refs), :mod:`packing`
-(loose objects, packs), :mod:`repository` (git objects, trees, commits), :mod:`files`
-(atomic writes, locks, counters, journals), :mod:`index` (the light entry of a node),
-:mod:`buckets` (sealed bucket indexes), :mod:`indexcache` (the local index cache files),
-:mod:`nodeindex` (the lazily loaded index), :mod:`recovery` (dead writers' journals),
-:mod:`checkout` (which turns are checked out) and :mod:`nodefiles` (node files from disk or
-git), :mod:`maintenance` (what runs detached), :mod:`queries` (the read side of an open
-session), :mod:`session` (one open session: opening, syncing and the write path) and this
-module (the sessions under a home folder).
+The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`statefiles`
+(lock, counters, journals), :mod:`refs` (reading and compare-and-swap of refs),
+:mod:`packing` (loose objects, packs), :mod:`repository` (git objects, trees, commits),
+:mod:`index` (the light entry of a node), :mod:`buckets` (sealed bucket indexes),
+:mod:`indexcache` (the local index cache files), :mod:`nodeindex` (the lazily loaded
+index), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are checked
+out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what runs
+detached), :mod:`queries` (the read side of an open session), :mod:`session` (one open
+session: opening, syncing and the write path) and this module (the sessions under a home
+folder).  Sharing sits beside them: :mod:`sync`, :mod:`syncmerge`, :mod:`syncgit`,
+:mod:`syncrules`, :mod:`remotes`.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from typing import Any
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.store.session import maintenance
-from openprogram.store.session.files import Counters, dumps, is_real_dir, loads, read_bytes
+from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.session import META_VERSION, CorruptedFileWarning, Session
+from openprogram.store.session.statefiles import Counters
 
 __all__ = ["CorruptedFileWarning", "Session", "SessionStore"]
 
