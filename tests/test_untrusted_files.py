@@ -26,6 +26,7 @@ from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.errors import CorruptedFile
+from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import CorruptedFileWarning, SessionStore
@@ -75,6 +76,7 @@ def assert_healthy(home: Path) -> None:
     turn(home, "after")
     folder = home / "sessions" / SID
     assert len(node_files(folder)) >= before + 2
+    maintenance.wait_for(folder)  # packing by the detached maintenance races fsck's reads
     fsck = run_git(folder, "fsck", "--strict", "--no-progress", check=False)
     assert fsck.returncode == 0, fsck.stderr
 
