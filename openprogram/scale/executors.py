@@ -35,14 +35,17 @@ class FuturesSubmitter:
         self.remote = not isinstance(executor, ThreadPoolExecutor)
         self._futures: dict[int, Future[Any]] = {}
 
-    def default_in_flight(self) -> int:
+    def _workers(self) -> int | None:
+        """The executor's size, when it says (thread and process pools do)."""
         workers = getattr(self.executor, "_max_workers", None)
-        return workers if isinstance(workers, int) and workers > 0 else DEFAULT_IN_FLIGHT
+        return workers if isinstance(workers, int) and workers > 0 else None
+
+    def default_in_flight(self) -> int:
+        return self._workers() or DEFAULT_IN_FLIGHT
 
     def processes(self) -> int:
         """Worker processes that pace requests apart (a process pool's size; else 1)."""
-        workers = getattr(self.executor, "_max_workers", None)
-        return workers if self.remote and isinstance(workers, int) and workers > 0 else 1
+        return (self._workers() or 1) if self.remote else 1
 
     def start(self) -> None:
         pass
