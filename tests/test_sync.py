@@ -316,8 +316,11 @@ def test_remote_names_resolve_through_the_notebook_repository(tmp_path: Path) ->
 def test_passwords_never_shown() -> None:
     from openprogram.store.session.syncrules import redact_url
 
-    assert redact_url("https://alice:s3cret@host/x.git") == "https://alice@host/x.git"
+    assert redact_url("https://alice:s3cret@host/x.git") == "https://host/x.git"
+    assert redact_url("https://ghp_TOKEN@host/x.git") == "https://host/x.git"  # a token
+    assert redact_url("ssh://git:pw@host/x.git") == "ssh://git@host/x.git"
     assert redact_url("ssh://git@host/x.git") == "ssh://git@host/x.git"
+    assert redact_url("git@host:x.git") == "git@host:x.git"
 
 
 def test_a_hostile_history_on_the_remote_is_refused_by_pull(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from openprogram.store.session.safegit import run_git
-from openprogram.store.session.syncrules import SyncError, redact_url
+from openprogram.store.session.syncrules import SyncError, redact_text
 
 INCOMING = "refs/openprogram/incoming"
 QUARANTINE_PREFIX = ".incoming-"
@@ -46,9 +46,9 @@ def git_out(repo: Path, *args: str) -> str:
 def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
     text = result.stderr.decode(errors="replace").strip().splitlines()
     reason = next((t for t in reversed(text) if t.strip()), "git failed")
-    if url:
-        reason = reason.replace(url, redact_url(url))
-    return SyncError(f"{what}: {' '.join(reason.split())[:300]}")
+    # git quotes the URL it was given (``could not read Password for 'https://TOKEN@…'``):
+    # no credential of any URL, nor the parts of ``url``'s, reaches the message
+    return SyncError(redact_text(f"{what}: {' '.join(reason.split())[:300]}", url))
 
 
 def main_commit(repo: Path) -> str | None:

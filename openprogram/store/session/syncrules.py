@@ -176,7 +176,7 @@ def check_url(url: str, *, from_notebook: bool) -> str:
     never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
     url = url.strip()
     if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
-        raise SyncError(f"refused remote {url[:60]!r}: not a URL or path")
+        raise SyncError(f"refused remote {redact_url(url)[:60]!r}: not a URL or path")
     scheme = url_scheme(url)
     allowed = SAFE_SCHEMES if from_notebook else TYPED_SCHEMES
     if scheme not in allowed:
@@ -188,9 +188,40 @@ def check_url(url: str, *, from_notebook: bool) -> str:
     return url
 
 
+# ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\s?#'\"]*)@")
+_HTTP_SCHEMES = ("http", "https")
+
+
+def _strip_userinfo(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    if scheme.lower() in _HTTP_SCHEMES:  # the user name of an http(s) URL is often a token
+        return f"{scheme}://"
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@"  # ssh://user@: only a password goes
+
+
 def redact_url(url: str) -> str:
-    """``url`` without a password (``https://user:secret@host`` → ``https://user@host``)."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/@:]*):[^/@]*@", r"\1\2@", url)
+    """``url`` as it may be printed or stored: an http(s) URL without its user name and
+    password (``https://ghp_TOKEN@host/r.git`` → ``https://host/r.git``), any other URL
+    without a password (``ssh://user@host`` stays: a user name there is not a secret)."""
+    return _USERINFO.sub(_strip_userinfo, url)
+
+
+def redact_text(text: str, url: str = "") -> str:
+    """``text`` (git's stderr, say) with the credentials of every URL in it dropped, and
+    the user name and password of ``url`` masked wherever they appear on their own."""
+    text = _USERINFO.sub(_strip_userinfo, text)
+    match = _USERINFO.match(url) if url else None
+    if match is not None:
+        from urllib.parse import unquote
+
+        user, _, password = match.group(2).partition(":")
+        secret = (user, password) if match.group(1).lower() in _HTTP_SCHEMES else (password,)
+        for part in secret:
+            for form in {part, unquote(part)}:
+                if len(form) >= 4 and form in text:
+                    text = text.replace(form, "***")
+    return text
 
 
 def allow_protocol(*, from_notebook: bool) -> str:
