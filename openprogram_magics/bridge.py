@@ -18,7 +18,9 @@ module speak a two-way protocol; neither direction ever waits for the other:
 
    where ``<B64>`` is base64 of the UTF-8 JSON ``{"metadata": {...} | null, "path": str}``
    (``path`` relative to the server root). :func:`receive_frontend_state` only stores it;
-   :func:`frontend_state` reads it back.
+   :func:`frontend_state` reads it back.  A headless runner adds how it runs the notebook:
+   ``"replay": {"session_id": str, "record_misses": bool}`` for ``openprogram run
+   --replay`` (:class:`ReplayRun`; the browser extension never sends it).
 
 This module is imported inside the silent request, so it imports nothing heavy at
 module level (no IPython, no ipykernel, no comm) and never raises from the receiver.
@@ -34,6 +36,7 @@ __all__ = [
     "COMM_TARGET",
     "MAX_STATE_BYTES",
     "FrontendState",
+    "ReplayRun",
     "frontend_state",
     "live_frontend",
     "push_metadata",
@@ -56,6 +59,15 @@ _TEMPLATE = (
 
 
 @dataclass(frozen=True)
+class ReplayRun:
+    """The notebook is being replayed (``openprogram run --replay``): its LLM calls are
+    answered from ``session_id``'s recording, and its side-effect commands are skipped."""
+
+    session_id: str
+    record_misses: bool = False
+
+
+@dataclass(frozen=True)
 class FrontendState:
     """What the frontend extension last told this kernel.
 
@@ -71,6 +83,7 @@ class FrontendState:
     path: str | None
     received_at: float
     problem: str | None = None
+    replay: ReplayRun | None = None  # the runner replays the notebook (see ReplayRun)
 
 
 _state: FrontendState | None = None
@@ -90,11 +103,12 @@ def _reject(problem: str) -> None:
         path=prev.path if prev else None,
         received_at=prev.received_at if prev else time.time(),
         problem=" ".join(problem.split())[:300],
+        replay=prev.replay if prev else None,
     )
 
 
-def _parse(b64: object) -> tuple[dict[str, Any] | None, str | None] | str:
-    """Decode the extension's payload: ``(metadata, path)``, or a problem string."""
+def _parse(b64: object) -> tuple[dict[str, Any] | None, str | None, ReplayRun | None] | str:
+    """Decode the extension's payload: ``(metadata, path, replay)``, or a problem string."""
     import base64
     import binascii
     import json
@@ -121,7 +135,14 @@ def _parse(b64: object) -> tuple[dict[str, Any] | None, str | None] | str:
         return f"metadata is a JSON {type(metadata).__name__}, not an object"
     if path is not None and not isinstance(path, str):
         return f"path is a JSON {type(path).__name__}, not a string"
-    return metadata, path
+    replay = payload.get("replay")
+    if replay is None:
+        return metadata, path, None
+    sid = replay.get("session_id") if isinstance(replay, dict) else None
+    misses = replay.get("record_misses", False) if isinstance(replay, dict) else None
+    if not isinstance(sid, str) or not sid or not isinstance(misses, bool):
+        return "replay is not {session_id: str, record_misses: bool}"
+    return metadata, path, ReplayRun(sid, misses)
 
 
 def receive_frontend_state(b64: str) -> None:
@@ -141,8 +162,8 @@ def receive_frontend_state(b64: str) -> None:
     if isinstance(parsed, str):
         _reject(parsed)
         return
-    metadata, path = parsed
-    _state = FrontendState(metadata=metadata, path=path, received_at=time.time())
+    metadata, path, replay = parsed
+    _state = FrontendState(metadata=metadata, path=path, received_at=time.time(), replay=replay)
     if metadata is not None and metadata.get("session_id"):
         load_extension()
 
@@ -161,6 +182,11 @@ def load_extension() -> bool:
         return True
     except Exception:
         return False
+
+
+def replay_run() -> ReplayRun | None:
+    """How the runner replays this notebook (``openprogram run --replay``), or None."""
+    return _state.replay if _state is not None else None
 
 
 def silent_code(b64: str) -> str:
@@ -245,5 +271,6 @@ def push_metadata(metadata: dict[str, Any]) -> bool:
         path=prev.path if prev else None,
         received_at=prev.received_at if prev else time.time(),
         problem=None,
+        replay=prev.replay if prev else None,
     )
     return True

@@ -125,9 +125,26 @@ def parse(line: str) -> Namespace:
     return build_parser().parse_args(words or ["status"])
 
 
+#: Commands that reach outside the kernel (a remote, a file, the notebook's outputs): a
+#: replay re-runs the notebook's cells, never these.
+SIDE_EFFECT_COMMANDS = frozenset({"push", "pull", "embed", "import", "export"})
+
+
 def run(host: Host, line: str) -> Any:
-    """Parse ``line`` and run its command against ``host``; returns the command's value."""
+    """Parse ``line`` and run its command against ``host``; returns the command's value.
+
+    In a replay (``openprogram run --replay``, which tells the kernel through the bridge's
+    state) a side-effect command is skipped with a note and returns None."""
     args = parse(line)
+    if args.command in SIDE_EFFECT_COMMANDS:
+        from openprogram_magics.bridge import replay_run
+
+        if replay_run() is not None:  # the note never repeats the line: a URL may hold a token
+            print(
+                f"openprogram: replay: `{PROG} {args.command}` skipped "
+                "(a replay never runs push, pull, embed, import or export)"
+            )
+            return None
     return args.run(host, args)
 
 

@@ -32,9 +32,13 @@ class RunResult:
     error: str | None  # the first cell error, if execution stopped
 
 
-def state_payload(metadata: Any, path: str) -> str:
-    """The base64 payload the kernel's bridge decodes (see ``openprogram_magics.bridge``)."""
-    return base64.b64encode(json.dumps({"metadata": metadata, "path": path}).encode()).decode()
+def state_payload(metadata: Any, path: str, replay: dict[str, Any] | None = None) -> str:
+    """The base64 payload the kernel's bridge decodes (see ``openprogram_magics.bridge``);
+    ``replay`` (``{"session_id", "record_misses"}``) tells the kernel the run is a replay."""
+    payload: dict[str, Any] = {"metadata": metadata, "path": path}
+    if replay is not None:
+        payload["replay"] = replay
+    return base64.b64encode(json.dumps(payload).encode()).decode()
 
 
 def run_notebook(
@@ -60,8 +64,10 @@ def run_notebook(
     stored = nb.metadata.get(METADATA_KEY)
     parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
     env: dict[str, str] = {}
+    mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
     if replay:
         stored, env = replay_setup(parsed, source.name, record_misses)
+        mode = {"session_id": stored["session_id"], "record_misses": record_misses}
     client = QuietClient(
         nb,
         timeout=timeout,
@@ -75,7 +81,7 @@ def run_notebook(
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)  # the kernel inherits them
     try:
-        error = _execute(client, nb, stored, source)
+        error = _execute(client, nb, stored, source, mode)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -108,12 +114,14 @@ def replay_setup(
     return NotebookMeta(meta.session_id, root, meta.remote).to_json(), env
 
 
-def _execute(client: Any, nb: Any, stored: Any, source: Path) -> str | None:
+def _execute(
+    client: Any, nb: Any, stored: Any, source: Path, replay: dict[str, Any] | None = None
+) -> str | None:
     from nbclient.exceptions import CellExecutionError
 
     error: str | None = None
     with client.setup_kernel():
-        hand_over_state(client.kc, stored, str(source))
+        hand_over_state(client.kc, stored, str(source), replay)
         try:
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
@@ -128,16 +136,18 @@ def _execute(client: Any, nb: Any, stored: Any, source: Path) -> str | None:
     return error
 
 
-def hand_over_state(kc: Any, metadata: Any, path: str) -> None:
-    """Send the kernel the notebook's metadata, as the browser extension does, and wait
-    for the reply so it lands before the first cell."""
+def hand_over_state(
+    kc: Any, metadata: Any, path: str, replay: dict[str, Any] | None = None
+) -> None:
+    """Send the kernel the notebook's metadata, as the browser extension does (and, for a
+    replay, that it is one), and wait for the reply so it lands before the first cell."""
     from nbclient.util import run_sync
 
     from openprogram_magics.bridge import silent_code
 
     assert kc is not None
     msg_id = kc.execute(
-        silent_code(state_payload(metadata, path)), silent=True, store_history=False
+        silent_code(state_payload(metadata, path, replay)), silent=True, store_history=False
     )
     while True:
         reply = run_sync(kc.get_shell_msg)(timeout=60)

@@ -110,10 +110,12 @@ def test_replay_answers_from_a_recorded_session_in_order():
         assert answer("q1") == "third answer"
         # a fourth call was never recorded: the error names the function and shows how
         # its prompt (three earlier steps) differs from the closest recorded one
-        with pytest.raises(ReplayMiss, match=r"function answer, LLM call 1 in its frame") as miss:
+        with pytest.raises(ReplayMiss, match=r"LLM call 1 of function answer") as miss:
             answer("q1")
         assert "\n+assistant: third answer" in str(miss.value)
-        with pytest.raises(ProviderError, match=r"(?s)function answer, LLM call 1.*real provider"):
+        with pytest.raises(
+            ProviderError, match=r"(?s)LLM call 1 of function answer.*real provider"
+        ):
             answer("never-asked")
 
 

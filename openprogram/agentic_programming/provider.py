@@ -46,6 +46,9 @@ class LLMRequest:
     temperature: float | None = None
     timeout: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # messages[start:end] are the session's earlier turns, not this call's own prompt (the
+    # replay provider matches a call by its own part, which inserted cells do not change)
+    history: tuple[int, int] | None = None
 
     @property
     def system(self) -> str:

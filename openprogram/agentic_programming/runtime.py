@@ -152,6 +152,7 @@ class Runtime:
                 stream=stream or on_delta is not None,
                 timeout=self.timeout,
                 extra={"choices": choices, **options} if choices else dict(options),
+                history=(prompt.record["at"], prompt.record["at"] + len(prompt.history)),
             )
             check_stop()  # a background run asked to stop: before the next call, not during
             if self.budget is not None:  # raises, with an error node, before anything is sent

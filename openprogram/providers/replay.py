@@ -1,12 +1,27 @@
 """``replay``: answer every LLM call from the llm nodes recorded in a session (no key).
 
-A call is identified by what makes it that call — the function it is made in, its place
-among that frame's LLM calls, and a hash of the rendered prompt (every message the model
-would see) — so a notebook re-run in a fresh session gets, call by call, the answers its
-recorded run got, and an edited docstring or input is noticed.  A call with no recorded
-answer raises :class:`ReplayMiss`, naming the cell and the function and showing how its
-prompt differs from the closest recorded one; with a ``fallback`` provider (``openprogram
-run --replay --record-misses``) the miss is answered live instead, and recorded as usual.
+A call is identified by what identifies it in the notebook, not by the history before it:
+
+* **the cell** — a hash of the turn's source text (the ``%%openprogram`` cell as written,
+  trailing blanks ignored).  The source is what stays the same when cells are inserted
+  before or after it; the cell's index and ``In [n]`` change, and the turn node records the
+  source but no cell id (a notebook copied or rebuilt by a tool gets new ids).  An edited
+  cell is a new cell; outside a notebook cell (a plain ``session_context``) it is empty;
+* **the function** the call is made in (``<turn>`` at a cell's top level);
+* **its own prompt** — what the call itself renders: the docstring, the frame's earlier
+  steps and the content, *without* the earlier turns of the session (a cell inserted
+  before changes those, not the call);
+* **its place** — the n-th LLM call of that function in the cell.
+
+Cell, function and own prompt select the recordings; among them the one at the same place
+whose whole prompt (with its history) is the same is preferred, then the same place, then
+the same whole prompt, then the earliest; each recording answers once.  A call whose cell
+has no recording for it (an edited cell) is answered by the same call recorded in another
+cell, if there is one.  A call with no recorded answer raises :class:`ReplayMiss`, naming
+the cell and the function and the closest recording (same cell and function first, then the
+same function, nearest by own prompt) with a diff of the two prompts; with a ``fallback``
+provider (``openprogram run --replay --record-misses``) the miss is answered live instead,
+and recorded as usual.
 """
 
 from __future__ import annotations
@@ -19,12 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
+from openprogram.context.secrets import redact_secrets
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider, ProviderError
 from openprogram.store.session.db import default_db
 from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
-Key = tuple[str, int, str]  # (function, place in its frame, prompt hash)
+Key = tuple[str, str, str]  # (cell hash, function, own prompt hash)
 MAX_DIFF_LINES = 12
+TURN_FRAME = "<turn>"
 
 
 class ReplayMiss(ProviderError):
@@ -48,41 +65,105 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def own_messages(request: LLMRequest) -> list[Any]:
+    """The request's messages without the session's earlier turns (``request.history``)."""
+    span = request.history
+    if span is None:
+        return list(request.messages)
+    start, end = span
+    return [*request.messages[:start], *request.messages[end:]]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Where a call was made: the cell's source hash ("" outside a notebook cell), a label a
+    person recognises (``cell [3] (triage("the app…"))``) and the turn's node id."""
+
+    hash: str
+    label: str
+    turn: str | None
+
+
 @dataclass
 class Recorded:
     node_id: str
+    cell: Cell
     function: str
-    place: int
-    prompt: str
+    place: int  # the n-th LLM call of ``function`` in the cell
+    own: str  # the call's own prompt (docstring, earlier steps, content)
+    prompt: str  # the whole prompt it was sent (with the earlier turns)
     reply: str
 
 
-def recorded_calls(
-    nodes: list[Any], name_of: Callable[[str | None], str], messages_of: Callable[[Any], Any]
-) -> list[Recorded]:
+def cell_of(top: Any) -> Cell:
+    """The cell whose turn is ``top`` (the top of a call's chain of callers), or no cell."""
+    if top is None:
+        return Cell("", "a call outside any turn", None)
+    text = top.input.get("text") if isinstance(top.input, dict) else None
+    if top.kind != "turn" or not isinstance(text, str):
+        return Cell("", f"the turn of {top.name}", top.id)
+    lines = [ln.rstrip() for ln in text.strip().splitlines()]
+    body = [ln for ln in lines if ln.strip() and not ln.startswith("%%")]
+    first = body[0].strip()[:60] if body else ""
+    label = f"{top.name} ({first})" if first else str(top.name)
+    return Cell(text_hash("\n".join(lines)), label, top.id)
+
+
+def frame_name(node: Any) -> str:
+    """The function a call made in frame ``node`` is made in (``<turn>``: a cell's own)."""
+    if node is None or node.kind in ("turn", "root"):
+        return TURN_FRAME
+    return str(node.name)
+
+
+def recorded_calls(nodes: list[Any], messages_of: Callable[[Any], Any]) -> list[Recorded]:
     """The answered llm nodes of a session (``nodes`` in seq order), each with its key parts
     (``messages_of(node)``: the whole prompt it was sent).  Rejected attempts (a
     ``choices`` reply that was not a choice) are answers too."""
-    places: dict[str | None, int] = {}
+    by_id = {node.id: node for node in nodes}
+    places: dict[tuple[str, str], int] = {}
+    cells: dict[str, Cell] = {}
     out: list[Recorded] = []
     for node in nodes:
         if node.kind != "llm":
             continue
-        key = node.caller if node.caller is not None else f"turn {node.turn}"
-        place = places.get(key, 0)
-        places[key] = place + 1
+        frame = by_id.get(node.caller) if node.caller is not None else None
+        function = frame_name(frame) if node.caller is None or frame else "<unknown>"
+        top = _top(node.caller, by_id.get)
+        if top is None:
+            cell = cell_of(None)
+        else:
+            cell = cells.get(top.id) or cells.setdefault(top.id, cell_of(top))
+        group = (top.id if top is not None else f"turn {node.turn}", function)
+        place = places.get(group, 0)
+        places[group] = place + 1
         answered = node.status == "completed" or node.metadata.get("rejected")
         if not answered or node.output is None:
             continue
+        own = prompt_text(node.metadata.get("messages"))
         prompt = prompt_text(messages_of(node))
-        out.append(Recorded(node.id, name_of(node.caller), place, prompt, str(node.output)))
+        out.append(Recorded(node.id, cell, function, place, own, prompt, str(node.output)))
     return out
 
 
-def closest(prompt: str, candidates: list[Recorded]) -> Recorded | None:
+def _top(node_id: str | None, lookup: Callable[[str], Any]) -> Any:
+    """The top of ``node_id``'s chain of callers (its turn), or None."""
+    top = None
+    seen: set[str] = set()
+    while node_id is not None and node_id not in seen:
+        seen.add(node_id)
+        node = lookup(node_id)
+        if node is None:
+            break
+        top, node_id = node, node.caller
+    return top
+
+
+def closest(prompt: str, candidates: list[Recorded], part: str = "own") -> Recorded | None:
+    """The candidate whose ``part`` (``own`` or ``prompt``) is nearest to ``prompt``."""
     best, score = None, -1.0
     for rec in candidates:
-        matcher = difflib.SequenceMatcher(None, rec.prompt, prompt, autojunk=False)
+        matcher = difflib.SequenceMatcher(None, getattr(rec, part), prompt, autojunk=False)
         if matcher.real_quick_ratio() <= score or matcher.quick_ratio() <= score:
             continue
         ratio = matcher.ratio()
@@ -114,19 +195,17 @@ class ReplayProvider:
         self.model = "replay"
         self.fallback = fallback
 
-        def name_of(node_id: str | None) -> str:
-            return _frame_name(session, node_id)
-
         def messages_of(node: Any) -> Any:
             return sent_messages(session, node)
 
-        self._calls = recorded_calls(session.nodes(), name_of, messages_of)
-        self._by_key: dict[Key, list[Recorded]] = {}
+        self._calls = recorded_calls(session.nodes(), messages_of)
+        self._unused: dict[Key, list[Recorded]] = {}
+        self._anywhere: dict[tuple[str, str], list[Recorded]] = {}
         for rec in self._calls:
-            self._by_key.setdefault((rec.function, rec.place, text_hash(rec.prompt)), []).append(
-                rec
-            )
-        self._places: dict[str, int] = {}
+            own = text_hash(rec.own)
+            self._unused.setdefault((rec.cell.hash, rec.function, own), []).append(rec)
+            self._anywhere.setdefault((rec.function, own), []).append(rec)
+        self._places: dict[tuple[str, str], int] = {}
 
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
@@ -134,70 +213,82 @@ class ReplayProvider:
         writer = get_store()
         session = writer.session if writer is not None else None
         frame = get_call_id()
-        frame_key = frame if frame is not None else f"turn {get_turn_id()}"
-        place = self._places.get(frame_key, 0)
-        self._places[frame_key] = place + 1
-        function = _frame_name(session, frame)
-        prompt = prompt_text(request.messages)
-        found = self._by_key.get((function, place, text_hash(prompt)))
-        if found:
-            reply = found.pop(0).reply
+        frame_node = _get(session, frame) if frame is not None else None
+        function = frame_name(frame_node) if frame is None or frame_node else "<unknown>"
+        top = _top(frame, lambda node_id: _get(session, node_id))
+        cell = cell_of(top)
+        group = (top.id if top is not None else f"turn {get_turn_id()}", function)
+        place = self._places.get(group, 0)
+        self._places[group] = place + 1
+        own = redact_secrets(prompt_text(own_messages(request)))
+        prompt = redact_secrets(prompt_text(request.messages))
+        found = self._take(cell, function, place, own, prompt)
+        if found is not None:
             if on_delta is not None:
-                on_delta(reply)
-            return LLMResponse(text=reply, model="replay", finish_reason="stop")
+                on_delta(found.reply)
+            return LLMResponse(text=found.reply, model="replay", finish_reason="stop")
         if self.fallback is not None:
             return self.fallback.complete(request, on_delta)
-        raise ReplayMiss(self._miss(_cell_label(session, frame), function, place, prompt))
+        raise ReplayMiss(self._miss(cell, function, place, own, prompt))
 
-    def _miss(self, cell: str, function: str, place: int, prompt: str) -> str:
-        same = [r for r in self._calls if r.function == function] or self._calls
-        near = closest(prompt, same)
-        where = f"{cell}, function {function}, LLM call {place + 1} in its frame"
-        if near is None:
-            return (
-                f"replay: session {self.session_id} has no recorded answer for {where}: "
-                "it records no LLM calls; run with a real provider to record one"
-            )
-        if near.prompt == prompt:
-            detail = "the same prompt was recorded, but its answers are used up"
-        else:
-            detail = "its prompt differs from the closest recorded one:\n" + prompt_diff(
-                near.prompt, prompt
-            )
-        return (
-            f"replay: session {self.session_id} has no recorded answer for {where}; {detail}\n"
+    def _take(
+        self, cell: Cell, function: str, place: int, own: str, prompt: str
+    ) -> Recorded | None:
+        """The recording that answers this call (used up, when it is of this cell)."""
+        own_hash = text_hash(own)
+        queue = self._unused.get((cell.hash, function, own_hash))
+        if queue:
+            pick = _first(queue, lambda r: r.place == place and r.prompt == prompt)
+            pick = pick or _first(queue, lambda r: r.place == place)
+            pick = pick or _first(queue, lambda r: r.prompt == prompt) or queue[0]
+            queue.remove(pick)
+            return pick
+        # an edited cell: the same call recorded in another cell answers, and stays there
+        calls = self._anywhere.get((function, own_hash), [])
+        elsewhere = [r for r in calls if r.cell.hash != cell.hash]
+        return _first(elsewhere, lambda r: r.prompt == prompt) or (
+            elsewhere[0] if elsewhere else None
+        )
+
+    def _miss(self, cell: Cell, function: str, place: int, own: str, prompt: str) -> str:
+        where = f"{cell.label}, LLM call {place + 1} of function {function}"
+        how = (
             "(run with a real provider, or `openprogram run --replay --record-misses`, "
             "to record one)"
         )
+        head = f"replay: session {self.session_id} has no recorded answer for {where}"
+        if not self._calls:
+            return f"{head}: it records no LLM calls; run with a real provider to record one"
+        same_cell = [r for r in self._calls if r.cell.hash == cell.hash and r.function == function]
+        pool = same_cell or [r for r in self._calls if r.function == function] or self._calls
+        near = closest(own, pool)
+        assert near is not None
+        same = [r for r in pool if r.own == own]
+        if same:  # the same call was recorded, as often as it was made before this one
+            near = closest(prompt, same, "prompt") or near
+            detail = f"the same call was recorded ({_named(near)}), but its answers are used up"
+            if near.prompt != prompt:
+                detail += "; the earlier turns it was sent differ:\n" + prompt_diff(
+                    near.prompt, prompt
+                )
+        else:
+            detail = f"its prompt differs from the closest recording, {_named(near)}:\n"
+            detail += prompt_diff(near.own, own)
+        return f"{head}; {detail}\n{how}"
 
 
-def _frame_name(session: Any, node_id: str | None) -> str:
-    if session is None or node_id is None:
-        return "<turn>"
+def _named(rec: Recorded) -> str:
+    return f"{rec.cell.label}, call {rec.place + 1} of function {rec.function} (node {rec.node_id})"
+
+
+def _first(items: list[Recorded], test: Callable[[Recorded], bool]) -> Recorded | None:
+    return next((item for item in items if test(item)), None)
+
+
+def _get(session: Any, node_id: str) -> Any:
+    if session is None:
+        return None
     try:
-        node = session.get(node_id)
+        return session.get(node_id)
     except Exception:
-        return "<unknown>"
-    return "<turn>" if node.kind in ("turn", "root") else str(node.name)
-
-
-def _cell_label(session: Any, frame: str | None) -> str:
-    """``cell [3] (triage("the app…"))`` for a notebook turn: the top of the frame's
-    callers; else that top call's name."""
-    top = None
-    node_id, seen = frame, set()
-    while session is not None and node_id is not None and node_id not in seen:
-        seen.add(node_id)
-        try:
-            top = session.get(node_id)
-        except Exception:
-            break
-        node_id = top.caller
-    if top is None:
-        return "a call outside any turn"
-    text = top.input.get("text") if isinstance(top.input, dict) else None
-    if top.kind == "turn" and isinstance(text, str):
-        body = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("%%")]
-        first = body[0].strip()[:60] if body else ""
-        return f"{top.name} ({first})" if first else str(top.name)
-    return f"the turn of {top.name}"
+        return None
