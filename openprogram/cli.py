@@ -59,7 +59,11 @@ def fmt_time(value: Any) -> str:
 
 
 def one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """``text`` (a message of ours that may quote a session) on one line for the terminal:
+    whitespace runs become one space, any other control character is shown escaped."""
+    from openprogram.view.inert import terminal_text
+
+    return terminal_text(" ".join(str(text).split()))
 
 
 # -- sessions ---------------------------------------------------------------------------------
@@ -85,18 +89,22 @@ def belongs_to(meta: dict[str, Any]) -> str:
 
 
 def sessions_list(args: argparse.Namespace) -> int:
+    from openprogram.view.inert import terminal_text
+
     store = open_store(args)
     rows = store.list_sessions()
     if not rows:
         print(f"no sessions under {store.root}")
         return 0
-    width = max(len("ID"), *(len(str(m["id"])) for m in rows))
+    ids = [terminal_text(m["id"]) for m in rows]
+    width = max(len("ID"), *(len(i) for i in ids))
     print(f"{'ID':<{width}}  {'TURNS':>5}  {'UPDATED':<16}  BELONGS TO")
-    for meta in rows:
+    for meta, shown_id in zip(rows, ids, strict=True):
         turns = meta.get("turns")
+        belongs = clip_middle(terminal_text(belongs_to(meta)), 80)
         print(
-            f"{meta['id']:<{width}}  {turns if isinstance(turns, int) else '?':>5}  "
-            f"{fmt_time(meta.get('updated_at')):<16}  {clip_middle(one_line(belongs_to(meta)), 80)}"
+            f"{shown_id:<{width}}  {turns if isinstance(turns, int) else '?':>5}  "
+            f"{fmt_time(meta.get('updated_at')):<16}  {belongs}"
         )
     return 0
 
@@ -114,6 +122,7 @@ def sessions_show(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from openprogram.view.bulk import paused_gc
+    from openprogram.view.inert import terminal_text
 
     session = _open_session(args)
     if args.html:
@@ -123,14 +132,18 @@ def sessions_show(args: argparse.Namespace) -> int:
         light = session.light_nodes()  # the index: no node file is read for these
     kinds = Counter(n["metadata"]["kind"] for n in light)
     statuses = Counter(n["metadata"]["status"] for n in light)
-    print(f"session  {session.id}")
-    print(f"title    {one_line(meta.get('title') or '')}")
-    print(f"agent    {meta.get('agent_id', '-')}   source {meta.get('source', '-')}")
+
+    def say(line: str) -> None:  # every field of a line comes from the session
+        print(terminal_text(line))
+
+    say(f"session  {session.id}")
+    say(f"title    {meta.get('title') or ''}")
+    say(f"agent    {meta.get('agent_id', '-')}   source {meta.get('source', '-')}")
     created, updated = fmt_time(meta.get("created_at")), fmt_time(meta.get("updated_at"))
-    print(f"created  {created}   updated {updated}")
-    print(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
-    print(f"path     {session.path}")
-    print(
+    say(f"created  {created}   updated {updated}")
+    say(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
+    say(f"path     {session.path}")
+    say(
         f"nodes    {len(light)}: "
         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         + " | "
@@ -188,6 +201,7 @@ def sessions_log(args: argparse.Namespace) -> int:
     import time
 
     from openprogram.store.session.gitlog import commit_log
+    from openprogram.view.inert import terminal_text
 
     store = open_store(args)
     path = store.session_path(args.session_id)
@@ -195,7 +209,7 @@ def sessions_log(args: argparse.Namespace) -> int:
         store.open(args.session_id)  # raises SessionNotFound with the how-to
     for entry in commit_log(path):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.time))
-        print(f"{entry.sha[:7]} {when} {entry.summary}")
+        print(f"{entry.sha[:7]} {when} {terminal_text(entry.summary)}")
     return 0
 
 

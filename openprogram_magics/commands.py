@@ -241,9 +241,12 @@ def unknown_session(sid: str, known: list[str]) -> str:
 
 @command("list", "sessions on this machine, newest first")
 def list_(host: Host, args: Namespace) -> list[dict[str, Any]]:
+    from openprogram.view.inert import terminal_text
+
     sessions = list_sessions()
-    for meta in sessions:
-        print(f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {meta.get('title', '')}")
+    for meta in sessions:  # a title may come from anyone's session: its escapes are shown
+        line = f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {meta.get('title', '')}"
+        print(terminal_text(line))
     if not sessions:
         print("no sessions yet")
     return sessions

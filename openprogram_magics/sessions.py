@@ -119,11 +119,14 @@ def list_sessions() -> list[dict[str, Any]]:
 
 
 def session_log(session_id: str) -> list[str]:
-    """The session's git log, newest first: ``<short sha> <summary>`` per commit."""
+    """The session's git log, newest first: ``<short sha> <summary>`` per commit (the
+    summary's control characters escaped: it may come from anyone's commit)."""
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.gitlog import commit_log
+    from openprogram.view.inert import terminal_text
 
-    return [f"{e.sha[:8]} {e.summary}" for e in commit_log(default_db().open(session_id).path)]
+    path = default_db().open(session_id).path
+    return [f"{e.sha[:8]} {terminal_text(e.summary)}" for e in commit_log(path)]
 
 
 def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = False) -> list[str]:
@@ -137,6 +140,7 @@ def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = F
     from openprogram.agent.session_db import default_db
     from openprogram.agentic_programming.prompt import history_after
     from openprogram.context.policy import ContextPolicy, effective
+    from openprogram.view.inert import terminal_text
     from openprogram_magics.turn import chained_after
 
     policy = effective(runtime.context)
@@ -169,7 +173,7 @@ def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = F
         )
     lines.append("  [system]    (the called function's docstring, if any)")
     for message in seen.messages:
-        text = " ".join(str(message.get("content", "")).split())
+        text = terminal_text(" ".join(str(message.get("content", "")).split()))
         if not full and len(text) > 300:
             text = text[:299] + "…"
         lines.append(f"  [{message.get('role')}]{' ' * (10 - len(str(message.get('role'))))}{text}")

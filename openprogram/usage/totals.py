@@ -70,8 +70,10 @@ def usage_rows(nodes: Iterable[Call]) -> UsageReport:
 
 
 def _line(label: str, t: Totals) -> str:
+    from openprogram.view.inert import terminal_text  # a function's name: a session's text
+
     return (
-        f"{label[:32]:<32} {t.calls:>5} {t.input_tokens:>9} {t.output_tokens:>9} "
+        f"{terminal_text(label)[:32]:<32} {t.calls:>5} {t.input_tokens:>9} {t.output_tokens:>9} "
         f"{t.tokens:>9}  {t.cost_text()}"
     )
 

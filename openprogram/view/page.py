@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Final
 
+from openprogram.view.inert import json_for_html
 from openprogram.view.layout import compute_layout
 from openprogram.view.saved import saved_view
 from openprogram.view.static import render_static_html
@@ -53,7 +54,7 @@ def render_page(
     """One HTML document: the view of ``nodes`` with every node's detail, offline."""
     layout = compute_layout(nodes, head_id, last_turns=last_turns)
     data = saved_view(layout, title=title, budget=PAGE_BUDGET)
-    payload = _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    payload = json_for_html(data)  # any text in it round-trips through JSON.parse
     module = _script_safe(dag_module_source())
     static = render_static_html((), None, title=title, layout=layout)
     return "\n".join(
@@ -77,5 +78,6 @@ def render_page(
 
 
 def _script_safe(text: str) -> str:
-    """``text`` that cannot end the ``<script>`` element it is inlined in."""
+    """Our own module's source (not data: that is :func:`json_for_html`) made unable to
+    end the ``<script>`` element it is inlined in."""
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from openprogram.context.nodes import OPEN_STATUSES
+from openprogram.view.inert import terminal_text
 from openprogram.view.layout import KNOWN_KINDS, Layout, Placed, compute_layout
 from openprogram.view.summary import clip, content_summary, node_detail
 
@@ -117,7 +118,8 @@ def render_text_tree(
     max_lines: int = 300,
     layout: Layout | None = None,
 ) -> str:
-    """The DAG as an indented text tree, one line per visible node (for ``text/plain``)."""
+    """The DAG as an indented text tree, one line per visible node (for ``text/plain``);
+    a node's text is shown with its control characters escaped (it may reach a terminal)."""
     lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
     start = max(lay.rows - max_lines, 0)
     lines = [f"session DAG: {len(lay.placed)} nodes, {lay.lanes} lane(s)"]
@@ -141,7 +143,7 @@ def render_text_tree(
         bits += [f"⚠ {', '.join(p.flags)}"] if p.flags else []
         bits += ["← HEAD"] if p.id == lay.head_id else []
         bits += [f"· {clip(s['preview'], 60)}"] if "preview" in s else []
-        lines.append(" ".join(bits))
+        lines.append(terminal_text(" ".join(bits)))  # names, previews: a session's text
     return "\n".join(lines)
 
 
