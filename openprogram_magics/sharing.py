@@ -60,16 +60,18 @@ def notebook_file(explicit: str | None = None) -> Path | None:
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
     """Push; returns the message and the URL to record in the notebook ('' if none)."""
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.store.session.remotes import record_remote, resolve_remote
     from openprogram.store.session.sync import push
-    from openprogram.store.session.syncrules import SAFE_SCHEMES, redact_url, url_scheme
+    from openprogram.store.session.syncrules import SAFE_SCHEMES, url_scheme
 
-    url, protocols = resolve_remote(remote, notebook_dir(), recorded=recorded)
+    where = notebook_dir()
+    url, protocols = resolve_remote(remote, where, recorded=recorded)
     message = push(default_db(), session_id, url, protocols)
-    # a URL typed by the user is remembered (without any password) so the next pull
-    # needs no argument; a remote *name* needs no remembering
+    # a URL typed by the user is remembered (without credentials; a local path relative
+    # to the notebook's repository) so the next pull needs no argument; a remote *name*
+    # needs no remembering
     typed_url = remote is not None and url_scheme(remote) in SAFE_SCHEMES and "/" in remote
-    return message, redact_url(url) if typed_url else ""
+    return message, record_remote(url, where) if typed_url else ""
 
 
 def pull_session(session_id: str, remote: str | None, recorded: str | None) -> Received:
@@ -140,7 +142,7 @@ def embed_payload(session_id: str, cap: int = DEFAULT_EMBED_CAP) -> dict[str, An
 
     db = default_db()
     db.root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=db.root, prefix=".embed-") as tmp:
+    with tempfile.TemporaryDirectory(dir=db.root, prefix=f".embed-{os.getpid()}-") as tmp:
         data = export_bundle(db, session_id, Path(tmp) / "s.bundle").read_bytes()
     if len(data) > cap:
         raise UserError(
@@ -215,7 +217,7 @@ def import_embedded(
     data = decode_embedded(find_embedded(path), cap)
     db = default_db()
     db.root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=db.root, prefix=".embed-") as tmp:
+    with tempfile.TemporaryDirectory(dir=db.root, prefix=f".embed-{os.getpid()}-") as tmp:
         bundle = Path(tmp) / "embedded.bundle"
         bundle.write_bytes(data)
         return import_bundle(db, bundle, as_id=as_id)

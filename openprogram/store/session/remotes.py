@@ -21,9 +21,49 @@ from openprogram.store.session.syncrules import (
     SyncError,
     allow_protocol,
     check_url,
+    redact_url,
+    url_scheme,
 )
 
-__all__ = ["notebook_session", "resolve_remote"]
+__all__ = ["notebook_session", "record_remote", "resolve_remote"]
+
+
+def repository_root(start: Path) -> Path:
+    """The work tree of the git repository containing ``start`` (the folder holding its
+    ``.git``), else ``start`` itself: what a local path in a notebook's metadata is
+    relative to, and may not leave."""
+    for folder in (start, *start.parents):
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return start
+
+
+def _local_path(url: str) -> str:
+    return url[len("file://") :] if url.lower().startswith("file://") else url
+
+
+def _recorded_local(url: str, base: Path) -> str:
+    """A local remote a notebook's metadata names, resolved against the notebook's
+    repository (never the session folder git runs in), refused if it leads outside."""
+    root = repository_root(base).resolve()
+    target = (root / _local_path(url)).resolve()
+    if not target.is_relative_to(root):
+        raise SyncError(
+            f"the notebook's metadata names the local remote {url!r}, outside the notebook's "
+            f"repository {root}: refused (type it to use it, e.g. `%openprogram pull {target}`)"
+        )
+    return str(target)
+
+
+def record_remote(url: str, where: str | os.PathLike[str]) -> str:
+    """What a notebook remembers of a remote the user typed: a URL without credentials,
+    or a local path relative to the notebook's repository (so a colleague's clone finds
+    it where theirs is)."""
+    if url_scheme(url) != "file":
+        return redact_url(url)
+    root = repository_root(Path(where).expanduser().resolve()).resolve()
+    target = Path(_local_path(url)).resolve()
+    return target.relative_to(root).as_posix() if target.is_relative_to(root) else str(target)
 
 
 def _repo_config(start: Path) -> Path | None:
@@ -56,7 +96,10 @@ def resolve_remote(
     """
     base = Path(where).expanduser().resolve()
     if remote is None and recorded:
-        return check_url(recorded, from_notebook=True), allow_protocol(from_notebook=True)
+        checked = check_url(recorded, from_notebook=True)
+        if url_scheme(checked) == "file":
+            checked = _recorded_local(checked, base)
+        return checked, allow_protocol(from_notebook=True)
     name = remote or "origin"
     if REMOTE_NAME.fullmatch(name) and not (base / name).exists():
         config = _repo_config(base)

@@ -153,6 +153,25 @@ def git_dir_of(repo: Path) -> Path:
     return dot_git if os.path.lexists(dot_git) else repo
 
 
+def git_command(
+    repo: Path,
+    *args: str,
+    env_extra: Mapping[str, str] | None = None,
+    network: str | None = None,
+    sanitize: bool = True,
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment :func:`run_git` runs ``git args`` on ``repo`` with (for a
+    caller that streams to git, such as ``index-pack``); makes ``repo`` safe first."""
+    git_dir = git_dir_of(repo)
+    bare = git_dir == repo
+    if sanitize:
+        make_safe(git_dir, bare=bare)
+    env = {"GIT_DIR": str(git_dir), **({} if bare else {"GIT_WORK_TREE": str(repo)})}
+    if env_extra:
+        env.update(env_extra)
+    return git_argv(*args, network=network is not None), git_env(env, network=network)
+
+
 def run_git(
     repo: Path,
     *args: str,
@@ -170,23 +189,40 @@ def run_git(
     overrides, and ``GIT_DIR``/``GIT_WORK_TREE`` fixed to ``repo`` (no discovery of an
     enclosing repository).  ``network``: the protocols a fetch or push may use.  Output is
     captured; ``check`` raises ``CalledProcessError``."""
-    git_dir = git_dir_of(repo)
-    bare = git_dir == repo
-    if sanitize:
-        make_safe(git_dir, bare=bare)
-    env = {"GIT_DIR": str(git_dir), **({} if bare else {"GIT_WORK_TREE": str(repo)})}
-    if env_extra:
-        env.update(env_extra)
+    argv, env = git_command(repo, *args, env_extra=env_extra, network=network, sanitize=sanitize)
     return subprocess.run(
-        git_argv(*args, network=network is not None),
+        argv,
         cwd=repo,
-        env=git_env(env, network=network),
+        env=env,
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
         capture_output=True,
         check=check,
         timeout=timeout,
     )
+
+
+# What the other side of a local transport must not run.  For a path or ``file://``
+# remote, git starts ``git-receive-pack``/``git-upload-pack`` itself, on the *other*
+# repository, with that repository's config and hooks, and without passing our ``-c``
+# overrides on (they travel in ``GIT_CONFIG_PARAMETERS``, which git clears for a local
+# transport).  So the program git starts there is named by us, with the overrides that
+# matter on that side: no hooks (``pre-receive``, ``update``, ``post-receive``,
+# ``post-update``, ``reference-transaction``, ``proc-receive``, ``push-to-checkout``), no
+# ``core.alternateRefsCommand``, no automatic gc.  Over ssh/http/git the server decides.
+REMOTE_SIDE = (
+    "git -c core.hooksPath=/dev/null -c core.alternateRefsCommand=true "
+    "-c core.alternateRefsPrefixes=refs/openprogram/none -c receive.autogc=false "
+    "-c core.fsmonitor=false -c gc.auto=0"
+)
+
+
+def local_transport_options(*, push: bool) -> list[str]:
+    """The options of ``git push``/``git fetch`` to a local repository that name the
+    program run on its side (:data:`REMOTE_SIDE`)."""
+    if push:
+        return [f"--receive-pack={REMOTE_SIDE} receive-pack"]
+    return [f"--upload-pack={REMOTE_SIDE} upload-pack"]
 
 
 def _is_real_dir(path: Path) -> bool:

@@ -90,7 +90,7 @@ class SessionStore:
         if self.exists(session_id):
             return self.open(session_id)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._remove_dead_creations()
+        self.remove_debris()
         tmp = self.root / f".creating-{session_id}-{os.getpid()}-{os.urandom(3).hex()}"
         tmp.mkdir()
         try:
@@ -133,10 +133,12 @@ class SessionStore:
             raise
         return self.open(session_id)
 
-    def _remove_dead_creations(self) -> None:
-        """Remove the half-made sessions (``.creating-<id>-<pid>-…``) of processes that died
-        while creating them."""
-        for item in self.root.glob(".creating-*"):
+    def remove_debris(self) -> None:
+        """Remove what processes that died left under the sessions folder: half-made
+        sessions (``.creating-<id>-<pid>-…``), the quarantines of a pull or import
+        (``.incoming-<pid>-…``) and embedded bundles being imported (``.embed-<pid>-…``)."""
+        items = [self.root.glob(f".{kind}-*") for kind in ("creating", "incoming", "embed")]
+        for item in (i for found in items for i in found):
             try:
                 pid = int(item.name.rsplit("-", 2)[-2])
                 os.kill(pid, 0)
@@ -160,6 +162,8 @@ class SessionStore:
             if os.path.islink(path):
                 raise CorruptedFile(str(path), "a symbolic link (not followed)")
             if not (path / ".git").is_dir():
+                if self.root.is_dir():
+                    self.remove_debris()
                 raise SessionNotFound(
                     f"no session {session_id!r} under {self.root}; "
                     "`openprogram sessions list` shows the ones there are"
@@ -173,6 +177,7 @@ class SessionStore:
         out: list[dict[str, Any]] = []
         if not self.root.is_dir():
             return out
+        self.remove_debris()
         for item in self.root.iterdir():
             if item.name.startswith(".") or not is_real_dir(item / ".git"):
                 continue

@@ -22,7 +22,6 @@ untouched.  Only an explicit call contacts a remote.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,13 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.safegit import init_repository
+from openprogram.store.session.incoming import Caps, read_bundle_header
+from openprogram.store.session.safegit import init_repository, local_transport_options
 from openprogram.store.session.syncgit import (
     INCOMING,
     QUARANTINE_PREFIX,
     git,
     git_fail,
     git_out,
+    index_pack,
     main_commit,
 )
 from openprogram.store.session.syncmerge import Received, receive
@@ -48,6 +49,7 @@ from openprogram.store.session.syncrules import (
     check_refs,
     redact_url,
     session_ref,
+    url_scheme,
 )
 
 if TYPE_CHECKING:
@@ -70,6 +72,7 @@ __all__ = [
 def _quarantine(store: SessionStore) -> Iterator[Path]:
     """An empty repository under the sessions folder, deleted afterwards."""
     store.root.mkdir(parents=True, exist_ok=True)
+    store.remove_debris()  # quarantines a killed pull or import left behind
     path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     init_repository(path)
     try:
@@ -91,8 +94,10 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     return tip
 
 
-def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> None:
-    """Every object new in ``tip`` (not reachable from ``known``) has the session's shape."""
+def _check_history(repo: Path, tip: str, known: str | None, session_id: str, caps: Caps) -> None:
+    """Every object new in ``tip`` (not reachable from ``known``) has the session's shape,
+    and together they stay under ``caps`` (a fetch is counted here, after git received
+    and fsck'ed it; a bundle was counted before, as it streamed to git)."""
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
     if known is None:  # nothing borrowed: every object in the quarantine arrived (no walk)
         checks = git(repo, "cat-file", "--batch-all-objects", fmt).stdout.split()
@@ -107,6 +112,9 @@ def _check_history(repo: Path, tip: str, known: str | None, session_id: str) -> 
     bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
     if bad:
         raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
+    caps.check_total(sum(sizes.values()), len(sizes))
+    for sha, kind in kinds.items():
+        caps.check_object(kind.decode(), sizes[bytes.fromhex(sha.decode())])
     wanted = b"".join(s + b"\n" for s, kind in kinds.items() if kind in (b"commit", b"tree"))
     trees: dict[bytes, bytes] = {}
     roots: list[bytes] = []
@@ -156,18 +164,23 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
 def import_bundle(
     store: SessionStore, bundle: str | os.PathLike[str], as_id: str | None = None
 ) -> Received:
-    """Import a bundle made by :func:`export_bundle` (into an existing session: like a pull)."""
+    """Import a bundle made by :func:`export_bundle` (into an existing session: like a pull).
+
+    The pack is counted against :class:`Caps` as it streams to ``git index-pack
+    --strict`` (git's object checks: ``git bundle unbundle`` and a fetch from a bundle do
+    none), then every new tree is checked as for a fetch."""
     path = Path(bundle).expanduser().resolve()
     if not path.is_file():
         raise SyncError(f"no bundle {path}")
     if as_id is not None:
         validate_session_id(as_id)
-    with _quarantine(store) as quarantine:
-        verify = git(quarantine, "bundle", "verify", str(path), check=False)
-        if verify.returncode != 0:
-            raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
-        listed = verify.stdout.decode(errors="replace").splitlines()  # "<sha> <ref>" lines
-        refs = [line.split()[1] for line in listed if re.fullmatch(r"[0-9a-f]{40} \S+", line)]
+    caps = Caps.from_env()
+    with path.open("rb") as stream:
+        try:
+            header = read_bundle_header(stream)
+        except SyncError as exc:
+            raise SyncError(f"{path.name}: {exc} (not a valid git bundle)") from None
+        refs = [name for _, name in header.refs]
         named = [r[len(NAMESPACE) :] for r in refs if r.startswith(NAMESPACE)]
         if len(named) != 1:
             raise SyncError(
@@ -177,9 +190,20 @@ def import_bundle(
         bundled = validate_session_id(named[0])
         check_refs(refs, bundled)
         target = as_id or bundled
-        return _fetch_and_receive(
-            store, quarantine, str(path), session_ref(bundled), target, bundled
-        )
+        with _quarantine(store) as quarantine:
+            local = store.session_path(target)
+            known = _borrow(quarantine, local) if (local / ".git").is_dir() else None
+            verify = git(quarantine, "bundle", "verify", str(path), check=False)
+            if verify.returncode != 0:  # a prerequisite this session lacks
+                raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
+            try:
+                index_pack(quarantine, stream, caps)
+            except SyncError as exc:
+                raise SyncError(f"{path.name}: {exc}") from None
+            git(quarantine, "update-ref", INCOMING, header.refs[0][0])
+            tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
+            _check_history(quarantine, tip, known, bundled, caps)
+            return receive(store, quarantine, target, tip)
 
 
 def _fetch_and_receive(
@@ -193,8 +217,9 @@ def _fetch_and_receive(
 ) -> Received:
     local = store.session_path(session_id)
     known = _borrow(quarantine, local) if (local / ".git").is_dir() else None
+    local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
     fetched = git(
-        quarantine, "fetch", "--no-tags", "--no-write-fetch-head", "--", url,
+        quarantine, "fetch", "--no-tags", "--no-write-fetch-head", *local_side, "--", url,
         f"+{ref}:{INCOMING}", check=False, network=network,
     )  # fmt: skip
     if fetched.returncode != 0:
@@ -203,7 +228,7 @@ def _fetch_and_receive(
             raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
         raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
     tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
-    _check_history(quarantine, tip, known, recorded_id)
+    _check_history(quarantine, tip, known, recorded_id, Caps.from_env())
     return receive(store, quarantine, session_id, tip)
 
 
@@ -216,9 +241,10 @@ def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
         tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
+    local_side = local_transport_options(push=True) if url_scheme(url) == "file" else []
     result = git(
-        session.path, "push", "--porcelain", "--no-verify", "--", url, f"{tip}:{ref}",
-        check=False, network=protocols,
+        session.path, "push", "--porcelain", "--no-verify", *local_side, "--", url,
+        f"{tip}:{ref}", check=False, network=protocols,
     )  # fmt: skip
     text = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
     if result.returncode != 0:

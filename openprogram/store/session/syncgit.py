@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import BinaryIO
 
-from openprogram.store.session.safegit import run_git
+from openprogram.store.session.incoming import Caps, scan_pack
+from openprogram.store.session.safegit import git_command, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
 
 INCOMING = "refs/openprogram/incoming"
@@ -58,3 +60,44 @@ def main_commit(repo: Path) -> str | None:
 
 def is_ancestor(repo: Path, a: str, b: str) -> bool:
     return git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+
+def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> None:
+    """Store the pack read from ``pack`` in ``repo`` (a quarantine) through ``git
+    index-pack --strict`` (git's fsck of every object, thin packs completed from the
+    borrowed objects), counting it against ``caps`` as it streams: git is stopped the
+    moment the declared sizes pass them, before it inflates what would pass them."""
+    argv, env = git_command(
+        repo, "index-pack", "--strict", "--fix-thin", "--stdin",
+        sanitize=not repo.name.startswith(QUARANTINE_PREFIX),
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=repo, env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    stdin = proc.stdin
+
+    def feed(data: bytes) -> None:
+        try:
+            stdin.write(data)
+        except BrokenPipeError:  # git stopped (it says why on stderr)
+            pass
+
+    try:
+        scan_pack(pack, feed, caps)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        lines = err.decode(errors="replace").splitlines()
+        why = next((t for t in lines if t.startswith("error:")), lines[-1] if lines else "")
+        failed = subprocess.CompletedProcess[bytes]([], 1, b"", why.encode())
+        raise git_fail("refused by git's object check", failed)

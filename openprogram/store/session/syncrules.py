@@ -11,11 +11,12 @@ bucket indexes aside, which are resolved here).  No I/O: the caller reads the ob
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from openprogram.errors import UserError
 from openprogram.store.session.ids import validate_session_id
@@ -56,7 +57,7 @@ def check_refs(refs: Iterable[str], session_id: str) -> None:
 def check_meta(data: bytes, session_id: str) -> None:
     """The tip's ``meta.json`` must name the session that was asked for."""
     try:
-        meta = json.loads(data)
+        meta = orjson.loads(data)  # nesting past 1,024 levels is an error, not a crash
     except ValueError as exc:
         raise SyncError(f"refused: its meta.json is not JSON ({exc})") from None
     found = meta.get("id") if isinstance(meta, dict) else None
@@ -102,7 +103,7 @@ class HistoryCheck:
             end = match.end()
             if (raw_name, raw_mode, depth) not in self._allowed:
                 self._allow(raw_name, raw_mode, depth, where)
-            if raw_mode == b"40000":
+            if int(raw_mode, 8) == TREE_MODE:  # as git reads it: "040000" is a tree too
                 if (sha, depth + 1) not in self._seen:  # most subtrees: checked already
                     self._check(sha, depth + 1, f"{where}{raw_name.decode()}/")
             elif self.sizes.get(sha, 0) > self.max_blob:
@@ -116,6 +117,8 @@ class HistoryCheck:
     def _allow(self, raw_name: bytes, raw_mode: bytes, depth: int, where: str) -> None:
         name, mode = raw_name.decode("utf-8", "surrogateescape"), int(raw_mode, 8)
         path = f"{where}{name}"
+        if raw_mode.startswith(b"0"):  # git writes none; fsck --strict refuses them too
+            raise SyncError(f"refused: {path!r} has a zero-padded mode ({raw_mode.decode()})")
         if mode == 0o120000:
             raise SyncError(f"refused: {path} is a symbolic link")
         want = expected_mode(name, depth)
@@ -124,7 +127,7 @@ class HistoryCheck:
         self._allowed.add((raw_name, raw_mode, depth))
 
 
-_ENTRY = re.compile(rb"([0-7]{5,6}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
+_ENTRY = re.compile(rb"([0-7]{1,7}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
 
 
 def expected_mode(name: str, depth: int) -> int | None:

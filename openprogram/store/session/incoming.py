@@ -1,0 +1,268 @@
+"""What may arrive, counted before git unpacks it: caps on a pack stream and bundle headers.
+
+Git checks objects (``index-pack --strict``) but not how much they add up to: a 0.2 MB
+bundle can hold a delta that inflates to gigabytes, or a 300 MB commit message, and git
+would inflate it (in memory, for a delta) before anything of ours looked.  So a pack that
+arrives in a bundle is read here first, object by object, as it streams to git: each
+object's header says the size it inflates to (a delta's own header, its result's), and the
+totals are capped (:class:`Caps`) before that size is ever produced.  Pure logic on a byte
+stream; :mod:`sync` runs git.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from openprogram.store.session.syncrules import SyncError
+
+_COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
+_KIND = {_COMMIT: "commit", _TREE: "tree", _BLOB: "blob", _TAG: "tag"}
+_CHUNK = 1 << 16
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, "")) or default
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The most a bundle, an embedded bundle or a fetch may bring in total.
+
+    ``total_bytes``: the sum of the inflated sizes of its objects; ``objects``: how many;
+    ``commit_bytes``: one commit or tag object.  A session of 100,000 turns is ~230 MB in
+    ~1.1 M objects, so the defaults leave room for any real session and refuse a bomb.
+    ``OPENPROGRAM_INCOMING_MAX_BYTES`` / ``OPENPROGRAM_INCOMING_MAX_OBJECTS`` raise them.
+    """
+
+    total_bytes: int = 1 << 30
+    objects: int = 4_000_000
+    commit_bytes: int = 1 << 20
+
+    @classmethod
+    def from_env(cls) -> Caps:
+        return cls(
+            total_bytes=_env_int("OPENPROGRAM_INCOMING_MAX_BYTES", cls.total_bytes),
+            objects=_env_int("OPENPROGRAM_INCOMING_MAX_OBJECTS", cls.objects),
+        )
+
+    def check_total(self, total: int, count: int) -> None:
+        if count > self.objects:
+            raise SyncError(f"refused: it holds more than {self.objects} git objects")
+        if total > self.total_bytes:
+            raise SyncError(
+                f"refused: its objects inflate to more than {_mib(self.total_bytes)} "
+                "(OPENPROGRAM_INCOMING_MAX_BYTES raises the cap)"
+            )
+
+    def check_object(self, kind: str, size: int) -> None:
+        if kind in ("commit", "tag") and size > self.commit_bytes:
+            raise SyncError(f"refused: a {kind} object of {size} bytes (limit {self.commit_bytes})")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+# -- bundles ---------------------------------------------------------------------------------
+BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
+MAX_HEADER = 1 << 20
+
+
+@dataclass(frozen=True)
+class BundleHeader:
+    refs: list[tuple[str, str]]  # (sha, ref name)
+    prerequisites: list[str]
+    pack_offset: int  # where the pack data starts in the file
+
+
+def read_bundle_header(stream: BinaryIO) -> BundleHeader:
+    """Parse a v2/v3 bundle's header (signature, capabilities, prerequisites, refs, blank
+    line), leaving ``stream`` at the pack."""
+    first = stream.readline(64)
+    if first not in BUNDLE_SIGNATURES:
+        raise SyncError("refused: not a git bundle")
+    refs: list[tuple[str, str]] = []
+    prerequisites: list[str] = []
+    used = len(first)
+    while True:
+        line = stream.readline(MAX_HEADER)
+        used += len(line)
+        if not line.endswith(b"\n") or used > MAX_HEADER:
+            raise SyncError("refused: a malformed git bundle header")
+        text = line[:-1].decode("ascii", "replace")
+        if not text:
+            return BundleHeader(refs, prerequisites, used)
+        if text.startswith("@"):  # v3 capability: only sha1 is supported here
+            if text.startswith("@object-format=") and text != "@object-format=sha1":
+                raise SyncError(f"refused: a bundle of {text[1:]} objects")
+            if text.startswith("@filter="):
+                raise SyncError("refused: a partial (filtered) bundle")
+            continue
+        if text.startswith("-"):
+            prerequisites.append(text[1:41])
+            continue
+        sha, _, name = text.partition(" ")
+        if len(sha) != 40 or not name:
+            raise SyncError("refused: a malformed git bundle header")
+        refs.append((sha, name))
+
+
+# -- packs ------------------------------------------------------------------------------------
+class _Reader:
+    """Bytes of ``stream`` in order; each byte read from the stream goes to ``sink`` once
+    (the ``git index-pack`` being fed), whatever the scanner later pushes back."""
+
+    def __init__(self, stream: BinaryIO, sink: Callable[[bytes], object]) -> None:
+        self.stream, self.sink = stream, sink
+        self.buffer = b""
+        self.offset = 0  # of the first byte of ``buffer`` in the pack
+
+    def _fill(self) -> bool:
+        data = self.stream.read(_CHUNK)
+        if not data:
+            return False
+        self.sink(data)
+        self.buffer += data
+        return True
+
+    def take(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            if not self._fill():
+                raise SyncError("refused: a truncated git pack")
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        self.offset += n
+        return out
+
+    def chunk(self) -> bytes:
+        if not self.buffer and not self._fill():
+            raise SyncError("refused: a truncated git pack")
+        out, self.buffer = self.buffer, b""
+        self.offset += len(out)
+        return out
+
+    def unread(self, data: bytes) -> None:
+        self.buffer = data + self.buffer
+        self.offset -= len(data)
+
+    def drain(self) -> None:
+        self.buffer = b""
+        while self._fill():
+            self.buffer = b""
+
+
+def _varint_le(data: bytes, pos: int) -> tuple[int, int]:
+    """A delta header's size (7 bits a byte, least significant first)."""
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise SyncError("refused: a malformed delta in the git pack")
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        pos += 1
+        if not byte & 0x80:
+            return value, pos
+
+
+@dataclass
+class PackScan:
+    """Totals of a pack, as far as it was read."""
+
+    objects: int = 0
+    inflated: int = 0
+
+
+def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> PackScan:
+    """Read the pack on ``stream`` object by object, passing every byte to ``sink``, and
+    raise :class:`SyncError` as soon as the declared sizes pass ``caps`` — before the
+    object that would pass them is inflated (each one is inflated here only to find where
+    the next begins, never kept).  The trailing checksum is left to git."""
+    reader = _Reader(stream, sink)
+    head = reader.take(12)
+    if head[:4] != b"PACK" or int.from_bytes(head[4:8], "big") not in (2, 3):
+        raise SyncError("refused: not a git pack")
+    count = int.from_bytes(head[8:12], "big")
+    caps.check_total(0, count)
+    scan = PackScan(objects=count)
+    kinds: dict[int, int] = {}  # offset -> type, for ofs-deltas (result type = base type)
+    for _ in range(count):
+        start = reader.offset
+        byte = reader.take(1)[0]
+        kind, size, shift = (byte >> 4) & 7, byte & 15, 4
+        while byte & 0x80:
+            byte = reader.take(1)[0]
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if shift > 70:
+                raise SyncError("refused: a malformed object header in the git pack")
+        base_kind: int | None = kind
+        if kind == _OFS_DELTA:
+            byte = reader.take(1)[0]
+            back = byte & 0x7F
+            while byte & 0x80:
+                byte = reader.take(1)[0]
+                back = ((back + 1) << 7) | (byte & 0x7F)
+            base_kind = kinds.get(start - back)
+        elif kind == _REF_DELTA:
+            reader.take(20)
+            base_kind = None  # a base in the pack or already here: its type is not known
+        elif kind not in _KIND:
+            raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
+
+        def declare(n: int) -> None:
+            caps.check_total(scan.inflated + n, count)
+
+        result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
+        if base_kind is not None:
+            kinds[start] = base_kind
+            caps.check_object(_KIND.get(base_kind, "blob"), result)
+        scan.inflated += result
+        caps.check_total(scan.inflated, count)
+    reader.drain()
+    return scan
+
+
+def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:
+    """Inflate one object's data (to find its end, output dropped); its size once inflated
+    (for a delta, the size of the object it makes, read from the delta's header)."""
+    declare(size)
+    inflater = zlib.decompressobj()
+    produced = 0
+    result = None if delta else size
+    head = b""  # a delta's first bytes: its base's size, then its result's
+    while not inflater.eof:
+        data = reader.chunk()
+        while data and not inflater.eof:
+            out = inflater.decompress(data, _CHUNK)
+            data = inflater.unconsumed_tail
+            produced += len(out)
+            if produced > size:
+                raise SyncError("refused: an object in the git pack is longer than it says")
+            if result is None:
+                head += out[:32]
+                result = _delta_result(head)
+                if result is not None:
+                    declare(result)
+        if inflater.eof:
+            reader.unread(inflater.unused_data + data)
+    if produced != size or result is None:
+        raise SyncError("refused: an object in the git pack is shorter than it says")
+    return result
+
+
+def _delta_result(head: bytes) -> int | None:
+    """The result size a delta's header declares (None: not enough bytes yet)."""
+    try:
+        _, pos = _varint_le(head, 0)
+        return _varint_le(head, pos)[0]
+    except SyncError:
+        if len(head) >= 20:
+            raise
+        return None
