@@ -50,7 +50,9 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     done = replace(meta, last_turn_id=result.user_node_id)
     magics.turn_done(done, pinned)
     if not streamed and result.text:
-        print(result.text)
+        from openprogram.context.secrets import redact_secrets
+
+        print(redact_secrets(result.text))  # as a streamed reply would be
     header = f"openprogram · session {result.session_id} · chat turn · {result.status}"
     if result.error:
         header += f" · {result.error}"

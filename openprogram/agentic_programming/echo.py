@@ -6,6 +6,10 @@ frame with :func:`using_echo`; a plain-text ``runtime.exec`` made directly in th
 ``response_format``) then streams, and each piece of text is written to the output the
 moment the provider delivers it.  The node still stores the complete reply; a reply cut
 off (Ctrl-C) keeps what arrived, marked ``cancelled`` and ``partial``.
+
+What is written passes :class:`~openprogram.context.secrets.SecretStream` first: a known
+secret the model echoes (an API key of the environment, a key given to a provider) is
+``***`` on the screen and in the saved notebook, as in the node, even split across pieces.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import TextIO
 
+from openprogram.context.secrets import SecretStream
 from openprogram.store.vars import scoped
 
 
 class Echo:
     """Writes streamed text to ``out`` (default: the current ``sys.stdout``), flushed per
-    piece so a notebook frontend shows it at once; ``end()`` closes the line."""
+    piece so a notebook frontend shows it at once, secrets masked; ``end()`` writes what
+    was held back (the possible start of a secret) and closes the line."""
 
     def __init__(
         self, frame_id: str | None, out: TextIO | Callable[[], TextIO] | None = None
@@ -29,7 +35,8 @@ class Echo:
         self.frame_id = frame_id
         self._out = out
         self.wrote = False  # on the current line
-        self.total = 0  # characters written, ever
+        self.total = 0  # characters streamed, ever
+        self._redact: SecretStream | None = None  # one per reply: the secrets of its time
 
     def stream(self) -> TextIO:
         out = self._out() if callable(self._out) else self._out
@@ -38,13 +45,22 @@ class Echo:
     def __call__(self, delta: str) -> None:
         if not delta:
             return
-        out = self.stream()
-        out.write(delta)
-        out.flush()
-        self.wrote = True
         self.total += len(delta)
+        if self._redact is None:
+            self._redact = SecretStream()
+        self._write(self._redact.feed(delta))
+
+    def _write(self, text: str) -> None:
+        if text:
+            out = self.stream()
+            out.write(text)
+            out.flush()
+            self.wrote = True
 
     def end(self) -> None:
+        if self._redact is not None:
+            self._write(self._redact.end())
+            self._redact = None
         if self.wrote:
             out = self.stream()
             out.write("\n")

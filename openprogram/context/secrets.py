@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
 # a key is secret when one of its ``_``/``-``/``.`` separated words is one of these, or it
@@ -107,10 +108,54 @@ def redact_value(value: Any) -> Any:
 def redact_secrets(text: str) -> str:
     """``text`` with the values of credential-like environment variables (and keys given to
     a provider) replaced by ``***`` (an exception message or traceback may quote a key)."""
-    for value in refresh_secrets():
+    return _mask(text, refresh_secrets())
+
+
+def _mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***`` (the longest first, so a
+    secret holding another is masked whole)."""
+    for value in sorted(secrets, key=len, reverse=True):
         if value in text:
             text = text.replace(value, REDACTED)
     return text
+
+
+class SecretStream:
+    """:func:`redact_secrets` for text that arrives in pieces (a streamed reply): a secret
+    split across two pieces is masked too.  ``feed`` returns what may be shown now and
+    holds back a tail that could be the start of a secret until the next piece shows
+    whether it is one; ``end`` returns what is held back."""
+
+    def __init__(self) -> None:
+        self.secrets = refresh_secrets()
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        if not self.secrets:
+            return piece
+        text = _mask(self._held + piece, self.secrets)
+        keep = self._partial(text)
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def end(self) -> str:
+        held, self._held = self._held, ""
+        return held
+
+    def _partial(self, text: str) -> int:
+        """The length of the longest tail of ``text`` that begins some secret."""
+        longest = 0
+        for secret in self.secrets:
+            start = max(0, len(text) - len(secret) + 1)  # a tail shorter than the secret
+            at = text.find(secret[0], start)
+            while at != -1:
+                if len(text) - at <= longest:
+                    break
+                if secret.startswith(text[at:]):
+                    longest = len(text) - at
+                    break
+                at = text.find(secret[0], at + 1)
+        return longest
 
 
 refresh_secrets()

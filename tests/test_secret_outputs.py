@@ -1,0 +1,149 @@
+"""No secret a model echoes reaches the notebook: a reply that quotes the value of
+``OPENAI_API_KEY``, streamed by the real OpenAI SDK from the loopback wire server with the
+key split across stream chunks, shows ``***`` in a plain, a ``--chat`` and a
+``--background`` cell — in what the kernel sends the frontend, in the saved notebook and in
+every file and git object of the session."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from openprogram.context.secrets import SecretStream
+from openprogram_magics.headless import run_notebook
+from tests.test_kernel_turns import Kernel, start_kernel
+from tests.wire_server import Reply, WireServer
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = "sk-fake-" + "9f3KqLx2" + "MustNotLeak7a1"  # what the kernel's OPENAI_API_KEY holds
+
+
+def echoing(key: str, cut: list[int]) -> Reply:
+    """A reply quoting ``key``, streamed in pieces cut inside it (``cut``: offsets)."""
+    edges = [0, *cut, len(key)]
+    inside = [key[a:b] for a, b in itertools.pairwise(edges)]
+    return Reply(chunks=["Your key is ", *inside, " - keep it safe."])
+
+
+REPLIES = [echoing(KEY, [3]), echoing(KEY, [1, 9, 20]), echoing(KEY, [len(KEY) - 1])]
+WAIT = 'get_ipython().magics_manager.registry["OpenProgramMagics"].background.wait(30)'
+CELLS = [
+    "%load_ext openprogram_magics",
+    '%%openprogram\nfrom openprogram import llm\nreply = llm("What is my key?")',
+    "%%openprogram --chat\nWhat is my key, again?",
+    '%%openprogram --background\nfrom openprogram import llm\nlate = llm("Once more?")',
+    WAIT,
+    "print(len(reply), len(late))",  # the program still gets the reply itself
+]
+
+
+def kernel_env(monkeypatch: pytest.MonkeyPatch, wire: WireServer) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", wire.openai_base_url)
+    monkeypatch.setenv("OPENPROGRAM_PROVIDER", "openai")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def leaks_in_files(root: Path, secret: str) -> list[str]:
+    """Every file under ``root`` holding ``secret``: raw, inside a loose git object
+    (zlib), or in any object of any git repository there (packs included)."""
+    needle = secret.encode()
+    found: list[str] = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes()
+        if needle in data:
+            found.append(str(path))
+        elif _loose_object(path) and needle in zlib.decompress(data):
+            found.append(f"{path} (git object)")
+    git_dirs = {p.parent for p in root.rglob("HEAD") if (p.parent / "objects").is_dir()}
+    for git_dir in sorted(git_dirs):
+        objects = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "cat-file", "--batch-all-objects", "--batch"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        if needle in objects:
+            found.append(f"{git_dir} (an object)")
+    return found
+
+
+def _loose_object(path: Path) -> bool:
+    return path.parent.parent.name == "objects" and len(path.parent.name) == 2
+
+
+def test_a_secret_split_across_stream_pieces_is_masked_whatever_the_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    text = f"sk- s {KEY} and {KEY}{KEY} s"
+    for size in range(1, len(text) + 1):
+        stream = SecretStream()
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        shown = "".join(stream.feed(p) for p in pieces) + stream.end()
+        assert shown == "sk- s *** and ****** s", size
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_an_echoed_key_reaches_no_output_no_notebook_and_no_session_file(
+    tmp_path: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, wire: WireServer
+) -> None:
+    kernel_env(monkeypatch, wire)
+    wire.reply(*REPLIES)
+    path = tmp_path / "work" / "nb.ipynb"
+    path.parent.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nbformat.write(nb, path)
+    result = run_notebook(path, timeout=120)
+    assert result.error is None, result.error
+    assert len(wire.requests) == 3  # the three cells asked the model, which echoed the key
+    saved = nbformat.read(path, as_version=4)
+    texts = ["".join(o.get("text", "") for o in cell.outputs) for cell in saved.cells]
+    assert "Your key is *** - keep it safe." in texts[1]  # streamed, masked
+    assert "Your key is *** - keep it safe." in texts[2]  # the chat reply
+    assert texts[5].split() == [str(len(KEY) + 28)] * 2  # the values the program got are whole
+    assert leaks_in_files(path.parent, KEY) == []
+    assert leaks_in_files(op_home, KEY) == []
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_a_frontend_receives_no_echoed_key_from_any_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wire: WireServer
+) -> None:
+    """What a live frontend gets (every iopub message of the kernel, the background cell's
+    streamed reply included, which lands under its cell after the cell returned)."""
+    kernel_env(monkeypatch, wire)
+    wire.reply(*REPLIES)
+    home = tmp_path / "home"
+    km, kc = start_kernel(home)
+    kernel = Kernel(km, kc)
+    messages: list[dict[str, Any]] = []
+    try:
+        for code in CELLS:
+            msg_id = kernel.send(code)
+            assert kernel.reply(msg_id)["status"] == "ok"
+            while True:  # every message, whichever cell it belongs to, until this one is idle
+                msg = kc.get_iopub_msg(timeout=60)
+                messages.append(msg)
+                state = msg["content"].get("execution_state")
+                if msg["parent_header"].get("msg_id") == msg_id and state == "idle":
+                    break
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    shown = [str(m["content"]) for m in messages]
+    streamed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    assert streamed.count("Your key is *** - keep it safe.") == 3, streamed
+    assert not [s for s in shown if KEY in s]
+    assert leaks_in_files(home, KEY) == []
