@@ -75,6 +75,7 @@ def run_notebook(
         resources={"metadata": {"path": str(source.parent.resolve())}},
         store_widget_state=True,
     )
+    bundles = saved_bundles(nb.cells) if replay else {}  # a replay skips embed: kept
     for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
@@ -88,11 +89,26 @@ def run_notebook(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    for index, outputs in bundles.items():  # after the note saying embed was skipped
+        nb.cells[index].outputs.extend(outputs)
     write_back(nb)
     target = Path(output) if output is not None else source
     nbformat.write(nb, target)
     session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
     return RunResult(target, session, error)
+
+
+def saved_bundles(cells: list[Any]) -> dict[int, list[Any]]:
+    """The outputs holding a session bundle (``%openprogram embed``), by cell: a replay
+    skips embed, so the bundle the file carried stays in it."""
+    from openprogram_magics.sharing import BUNDLE_MIME
+
+    found = {}
+    for index, cell in enumerate(cells):
+        kept = [o for o in cell.get("outputs", []) if BUNDLE_MIME in o.get("data", {})]
+        if kept:
+            found[index] = kept
+    return found
 
 
 def replay_setup(

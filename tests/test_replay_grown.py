@@ -231,12 +231,15 @@ def test_a_replay_never_pushes_or_pulls(tmp_path: Path) -> None:
             turn(CRASH),
             new_code_cell(f"%openprogram push {remote}"),
             new_code_cell(f"%openprogram pull {remote}"),
+            new_code_cell("%openprogram embed"),
         ],
     )
     assert cli_main(["--home", str(home), "run", str(nb)]) == 0
     sid = session_id(nb)
     pushed = refs(remote)
     assert f"refs/openprogram/sessions/{sid}" in pushed  # the live run pushed
+    bundle = bundles(nb)
+    assert len(bundle) == 1  # and embedded the session
     live_calls(tmp_path)
 
     grown = tmp_path / "grown.ipynb"
@@ -253,10 +256,55 @@ def test_a_replay_never_pushes_or_pulls(tmp_path: Path) -> None:
         "(a replay never runs push, pull, embed, import or export)\n",
         "openprogram: replay: `%openprogram pull` skipped "
         "(a replay never runs push, pull, embed, import or export)\n",
+        "openprogram: replay: `%openprogram embed` skipped "
+        "(a replay never runs push, pull, embed, import or export)\n",
     ]
     assert str(remote) not in "".join(printed(out))
+    assert bundles(out) == bundle  # the bundle the file carried stays in it
 
-    # a plain replay skips them too
-    assert cli_main(["--home", str(home), "run", str(out), "--replay", "-o", str(out)]) == 0
+    # a plain replay, in place, skips them too
+    assert cli_main(["--home", str(home), "run", str(out), "--replay"]) == 0
     assert refs(remote) == pushed
-    assert sum("skipped" in text for text in printed(out)) == 2
+    assert sum("skipped" in text for text in printed(out)) == 3
+    assert bundles(out) == bundle
+
+
+def bundles(path: Path) -> list[Any]:
+    """The session bundles ``%openprogram embed`` left in the notebook's outputs."""
+    from openprogram_magics.sharing import BUNDLE_MIME
+
+    return [
+        o["data"][BUNDLE_MIME]
+        for cell in json.loads(path.read_text())["cells"]
+        for o in cell.get("outputs", [])
+        if BUNDLE_MIME in o.get("data", {})
+    ]
+
+
+def test_the_replay_a_runner_announces_skips_export_and_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kernel side without a kernel: the bridge state ``openprogram run --replay``
+    hands over makes the side-effect commands notes; a malformed one is refused."""
+    from openprogram_magics import bridge, commands
+    from openprogram_magics.headless import state_payload
+    from tests.test_magic_commands import Host
+
+    monkeypatch.setattr(bridge, "_state", None)
+    bundle = tmp_path / "s.bundle"
+    replay = {"session_id": "nb_0123456789", "record_misses": True}
+    bridge.receive_frontend_state(state_payload(None, "nb.ipynb", replay))
+    assert bridge.replay_run() == bridge.ReplayRun("nb_0123456789", True)
+    assert commands.run(Host(), f"export {bundle}") is None
+    assert commands.run(Host(), f"import {bundle}") is None
+    assert not bundle.exists()
+    out = capsys.readouterr().out
+    assert "`%openprogram export` skipped" in out and "`%openprogram import` skipped" in out
+    assert str(bundle) not in out
+
+    bridge.receive_frontend_state(state_payload(None, "nb.ipynb", {"session_id": 3}))
+    state = bridge.frontend_state()
+    assert state is not None and state.problem and "replay" in state.problem
+    assert bridge.replay_run() == bridge.ReplayRun("nb_0123456789", True)  # the last good one
+    bridge.receive_frontend_state(state_payload(None, "nb.ipynb"))  # a run that is no replay
+    assert bridge.replay_run() is None
