@@ -106,6 +106,10 @@ def parse_metadata(
     remote = value.get("remote")  # checked when used: only an explicit push/pull reads it
     if not (isinstance(remote, str) and 0 < len(remote) <= MAX_REMOTE_CHARS):
         remote = None
+    elif "@" in remote:  # a token an older file kept in the URL goes no further
+        from openprogram.store.session.syncrules import redact_url
+
+        remote = redact_url(remote)
     provider, model = value.get("provider"), value.get("model")
     if not (isinstance(provider, str) and _PROVIDER.fullmatch(provider)):
         provider = model = None  # ignored, like a bad remote: the environment decides

@@ -1,0 +1,138 @@
+"""A token in a remote's URL reaches no notebook: pushing to
+``https://ghp_TOKEN@127.0.0.1:PORT/…`` (a real smart-HTTP git server behind TLS on
+loopback) prints the URL without it, the notebook remembers it without it, and neither the
+session's ``.git/config``, its objects nor an error message (git quotes the URL it was
+given) carry it."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from wsgiref.simple_server import make_server
+
+import nbformat
+import pytest
+from git_servers import _Quiet, _Threading, http_backend_app
+
+from openprogram.store.session.store import SessionStore
+from openprogram_magics.headless import run_notebook
+from openprogram_magics.notebook import parse_metadata
+from tests.test_secret_outputs import leaks_in_files
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "ghp_" + "SECRETTOKEN" + "0123456789abcdefXYZ"  # a GitHub-style personal token
+
+
+@contextmanager
+def smart_https(root: Path, user: str, password: str, cert: Path) -> Iterator[str]:
+    """``git http-backend`` for ``root`` over HTTPS on 127.0.0.1 (``cert``: its key and
+    self-signed certificate); yields ``127.0.0.1:PORT``."""
+    server = make_server("127.0.0.1", 0, http_backend_app(root, user, password), _Threading, _Quiet)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def https_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
+    """A bare repository served over HTTPS that accepts ``TOKEN`` as the user name (as
+    GitHub does), and a home whose git trusts the server's certificate."""
+    cert = tmp_path / "server.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(cert), "-out", str(cert)],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a certificate: {made.stderr.decode()[:200]}")
+    home = tmp_path / "user"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[http]\n\tsslCAInfo = {cert}\n")  # the user's config
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    served = tmp_path / "srv"
+    subprocess.run(["git", "init", "-q", "--bare", str(served / "team.git")], check=True)
+    with smart_https(served, TOKEN, "", cert) as host:
+        yield host, served / "team.git"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openprogram.cli", *args], capture_output=True, text=True
+    )
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_a_token_in_the_push_url_is_printed_stored_and_quoted_nowhere(
+    tmp_path: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, https_git: tuple[str, Path]
+) -> None:
+    host, served = https_git
+    monkeypatch.setenv("PUSH_URL", f"https://{TOKEN}@{host}/team.git")  # kept out of the cells
+    path = tmp_path / "work" / "nb.ipynb"
+    path.parent.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(c)
+        for c in (
+            "%load_ext openprogram_magics\n%openprogram provider test",
+            "%%openprogram\n6 * 7",
+            'import os\nurl = os.environ["PUSH_URL"]',
+            "%openprogram push $url",
+            "%%openprogram\n7 * 6",  # a turn after the push: its output carries the remote
+        )
+    ]
+    nbformat.write(nb, path)
+    result = run_notebook(path, timeout=120)
+    assert result.error is None, result.error
+    saved = nbformat.read(path, as_version=4)
+    pushed = "".join(o.get("text", "") for o in saved.cells[3].outputs)
+    assert f"pushed to https://{host}/team.git" in pushed  # it worked, and says where
+    assert saved.metadata["openprogram"]["remote"] == f"https://{host}/team.git"  # remembered
+    ref = f"refs/openprogram/sessions/{result.session_id}"
+    assert subprocess.run(["git", "-C", str(served), "rev-parse", ref], check=False).returncode == 0
+
+    # the command line, the token as the user name and in the x-access-token form; then a
+    # wrong token, which git refuses quoting the URL it was given
+    printed = [cli("sessions", "push", "--notebook", str(path), os.environ["PUSH_URL"])]
+    assert printed[0].returncode == 0, printed[0].stderr
+    assert f"pushed to https://{host}/team.git (" in printed[0].stdout  # the later turn
+    for url in (
+        f"https://{TOKEN[:-3]}@{host}/team.git",  # a wrong (shorter) token as the user name
+        f"https://x-access-token:{TOKEN}@{host}/team.git",
+        f"https://alice:{TOKEN}@{host}/team.git",
+    ):
+        done = cli("sessions", "push", "--notebook", str(path), url)
+        assert done.returncode != 0 and f"push to https://{host}/team.git failed" in done.stderr
+        printed.append(done)
+    for done in printed:
+        assert TOKEN[:-3] not in done.stdout + done.stderr, done.stderr
+
+    session = SessionStore(op_home).session_path(result.session_id or "")
+    assert TOKEN[:-3] not in (session / ".git" / "config").read_text()
+    assert leaks_in_files(path.parent, TOKEN[:-3]) == []  # the notebook, outputs included
+    assert leaks_in_files(op_home, TOKEN[:-3]) == []  # every session file and git object
+
+
+def test_a_token_an_older_notebook_kept_in_its_remote_is_not_passed_on() -> None:
+    recorded = {"session_id": "nb_x", "remote": f"https://{TOKEN}@example.com/team.git"}
+    meta = parse_metadata(recorded)
+    assert meta is not None and meta.remote == "https://example.com/team.git"
+    assert TOKEN not in json.dumps(meta.to_json())
+    kept = parse_metadata({"session_id": "nb_x", "remote": "git@example.com:team.git"})
+    assert kept is not None and kept.remote == "git@example.com:team.git"  # a user, no secret
