@@ -342,3 +342,30 @@ def test_a_killed_import_leaves_no_quarantine_behind(op_home: Path) -> None:
     assert [p.name for p in root.iterdir() if p.name.startswith(".incoming-")]
     SessionStore(op_home).list_sessions()  # the next look at the sessions cleans up
     assert not [p.name for p in root.iterdir() if p.name.startswith(".incoming-")]
+
+
+def test_the_pack_scanner_reads_a_real_pack_object_by_object_as_git_does(tmp_path: Path) -> None:
+    """Objects larger than the scanner's chunk, deltas and many small objects: it finds
+    every object git finds and adds up the sizes git reports (so the caps count what git
+    would inflate)."""
+    from openprogram.store.session.incoming import Caps, scan_pack
+
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    text = b"".join(b"line %d of a long node file\n" % i for i in range(20_000))  # ~500 KB
+    for i in range(30):
+        (repo / f"f{i}.txt").write_bytes(text[: 1000 * (i + 1)] + os.urandom(64).hex().encode())
+        (repo / "big.txt").write_bytes(text + b"v%d" % i)
+        git(repo, "add", ".")
+        git(repo, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", f"c{i}")
+    git(repo, "repack", "-adq")
+    pack = next((repo / ".git" / "objects" / "pack").glob("*.pack"))
+    sizes = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectsize)").split()
+    seen = bytearray()
+    with pack.open("rb") as stream:
+        scan = scan_pack(stream, seen.extend, Caps())
+    assert scan.objects == len(sizes)
+    assert scan.inflated == sum(map(int, sizes))
+    assert bytes(seen) == pack.read_bytes()  # every byte passed on to git exactly once
+    with pack.open("rb") as stream, pytest.raises(SyncError, match="inflate to more than"):
+        scan_pack(stream, lambda _: None, Caps(total_bytes=sum(map(int, sizes)) // 2))

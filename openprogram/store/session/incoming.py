@@ -250,8 +250,8 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
                 result = _delta_result(head)
                 if result is not None:
                     declare(result)
-        if inflater.eof:
-            reader.unread(inflater.unused_data + data)
+        if inflater.eof:  # what follows the stream (zlib may also leave it in the tail)
+            reader.unread(inflater.unused_data)
     if produced != size or result is None:
         raise SyncError("refused: an object in the git pack is shorter than it says")
     return result
