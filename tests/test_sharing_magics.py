@@ -28,9 +28,14 @@ def state(sid: str) -> tuple[set[str], str | None]:
 
 
 @pytest.fixture
-def remote(tmp_path: Path) -> str:
-    path = tmp_path / "remote.git"
+def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A bare repository inside the project repository the notebook (the cwd) is in: a
+    local remote a notebook records must be inside its repository."""
+    project = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    path = project / "shared" / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    monkeypatch.chdir(project)
     return f"file://{path}"
 
 
@@ -48,7 +53,9 @@ def test_push_pull_divergence_and_status(
     assert sid is not None
     shell.line(f"push {remote}")
     meta = shell.magics.current_meta()
-    assert meta is not None and meta.remote == remote  # remembered in the notebook
+    # remembered in the notebook, relative to its repository (a colleague's clone has it
+    # somewhere else)
+    assert meta is not None and meta.remote == "shared/remote.git"
     alice_state = state(sid)
 
     home(monkeypatch, bob)
