@@ -81,6 +81,18 @@ def never_refreshed(root: Path, turns: int) -> bool:
     )
 
 
+def write_window(root: Path, repo: Repository, commit: bytes) -> bool:
+    """Write ``.git/info/sparse-checkout`` keeping the newest turns of ``commit`` (unless
+    the user turned the sparse checkout off); whether it did.  A ``read-tree -u`` after it
+    checks out only those (a session arriving whole: the window, not its whole history)."""
+    if not sparse_wanted(root / ".git"):
+        return False
+    kept = recent_turns(repo, bucket_trees(repo, commit))
+    info = ensure_dir(root / ".git", "info")  # a symlink there is replaced
+    atomic_write(info / "sparse-checkout", patterns(kept))
+    return True
+
+
 def refresh(root: Path, repo: Repository) -> None:
     """Set git's index to HEAD (``read-tree --reset``: the stat data and skip-worktree
     marks of unchanged entries kept, the working tree untouched; ``-m`` would refuse an
@@ -90,11 +102,7 @@ def refresh(root: Path, repo: Repository) -> None:
     commit = repo.read_ref()
     if commit is None:
         return
-    sparse = sparse_wanted(root / ".git")
-    if sparse:
-        kept = recent_turns(repo, bucket_trees(repo, commit))
-        info = ensure_dir(root / ".git", "info")  # a symlink there is replaced
-        atomic_write(info / "sparse-checkout", patterns(kept))
+    sparse = write_window(root, repo, commit)
     run_git(root, "read-tree", "--reset", commit.hex(), check=False)
     if sparse:
         run_git(root, "update-index", "-q", "--refresh", check=False)  # new entries' stat

@@ -71,6 +71,11 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
     if not (local / ".git").is_dir():
         moves = f"update refs/heads/main {tip}\ndelete {INCOMING}\n".encode()
         git(quarantine, "update-ref", "--stdin", input=moves)
+        arrived = Repository(quarantine)
+        try:  # only the newest turns are checked out, as in any session
+            checkout.write_window(quarantine, arrived, bytes.fromhex(tip))
+        finally:
+            arrived.close()
         git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
         try:
             os.rename(quarantine, local)
