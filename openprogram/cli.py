@@ -80,6 +80,8 @@ def belongs_to(meta: dict[str, Any]) -> str:
     chat — from ``meta.json``'s title and source (a problem reading it wins)."""
     if meta.get("problem"):
         return str(meta["problem"])
+    if meta.get("place"):  # where this machine last used it (the notebook where it is now)
+        return str(meta["place"])
     title, source = str(meta.get("title") or ""), str(meta.get("source") or "")
     if title and title != meta.get("id"):
         if source == "cli" and str(meta.get("id", "")).startswith("research"):
@@ -207,9 +209,12 @@ def sessions_log(args: argparse.Namespace) -> int:
     path = store.session_path(args.session_id)
     if not (path / ".git").is_dir():
         store.open(args.session_id)  # raises SessionNotFound with the how-to
-    for entry in commit_log(path):
+    entries = commit_log(path)
+    authors = [terminal_text(entry.author) or "?" for entry in entries]  # who ran each turn
+    width = min(max(map(len, authors), default=0), 24)
+    for entry, author in zip(entries, authors, strict=True):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.time))
-        print(f"{entry.sha[:7]} {when} {terminal_text(entry.summary)}")
+        print(f"{entry.sha[:7]} {when} {author:<{width}}  {terminal_text(entry.summary)}")
     return 0
 
 
@@ -512,11 +517,19 @@ def add_chat_parser(sub: SubParsers) -> None:
 
 
 # -- the command table -------------------------------------------------------------------------
+def add_git_parsers(sub: SubParsers) -> None:
+    """``git-setup`` and ``git-merge-notebook`` (see ``openprogram_magics.gitmerge``)."""
+    from openprogram_magics.gitmerge import add_parsers
+
+    add_parsers(sub)
+
+
 COMMANDS: list[Callable[[SubParsers], None]] = [
     add_sessions_parser,
     add_run_parser,
     add_research_parser,
     add_chat_parser,
+    add_git_parsers,
 ]
 
 

@@ -245,7 +245,8 @@ def list_(host: Host, args: Namespace) -> list[dict[str, Any]]:
 
     sessions = list_sessions()
     for meta in sessions:  # a title may come from anyone's session: its escapes are shown
-        line = f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {meta.get('title', '')}"
+        shown = meta.get("place") or meta.get("title", "")  # the notebook where it is now
+        line = f"{meta['id']:<28} turns={meta.get('turns', '?'):<5} {shown}"
         print(terminal_text(line))
     if not sessions:
         print("no sessions yet")

@@ -187,6 +187,8 @@ class OpenProgramMagics(Magics):
         elsewhere = res.source == "pinned" and (
             res.stored is None or res.stored.session_id != pinned
         )
+        if elsewhere and pinned is not None:
+            _refuse_unknown(pinned)  # never created by a typo: `new --id` does it on purpose
         if res.note and res.note not in self._noted:
             self._noted.add(res.note)
             print(f"openprogram: {res.note}")
@@ -370,6 +372,18 @@ class _CellArgs:
     no_dag: bool
     background: bool
     chat: bool
+
+
+def _refuse_unknown(session_id: str) -> None:
+    """A cell's ``--session ID`` must name a session this machine has (as ``use``)."""
+    from openprogram.agent.session_db import default_db
+    from openprogram_magics.commands import CommandError, unknown_session
+    from openprogram_magics.sessions import list_sessions
+
+    if not default_db().exists(session_id):
+        known = [str(m["id"]) for m in list_sessions()]
+        line = unknown_session(session_id, known)
+        raise CommandError(f"{line}, `%openprogram import FILE` brings one from a bundle")
 
 
 def _parse_cell_args(line: str) -> _CellArgs:

@@ -83,6 +83,8 @@ class CellTurn:
         )
         self.handle = handle
         try:
+            if self.title and self.title != "notebook":  # where it is used now (`sessions list`)
+                handle.writer.session.note_place(self.title)
             # chain after this notebook's last turn; the store decides, atomically with
             # moving HEAD, whether that is a fork (HEAD had moved on) and records it
             predecessor = chained_after(handle.writer.session, self.meta)

@@ -214,6 +214,7 @@ def test_a_killed_kernel_leaves_nothing_running_and_the_run_resumes(
     try:
         k.run("%load_ext openprogram_magics\n%openprogram provider test")
         k.run(SLOW_SCHEMA_PROVIDER)
+        k.run("%openprogram new --id nb_bg")  # --session names only a session there is
         k.run('%%openprogram --background --session nb_bg\nresearch_agent("work")')
         deadline = time.monotonic() + 60
         while not (work / "gaps.json").exists() and time.monotonic() < deadline:

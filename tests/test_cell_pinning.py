@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from openprogram.agent.session_db import default_db
 from openprogram_magics.notebook import MIME_TYPE
 from tests.test_magics import AGENTS, Shell, turns_of
 
@@ -32,6 +33,7 @@ def test_a_pinned_cell_leaves_the_notebook_on_its_session(
     assert before is not None and before.provider == "test"
     capsys.readouterr()
 
+    default_db().create_session("pinned_cell")  # a cell pins only a session there is
     shell.run(PINNED[mode])
     if mode == "background":
         assert shell.magics.background is not None

@@ -125,7 +125,7 @@ def test_log_prints_one_line_per_commit(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["sessions", "log", "logged"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4
-    assert lines[0].split(" ", 3)[3] == "turn 3: step 2"
+    assert lines[0].endswith("  turn 3: step 2")  # sha, time, who ran it, then the summary
     assert lines[-1].endswith("session logged created")
 
 

@@ -20,6 +20,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_magics import Shell, make_shell, turns_of
 
 import openprogram_magics.bridge as bridge
+from openprogram.agent.session_db import default_db
 
 
 def notebook(metadata: Any = None, cells: Any = None) -> bytes:
@@ -92,6 +93,7 @@ def test_a_damaged_notebook_file_cannot_stop_cells(
     warnings = [line for line in (out.out + out.err).splitlines() if "Traceback" in line]
     assert warnings == []
 
+    default_db().create_session("pinned_one")
     shell.run("%%openprogram --session pinned_one\n2 + 2")  # always works
     assert len(turns_of("pinned_one")) == 1
     shell.line("new")  # always works, and the next plain cell uses it

@@ -163,6 +163,7 @@ def test_kill_9_mid_cell_recovers_on_open(op_home: Path) -> None:
     try:
         k.run("%load_ext openprogram_magics\n%openprogram provider test")
         k.run(SLOW_PROVIDER.format(seconds=60))
+        k.run("%openprogram new --id nb_killed")  # --session names only a session there is
         k.run('%%openprogram --session nb_killed\nstr("a turn that finishes")')
         k.send('%%openprogram --session nb_killed\ntriage("never answered")')
         time.sleep(1.5)

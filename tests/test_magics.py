@@ -249,6 +249,7 @@ def test_session_pin_affects_that_cell_only(
     shell.run('%%openprogram\ntriage("one")')
     before = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
     capsys.readouterr()
+    default_db().create_session("pinned_abc")  # a cell pins only a session there is
     shell.run('%%openprogram --session pinned_abc\ntriage("two")')
     assert shell.magics.kernel_meta.session_id == before  # type: ignore[union-attr]
     out = capsys.readouterr().out

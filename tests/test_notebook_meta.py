@@ -205,6 +205,7 @@ def test_malformed_frontend_metadata_is_a_one_line_usage_error(
 
 def test_pinned_session_runs_despite_malformed_metadata(shell: Shell) -> None:
     hand_metadata({"session_id": "../x"})
+    default_db().create_session("nb_pinned")
     shell.run('%%openprogram --session nb_pinned\nv = triage("x")')
     assert shell.ip.user_ns["v"] == "bug"
     assert len(turns_of("nb_pinned")) == 1

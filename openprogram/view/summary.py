@@ -10,7 +10,9 @@ Summary keys:
 ``caller`` (layout nesting parent) or ``pred`` (chain parent), ``kids`` (directly nested
 calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...) when set;
 for turn-level kinds (``turn root reply``) ``at`` (when it ran, epoch seconds) and ``run``
-(``metadata.run``: the kernel process that ran it, so views can mark restarts and re-runs).
+(``metadata.run``: the kernel process that ran it, so views can mark restarts and re-runs);
+``by`` (``metadata.author``'s name, on a turn's top node: who ran it, so the lines of a
+shared session differ).
 A view drawn from the session's index adds ``light`` to the nodes it has not read whole
 (no preview, duration, tokens, cost or run yet; see ``openprogram_magics.widget``).
 
@@ -161,7 +163,17 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
         run = _meta(node).get("run")
         if isinstance(run, str) and run:
             out["run"] = clip(run, 40)
+    by = author_name(node)  # recorded on the nodes that make a turn (top-level ones)
+    if by:
+        out["by"] = by
     return out
+
+
+def author_name(node: Mapping[str, Any]) -> str:
+    """Who ran a turn (``metadata.author``, recorded by the store), as a view shows it."""
+    author = _meta(node).get("author")
+    name = author.get("name") if isinstance(author, Mapping) else None
+    return clip(" ".join(name.split()), 60, 90) if isinstance(name, str) else ""
 
 
 def position_summary(place: Placed) -> dict[str, Any]:

@@ -21,6 +21,8 @@ class LogEntry:
     sha: str  # hex
     time: int  # committer time, seconds since the epoch
     summary: str  # the message's first line
+    author: str = ""  # the author's name (who ran the turn), as the commit records it
+    email: str = ""
 
 
 @dataclass(frozen=True)
@@ -28,23 +30,29 @@ class CommitInfo:
     parents: tuple[bytes, ...]
     time: int
     summary: str
+    author: str = ""
+    email: str = ""
 
 
 def parse_commit(data: bytes) -> CommitInfo:
-    """The parents, committer time and summary of a raw git commit object.  A session may
+    """The parents, committer time, summary and author of a raw git commit object.  A session may
     come from anywhere: a committer line without a usable date gives time 0 and a parent
     that is not a sha is left out, as ``git log`` shows such commits rather than failing."""
     header, _, message = data.partition(b"\n\n")
     parents: list[bytes] = []
     when = 0
+    name = email = ""
     for line in header.split(b"\n"):
         if line.startswith(b"parent ") and HEX_SHA.fullmatch(line[7:]):
             parents.append(bytes.fromhex(line[7:].decode()))
         elif line.startswith(b"committer "):
             stamp = line.rsplit(b">", 1)[-1].split()
             when = int(stamp[0]) if stamp and stamp[0].isdigit() and len(stamp[0]) < 19 else 0
+        elif line.startswith(b"author ") and not name:
+            ident = line[7:].rsplit(b">", 1)[0].decode("utf-8", "replace")
+            name, _, email = (part.strip() for part in ident.partition("<"))
     summary = message.split(b"\n", 1)[0].decode("utf-8", "replace")
-    return CommitInfo(tuple(parents), when, summary)
+    return CommitInfo(tuple(parents), when, summary, name[:200], email[:200])
 
 
 def _parsed(repo: Repository, sha: bytes) -> CommitInfo | None:
@@ -72,7 +80,7 @@ def commit_log(worktree: Path) -> list[LogEntry]:
     order = 1  # ties keep discovery order, so a linear history stays in parent order
     while queue:
         _, _, sha, info = heapq.heappop(queue)
-        out.append(LogEntry(sha.hex(), info.time, info.summary))
+        out.append(LogEntry(sha.hex(), info.time, info.summary, info.author, info.email))
         for parent in info.parents:
             if parent not in seen:
                 seen.add(parent)

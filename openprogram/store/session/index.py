@@ -5,6 +5,7 @@ node file.  Pure: no I/O here (the store reads and writes the files)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from openprogram.context.nodes import _ID as _NODE_ID
@@ -50,6 +51,19 @@ def entry_of(call: Call, path: str) -> Entry:
         call.created_at,
         path,
     )
+
+
+def counts_as_turn(caller: str | None, kind: str) -> bool:
+    """Whether a node is one of the session's turns, the one way every count of turns
+    counts (``meta.json``'s ``turns``, ``sessions list/show``, ``status``, a pull's
+    report): a node of the conversation chain (a cell, a chat message, a top-level call)
+    other than the root and a top-level LLM call."""
+    return caller is None and kind not in ("root", "llm")
+
+
+def count_turns(entries: Iterable[Mapping[str, Any]]) -> int:
+    """The turns among index entries (``Session.index()``), see :func:`counts_as_turn`."""
+    return sum(1 for e in entries if counts_as_turn(e.get("caller"), e.get("kind", "")))
 
 
 def valid_columns(bucket: str, columns: Any) -> bool:

@@ -84,11 +84,16 @@ def tree_sha(entries: TreeEntries, *, ordered: bool = False) -> bytes:
     return object_sha(b"tree", tree_data(entries, ordered=ordered))
 
 
-def commit_data(tree: bytes, parents: list[bytes], message: str, when: int) -> bytes:
-    """A commit object by the openprogram actor (UTC, unsigned), as ``git commit-tree``."""
+def commit_data(
+    tree: bytes, parents: list[bytes], message: str, when: int, author: str | None = None
+) -> bytes:
+    """A commit object (UTC, unsigned), as ``git commit-tree``: ``author`` (``Name
+    <email>``, :mod:`identity`) wrote it, the openprogram actor committed it (the author
+    too when none is given)."""
     actor = f"{ACTOR_NAME} <{ACTOR_EMAIL}> {when} +0000"
     lines = [f"tree {tree.hex()}", *(f"parent {p.hex()}" for p in parents)]
-    lines += [f"author {actor}", f"committer {actor}", "", message]
+    by = f"{author} {when} +0000" if author else actor
+    lines += [f"author {by}", f"committer {actor}", "", message]
     return "\n".join(lines).encode("utf-8", "surrogateescape")
 
 
@@ -222,11 +227,13 @@ class Repository:
         *,
         ref: str = MAIN_REF,
         when: int | None = None,
+        author: str | None = None,
     ) -> bytes:
         """Commit ``files`` (path -> content; None deletes) on top of ``ref`` and move it
-        there by compare-and-swap; returns the commit's binary sha."""
+        there by compare-and-swap; returns the commit's binary sha.  ``author``: who made
+        the change (``Name <email>``; the openprogram actor when None)."""
         parent = self.read_ref(ref)
-        binsha = self.make_commit(files, message, parent, when=when)
+        binsha = self.make_commit(files, message, parent, when=when, author=author)
         self.update_ref(ref, binsha, parent)
         return binsha
 
@@ -237,6 +244,7 @@ class Repository:
         parent: bytes | None,
         *,
         when: int | None = None,
+        author: str | None = None,
     ) -> bytes:
         """Write the trees and the commit of ``files`` on top of ``parent`` without moving
         any ref (:meth:`update_ref` does, or the commit is left unreferenced)."""
@@ -248,7 +256,8 @@ class Repository:
                 node = node.setdefault(part, {})  # type: ignore[assignment]
             node[parts[-1]] = content
         tree = self._merge(self.read_tree(self.commit_tree_of(parent)), nested)
-        data = commit_data(tree, [parent] if parent else [], message, when or int(time.time()))
+        parents = [parent] if parent else []
+        data = commit_data(tree, parents, message, when or int(time.time()), author)
         binsha = self.store(b"commit", data)
         self._commit_trees[binsha] = tree
         return binsha

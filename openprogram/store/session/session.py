@@ -30,9 +30,11 @@ from openprogram.context.secrets import redact_secrets, redact_value, refresh_se
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
+from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import (
     F_KIND,
     clean_meta,
+    counts_as_turn,
     entry_of,
     node_relpath,
 )
@@ -46,6 +48,8 @@ from openprogram.store.session.safegit import make_safe
 from openprogram.store.session.statefiles import Counters, Journal, SessionLock
 
 META_VERSION = 1
+PLACE_FILE = "place"  # .state/place: where this machine last used the session
+MAX_PLACE_BYTES = 4096
 
 
 class CorruptedFileWarning(UserWarning):
@@ -78,6 +82,7 @@ class Session(SessionQueries):
         self._open: set[str] = set()
         self._journal: Journal | None = None
         self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
+        self._new_turns: set[str] = set()  # turns of this process not committed yet
         self._synced_seq = -1  # the shared seq counter when this view was last complete
         with self.lock:
             self._load_meta()
@@ -137,6 +142,8 @@ class Session(SessionQueries):
             return
         with self._mu:
             for call in calls:
+                if counts_as_turn(call.caller, call.kind) and not self._committed(call):
+                    self._new_turns.add(call.id)
                 self._put(call)
                 self._dirty[call.id] = call
             self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
@@ -172,6 +179,19 @@ class Session(SessionQueries):
             self._meta_changes.update(fields)
             self.meta.update(fields)
 
+    def note_place(self, place: str) -> None:
+        """Remember where the session is used on this machine now (``notebook <path>``),
+        for ``sessions list``: in ``.state`` (never committed, so never merged: another
+        machine has other paths), written only when it changed."""
+        data = " ".join(place.split()).encode()[:MAX_PLACE_BYTES]
+        target = self._state / PLACE_FILE
+        try:
+            if read_bytes(str(target), MAX_PLACE_BYTES) == data:
+                return
+        except OSError:
+            pass
+        atomic_write(target, data)
+
     # -- writing -------------------------------------------------------------------------
     def begin_turn(self) -> int:
         """Allocate the next turn number (the storage shard of the nodes of one turn)."""
@@ -201,6 +221,9 @@ class Session(SessionQueries):
             call.seq = seq
             call.turn = turn
             if advance_head:
+                if counts_as_turn(call.caller, call.kind):
+                    self._new_turns.add(call.id)
+                    call.metadata.setdefault("author", current_author().to_json())
                 if call.predecessor is None:
                     call.predecessor = head
                 elif call.predecessor != head:  # a branch: the chain had moved on
@@ -314,23 +337,32 @@ class Session(SessionQueries):
             else:
                 self._open.discard(call.id)
         files, made = self._node_files(written or {})
-        _seq, next_turn, head = self._counters()
+        _seq, _turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
         self.meta.update(self._meta_changes)
         self.meta.update({"v": META_VERSION, "id": self.id, "head_id": head})
-        self.meta.update({"turns": next_turn - 1, "updated_at": time.time()})
+        turns = self.meta.get("turns")  # every turn committed so far, other lines' too
+        turns = (turns if type(turns) is int else 0) + len(self._new_turns)
+        self.meta.update({"turns": turns, "updated_at": time.time()})
         meta = json.dumps(redact_value(jsonable(self.meta)), indent=1, ensure_ascii=False)
         atomic_write(self.path / "meta.json", meta.encode())
         files["meta.json"] = meta.encode()
         new_bucket = self._opens_a_bucket(made)
-        sha = self.git.commit(files, redact_secrets(message))
+        sha = self.git.commit(files, redact_secrets(message), author=current_author().ident)
         self._index.written(made)
         self._dirty.clear()
+        self._new_turns.clear()
         self._meta_changes.clear()
         if not self._open and self._journal is not None:
             self._journal.truncate()
         commits, maintained = self.counters.bump_commits()  # counted across processes
         return sha.hex(), commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
+
+    def _committed(self, call: Call) -> bool:
+        """Whether ``call``'s node file is in HEAD (a dead writer's journal keeps what it
+        committed while a node was still open)."""
+        folder, _, name = node_relpath(call).rpartition("/")
+        return name in self.git.tree_at(folder)
 
     def _opens_a_bucket(self, rel_dirs: set[str]) -> bool:
         """Whether this commit is the first into a bucket (the previous one can be sealed)."""

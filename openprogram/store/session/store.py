@@ -40,16 +40,34 @@ from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
+from openprogram.store.session.identity import current_author
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import init_repository, run_git
-from openprogram.store.session.session import META_VERSION, CorruptedFileWarning, Session
+from openprogram.store.session.session import (
+    MAX_PLACE_BYTES,
+    META_VERSION,
+    PLACE_FILE,
+    CorruptedFileWarning,
+    Session,
+)
 from openprogram.store.session.statefiles import Counters
 
 __all__ = ["CorruptedFileWarning", "Session", "SessionStore"]
 
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
+
+
+def _place(folder: Path) -> str:
+    """Where this machine last used the session in ``folder`` (``Session.note_place``)."""
+    if not is_real_dir(folder / ".state"):
+        return ""
+    try:
+        data = read_bytes(str(folder / ".state" / PLACE_FILE), MAX_PLACE_BYTES)
+    except OSError:
+        return ""
+    return " ".join(data[:MAX_PLACE_BYTES].decode("utf-8", "replace").split())
 
 
 class SessionStore:
@@ -120,7 +138,8 @@ class SessionStore:
             for name, data in files.items():
                 assert data is not None
                 (tmp / name).write_bytes(data)
-            Repository(tmp).commit(files, f"session {session_id} created")
+            creator = current_author().ident
+            Repository(tmp).commit(files, f"session {session_id} created", author=creator)
             run_git(tmp, "read-tree", "HEAD", check=False)
             (tmp / ".state").mkdir()
             Counters(tmp / ".state" / "counters").write(1, 1, root.id)
@@ -194,6 +213,10 @@ class SessionStore:
             except (OSError, ValueError) as exc:
                 meta = {"id": item.name, "problem": f"meta.json unreadable: {exc}"}
             meta["id"] = item.name
+            meta.pop("place", None)  # only this machine's own record says where it is used
+            place = _place(item)
+            if place:
+                meta["place"] = place
             out.append(meta)
         out.sort(key=lambda m: m.get("updated_at") or 0, reverse=True)
         return out

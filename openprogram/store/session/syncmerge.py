@@ -7,21 +7,25 @@ counters brought up to date (:class:`Received` says what happened).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, maintenance
-from openprogram.store.session.files import atomic_write
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.files import MAX_FILE_BYTES, atomic_write, loads
+from openprogram.store.session.identity import current_author
+from openprogram.store.session.index import count_turns, counts_as_turn
+from openprogram.store.session.repository import TREE_MODE, Repository, commit_data
 from openprogram.store.session.syncgit import INCOMING, git, git_out, is_ancestor, main_commit
 from openprogram.store.session.syncrules import (
     Line,
     SyncError,
     changed_files,
-    is_turn,
     merge_trees,
     other_lines,
 )
@@ -91,7 +95,7 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
         assert ours is not None
         if is_ancestor(local, tip, ours):
             return Received(session_id, "up to date", 0, lines(session))
-        before = {e["id"] for e in session.index() if is_turn(e) and e["kind"] != "root"}
+        before = {e["id"] for e in session.index() if counts_as_turn(e["caller"], e["kind"])}
         if is_ancestor(local, ours, tip):
             new, status = tip, "fast-forward"
         else:
@@ -103,7 +107,7 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
         after = [
             e
             for e in session.index()
-            if is_turn(e) and e["kind"] != "root" and e["id"] not in before
+            if counts_as_turn(e["caller"], e["kind"]) and e["id"] not in before
         ]
         return Received(session_id, status, len(after), lines(session))
 
@@ -118,10 +122,49 @@ def _merge(local: Path, ours: str, theirs: str) -> str:
         tree = merge_trees(
             base_tree, tree_shas[-2], tree_shas[-1], writer.read_tree, writer.write_tree
         )
+        tree = _count_both_lines(writer, tree, base_tree, tree_shas[-2], tree_shas[-1])
+        message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
+        parents = [bytes.fromhex(ours), bytes.fromhex(theirs)]
+        data = commit_data(tree, parents, message, int(time.time()), current_author().ident)
+        return writer.store(b"commit", data).hex()  # by who pulled, as a turn's commit
     finally:
         writer.close()
-    message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
-    return git_out(local, "commit-tree", tree.hex(), "-p", ours, "-p", theirs, "-m", message)
+
+
+def _count_both_lines(
+    repo: Repository, tree: bytes, base: bytes | None, ours: bytes, theirs: bytes
+) -> bytes:
+    """``tree`` with its ``meta.json`` (ours) counting the turns of both lines: ours, plus
+    theirs, less those they share (each side's count is its turns, see
+    ``index.counts_as_turn``)."""
+    entries = repo.read_tree(tree)
+    found = entries.get("meta.json")
+    meta = _meta_in(repo, tree)
+    if found is None or meta is None:
+        return tree
+    shared = _meta_in(repo, base) if base is not None else {}
+    found_counts = [m.get("turns") if m else 0 for m in (meta, _meta_in(repo, theirs), shared)]
+    counts = [c for c in found_counts if type(c) is int and c >= 0]
+    if len(counts) != 3:
+        return tree
+    total = max(counts[0] + counts[1] - counts[2], counts[0], counts[1])
+    if total == meta.get("turns"):
+        return tree
+    meta["turns"] = total
+    data = json.dumps(meta, indent=1, ensure_ascii=False).encode()
+    entries["meta.json"] = (repo.store(b"blob", data), found[1])
+    return repo.write_tree(entries)
+
+
+def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
+    found = repo.read_tree(tree).get("meta.json")
+    if found is None or found[1] == TREE_MODE:
+        return None
+    try:
+        meta = loads(repo.read(found[0], MAX_FILE_BYTES))
+    except (CorruptedFile, ValueError, RecursionError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def _materialise(local: Path, old: str, new: str) -> None:
@@ -171,7 +214,7 @@ def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> 
 
 
 def _turns(session: Session) -> int:
-    return sum(1 for e in session.index() if is_turn(e) and e["kind"] != "root")
+    return count_turns(session.index())
 
 
 def lines(session: Session) -> list[Line]:
