@@ -20,6 +20,7 @@ from typing import Any
 from openprogram_magics.notebook import (
     METADATA_KEY,
     NotebookMeta,
+    last_turn_in_outputs,
     parse_metadata,
     session_from_outputs,
 )
@@ -68,12 +69,15 @@ def run_notebook(
     if replay:
         stored, env = replay_setup(parsed, source.name, record_misses)
         mode = {"session_id": stored["session_id"], "record_misses": record_misses}
+    else:
+        stored = with_last_turn(stored, nb.cells)
     client = QuietClient(
         nb,
         timeout=timeout,
         kernel_name=kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python3"),
         resources={"metadata": {"path": str(source.parent.resolve())}},
         store_widget_state=True,
+        record_timing=False,  # no wall-clock stamps per cell: a re-run changes no line for them
     )
     bundles = saved_bundles(nb.cells) if replay else {}  # a replay skips embed: kept
     for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
@@ -109,6 +113,16 @@ def saved_bundles(cells: list[Any]) -> dict[int, list[Any]]:
         if kept:
             found[index] = kept
     return found
+
+
+def with_last_turn(stored: Any, cells: list[Any]) -> Any:
+    """``stored`` metadata plus the notebook's last turn, found in the turns' outputs, when
+    the metadata names none (the file keeps it per turn; see ``openprogram_magics.notebook``)."""
+    meta = parse_metadata(stored)
+    if meta is None or meta.last_turn_id is not None:  # an older file still has it: use it
+        return stored
+    last = last_turn_in_outputs(cells, meta.session_id)
+    return {**stored, "last_turn_id": last} if last else stored
 
 
 def replay_setup(
@@ -172,9 +186,10 @@ def hand_over_state(
 
 
 def write_back(nb: Any) -> None:
-    """Store the session the turns ran in (found in their outputs) in ``nb``'s metadata."""
+    """Store the session the turns ran in (found in their outputs) in ``nb``'s metadata
+    (without the last turn: the turns' outputs carry it, see ``openprogram_magics.notebook``)."""
     found = session_from_outputs(nb.cells)
     if found is not None:
         meta = parse_metadata(found, where="turn output")
         if meta is not None:
-            nb.metadata[METADATA_KEY] = meta.to_json()
+            nb.metadata[METADATA_KEY] = meta.file_json()

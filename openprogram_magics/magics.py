@@ -253,7 +253,7 @@ class OpenProgramMagics(Magics):
         from openprogram_magics import bridge
 
         if self.kernel_meta is not None:
-            bridge.push_metadata(self.kernel_meta.to_json())
+            bridge.push_metadata(self.kernel_meta.file_json())
 
     # -- the magics ----------------------------------------------------------------------
     @magic_arguments()

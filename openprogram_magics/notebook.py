@@ -2,7 +2,15 @@
 
 The id lives in the notebook's top-level ``metadata.openprogram``::
 
-    {"session_id": "nb_3f9c2a71d0", "version": 1, "last_turn_id": "n_…"}
+    {"session_id": "nb_3f9c2a71d0", "version": 1}
+
+(plus ``remote``, ``provider`` and ``model`` once set).  The notebook's last turn is not
+kept there — every run would change that one line, and two people who each run a cell of
+the same notebook would conflict on it in ``git merge`` — but in each turn's output
+(``MIME_TYPE``: that turn's own id and number, changing only when its cell re-runs);
+:func:`last_turn_in_outputs` finds it again.  Kernels still exchange it in memory and
+through the headless runner's hand-over (``NotebookMeta.to_json``); files get
+``NotebookMeta.file_json``.
 
 Resolution order when a ``%%openprogram`` cell starts a turn (first match wins):
 
@@ -62,6 +70,13 @@ class NotebookMeta:
             out["provider"] = self.provider
             if self.model:
                 out["model"] = self.model
+        return out
+
+    def file_json(self) -> dict[str, Any]:
+        """What the saved file's ``metadata.openprogram`` holds: :meth:`to_json` without
+        ``last_turn_id`` (it lives in the turns' outputs; see the module docstring)."""
+        out = self.to_json()
+        out.pop("last_turn_id", None)
         return out
 
 
@@ -188,3 +203,39 @@ def session_from_outputs(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
             if isinstance(part, dict) and part.get("pinned") is not True:  # one cell's own
                 found = part
     return found
+
+
+def last_turn_in_outputs(cells: list[dict[str, Any]], session_id: str) -> str | None:
+    """The notebook's last turn in ``session_id`` as its saved outputs say: the turn id of
+    the ``MIME_TYPE`` part with the highest turn number (the later cell on a tie); parts
+    of pinned cells and of other sessions are skipped.  None when no output names one."""
+    best: tuple[int, int] | None = None
+    found = None
+    for index, cell in enumerate(cells):
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for output in outputs if isinstance(outputs, list) else ():
+            data = output.get("data") if isinstance(output, dict) else None
+            part = data.get(MIME_TYPE) if isinstance(data, dict) else None
+            if not isinstance(part, dict) or part.get("pinned") is True:
+                continue
+            turn, last = part.get("turn"), part.get("last_turn_id")
+            if part.get("session_id") != session_id or not isinstance(last, str):
+                continue
+            rank = (turn if type(turn) is int else -1, index)
+            if best is None or rank >= best:
+                best, found = rank, last
+    return found if found is not None and len(found) <= 64 else None
+
+
+def last_turn_in_file(path: Path, session_id: str) -> str | None:
+    """:func:`last_turn_in_outputs` of the saved notebook at ``path`` (None if unreadable)."""
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return None
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        return None
+    return last_turn_in_outputs([c for c in cells if isinstance(c, dict)], session_id)

@@ -13,7 +13,7 @@ from typing import Any
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine
 
-from openprogram_magics.headless import hand_over_state, write_back
+from openprogram_magics.headless import hand_over_state, with_last_turn, write_back
 from openprogram_magics.kernels import IpcKernelMixin
 from openprogram_magics.notebook import METADATA_KEY, parse_metadata
 
@@ -22,6 +22,7 @@ class _Client(IpcKernelMixin, PapermillNotebookClient):  # type: ignore[misc]
     def papermill_execute_cells(self) -> None:
         stored = self.nb.metadata.get(METADATA_KEY)
         parse_metadata(stored, where="input notebook metadata.openprogram")
+        stored = with_last_turn(stored, self.nb.cells)
         hand_over_state(self.kc, stored, self.nb_man.input_path or "")
         try:
             super().papermill_execute_cells()

@@ -78,7 +78,27 @@ def resolve_session(
         except MetadataError:
             if pinned is None:
                 raise
+        frontend, file_meta = (
+            _last_turn_from_file(frontend, user_ns),
+            _last_turn_from_file(file_meta, user_ns),
+        )
     return resolve(pinned=pinned, kernel=kernel, frontend=frontend, file=file_meta)
+
+
+def _last_turn_from_file(
+    meta: NotebookMeta | None, user_ns: Mapping[str, Any]
+) -> NotebookMeta | None:
+    """``meta`` with the notebook's last turn read from the saved file's turn outputs, when
+    the metadata names none (files keep it per turn; see ``openprogram_magics.notebook``)."""
+    from dataclasses import replace
+
+    from openprogram_magics.notebook import last_turn_in_file, notebook_path_from_env
+
+    if meta is None or meta.last_turn_id is not None:
+        return meta
+    path = notebook_path_from_env(dict(user_ns))
+    last = last_turn_in_file(path, meta.session_id) if path is not None else None
+    return replace(meta, last_turn_id=last) if last else meta
 
 
 def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict[str, Any]:

@@ -215,7 +215,9 @@ class CellTurn:
         from openprogram.view.saved import DAG_MIME, mime_value, saved_view
 
         assert self.handle is not None and self.node is not None
-        nodes = [c.to_dict() for c in _turn_nodes(self.handle.writer.session, self.node)]
+        nodes = [
+            saved_node(c.to_dict()) for c in _turn_nodes(self.handle.writer.session, self.node)
+        ]
         for item in nodes:  # this view shows one turn: its link to the previous one is elsewhere
             if item["id"] == self.node.id:
                 item["predecessor"] = None
@@ -244,6 +246,25 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+
+
+#: Node fields a turn's saved output leaves out: when it ran, for how long and in which
+#: kernel process change on every run though nothing else did, and in a notebook under git
+#: every changed line is a possible merge conflict.  The session keeps them and the live
+#: view shows them; ``OPENPROGRAM_SAVED_TIMINGS=1`` keeps them in saved outputs too.
+VOLATILE_METADATA = ("run", "duration_ms")
+SAVED_TIMINGS_ENV = "OPENPROGRAM_SAVED_TIMINGS"
+
+
+def saved_node(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` (a node's dict) as a turn's saved output shows it (see VOLATILE_METADATA)."""
+    if os.environ.get(SAVED_TIMINGS_ENV) == "1":
+        return item
+    out = {k: v for k, v in item.items() if k != "created_at"}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in VOLATILE_METADATA}
+    return out
 
 
 def chained_after(session: Any, meta: NotebookMeta) -> str | None:

@@ -64,7 +64,7 @@ def test_run_twice_continues_the_session_and_o_writes_elsewhere(
     assert turn_count(op_home, sid) == 2
     parts = session_parts(saved)
     assert len(parts) == 2 and {p["session_id"] for p in parts} == {sid}
-    assert saved["metadata"]["openprogram"]["last_turn_id"] == parts[-1]["last_turn_id"]
+    assert "last_turn_id" not in saved["metadata"]["openprogram"]  # kept per turn, in outputs
     status = "".join(
         "".join(o.get("text", "")) for c in saved["cells"] for o in c.get("outputs", [])
     )
@@ -74,7 +74,9 @@ def test_run_twice_continues_the_session_and_o_writes_elsewhere(
     again = read(notebook)
     assert second.session_id == sid == again["metadata"]["openprogram"]["session_id"]
     assert turn_count(op_home, sid) == 4
-    assert again["metadata"]["openprogram"]["last_turn_id"] != parts[-1]["last_turn_id"]
+    again_parts = session_parts(again)
+    assert again_parts[0]["last_turn_id"] != parts[-1]["last_turn_id"]
+    assert again_parts[0]["turn"] == 3  # chained after run 1's last turn (found in its outputs)
 
     before = notebook.read_bytes()
     out = notebook.parent / "out" / "run3.ipynb"
@@ -202,7 +204,11 @@ def test_papermill_openprogram_engine_continues_the_files_session(
     )
     second = read(out2)["metadata"]["openprogram"]
     assert second["session_id"] == sid
-    assert second["last_turn_id"] != first["last_turn_id"]
+    assert "last_turn_id" not in second  # the turns' outputs carry it
+    assert (
+        session_parts(read(out2))[-1]["last_turn_id"]
+        != session_parts(read(out1))[-1]["last_turn_id"]
+    )
     assert turn_count(op_home, sid) == 4
     assert [p.name for p in (op_home / "sessions").iterdir() if not p.name.startswith(".")] == [sid]
 

@@ -1,0 +1,139 @@
+"""``openprogram git-setup`` and the notebook merge driver git runs (``git-merge-notebook``).
+
+``git-setup`` registers, for one repository, a git merge driver named ``openprogram``:
+
+- ``.gitattributes`` (at the top of the work tree) gets ``*.ipynb merge=openprogram``
+  — commit it, so every clone names the driver;
+- the repository's own ``.git/config`` gets ``merge.openprogram.name`` and
+  ``merge.openprogram.driver`` (``<this python> -m openprogram.cli git-merge-notebook
+  %O %A %B %L %P``) — per clone, never shared, so each colleague runs ``git-setup`` once.
+
+Running it again changes nothing.  A clone without it still merges the common case (two
+people running different cells) with git's line merge: see ``openprogram_magics.notebook``.
+
+The driver settles what is derived from the session (:mod:`openprogram_magics.nbmerge`)
+and hands the rest to nbdime's own git merge driver (``git-nbmergedriver merge``), which
+writes the result to ``%A`` and exits non-zero on a real conflict (left inline, as nbdime
+does).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from openprogram.errors import UserError
+
+DRIVER = "openprogram"
+ATTRIBUTE_LINE = f"*.ipynb merge={DRIVER}"
+
+
+def driver_command() -> str:
+    """What git runs for a conflicting ``.ipynb`` (this interpreter: no PATH needed)."""
+    return f"{shlex.quote(sys.executable)} -m openprogram.cli git-merge-notebook %O %A %B %L %P"
+
+
+def git_setup(where: Path) -> list[str]:
+    """Register the driver for the repository holding ``where``; lines saying what changed."""
+    top = _git(where, "rev-parse", "--show-toplevel")
+    if top is None:
+        raise UserError(f"{where} is not inside a git repository (run `git init` first)")
+    root = Path(top)
+    lines: list[str] = []
+    for key, value in (
+        (f"merge.{DRIVER}.name", "openprogram notebook merge (nbdime)"),
+        (f"merge.{DRIVER}.driver", driver_command()),
+    ):
+        if _git(root, "config", "--local", "--get", key) != value:
+            if _git(root, "config", "--local", key, value) is None:
+                raise UserError(f"could not write {key} to {root}/.git/config")
+            lines.append(f"set {key} in the repository's .git/config")
+    attributes = root / ".gitattributes"
+    text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
+    if ATTRIBUTE_LINE not in {line.strip() for line in text.splitlines()}:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        attributes.write_text(f"{text}{sep}{ATTRIBUTE_LINE}\n", encoding="utf-8")
+        lines.append(f"added `{ATTRIBUTE_LINE}` to {attributes} (commit it)")
+    return lines or [f"already set up: {root} merges notebooks with the openprogram driver"]
+
+
+def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: str = "") -> int:
+    """The driver: settle session-derived parts, then nbdime's merge into ``ours``.
+
+    Exit code as git expects: 0 merged cleanly, 1 conflicts left (inline, nbdime's way).
+    """
+    import nbformat
+    from nbdime.vcs.git import mergedriver
+
+    from openprogram_magics.nbmerge import resolve_derived
+
+    name = path or ours
+    try:
+        notebooks = [_read(p, nbformat) for p in (base, ours, theirs)]
+    except ValueError as exc:  # not a notebook: leave ours, let git report the conflict
+        print(f"openprogram: {name}: not merged ({exc})", file=sys.stderr)
+        return 1
+    resolution = resolve_derived(*notebooks)
+    with tempfile.TemporaryDirectory(prefix="openprogram-merge-") as tmp:
+        settled = []
+        for label, nb, original in zip(
+            ("base", "ours", "theirs"), notebooks, (base, ours, theirs), strict=True
+        ):
+            target = ours if label == "ours" else str(Path(tmp) / f"{label}.ipynb")
+            if nb is None:  # absent on that side (an add/add merge): nbdime's empty notebook
+                target = original
+            else:
+                nbformat.write(nbformat.from_dict(nb), target)
+            settled.append(target)
+        code = int(mergedriver.main(["--log-level", "WARN", "merge", *settled, marker]) or 0)
+    for note in resolution.notes:
+        print(f"openprogram: {name}: {note}", file=sys.stderr)
+    return 1 if code else 0
+
+
+def _read(path: str, nbformat: Any) -> dict[str, Any] | None:
+    """A version git handed over as a dict; None when empty (no such version)."""
+    data = Path(path).read_bytes()
+    if not data.strip():
+        return None
+    try:
+        return dict(nbformat.reads(data.decode("utf-8"), as_version=4))
+    except Exception as exc:
+        raise ValueError(f"not a readable notebook: {type(exc).__name__}") from None
+
+
+def _git(where: Path, *args: str) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(where), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def add_parsers(sub: Any) -> None:
+    """The two commands, for ``openprogram.cli``."""
+    p = sub.add_parser(
+        "git-setup",
+        help="register the notebook merge driver (nbdime) for this git repository",
+    )
+    p.add_argument("path", nargs="?", default=".", help="a folder of the repository")
+    p.set_defaults(handler=_setup_cmd)
+    p = sub.add_parser("git-merge-notebook", help="the merge driver git runs (set up by git-setup)")
+    for name in ("base", "ours", "theirs"):
+        p.add_argument(name)
+    p.add_argument("marker", nargs="?", default="7")
+    p.add_argument("path", nargs="?", default="")
+    p.set_defaults(handler=_merge_cmd)
+
+
+def _setup_cmd(args: Any) -> int:
+    for line in git_setup(Path(args.path)):
+        print(line)
+    return 0
+
+
+def _merge_cmd(args: Any) -> int:
+    return merge_notebook(args.base, args.ours, args.theirs, args.marker, args.path)
