@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import settled
@@ -192,3 +193,18 @@ def test_two_people_one_session_two_authors_and_the_same_turn_count(
         }
     settled(alice.store.home)
     settled(bob.store.home)
+
+
+def test_a_notebook_turn_shows_who_ran_it_in_its_dag(
+    pair: tuple[Person, Person], bare_shell: Any
+) -> None:
+    """The DAG under a cell (its saved data, drawn by the same dag.js as the live view and
+    the whole-session view) names who ran the turn: the hover card's "by" line."""
+    from openprogram.view.saved import DAG_MIME, read_saved
+
+    alice, _bob = pair
+    alice.act()
+    bare_shell.run("%%openprogram\nx = 1")
+    (saved,) = [read_saved(b[DAG_MIME]) for b in bare_shell.bundles() if DAG_MIME in b]
+    turn = saved["summary"][0]
+    assert turn["kind"] == "turn" and turn["by"] == "Alice Liddell"

@@ -589,6 +589,7 @@ class DagView {
     if (s.flags) htmlEl("div", "op-card-flags", `⚠ ${s.flags.join(", ")}`, c);
     if (s.preview) htmlEl("div", "op-card-preview", s.preview, c);
     if (s.at) htmlEl("div", "op-card-meta", `ran ${new Date(s.at * 1000).toLocaleString()}`, c);
+    if (s.by) htmlEl("div", "op-card-meta", `by ${s.by}`, c);
     if (this.runStarts.has(s.id)) htmlEl("div", "op-card-meta", "first turn of a new kernel", c);
     // Below the row, or above it when the canvas has no room below: never over the row.
     const box = this.canvas.getBoundingClientRect();
