@@ -104,6 +104,7 @@ def _last_turn_from_file(
 def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict[str, Any]:
     """Id, provider, model, auto and — when stored — path, turns and HEAD of a session."""
     from openprogram.agent.session_db import default_db
+    from openprogram.store.session.index import count_turns
 
     info: dict[str, Any] = {
         "session_id": session_id,
@@ -116,7 +117,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
         session = db.open(session_id)
         info.update(
             path=str(session.path),
-            turns=sum(1 for e in session.index() if e["kind"] == "turn"),
+            turns=count_turns(session.index()),  # counted as everywhere (index.counts_as_turn)
             head=session.head_id,
         )
         from openprogram.store.session.syncmerge import lines

@@ -194,3 +194,5 @@ def test_kill_9_mid_cell_recovers_on_open(op_home: Path) -> None:
         km.shutdown_kernel(now=True)
     turns = [n for n in on_disk(op_home, "nb_killed") if n.kind == "turn"]
     assert [t.status for t in turns] == ["completed", "interrupted", "completed"]
+    recorded = SessionStore(op_home).list_sessions()[0]
+    assert recorded["turns"] == 3  # the recovered turn counted once, as the index has it
