@@ -182,7 +182,8 @@ class Session(SessionQueries):
     def note_place(self, place: str) -> None:
         """Remember where the session is used on this machine now (``notebook <path>``),
         for ``sessions list``: in ``.state`` (never committed, so never merged: another
-        machine has other paths), written only when it changed."""
+        machine has other paths), written only when it changed; a failure to write it
+        never stops a turn."""
         data = " ".join(place.split()).encode()[:MAX_PLACE_BYTES]
         target = self._state / PLACE_FILE
         try:
@@ -190,7 +191,10 @@ class Session(SessionQueries):
                 return
         except OSError:
             pass
-        atomic_write(target, data)
+        try:
+            atomic_write(target, data)
+        except OSError:
+            pass
 
     # -- writing -------------------------------------------------------------------------
     def begin_turn(self) -> int:
