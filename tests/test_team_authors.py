@@ -81,6 +81,7 @@ class Person:
 def no_identity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for var in IDENTITY_VARS:
         monkeypatch.delenv(var, raising=False)
+    (tmp_path / "nobody").mkdir()  # a home without a git config
     monkeypatch.setenv("HOME", str(tmp_path / "nobody"))
     forget_author()
     yield
