@@ -89,3 +89,14 @@ def bare_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
         yield sh
     finally:
         InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """Two machines: two SessionStores (``OPENPROGRAM_HOME``s), alice's and bob's."""
+    from openprogram.store.session.store import SessionStore
+
+    a, b = SessionStore(tmp_path / "alice"), SessionStore(tmp_path / "bob")
+    yield a, b
+    a.close()
+    b.close()

@@ -58,14 +58,6 @@ def state(store: SessionStore, sid: str) -> tuple[set[str], str | None, list[str
     return ids, session.head_id, git(session.path, "log", "--format=%H", "main").split()
 
 
-@pytest.fixture
-def two(tmp_path: Path) -> tuple[SessionStore, SessionStore]:
-    a, b = SessionStore(tmp_path / "alice"), SessionStore(tmp_path / "bob")
-    yield a, b
-    a.close()
-    b.close()
-
-
 def test_bundle_round_trip_same_nodes_head_history(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     alice, bob = two
     turns(alice, "s_shared", "one", "two", "three")

@@ -362,16 +362,21 @@ class NodeIndex:
         keys = self._turn_keys(bucket, tree)
         for turn, key in keys.items():
             if not same_turn(mtimes.get(turn), key):
+                if turn in mtimes:  # what it holds now (a pull that joined two roots drops one)
+                    self._drop_turn(bucket, turn)
                 self.scan(bucket, turn, key)
                 mtimes[turn] = key
         for turn in set(mtimes) - set(keys):  # turns neither on disk nor committed
             del mtimes[turn]
-            prefix = f"history/{bucket}/{turn}/"
-            ids = self._ids[bucket]
-            for node_id in [i for i in ids if self.entries[i][F_PATH].startswith(prefix)]:
-                ids.discard(node_id)
-                del self.entries[node_id]
+            self._drop_turn(bucket, turn)
             self._unsaved.add(bucket)
+
+    def _drop_turn(self, bucket: str, turn: str) -> None:
+        prefix = f"history/{bucket}/{turn}/"
+        ids = self._ids[bucket]
+        for node_id in [i for i in ids if self.entries[i][F_PATH].startswith(prefix)]:
+            ids.discard(node_id)
+            del self.entries[node_id]
 
     def loaded_entries(self) -> Iterator[Entry]:
         return iter(self.entries.values())

@@ -248,6 +248,16 @@ class Repository:
     ) -> bytes:
         """Write the trees and the commit of ``files`` on top of ``parent`` without moving
         any ref (:meth:`update_ref` does, or the commit is left unreferenced)."""
+        tree = self.edit_tree(self.commit_tree_of(parent), files)
+        parents = [parent] if parent else []
+        data = commit_data(tree, parents, message, when or int(time.time()), author)
+        binsha = self.store(b"commit", data)
+        self._commit_trees[binsha] = tree
+        return binsha
+
+    def edit_tree(self, tree: bytes | None, files: Mapping[str, bytes | None]) -> bytes:
+        """The tree ``tree`` with ``files`` (path -> content; None deletes) written in; only
+        the trees on the way to a changed file are rewritten."""
         nested: dict[str, object] = {}
         for path, content in files.items():
             node = nested
@@ -255,12 +265,7 @@ class Repository:
             for part in parts[:-1]:
                 node = node.setdefault(part, {})  # type: ignore[assignment]
             node[parts[-1]] = content
-        tree = self._merge(self.read_tree(self.commit_tree_of(parent)), nested)
-        parents = [parent] if parent else []
-        data = commit_data(tree, parents, message, when or int(time.time()), author)
-        binsha = self.store(b"commit", data)
-        self._commit_trees[binsha] = tree
-        return binsha
+        return self._merge(self.read_tree(tree), nested)
 
     def _merge(self, entries: TreeEntries, changes: Mapping[str, object]) -> bytes:
         for name, change in changes.items():

@@ -17,17 +17,25 @@ from typing import TYPE_CHECKING, Any
 
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, maintenance
-from openprogram.store.session.files import MAX_FILE_BYTES, atomic_write, loads
+from openprogram.store.session.files import MAX_FILE_BYTES, atomic_write, loads, strict_dumps
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import count_turns, counts_as_turn
-from openprogram.store.session.repository import TREE_MODE, Repository, commit_data
+from openprogram.store.session.repository import (
+    TREE_MODE,
+    Repository,
+    TreeEntries,
+    commit_data,
+)
 from openprogram.store.session.syncgit import INCOMING, git, git_out, is_ancestor, main_commit
 from openprogram.store.session.syncrules import (
+    ROOT_DIR,
     Line,
     SyncError,
     changed_files,
     merge_trees,
     other_lines,
+    rerooted,
+    root_ids,
 )
 
 if TYPE_CHECKING:
@@ -39,12 +47,17 @@ class Received:
     """What a pull or import did."""
 
     session_id: str
-    status: str  # "new" | "up to date" | "fast-forward" | "merged"
+    status: str  # "new" | "up to date" | "fast-forward" | "merged" | "joined"
     new_turns: int = 0
     lines: list[Line] = field(default_factory=list)
 
     def describe(self) -> str:
         text = f"session {self.session_id}: {self.status}"
+        if self.status == "joined":
+            text += (
+                " (this copy had begun it before pulling: the arrived history is its start, "
+                "the turns made here a branch from its root, nothing lost)"
+            )
         if self.new_turns:
             text += f", {self.new_turns} turn(s) arrived"
         for line in self.lines:
@@ -96,10 +109,12 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
         if is_ancestor(local, tip, ours):
             return Received(session_id, "up to date", 0, lines(session))
         before = {e["id"] for e in session.index() if counts_as_turn(e["caller"], e["kind"])}
+        joined: int | None = None
         if is_ancestor(local, ours, tip):
             new, status = tip, "fast-forward"
         else:
-            new, status = _merge(local, ours, tip), "merged"
+            new, joined = _merge(local, ours, tip, session.index())
+            status = "merged" if joined is None else "joined"
         git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
         _materialise(local, ours, new)
         _settle(session, follow=status == "fast-forward")
@@ -112,23 +127,86 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
         return Received(session_id, status, len(after), lines(session))
 
 
-def _merge(local: Path, ours: str, theirs: str) -> str:
-    base = git_out(local, "merge-base", ours, theirs) or None
+def _merge(
+    local: Path, ours: str, theirs: str, entries: list[dict[str, Any]]
+) -> tuple[str, int | None]:
+    """The merge commit of ``ours`` and ``theirs``, and how many of our nodes were joined
+    from an unrelated start (None when the two share history)."""
+    found = git(local, "merge-base", ours, theirs, check=False).stdout.decode().strip()
+    base = found or None
     trees = git_out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
     tree_shas = [bytes.fromhex(t) for t in trees.split()]
     base_tree = tree_shas[0] if base else None
     writer = Repository(local)
+    joined: int | None = None
     try:
-        tree = merge_trees(
-            base_tree, tree_shas[-2], tree_shas[-1], writer.read_tree, writer.write_tree
-        )
+        ours_tree, theirs_tree = tree_shas[-2], tree_shas[-1]
+        if base is None:  # began here before it was pulled: theirs is the session's start
+            ours_tree, joined = _reroot(writer, ours_tree, theirs_tree, entries)
+            ours_tree = _with_meta_of(writer, ours_tree, theirs_tree)
+        tree = merge_trees(base_tree, ours_tree, theirs_tree, writer.read_tree, writer.write_tree)
         tree = _count_both_lines(writer, tree, base_tree, tree_shas[-2], tree_shas[-1])
         message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
+        if joined is not None:
+            message = (
+                f"pull: join the history ending at {theirs[:10]}, which this copy had begun "
+                "without (its line now a branch from the session's root)"
+            )
         parents = [bytes.fromhex(ours), bytes.fromhex(theirs)]
         data = commit_data(tree, parents, message, int(time.time()), current_author().ident)
-        return writer.store(b"commit", data).hex()  # by who pulled, as a turn's commit
+        return writer.store(b"commit", data).hex(), joined  # by who pulled, as a turn's
     finally:
         writer.close()
+
+
+def _subtree(repo: Repository, tree: bytes, path: tuple[str, ...]) -> TreeEntries:
+    entries = repo.read_tree(tree)
+    for name in path:
+        found = entries.get(name)
+        if found is None or found[1] != TREE_MODE:
+            return {}
+        entries = repo.read_tree(found[0])
+    return entries
+
+
+def _reroot(
+    repo: Repository, ours: bytes, theirs: bytes, entries: list[dict[str, Any]]
+) -> tuple[bytes, int]:
+    """Our tree with our root left out and the turns that chained after it chained after
+    their root: two histories of one id that share nothing become one DAG, ours a branch
+    from its root (no second root, nothing of ours lost).  Returns the tree and how many
+    of our nodes were moved."""
+    theirs_root = root_ids(_subtree(repo, theirs, ROOT_DIR))
+    ours_root_files = _subtree(repo, ours, ROOT_DIR)
+    mine = root_ids(ours_root_files)
+    if len(theirs_root) != 1 or not mine or theirs_root[0] in mine:
+        raise SyncError("refused: the two histories of this session have no root to join at")
+    root_dir = "/".join(ROOT_DIR)
+    files: dict[str, bytes | None] = {f"{root_dir}/{name}": None for name in ours_root_files}
+    moved = 0
+    for entry in entries:
+        if entry.get("predecessor") not in mine and entry.get("caller") not in mine:
+            continue
+        parts = entry["path"].split("/")
+        blob = _subtree(repo, ours, tuple(parts[:-1])).get(parts[-1])
+        if blob is None:
+            continue  # not committed: the journal's copy is rewritten at its commit
+        node = loads(repo.read(blob[0], MAX_FILE_BYTES))
+        old = node.get("predecessor") if node.get("predecessor") in mine else node.get("caller")
+        files[entry["path"]] = strict_dumps(rerooted(node, old, theirs_root[0]))
+        moved += 1
+    return repo.edit_tree(ours, files), moved
+
+
+def _with_meta_of(repo: Repository, ours: bytes, theirs: bytes) -> bytes:
+    """Our tree with their ``meta.json`` (the session's id, title and start are theirs;
+    this user's HEAD is in ``.state``, not there)."""
+    found = repo.read_tree(theirs).get("meta.json")
+    if found is None:
+        return ours
+    entries = repo.read_tree(ours)
+    entries["meta.json"] = found
+    return repo.write_tree(entries)
 
 
 def _count_both_lines(
@@ -198,6 +276,8 @@ def _settle(session: Session, *, follow: bool) -> None:
     arrived = session.meta.get("head_id")
     if follow and isinstance(arrived, str) and _on_chain(entries, arrived, head):
         head = arrived
+    elif isinstance(arrived, str) and head not in {e["id"] for e in entries}:
+        head = arrived  # ours was the root a join left out (nothing had been run here)
     session.counters.write(max(seq, top_seq + 1), max(turn, top_turn + 1), head)
 
 

@@ -298,6 +298,34 @@ def changed_files(
     return out
 
 
+# -- two histories of one id that share nothing ----------------------------------------------
+ROOT_DIR = ("history", "0000", "000000")  # the root node's turn folder, in every session
+
+
+def root_ids(names: Iterable[str]) -> list[str]:
+    """The node ids among the file names of a root turn folder."""
+    return [m.group(1) for n in names if (m := _NODE_ID.fullmatch(n))]
+
+
+_NODE_ID = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")
+
+
+def rerooted(node: dict[str, Any], old_root: str, new_root: str) -> dict[str, Any]:
+    """``node`` (which chained after ``old_root``) chained after ``new_root`` instead: the
+    start of a line begun on a machine that did not have the session yet, joined to the
+    session's history as a branch from its root (``metadata.joined_from_root`` keeps the
+    root it had)."""
+    out = dict(node)
+    if out.get("predecessor") == old_root:
+        out["predecessor"] = new_root
+    if out.get("caller") == old_root:
+        out["caller"] = new_root
+    metadata = dict(out.get("metadata") or {})
+    metadata["joined_from_root"] = old_root
+    out["metadata"] = metadata
+    return out
+
+
 # -- lines of one session --------------------------------------------------------------------
 @dataclass(frozen=True)
 class Line:
