@@ -189,9 +189,15 @@ class OpenProgramMagics(Magics):
         )
         if elsewhere and pinned is not None:
             _refuse_unknown(pinned)  # never created by a typo: `new --id` does it on purpose
-        if res.note and res.note not in self._noted:
-            self._noted.add(res.note)
-            print(f"openprogram: {res.note}")
+        notes = [res.note]
+        if res.meta is not None and res.source in ("frontend", "file"):
+            from openprogram_magics.sharing import elsewhere_note
+
+            notes.append(elsewhere_note(res.meta.session_id, res.meta.remote) or "")
+        for note in notes:
+            if note and note not in self._noted:
+                self._noted.add(note)
+                print(f"openprogram: {note}")
         if res.meta is None:
             meta = NotebookMeta(mint_session_id("nb"))
             print(

@@ -57,6 +57,31 @@ def notebook_file(explicit: str | None = None) -> Path | None:
     return None
 
 
+def elsewhere_note(session_id: str, remote: str | None) -> str | None:
+    """One line for a notebook whose session is not on this machine but lives where the
+    notebook says (its recorded remote, an embedded bundle): what to run to continue it.
+    Nothing is fetched: the user runs it."""
+    from openprogram.agent.session_db import default_db
+
+    if default_db().exists(session_id):
+        return None
+    ways = [f"`%openprogram pull` (from {remote})"] if remote else []
+    path = notebook_file()
+    if path is not None:
+        try:
+            find_embedded(path)
+            ways.append("`%openprogram import --embedded`")
+        except UserError:
+            pass
+    if not ways:
+        return None
+    return (
+        f"session {session_id} of this notebook is not on this machine: run {' or '.join(ways)} "
+        "to continue its history (a turn run first starts a line of its own, which that "
+        "pull joins as a branch)"
+    )
+
+
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
     """Push; returns the message and the URL to record in the notebook ('' if none)."""
     from openprogram.agent.session_db import default_db

@@ -56,9 +56,10 @@ def entry_of(call: Call, path: str) -> Entry:
 def counts_as_turn(caller: str | None, kind: str) -> bool:
     """Whether a node is one of the session's turns, the one way every count of turns
     counts (``meta.json``'s ``turns``, ``sessions list/show``, ``status``, a pull's
-    report): a node of the conversation chain (a cell, a chat message, a top-level call)
-    other than the root and a top-level LLM call."""
-    return caller is None and kind not in ("root", "llm")
+    report): a node of the conversation chain other than the root — a cell, a chat
+    message, a top-level call (a script's bare ``runtime.exec`` in a ``session_context``
+    is that turn's node, on the chain like any other)."""
+    return caller is None and kind != "root"
 
 
 def count_turns(entries: Iterable[Mapping[str, Any]]) -> int:
