@@ -190,7 +190,7 @@ class OpenProgramMagics(Magics):
         if elsewhere and pinned is not None:
             _refuse_unknown(pinned)  # never created by a typo: `new --id` does it on purpose
         notes = [res.note]
-        if res.meta is not None and res.source in ("frontend", "file"):
+        if res.meta is not None and res.source != "pinned":
             from openprogram_magics.sharing import elsewhere_note
 
             notes.append(elsewhere_note(res.meta.session_id, res.meta.remote) or "")

@@ -66,6 +66,8 @@ def elsewhere_note(session_id: str, remote: str | None) -> str | None:
     if default_db().exists(session_id):
         return None
     ways = [f"`%openprogram pull` (from {remote})"] if remote else []
+    if not ways and _has_origin(notebook_dir()):
+        ways.append("`%openprogram pull` (from the notebook repository's origin)")
     path = notebook_file()
     if path is not None:
         try:
@@ -74,12 +76,26 @@ def elsewhere_note(session_id: str, remote: str | None) -> str | None:
         except UserError:
             pass
     if not ways:
-        return None
+        return (
+            f"session {session_id} of this notebook was made on another machine and is not "
+            "on this one: this turn starts it here (a later pull of its history joins both)"
+        )
     return (
         f"session {session_id} of this notebook is not on this machine: run {' or '.join(ways)} "
         "to continue its history (a turn run first starts a line of its own, which that "
         "pull joins as a branch)"
     )
+
+
+def _has_origin(where: Path) -> bool:
+    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.store.session.syncrules import SyncError
+
+    try:
+        resolve_remote(None, where)  # reads the repository's config; contacts nothing
+    except SyncError:
+        return False
+    return True
 
 
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
