@@ -43,6 +43,15 @@ BODY_GUARD = (
 BODY_FLAGS = ("--background", "-b", "--chat")
 
 
+def _ipython_counts_first() -> bool:
+    import IPython
+
+    return IPython.version_info[0] >= 9
+
+
+_COUNTS_FIRST = _ipython_counts_first()
+
+
 @magics_class
 class OpenProgramMagics(Magics):
     """Turns of a git-backed OpenProgram session, one per cell."""
@@ -98,10 +107,10 @@ class OpenProgramMagics(Magics):
     def pre_run_cell(self, info: ExecutionInfo) -> None:
         self._raw_cell = info.raw_cell or ""
         self._in_cell = True
-        # The frontend shows the count the cell started with (``In [n]``); IPython has
-        # already counted this cell by now when it stores history.
+        # The frontend shows the count the cell started with (``In [n]``); IPython 9
+        # counts the cell before ``pre_run_cell`` (when it stores history), IPython 8 after.
         count = getattr(self.shell, "execution_count", None)
-        if isinstance(count, int) and getattr(info, "store_history", False):
+        if isinstance(count, int) and getattr(info, "store_history", False) and _COUNTS_FIRST:
             count -= 1
         self._cell_count = count
         if self.auto and not self._raw_cell.lstrip().startswith(("%", "!", "?")):
