@@ -3,7 +3,10 @@
     python benchmarks/bench_sharing.py [--quick] [--samples 5] [--only bundles|pull|replay]
 
 1. Export + import of a 1,000-turn session (``--quick``: 200) vs ``git bundle create`` /
-   ``git clone`` of the same repository.  Target: each ≤ 1.5× its baseline.
+   ``git clone`` of the same repository.  Target: each ≤ 1.5× its baseline.  Then what the
+   checks of what arrives cost (issue 19): ``git index-pack`` of the bundle's pack without
+   checks, with ``--strict``, and the project's scan + ``--strict``; target: the added
+   checks ≤ 20 % of an import.
 2. Pull of 10 new turns from a remote holding 100 sessions vs the same pull from a remote
    holding only that session, and a plain ``git fetch`` of the ref.  Target: ≤ 1 s and
    independent of the number of other sessions (only the one ref is fetched).
@@ -11,13 +14,17 @@
    vs the same run with the offline ``test`` provider; and the same 200 calls in-process.
    Target: ≤ 1.2×.
 
-Figures only (medians with min-max); no assertions.
+Figures only (medians with min-max); no assertions.  ``--dir`` (default: next to
+``OPENPROGRAM_HOME``, i.e. the disk sessions live on) says where the repositories are made;
+the script prints it and what creating a file costs there (on these machines ``/root`` and
+``/tmp`` differ by 10x).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -80,6 +87,42 @@ def bench_bundles(tmp: Path, turns: int, samples: int) -> None:
     row("git clone (with checkout)", clone)
     row("openprogram sessions import (checked)", imported, clone)
     store.close()
+    bench_checks(tmp, bundle, samples, imported)
+
+
+def bench_checks(tmp: Path, bundle: Path, samples: int, imported: list[float]) -> None:
+    from openprogram.store.session.incoming import Caps, read_bundle_header
+    from openprogram.store.session.safegit import init_repository
+    from openprogram.store.session.syncgit import index_pack
+
+    with bundle.open("rb") as f:
+        read_bundle_header(f)
+        pack = f.read()
+
+    def git_index(i: int, *flags: str) -> None:
+        repo = tmp / f"ip{flags}{i}".replace(" ", "")
+        init_repository(repo)
+        subprocess.run(
+            ["git", "index-pack", *flags, "--stdin"], cwd=repo, input=pack, check=True,
+            capture_output=True, env={"GIT_DIR": str(repo / ".git"), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+
+    def ours(i: int) -> None:
+        repo = tmp / f".incoming-ours{i}"
+        init_repository(repo)
+        with bundle.open("rb") as f:
+            read_bundle_header(f)
+            index_pack(repo, f, Caps())
+
+    plain = timed(lambda i: git_index(i), samples)
+    strict = timed(lambda i: git_index(i, "--strict"), samples)
+    checked = timed(ours, samples)
+    row("git index-pack of the pack (no checks)", plain)
+    row("git index-pack --strict", strict, plain)
+    row("caps scan + index-pack --strict (import's)", checked, plain)
+    added = statistics.median(checked) - statistics.median(plain)
+    share = added / statistics.median(imported)
+    print(f"  added checks: {added:.1f} ms = {share:.0%} of an import")
 
 
 def bench_pull(tmp: Path, samples: int) -> None:
@@ -173,8 +216,6 @@ def replay_notebook(path: Path) -> None:
 
 
 def bench_replay(tmp: Path, samples: int) -> None:
-    import os
-
     from openprogram_magics.headless import run_notebook
 
     calls = NOTEBOOK_CELLS * CALLS_PER_CELL
@@ -236,14 +277,31 @@ def in_process(tmp: Path, samples: int) -> None:
     store.close()
 
 
+def file_cost(where: Path) -> float:
+    """Median ms to create a small file in a fresh folder of ``where``'s disk."""
+    with tempfile.TemporaryDirectory(dir=where) as d:
+        times = []
+        for i in range(200):
+            started = time.perf_counter()
+            (Path(d) / f"f{i}").write_bytes(b"x" * 600)
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--only", choices=["bundles", "pull", "replay"], help="one section")
+    parser.add_argument("--dir", help="where to make the repositories (default: beside "
+                        "OPENPROGRAM_HOME, ~/.openprogram)")  # fmt: skip
     args = parser.parse_args(argv)
     samples = 3 if args.quick else args.samples
-    with tempfile.TemporaryDirectory(prefix="bench-sharing-") as tmp:
+    home = Path(os.environ.get("OPENPROGRAM_HOME") or Path.home() / ".openprogram")
+    where = Path(args.dir) if args.dir else home.parent
+    where.mkdir(parents=True, exist_ok=True)
+    print(f"repositories under {where}: {file_cost(where):.2f} ms to create a file there")
+    with tempfile.TemporaryDirectory(prefix="bench-sharing-", dir=where) as tmp:
         if args.only in (None, "bundles"):
             bench_bundles(Path(tmp), 200 if args.quick else 1000, samples)
         if args.only in (None, "pull"):
