@@ -117,44 +117,57 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
 # -- packs ------------------------------------------------------------------------------------
 class _Reader:
     """Bytes of ``stream`` in order; each byte read from the stream goes to ``sink`` once
-    (the ``git index-pack`` being fed), whatever the scanner later pushes back."""
+    (the ``git index-pack`` being fed), whatever the scanner later pushes back.  A buffer
+    and a position in it (taking a byte does not copy the rest)."""
 
     def __init__(self, stream: BinaryIO, sink: Callable[[bytes], object]) -> None:
         self.stream, self.sink = stream, sink
         self.buffer = b""
-        self.offset = 0  # of the first byte of ``buffer`` in the pack
+        self.pos = 0  # of the next unread byte in ``buffer``
+        self.offset = 0  # of that byte in the pack
 
     def _fill(self) -> bool:
         data = self.stream.read(_CHUNK)
         if not data:
             return False
         self.sink(data)
-        self.buffer += data
+        self.buffer = self.buffer[self.pos :] + data
+        self.pos = 0
         return True
 
     def take(self, n: int) -> bytes:
-        while len(self.buffer) < n:
+        while len(self.buffer) - self.pos < n:
             if not self._fill():
                 raise SyncError("refused: a truncated git pack")
-        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        out = self.buffer[self.pos : self.pos + n]
+        self.pos += n
         self.offset += n
         return out
 
-    def chunk(self) -> bytes:
-        if not self.buffer and not self._fill():
+    def byte(self) -> int:
+        if self.pos >= len(self.buffer) and not self._fill():
             raise SyncError("refused: a truncated git pack")
-        out, self.buffer = self.buffer, b""
+        self.pos += 1
+        self.offset += 1
+        return self.buffer[self.pos - 1]
+
+    def chunk(self) -> bytes:
+        if self.pos >= len(self.buffer) and not self._fill():
+            raise SyncError("refused: a truncated git pack")
+        out = self.buffer[self.pos :] if self.pos else self.buffer
         self.offset += len(out)
+        self.buffer, self.pos = b"", 0
         return out
 
     def unread(self, data: bytes) -> None:
-        self.buffer = data + self.buffer
+        self.buffer = data + self.buffer[self.pos :]
+        self.pos = 0
         self.offset -= len(data)
 
     def drain(self) -> None:
-        self.buffer = b""
+        self.buffer, self.pos = b"", 0
         while self._fill():
-            self.buffer = b""
+            self.buffer, self.pos = b"", 0
 
 
 def _varint_le(data: bytes, pos: int) -> tuple[int, int]:
@@ -194,20 +207,20 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     kinds: dict[int, int] = {}  # offset -> type, for ofs-deltas (result type = base type)
     for _ in range(count):
         start = reader.offset
-        byte = reader.take(1)[0]
+        byte = reader.byte()
         kind, size, shift = (byte >> 4) & 7, byte & 15, 4
         while byte & 0x80:
-            byte = reader.take(1)[0]
+            byte = reader.byte()
             size |= (byte & 0x7F) << shift
             shift += 7
             if shift > 70:
                 raise SyncError("refused: a malformed object header in the git pack")
         base_kind: int | None = kind
         if kind == _OFS_DELTA:
-            byte = reader.take(1)[0]
+            byte = reader.byte()
             back = byte & 0x7F
             while byte & 0x80:
-                byte = reader.take(1)[0]
+                byte = reader.byte()
                 back = ((back + 1) << 7) | (byte & 0x7F)
             base_kind = kinds.get(start - back)
         elif kind == _REF_DELTA:
