@@ -26,7 +26,7 @@ from openprogram.store.session.repository import (
     TreeEntries,
     commit_data,
 )
-from openprogram.store.session.syncgit import INCOMING, git, git_out, is_ancestor, main_commit
+from openprogram.store.session.syncgit import INCOMING, git, git_out, main_commit
 from openprogram.store.session.syncrules import (
     ROOT_DIR,
     Line,
@@ -106,14 +106,16 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
         _adopt_objects(quarantine, local)
         ours = main_commit(local)
         assert ours is not None
-        if is_ancestor(local, tip, ours):
+        found = git(local, "merge-base", ours, tip, check=False).stdout.decode().strip()
+        base = found or None  # one question answers all three cases
+        if base == tip:
             return Received(session_id, "up to date", 0, lines(session))
         before = {e["id"] for e in session.index() if counts_as_turn(e["caller"], e["kind"])}
         joined: int | None = None
-        if is_ancestor(local, ours, tip):
+        if base == ours:
             new, status = tip, "fast-forward"
         else:
-            new, joined = _merge(local, ours, tip, session.index())
+            new, joined = _merge(local, ours, tip, base, session.index())
             status = "merged" if joined is None else "joined"
         git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
         _materialise(local, ours, new)
@@ -128,12 +130,11 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) ->
 
 
 def _merge(
-    local: Path, ours: str, theirs: str, entries: list[dict[str, Any]]
+    local: Path, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
 ) -> tuple[str, int | None]:
-    """The merge commit of ``ours`` and ``theirs``, and how many of our nodes were joined
-    from an unrelated start (None when the two share history)."""
-    found = git(local, "merge-base", ours, theirs, check=False).stdout.decode().strip()
-    base = found or None
+    """The merge commit of ``ours`` and ``theirs`` (``base``: their merge base, None when
+    they share no history), and how many of our nodes were joined from an unrelated start
+    (None when the two share history)."""
     trees = git_out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
     tree_shas = [bytes.fromhex(t) for t in trees.split()]
     base_tree = tree_shas[0] if base else None
