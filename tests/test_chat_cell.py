@@ -41,6 +41,10 @@ def scripted(*replies: LLMResponse) -> FunctionProvider:
     return FunctionProvider(lambda request: queue.pop(0))
 
 
+def nodes_by_id(nodes: list[Call]) -> dict[str, Call]:
+    return {n.id: n for n in nodes}
+
+
 def session_nodes(shell: Shell) -> list[Call]:
     assert shell.magics.kernel_meta is not None
     return default_db().open(shell.magics.kernel_meta.session_id).nodes()
@@ -77,7 +81,9 @@ def test_a_chat_cell_between_code_cells_is_a_turn_of_the_same_session(
         "glossary entry for DAG",
     )
     (reply,) = [n for n in nodes if n.kind == "reply"]
-    assert reply.caller == turns[1].id and tool.caller == reply.id
+    # issue 20: the tool hangs under the reply's llm node that called it
+    assert reply.caller == turns[1].id and nodes_by_id(nodes)[tool.caller or ""].caller == reply.id
+    assert nodes_by_id(nodes)[tool.caller or ""].kind == "llm"
     assert reply.output == "The first cell set total to 42; a DAG is a graph."
 
 

@@ -174,10 +174,12 @@ def test_tools_run_as_tool_nodes_and_feed_back_to_the_model() -> None:
     under_reply = [session.get(i) for i in session.children(result.reply_node_id)]
     assert [(n.kind, n.name, n.status) for n in under_reply] == [
         ("llm", "function", "completed"),
-        ("tool", "add", "completed"),
         ("llm", "function", "completed"),
     ]
-    assert under_reply[1].input == {"a": 2, "b": 3} and under_reply[1].output == 5
+    # issue 20: the tool hangs under the llm node whose reply called it
+    (tool,) = [session.get(i) for i in session.children(under_reply[0].id)]
+    assert (tool.kind, tool.name, tool.status) == ("tool", "add", "completed")
+    assert tool.input == {"a": 2, "b": 3} and tool.output == 5
     assert [e["type"] for e in events][2:4] == ["tool_call", "tool_result"]
     assert session.get(result.reply_node_id or "").metadata["tool_calls"] == 1
 

@@ -18,8 +18,11 @@ from openprogram.errors import OpenProgramError
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolCall:
+    """A tool the model asked for, with the arguments exactly as it sent them (the ``llm``
+    node keeps a redacted copy for people; the tool runs from this one)."""
+
     id: str
     name: str
     arguments: dict[str, Any]
@@ -46,6 +49,9 @@ class LLMRequest:
     temperature: float | None = None
     timeout: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # with tools: "auto", "none", "required" or a tool's name (that tool must be called)
+    tool_choice: str | None = None
+    iteration: int = 1  # which model call of an exec's tool loop this is (1: the first)
     # messages[start:end] are the session's earlier turns, not this call's own prompt (the
     # replay provider matches a call by its own part, which inserted cells do not change)
     history: tuple[int, int] | None = None
@@ -63,6 +69,100 @@ class LLMResponse:
     usage: Usage | None = None
     model: str = ""
     finish_reason: str | None = None
+    # what the provider adds to the llm node's metadata: the output mode and fallbacks it
+    # took, ``usage_estimated`` when the server reported no usage (openai_provider)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One tool the tool loop ran: the call (exact arguments), what it returned or the
+    error the model was shown, and its ``tool`` node."""
+
+    call: ToolCall
+    output: Any = None
+    error: str | None = None
+    node_id: str | None = None
+
+
+class Reply(str):
+    """What the model said, as ``runtime.exec`` returns it: the text (a ``Reply`` *is* that
+    string, so code that treats the result as text keeps working) plus what came with it.
+
+    * ``tool_calls``: the calls of the last model reply, arguments exact (with ``tools=``
+      callables the loop has run them, so this is empty unless ``max_iterations`` cut it);
+    * ``tool_runs``: every tool the loop ran (:class:`ToolRun`);
+    * ``usage``: tokens of every model call the exec made (loop rounds and retries summed);
+    * ``finish_reason``: the provider's (``stop``, ``length``, ``tool_calls``…), or
+      ``max_iterations`` when the tool loop reached its bound;
+    * ``model``, ``node_id`` (the last ``llm`` node), ``iterations`` (model calls of the loop).
+
+    Immutable.  ``str(reply)`` / ``reply.text`` is the plain string.
+    """
+
+    __match_args__ = ("text",)
+    tool_calls: tuple[ToolCall, ...]
+    tool_runs: tuple[ToolRun, ...]
+    usage: Usage | None
+    finish_reason: str | None
+    model: str
+    node_id: str | None
+    iterations: int
+
+    def __new__(
+        cls,
+        text: str = "",
+        *,
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        tool_runs: tuple[ToolRun, ...] | list[ToolRun] = (),
+        usage: Usage | None = None,
+        finish_reason: str | None = None,
+        model: str = "",
+        node_id: str | None = None,
+        iterations: int = 1,
+    ) -> Reply:
+        self = super().__new__(cls, text)
+        fields = {
+            "tool_calls": tuple(tool_calls),
+            "tool_runs": tuple(tool_runs),
+            "usage": usage,
+            "finish_reason": finish_reason,
+            "model": model,
+            "node_id": node_id,
+            "iterations": iterations,
+        }
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
+        return self
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"a Reply is immutable (cannot set {key!r})")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"a Reply is immutable (cannot delete {key!r})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_reply, (self.text, dict(self.__dict__)))
+
+
+def _rebuild_reply(text: str, fields: dict[str, Any]) -> Reply:
+    return Reply(text, **fields)
+
+
+def add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
+    """``total`` + ``more`` (None when neither is known)."""
+    if more is None:
+        return total
+    if total is None:
+        return Usage(more.input_tokens, more.output_tokens)
+    return Usage(total.input_tokens + more.input_tokens, total.output_tokens + more.output_tokens)
 
 
 DeltaCallback = Callable[[str], None]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from openprogram.agentic_programming import validate
+from openprogram.agentic_programming import tool_loop, validate
 from openprogram.agentic_programming.echo import echo_for
 from openprogram.agentic_programming.function import (
     get_call_id,
@@ -29,7 +29,9 @@ from openprogram.agentic_programming.provider import (
     LLMResponse,
     Message,
     Provider,
+    Reply,
     TransientProviderError,
+    add_usage,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
 from openprogram.agentic_programming.stopping import check_stop, killable
@@ -45,6 +47,22 @@ if TYPE_CHECKING:
 
 
 UNCAPPED_ROOM = 16384  # more budget left than this: no max_tokens (models cap replies lower)
+
+
+class _Gates(NamedTuple):
+    choices: list[str] | None
+    response_format: Any
+
+
+class _Streaming(NamedTuple):
+    stream: bool
+    on_delta: DeltaCallback | None
+
+
+class _Loop(NamedTuple):
+    tool_choice: str | None
+    max_iterations: int | None
+    on_event: Callable[[dict[str, Any]], None] | None
 
 
 class Runtime:
@@ -89,17 +107,37 @@ class Runtime:
         *,
         choices: list[str] | None = None,
         response_format: Any = None,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Any = None,
+        tool_choice: str | None = None,
+        max_iterations: int | None = None,
+        on_tool_event: Callable[[dict[str, Any]], None] | None = None,
         stream: bool = False,
         on_delta: DeltaCallback | None = None,
         context: ContextPolicy | None = None,
         **options: Any,
     ) -> Any:
-        """One LLM call in the current frame; returns the reply text (or the pick, or the
-        parsed structured value).  ``context`` narrows what earlier turns this call sees."""
+        """One LLM call in the current frame; returns a :class:`Reply` — the reply text as a
+        ``str`` that also carries ``tool_calls`` (exact arguments), ``usage``,
+        ``finish_reason`` and ``model`` — or the pick (``choices``), or the parsed value
+        (``response_format``).  ``context`` narrows what earlier turns this call sees.
+
+        ``tools``: functions (plain or agentic; a list, or a mapping name -> function) run
+        the tool loop here: the tools the model calls run as ``tool`` nodes under its ``llm``
+        node and their results go back, until it answers or ``max_iterations`` (default 8)
+        model calls were made (:mod:`openprogram.agentic_programming.tool_loop`).  JSON
+        spec dicts are only sent: the caller runs the calls in ``reply.tool_calls``.
+        ``tool_choice``: ``auto``, ``none``, ``required`` or a tool's name (first call only).
+        """
         __tracebackhide__ = True
         return run_in_session(
-            self._exec, content, choices, response_format, tools, stream, on_delta, context, options
+            self._exec,
+            content,
+            _Gates(choices, response_format),
+            tools,
+            _Streaming(stream, on_delta),
+            context,
+            options,
+            _Loop(tool_choice, max_iterations, on_tool_event),
         )
 
     async def aexec(self, content: Any, **kwargs: Any) -> Any:
@@ -122,16 +160,54 @@ class Runtime:
     def _exec(
         self,
         content: Any,
-        choices: list[str] | None,
-        response_format: Any,
-        tools: list[dict[str, Any]] | None,
-        stream: bool,
-        on_delta: DeltaCallback | None,
+        gates: _Gates,
+        tools: Any,
+        streaming: _Streaming,
         context: ContextPolicy | None,
         options: dict[str, Any],
+        loop: _Loop,
     ) -> Any:
         if self.provider is None:
             raise NoProviderConfigured()
+        runnable = tool_loop.runnable_tools(tools)
+
+        def ask(
+            prompt: Any, specs: list[dict[str, Any]] | None, choice: str | None, iteration: int
+        ) -> tuple[Reply, Any]:
+            return self._ask(prompt, gates, specs, choice, iteration, streaming, context, options)
+
+        if runnable is None:
+            if tools:
+                names = [str(t.get("name")) for t in tools]
+                tool_loop.checked_choice(loop.tool_choice, names)
+            return ask(content, tools or None, loop.tool_choice, 1)[1]
+        _, value = tool_loop.run_tool_loop(
+            ask,
+            content,
+            runnable,
+            tool_choice=loop.tool_choice,
+            max_iterations=loop.max_iterations,
+            on_event=loop.on_event,
+        )
+        return value
+
+    def _ask(
+        self,
+        content: Any,
+        gates: _Gates,
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | None,
+        iteration: int,
+        streaming: _Streaming,
+        context: ContextPolicy | None,
+        options: dict[str, Any],
+    ) -> tuple[Reply, Any]:
+        """One model call, gated: a reply that fails ``choices``/``response_format`` is
+        sent back with feedback (each attempt its own node).  A reply that calls an offered
+        tool is not gated (it is not the answer yet).  Returns the reply and its value."""
+        assert self.provider is not None
+        choices, response_format = gates.choices, gates.response_format
+        on_delta = streaming.on_delta
         writer = get_store()
         assert writer is not None
         frame_id = get_call_id()
@@ -143,15 +219,19 @@ class Runtime:
         schema = validate.schema_of(response_format) if response_format is not None else None
         extra: list[Message] = []
         answers: list[str] = []
+        problems: list[str] = []
+        usage = None
         for attempt in range(1, self.gate_attempts + 1):
             request = LLMRequest(
                 messages=base + extra,
                 model=self.model,
                 tools=tools,
                 response_format=schema,
-                stream=stream or on_delta is not None,
+                stream=streaming.stream or on_delta is not None,
                 timeout=self.timeout,
                 extra={"choices": choices, **options} if choices else dict(options),
+                tool_choice=tool_choice if tools else None,
+                iteration=iteration,
                 history=(prompt.record["at"], prompt.record["at"] + len(prompt.history)),
             )
             check_stop()  # a background run asked to stop: before the next call, not during
@@ -168,34 +248,49 @@ class Runtime:
                 context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
                 model=self.model,
             )
+            if iteration > 1:
+                node.metadata["iteration"] = iteration
             writer.append(node, turn_level=frame_id is None)
             try:
                 response = self._call(node, request, on_delta)
             finally:
                 if echo is not None:
                     echo.end()
-            reply = response.text
+            usage = add_usage(usage, response.usage)
+            reply = Reply(
+                response.text,
+                tool_calls=response.tool_calls,
+                usage=usage,
+                finish_reason=response.finish_reason,
+                model=response.model or self.model,
+                node_id=node.id,
+                iterations=iteration,
+            )
+            if tools and response.tool_calls:
+                return reply, reply  # the model is calling a tool: not its answer yet
+            text = response.text
             problem: str | None = None
             value: Any = reply
             if choices:
-                pick = validate.pick_choice(reply, choices)
+                pick = validate.pick_choice(text, choices)
                 if pick is None:
-                    problem = validate.choice_feedback(reply, choices)
+                    problem = validate.choice_feedback(text, choices)
                 value = pick
             elif schema is not None:
                 try:
-                    value = validate.parse_structured(reply, response_format)
+                    value = validate.parse_structured(text, response_format)
                 except ValueError as exc:
                     problem = validate.format_feedback(str(exc), schema)
+                    problems.append(str(exc))
             if problem is None:
-                return value
-            answers.append(reply)
+                return reply, value
+            answers.append(text)
             finish(node, ERROR, error=problem).metadata["rejected"] = True
             writer.update(node)
-            extra += [{"role": "assistant", "content": reply}, {"role": "user", "content": problem}]
+            extra += [{"role": "assistant", "content": text}, {"role": "user", "content": problem}]
         if choices:
             raise ChoiceError(list(choices), answers)
-        raise ResponseFormatError(answers)
+        raise ResponseFormatError(problems)
 
     def _call(self, node: Call, request: LLMRequest, on_delta: DeltaCallback | None) -> LLMResponse:
         """Ask the provider (retrying transient errors) and finish ``node`` either way."""
@@ -241,6 +336,7 @@ class Runtime:
         finish(node, started=started)
         node.output = response.text
         meta.update(model=response.model or self.model, finish_reason=response.finish_reason)
+        meta.update(response.metadata)  # the provider's: output mode, fallbacks, estimates
         if response.usage is not None:
             meta["usage"] = response.usage.to_dict()
             cost = price_call(
@@ -248,10 +344,11 @@ class Runtime:
                 self.provider.name,
                 response.usage.input_tokens,
                 response.usage.output_tokens,
+                vendor_endpoint=getattr(provider, "vendor_endpoint", True),
             )
             if cost is not None:
                 meta["cost"] = cost
-        if response.tool_calls:
+        if response.tool_calls:  # a redacted copy for people: the tools run from the reply
             meta["tool_calls"] = [sanitize(vars(t)) for t in response.tool_calls]
         writer.update(node)
         if self.budget is not None:

@@ -1,4 +1,4 @@
-"""Tools the agent loop offers the model: their JSON schema and argument checks, by pydantic.
+"""Tools the tool loop offers the model: their JSON schema and argument checks, by pydantic.
 
 A tool is a plain callable.  Its annotated parameters (all but ``runtime``, ``*args`` and
 ``**kwargs``) become a pydantic model, built once per callable: the model's JSON schema is

@@ -102,12 +102,21 @@ class Graph:
 
     def steps(self, frame_id: str | None) -> list[Call]:
         """The frame's earlier children that finished (rejected attempts of a ``choices``
-        gate and still-running calls left out)."""
+        gate and still-running calls left out); an ``llm`` step is followed by the tools
+        its reply called (``tool`` nodes under it, the tool loop's), in order."""
         steps: list[Call] = []
         if frame_id is not None:
-            for child_id in self.children(frame_id):
-                child = self.lookup(child_id)
-                if child is None or child.is_open or child.metadata.get("rejected"):
-                    continue
+            for child in self._finished(frame_id):
                 steps.append(child)
+                if child.kind == "llm":
+                    steps += [t for t in self._finished(child.id) if t.kind == "tool"]
         return steps
+
+    def _finished(self, frame_id: str) -> list[Call]:
+        out: list[Call] = []
+        for child_id in self.children(frame_id):
+            child = self.lookup(child_id)
+            if child is None or child.is_open or child.metadata.get("rejected"):
+                continue
+            out.append(child)
+        return out

@@ -47,9 +47,14 @@ def step_messages(node: Call) -> list[Message]:
     kind = node.kind
     if kind == "llm":
         content = node.input.get("content") if isinstance(node.input, dict) else node.input
+        said = clip(as_text(node.output))
+        calls = node.metadata.get("tool_calls")
+        if not said and isinstance(calls, list) and calls:  # a reply that only called tools
+            names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
+            said = f"[called {names}]"
         return [
             {"role": "user", "content": clip(as_text(content))},
-            {"role": "assistant", "content": clip(as_text(node.output))},
+            {"role": "assistant", "content": said},
         ]
     if kind == "ask_user":
         question = node.input.get("question") if isinstance(node.input, dict) else node.input
@@ -72,8 +77,9 @@ def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Me
         if role == "user":
             messages.append({"role": "assistant", "content": "\n".join(parts) or "(done)"})
         return messages
-    if node.kind == "llm":
-        return step_messages(node)
+    if node.kind == "llm":  # a top-level exec; the tools its reply called follow it
+        tools = [step_messages(c) for c in children(node) if c.kind == "tool" and not c.is_open]
+        return step_messages(node) + [m for part in tools for m in part]
     return [
         {"role": "user", "content": call_line(node)},
         {"role": "assistant", "content": clip(as_text(node.output or node.metadata.get("error")))},

@@ -10,7 +10,9 @@ Mapping from the provider-neutral :class:`LLMRequest`:
   turn ("Continue.") in front of it.  ``tool`` messages (OpenAI style, with
   ``tool_call_id``) become ``tool_result`` blocks in a user turn; assistant messages with
   ``tool_calls`` become ``tool_use`` blocks.
-* ``tools`` ({name, description, parameters}) -> Anthropic tools with ``input_schema``.
+* ``tools`` ({name, description, parameters}) -> Anthropic tools with ``input_schema``;
+  ``tool_choice`` ``auto``/``none``/``required``/a name -> ``{"type": "auto"|"none"|"any"}``
+  or ``{"type": "tool", "name": ...}``.
 * ``response_format`` (a JSON schema) -> an instruction appended to the system prompt asking
   for a bare JSON value matching the schema.  This works with every model and with
   Anthropic-compatible servers (the native ``output_config.format`` structured-output option
@@ -109,6 +111,11 @@ class AnthropicProvider(SDKProvider):
                 }
                 for tool in request.tools
             ]
+            choice = request.tool_choice
+            if choice:  # auto / none / required (any tool) / one tool's name
+                kinds = {"auto": "auto", "none": "none", "required": "any"}
+                kind = kinds.get(choice)
+                params["tool_choice"] = {"type": kind} if kind else {"type": "tool", "name": choice}
         if request.temperature is not None:
             # anthropic 2.x dropped `temperature` from the typed signature; the API accepts it.
             params["extra_body"] = {"temperature": request.temperature}

@@ -84,6 +84,11 @@ class OpenAIProvider(SDKProvider):
                 }
                 for tool in request.tools
             ]
+            choice = request.tool_choice
+            if choice in ("auto", "none", "required"):
+                params["tool_choice"] = choice
+            elif choice:  # one tool's name: that tool must be called
+                params["tool_choice"] = {"type": "function", "function": {"name": choice}}
         if request.response_format is not None:
             params["response_format"] = {
                 "type": "json_schema",

@@ -6,6 +6,14 @@ against it, each string saying what it stands for: ``"[test] <the field's descri
 and otherwise ``reply`` (or a short echo of the request).  It is a stand-in that exercises
 every path of a program offline, not a model: its content says so.  It records every
 request it gets, so a test or a notebook can look at exactly what the model would have seen.
+
+With ``tool_calls=`` it calls tools: on the first ``tool_rounds`` model calls of an exec's
+tool loop that offer tools, it replies with those calls (a list of
+:class:`~openprogram.providers.base.ToolCall` or ``(name, arguments)`` pairs), or with
+``"sample"`` one call of each offered tool (or of the ``tool_choice`` one) whose arguments
+are built from its parameter schema; afterwards it answers with the last tool result.
+``FunctionProvider``'s callable returns tool calls as an ``LLMResponse(tool_calls=...)``
+or a list of ``ToolCall``.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from openprogram.providers.base import LLMRequest, LLMResponse, Usage
+from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall, Usage
 
 
 def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
@@ -61,10 +69,48 @@ class TestProvider:
     __test__ = False  # not a pytest test class
     name = "test"
 
-    def __init__(self, reply: str | None = None, *, model: str = "test") -> None:
+    def __init__(
+        self,
+        reply: str | None = None,
+        *,
+        model: str = "test",
+        tool_calls: list[ToolCall | tuple[str, dict[str, Any]]] | str | None = None,
+        tool_rounds: int = 1,
+    ) -> None:
         self.model = model
         self.reply = reply
+        if isinstance(tool_calls, str) and tool_calls != "sample":
+            raise ValueError(f"tool_calls is a list of calls or 'sample', not {tool_calls!r}")
+        self.tool_calls = tool_calls
+        self.tool_rounds = tool_rounds
         self.requests: list[LLMRequest] = []
+
+    def _calls(self, request: LLMRequest) -> list[ToolCall]:
+        """The tool calls this request gets (none when it offers no tools)."""
+        if not request.tools or not self.tool_calls or request.iteration > self.tool_rounds:
+            return []
+        if request.tool_choice == "none":
+            return []
+        tag = f"test_{request.iteration}"
+        if isinstance(self.tool_calls, str):  # "sample"
+            offered = [
+                t
+                for t in request.tools
+                if request.tool_choice in (None, "auto", "required")
+                or t["name"] == request.tool_choice
+            ]
+            return [
+                ToolCall(f"{tag}_{i}", t["name"], sample_from_schema(t.get("parameters") or {}))
+                for i, t in enumerate(offered)
+            ]
+        out = []
+        for i, call in enumerate(self.tool_calls):
+            if isinstance(call, ToolCall):
+                out.append(call)
+            else:
+                name, arguments = call
+                out.append(ToolCall(f"{tag}_{i}", name, dict(arguments)))
+        return out
 
     @property
     def last_request(self) -> LLMRequest | None:
@@ -74,6 +120,16 @@ class TestProvider:
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
         self.requests.append(request)
+        calls = self._calls(request)
+        if calls:
+            prompt = sum(_tokens(str(m.get("content", ""))) for m in request.messages)
+            return LLMResponse(
+                text="",
+                tool_calls=calls,
+                usage=Usage(prompt, len(calls)),
+                model=self.model,
+                finish_reason="tool_calls",
+            )
         choices = request.extra.get("choices")
         if choices:
             text = str(choices[0])
@@ -81,6 +137,8 @@ class TestProvider:
             text = json.dumps(sample_from_schema(request.response_format))
         elif self.reply is not None:
             text = self.reply
+        elif request.iteration > 1 and (done := _tool_results(request)):
+            text = f"[test reply] {done[-1][:200]}"
         else:
             last = str(request.messages[-1].get("content", "")) if request.messages else ""
             text = f"[test reply] {last.strip().splitlines()[0][:80] if last.strip() else ''}"
@@ -99,11 +157,21 @@ class TestProvider:
         )
 
 
-Replier = Callable[[LLMRequest], "str | LLMResponse"]
+def _tool_results(request: LLMRequest) -> list[str]:
+    """The tool results the request shows (the frame's earlier steps), first lines."""
+    return [
+        str(m.get("content", "")).splitlines()[0]
+        for m in request.messages
+        if m.get("role") == "user" and str(m.get("content", "")).startswith("Earlier step: ")
+    ]
+
+
+Replier = Callable[[LLMRequest], "str | LLMResponse | list[ToolCall]"]
 
 
 class FunctionProvider:
-    """A provider whose replies are decided by a Python callable ``fn(request)``."""
+    """A provider whose replies are decided by a Python callable ``fn(request)``: a text,
+    an :class:`LLMResponse` (which may carry ``tool_calls``), or a list of ``ToolCall``."""
 
     name = "function"
 
@@ -117,6 +185,8 @@ class FunctionProvider:
     ) -> LLMResponse:
         self.requests.append(request)
         out = self.fn(request)
+        if isinstance(out, list) and all(isinstance(c, ToolCall) for c in out):
+            out = LLMResponse("", tool_calls=out, finish_reason="tool_calls")
         response = out if isinstance(out, LLMResponse) else LLMResponse(text=str(out))
         if on_delta is not None and response.text:
             on_delta(response.text)
