@@ -339,6 +339,76 @@ def test_a_turn_chained_after_an_old_turn_records_the_fork_atomically(op_home: P
     assert copy_b.predecessor == base.id and session.head_id == copy_b.id
 
 
+# -- reads are copies --------------------------------------------------------------------------
+def edit_every_field(node: Any) -> None:
+    """What a careless reader might do to a node it was handed."""
+    node.name = "edited"
+    node.output = "edited"
+    node.input["text"] = "edited"
+    node.metadata["status"] = "error"
+    node.metadata.setdefault("usage", {})["input_tokens"] = -1
+
+
+def test_a_node_a_reader_edits_stays_as_stored_in_every_read(op_home: Path) -> None:
+    store = SessionStore(op_home)
+    turn, fn = add_turn(store, "s_reads", "first")
+    session = store.open("s_reads")
+    fn_id = fn.id
+    readers = [
+        lambda: session.get(turn.id),
+        lambda: next(n for n in session.nodes() if n.id == turn.id),
+        lambda: session.get_many([turn.id])[turn.id],
+        lambda: session.chain(turn.id, 1)[0],
+    ]
+    for read in readers:
+        edit_every_field(read())
+        again = session.get(turn.id)
+        assert (again.name, again.output, again.input, again.status) == (
+            "cell", "first done", {"text": "first"}, "completed"
+        )  # fmt: skip
+        assert "usage" not in again.metadata
+    session.commit("nothing of the readers' edits")
+    store.close()
+    fresh = SessionStore(op_home).open("s_reads")  # the files say the same
+    assert fresh.get(turn.id).output == "first done" and fresh.get(fn_id).name == "f0"
+
+
+def test_a_node_read_while_its_call_runs_does_not_change_when_the_call_ends(
+    op_home: Path,
+) -> None:
+    from openprogram import agentic_function
+    from openprogram.agentic_programming import current_node
+
+    seen: list[Any] = []
+
+    @agentic_function
+    def plan(topic: str) -> str:
+        """Plan the topic."""
+        seen.append(current_node())
+        edit_every_field(seen[-1])  # the caller's copy, not the node being written
+        return f"plan for {topic}"
+
+    with session_context("s_live", message="plan") as s:
+        assert plan("tea") == "plan for tea"
+        (during,) = seen
+        after = s.writer.get(during.id)
+    assert (during.status, during.output) == ("error", "edited")  # as the reader left it
+    assert (after.status, after.output, after.name) == ("completed", "plan for tea", "plan")
+    assert after.input == {"topic": "tea"} and "usage" not in after.metadata
+
+
+def test_a_worker_view_hands_out_copies_too() -> None:
+    """What ``_store`` is on a map's worker: its reads are copies like a session's."""
+    from openprogram.store.memory import MemoryRecorder
+
+    recorder = MemoryRecorder("s_worker", 3, [], None)
+    node = recorder.append(make_call("function", "f", input={"text": "x"}, status=COMPLETED))
+    edit_every_field(recorder.get(node.id))
+    again = recorder.get(node.id)
+    assert (again.name, again.input, again.status) == ("f", {"text": "x"}, "completed")
+    assert recorder.written == [node] and node.name == "f"
+
+
 def test_a_batch_of_nested_nodes_gets_consecutive_seqs_and_survives_a_reopen(
     op_home: Path,
 ) -> None:

@@ -11,6 +11,7 @@ Nodes round-trip through JSON with a format version (``v``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -177,6 +178,20 @@ class Call:
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
 
+    def copy(self) -> Call:
+        """A copy sharing nothing mutable with this node (input, output and metadata copied
+        all the way down): what a store hands out, so a reader's edits stay its own and a
+        node read mid-call does not change under the reader as the call goes on."""
+        new = object.__new__(Call)
+        state = new.__dict__
+        state.update(self.__dict__)
+        if type(self.input) not in _ATOMS:
+            state["input"] = _copied(self.input)
+        if type(self.output) not in _ATOMS:
+            state["output"] = _copied(self.output)
+        state["metadata"] = _copied(self.metadata)
+        return new
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "v": FORMAT_VERSION,
@@ -225,6 +240,22 @@ class Call:
             if type(node.metadata.get(key, "")) is not str:
                 raise NodeFormatError(f"metadata {key!r} must be a string")
         return node
+
+
+_ATOMS: Final = frozenset({str, int, float, bool, type(None)})  # immutable JSON values
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON-like value (what a node holds): dicts and lists rebuilt, immutable
+    values shared; anything else deep-copied."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else _copied(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
 
 
 def make_call(

@@ -71,8 +71,9 @@ class MemoryRecorder:
             self._nodes[call.id] = call
 
     def get(self, node_id: str) -> Call:
+        """A copy of the node, as ``Session.get`` hands out (edits stay the reader's)."""
         try:
-            return self._nodes[node_id]
+            return self._nodes[node_id].copy()
         except KeyError:
             raise KeyError(f"no node {node_id!r} in this worker's view") from None
 

@@ -48,24 +48,27 @@ class SessionQueries:
     _children_gen: int
 
     def get(self, node_id: str) -> Call:
+        """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
+        reaches the session, and a node read while its call runs stays as it was read."""
         with self._mu:
             call = self._nodes.get(node_id)
             if call is not None:
-                return call
+                return call.copy()
             entry = self._index.find(node_id)
         if entry is None:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
         return self._read_node(entry[F_PATH])
 
     def _read_node(self, rel: str, data: bytes | None = None) -> Call:
-        """The node of file ``rel`` (its content ``data`` when read already), cached."""
+        """The node of file ``rel`` (its content ``data`` when read already), cached; a copy
+        is returned."""
         try:
             call = Call.from_dict(loads(self._files.read(rel) if data is None else data))
         except (OSError, ValueError, NodeFormatError) as exc:
             raise CorruptedFile(str(self.path / rel), str(exc)) from exc
         with self._mu:
             self._cache(call)
-        return call
+        return call.copy()
 
     def _all_entries(self) -> list[Entry]:
         with self._mu:
@@ -83,12 +86,13 @@ class SessionQueries:
         return [_light(e) for e in self._all_entries()]
 
     def nodes(self) -> list[Call]:
-        """Every readable node in seq order (corrupted ones are listed in ``problems``)."""
+        """Every readable node in seq order (corrupted ones are listed in ``problems``);
+        copies, as :meth:`get`'s."""
         return list(self._read_many(self._all_entries()).values())
 
     def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
         """The readable nodes among ``node_ids``, in that order (unknown ones left out,
-        corrupted ones too and listed in ``problems``)."""
+        corrupted ones too and listed in ``problems``); copies, as :meth:`get`'s."""
         with self._mu:
             found = [self._index.find(node_id) for node_id in node_ids]
         return self._read_many([entry for entry in found if entry is not None])
