@@ -16,11 +16,17 @@ from openprogram.agentic_programming import (
 from openprogram.context.nodes import Call
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import NoProviderConfigured, OpenProgramError, UserError
-from openprogram.providers import create_runtime
+from openprogram.providers import create_runtime, environment_runtime
 from openprogram.scale import map as map
 from openprogram.store.session.context import SessionHandle, session_context
+from openprogram.store.vars import set_runtime_factory
 
 __version__ = "0.1.0"
+
+# The composition root: the one place the layers are wired.  A turn entered without a
+# runtime (a script's ``session_context()``, a bare call) gets the environment's; the
+# store and the agentic layer sit below the providers and are told, not importing them.
+set_runtime_factory(environment_runtime)
 
 # `map` is public (`openprogram.map`) but not in __all__: `from openprogram import *`
 # must not shadow the builtin.

@@ -22,8 +22,11 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.append(transform_cell)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
-    ipython.openprogram_turn = magics.bare_call_turn  # a plain cell's calls: see the engine's
-    from openprogram_magics import errors  # agentic_programming.function.host_turn
+    from openprogram.hosts import register_bare_call_host, register_default_runtime
+    from openprogram_magics import errors
+
+    register_bare_call_host(magics.bare_call_turn)  # a plain cell's calls: the notebook's
+    register_default_runtime(magics.default_runtime)  # and the provider chosen here
 
     errors.install(ipython)
     _quiet_load_ext(ipython)
@@ -38,10 +41,12 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.events.unregister("post_run_cell", magics.post_run_cell)
         if magics in ipython.configurables:
             ipython.configurables.remove(magics)
+        from openprogram.hosts import unregister_bare_call_host, unregister_default_runtime
+
+        unregister_bare_call_host(magics.bare_call_turn)
+        unregister_default_runtime(magics.default_runtime)
     if transform_cell in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(transform_cell)
-    if getattr(ipython, "openprogram_turn", None) is not None:
-        ipython.openprogram_turn = None
     from openprogram_magics import errors
 
     errors.uninstall(ipython)

@@ -19,7 +19,6 @@ it as IPython's one-line ``UsageError``.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from argparse import Namespace
 from collections.abc import Callable
@@ -318,12 +317,7 @@ def provider(host: Host, args: Namespace) -> None:
         from dataclasses import replace
 
         host.set_session(replace(meta, provider=name, model=model or None))
-    # calls made outside a turn (the process's ad-hoc session) use the same provider
-    os.environ["OPENPROGRAM_PROVIDER"] = name
-    if model:
-        os.environ["OPENPROGRAM_MODEL"] = model
-    else:  # the provider's own default, not the model chosen for another provider
-        os.environ.pop("OPENPROGRAM_MODEL", None)
+    # calls made outside a turn use the same runtime: the notebook claims them as a host
     print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
 
 

@@ -9,11 +9,9 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
@@ -27,7 +25,6 @@ if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from openprogram.agent.background import BackgroundRun
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
-    from openprogram_magics.turn import CellTurn
 
 MAGIC = "%%openprogram"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -50,6 +47,18 @@ def _ipython_counts_first() -> bool:
 
 
 _COUNTS_FIRST = _ipython_counts_first()
+
+
+def _forward(name: str) -> Any:
+    """A property of the magics that is the attribute ``name`` of its :class:`NotebookTurns`."""
+
+    def get(self: OpenProgramMagics) -> Any:
+        return getattr(self.turns, name)
+
+    def set(self: OpenProgramMagics, value: Any) -> None:
+        setattr(self.turns, name, value)
+
+    return property(get, set)
 
 
 @magics_class
@@ -93,182 +102,95 @@ class OpenProgramMagics(Magics):
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)
-        self.kernel_meta: NotebookMeta | None = None  # set by new/use and by every turn
-        self.turn: CellTurn | None = None  # the turn in progress
+        from openprogram_magics.cellturn import NotebookTurns
+
+        # the turns themselves: a plain object (tested without a shell); this class adapts
+        # IPython's hooks and magics to it
+        self.turns = NotebookTurns(self, self._user_ns, self._push_metadata)
         self.background: BackgroundRun | None = None  # the latest --background run
-        self._raw_cell = ""
-        self._in_cell = False  # between pre_run_cell and post_run_cell (never for silent runs)
-        self._cell_count: int | None = None  # the running cell's In [n]
-        self._runtime: Runtime | None = None
-        self._runtime_key: tuple[Any, ...] | None = None
-        self._noted: set[str] = set()
+
+    def _user_ns(self) -> dict[str, Any]:
+        return self.shell.user_ns if self.shell is not None else {}
+
+    # the turns' state, under the names commands and tests use
+    kernel_meta = _forward("kernel_meta")
+    turn = _forward("turn")
+    _raw_cell = _forward("raw_cell")
+    _cell_count = _forward("cell_count")
+    _runtime = _forward("cached_runtime")
+    _runtime_key = _forward("cached_key")
 
     # -- the turn lifecycle ------------------------------------------------------------------
     def pre_run_cell(self, info: ExecutionInfo) -> None:
-        self._raw_cell = info.raw_cell or ""
-        self._in_cell = True
+        raw = info.raw_cell or ""
         # The frontend shows the count the cell started with (``In [n]``); IPython 9
         # counts the cell before ``pre_run_cell`` (when it stores history), IPython 8 after.
         count = getattr(self.shell, "execution_count", None)
         if isinstance(count, int) and getattr(info, "store_history", False) and _COUNTS_FIRST:
             count -= 1
-        self._cell_count = count
-        if self.auto and not self._raw_cell.lstrip().startswith(("%", "!", "?")):
+        self.turns.cell_started(raw, count)
+        if self.auto and not raw.lstrip().startswith(("%", "!", "?")):
             try:  # no line is added to the cell: its line numbers stay the user's
-                self.begin_turn("", self._raw_cell)
+                self.begin_turn("", raw)
             except UsageError as exc:
                 print(f"openprogram: {exc} (this cell runs without a turn)", file=sys.stderr)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
-        self._in_cell = False
-        turn, self.turn = self.turn, None
-        if turn is None:
-            return
-        error = result.error_in_exec or result.error_before_exec
-        self.turn_done(turn.end(error, result.result), turn.pinned)
+        self.turns.cell_ended(result.error_in_exec or result.error_before_exec, result.result)
 
     def bare_call_turn(self, label: str) -> AbstractContextManager[Any] | None:
-        """The engine asks this (``shell.openprogram_turn``) for a call made outside any
-        turn: in a cell of this notebook the call records into the notebook's session, as
-        a turn of its own labelled with the cell, begun now and ended with the cell.  None
-        (the process's ad-hoc session) off the main thread or outside a cell."""
-        if not self._in_cell or threading.current_thread() is not threading.main_thread():
+        """Registered with :func:`openprogram.hosts.register_bare_call_host`: where a call
+        made outside any turn records (see :meth:`NotebookTurns.bare_call_turn`)."""
+        from openprogram.errors import UserError
+
+        if not self._is_current():
             return None
-        if self.turn is None:
-            self.begin_turn("", self._raw_cell)  # sets the turn's context vars right here
-            return nullcontext()
-        return self.turn.joined()
+        try:
+            return self.turns.bare_call_turn(label)
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+
+    def default_runtime(self) -> Runtime | None:
+        """Registered with :func:`openprogram.hosts.register_default_runtime`."""
+        return self.turns.default_runtime() if self._is_current() else None
+
+    def _is_current(self) -> bool:
+        """Whether this is the running shell's extension (a discarded shell's is not)."""
+        from IPython import get_ipython
+
+        return self.shell is not None and get_ipython() is self.shell
 
     def begin_turn(self, args: str, source: str) -> None:
         """Begin a turn for the cell being run (raises UsageError for the user to see)."""
         from openprogram.errors import UserError
-        from openprogram_magics.sessions import notebook_title
 
-        if self.turn is not None:  # a turn whose post_run_cell never came (nested run)
-            self.turn.end(None)
-            self.turn = None
         opts = self.cell_args(args)
         try:
-            meta, pinned = self.cell_session(opts.session)
-            from openprogram_magics.turn import CellTurn
-
-            turn = CellTurn(
-                meta,
-                source=source,
-                execution_count=self._cell_count,
-                runtime=self.runtime(),
-                live=self.live_dag and not opts.no_dag,
-                stream=self.stream,
-                title=notebook_title(self.shell.user_ns if self.shell is not None else {}),
-                pinned=pinned,
-            )
-            turn.begin()
+            self.turns.begin_turn(opts.session, source, live=not opts.no_dag)
         except UserError as exc:
             raise UsageError(str(exc)) from None
-        self.turn = turn
 
     def cell_args(self, args: str) -> _CellArgs:
         return _parse_cell_args(args)
 
     def cell_session(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
-        """The session a cell's turn goes to (every cell mode), and whether the cell pins
-        one other than the notebook's (``--session ID``: that cell only).  The notebook's
-        own carries its provider and model."""
-        meta, elsewhere = self._resolve(pinned)
-        if elsewhere:
-            return meta, True
-        return self._with_provider(meta), False
+        """See :meth:`NotebookTurns.cell_session`."""
+        return self.turns.cell_session(pinned)
 
     def turn_done(self, meta: NotebookMeta, pinned: bool) -> None:
-        """A cell's turn is written: the notebook's next turn chains after it and the
-        frontend records it -- unless the cell was pinned to another session."""
-        if not pinned:
-            self.kernel_meta = meta
-            self._push_metadata()
-
-    def _resolve(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
-        from openprogram.store.session.ids import mint_session_id
-        from openprogram_magics.notebook import NotebookMeta
-        from openprogram_magics.sessions import resolve_session
-
-        user_ns = self.shell.user_ns if self.shell is not None else {}
-        res = resolve_session(pinned, self.kernel_meta, user_ns)
-        elsewhere = res.source == "pinned" and (
-            res.stored is None or res.stored.session_id != pinned
-        )
-        if elsewhere and pinned is not None:
-            _refuse_unknown(pinned)  # never created by a typo: `new --id` does it on purpose
-        notes = [res.note]
-        if res.meta is not None and res.source != "pinned":
-            from openprogram_magics.sharing import elsewhere_note
-
-            notes.append(elsewhere_note(res.meta.session_id, res.meta.remote) or "")
-        for note in notes:
-            if note and note not in self._noted:
-                self._noted.add(note)
-                print(f"openprogram: {note}")
-        if res.meta is None:
-            meta = NotebookMeta(mint_session_id("nb"))
-            print(
-                f"openprogram: new session {meta.session_id} (kept with this notebook: in its "
-                "metadata and in each turn's output)"
-            )
-            return meta, elsewhere
-        return res.meta, elsewhere
-
-    def _with_provider(self, meta: NotebookMeta) -> NotebookMeta:
-        """The provider and model go with the notebook: one its metadata names is used
-        when none was chosen in this kernel (said once); the chosen one is recorded."""
-        from dataclasses import replace
-
-        self._adopt_provider(meta)
-        return replace(meta, provider=self.provider or None, model=self.model or None)
-
-    def _adopt_provider(self, meta: NotebookMeta | None) -> None:
-        if self.provider or meta is None or not meta.provider:
-            return
-        self.provider, self.model = meta.provider, meta.model or ""
-        os.environ["OPENPROGRAM_PROVIDER"] = self.provider  # calls outside a turn, too
-        print(
-            f"openprogram: provider {self.provider}"
-            + (f" (model {self.model})" if self.model else "")
-            + " from this notebook's metadata"
-        )
+        self.turns.turn_done(meta, pinned)
 
     def runtime_key(self) -> tuple[Any, ...]:
-        """The settings the cached runtime was built from (a change rebuilds it)."""
-        budget = (self.budget_tokens, self.budget_usd, self.budget_per)
-        return (self.provider, self.model, *budget, self.requests_per_minute)
+        return self.turns.runtime_key()
 
     def runtime(self) -> Runtime:
-        """The notebook's runtime: its provider and model, and its context policy (the
-        ``history_*`` settings, which a function or a call can narrow)."""
-        from openprogram.context.policy import ContextPolicy
-        from openprogram.providers import create_runtime
-        from openprogram.usage.budget import budget_from
+        """The notebook's runtime (see :meth:`NotebookTurns.runtime`)."""
+        return self.turns.runtime()
 
-        if not self.provider:  # after a restart: the notebook says which it uses
-            self._adopt_provider(self.current_meta())
-        key = self.runtime_key()
-        if self._runtime is None or key != self._runtime_key:
-            self._runtime = create_runtime(
-                self.provider or None,
-                self.model or None,
-                required=False,
-                budget=budget_from(self.budget_tokens, self.budget_usd, self.budget_per),
-                requests_per_minute=self.requests_per_minute or None,
-            )
-            self._runtime_key = key
-        self._runtime.context = ContextPolicy(
-            turns=self.history_turns, tokens=self.history_tokens, failed=self.history_failed
-        )
-        return self._runtime
-
-    def _push_metadata(self) -> None:
+    def _push_metadata(self, meta: NotebookMeta) -> None:
         from openprogram_magics import bridge
 
-        if self.kernel_meta is not None:
-            bridge.push_metadata(self.kernel_meta.file_json())
+        bridge.push_metadata(meta.file_json())
 
     # -- the magics ----------------------------------------------------------------------
     @magic_arguments()
@@ -332,15 +254,8 @@ class OpenProgramMagics(Magics):
 
     # -- what the line commands read and change (commands.Host) ------------------------------
     def current_meta(self) -> NotebookMeta | None:
-        """The notebook's session (id, last turn, remote) the next turn would continue, if
-        known without minting one."""
-        try:
-            from openprogram_magics.sessions import resolve_session
-
-            user_ns = self.shell.user_ns if self.shell is not None else {}
-            return resolve_session(None, self.kernel_meta, user_ns).meta
-        except Exception:  # unusable metadata: the next cell says so
-            return None
+        """The notebook's session the next turn would continue, if known without minting."""
+        return self.turns.current_meta()
 
     def current_session_id(self) -> str | None:
         """The session the next turn would continue, if known without minting one."""
@@ -349,8 +264,7 @@ class OpenProgramMagics(Magics):
 
     def set_session(self, meta: NotebookMeta) -> None:
         """Continue ``meta``'s session from the next turn, and tell the frontend."""
-        self.kernel_meta = meta
-        self._push_metadata()
+        self.turns.set_session(meta)
 
 
 class _QuietDict(dict):  # type: ignore[type-arg]
@@ -387,18 +301,6 @@ class _CellArgs:
     no_dag: bool
     background: bool
     chat: bool
-
-
-def _refuse_unknown(session_id: str) -> None:
-    """A cell's ``--session ID`` must name a session this machine has (as ``use``)."""
-    from openprogram.agent.session_db import default_db
-    from openprogram_magics.commands import CommandError, unknown_session
-    from openprogram_magics.sessions import list_sessions
-
-    if not default_db().exists(session_id):
-        known = [str(m["id"]) for m in list_sessions()]
-        line = unknown_session(session_id, known)
-        raise CommandError(f"{line}, `%openprogram import FILE` brings one from a bundle")
 
 
 def _parse_cell_args(line: str) -> _CellArgs:

@@ -2,8 +2,9 @@
 
 ``begin`` enters :func:`openprogram.session_context` for the resolved session, writes the
 ``turn`` node (its predecessor is this notebook's last turn, so two copies of a notebook
-continuing one session fork instead of interleaving), points ``_call_id`` at it so the
-cell's agentic calls hang under it, and shows the live DAG of the turn.  ``end`` records
+continuing one session fork instead of interleaving), installs the turn state with its
+``call_id`` (so the cell's agentic calls hang under it), questioner and echo, and shows the
+live DAG of the turn.  ``end`` records
 the outcome, leaves the context (one commit per cell), hands the id back to the notebook
 and replaces the live view with the final one (static fallback included).
 """
@@ -25,7 +26,7 @@ from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
 
 if TYPE_CHECKING:
     from openprogram.store.session.context import SessionHandle
-    from openprogram.store.vars import AskHandler
+    from openprogram.store.vars import AskHandler, TurnState
 
 
 #: This kernel process (one per start or restart): the whole-session view marks where it
@@ -59,6 +60,7 @@ class CellTurn:
         self.stack = ExitStack()
         self.handle: SessionHandle | None = None
         self.node: Call | None = None
+        self.state: TurnState | None = None  # the cell's turn state (once begun)
         self.forked_from: str | None = None
         self.widget: Any = None
         self.display_id: str | None = None
@@ -66,9 +68,8 @@ class CellTurn:
 
     # -- begin ---------------------------------------------------------------------------
     def begin(self) -> None:
-        from openprogram.agentic_programming.ask_user import using_ask_user_handler
-        from openprogram.agentic_programming.function import using_call_id
         from openprogram.store.session.context import session_context
+        from openprogram.store.vars import current, using
 
         body = [ln for ln in self.source.strip().splitlines() if not ln.startswith("%%openprogram")]
         first = (body or [""])[0]
@@ -102,12 +103,14 @@ class CellTurn:
             self.node = handle.writer.append(node, turn_level=True)
             if node.metadata.get("forked_from_head"):
                 self.forked_from = predecessor
-            self.stack.enter_context(using_call_id(node.id))
-            self.stack.enter_context(using_ask_user_handler(self.ask))
+            echo = None
             if self.stream:  # a plain runtime.exec at the cell's top level streams here
-                from openprogram.agentic_programming.echo import Echo, using_echo
+                from openprogram.agentic_programming.echo import Echo
 
-                self.stack.enter_context(using_echo(Echo(node.id)))
+                echo = Echo(node.id)
+            # the cell's calls hang under its turn node: one replaced turn state
+            self.stack.enter_context(using(call_id=node.id, ask=self.ask, echo=echo))
+            self.state = current()
             if self.live:
                 try:
                     self._show_live()
@@ -121,16 +124,11 @@ class CellTurn:
     @contextmanager
     def joined(self) -> Iterator[None]:
         """Make a call run in this turn from a context that does not see it (an asyncio
-        task started in the cell): the turn's store, runtime and node for that call only."""
-        from openprogram.store.vars import using_call_id, using_runtime, using_store, using_turn_id
+        task started in the cell): the turn's state, for that call only."""
+        from openprogram.store.vars import using_turn
 
-        assert self.handle is not None and self.node is not None
-        with (
-            using_store(self.handle.writer),
-            using_turn_id(self.handle.turn_id),
-            using_runtime(self.handle.runtime),
-            using_call_id(self.node.id),
-        ):
+        assert self.state is not None
+        with using_turn(self.state):
             yield
 
     def _show_live(self) -> None:

@@ -28,23 +28,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openprogram.agent.session_db import default_db
-from openprogram.agentic_programming.ask_user import (
-    current_ask_user_handler,
-    using_ask_user_handler,
-)
+from openprogram.agentic_programming.ask_user import current_ask_user_handler
 from openprogram.agentic_programming.function import (
     get_call_id,
     get_current_runtime,
     is_cancellation,
     process_session_id,
-    using_call_id,
 )
 from openprogram.context.outcome import error_text, traceback_text
 from openprogram.errors import OpenProgramError, UserError
 from openprogram.providers import network
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
-from openprogram.store.vars import get_store
+from openprogram.store.vars import get_store, using
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -337,8 +333,7 @@ def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
             session_context(
                 spec.session_id, runtime=runtime, source="process", message=spec.target
             ),
-            using_call_id(spec.call_id),
-            using_ask_user_handler(ask_parent),
+            using(call_id=spec.call_id, ask=ask_parent),  # under the parent's frame
         ):
             return fn(*spec.args, **spec.kwargs)
     finally:

@@ -17,11 +17,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from contextvars import ContextVar
-from typing import TextIO
+from typing import Any, TextIO
 
 from openprogram.context.secrets import SecretStream
-from openprogram.store.vars import scoped
+from openprogram.store.vars import current, using
 
 
 class Echo:
@@ -68,14 +67,12 @@ class Echo:
             self.wrote = False
 
 
-_echo: ContextVar[Echo | None] = ContextVar("openprogram_echo", default=None)
-
-
-def using_echo(echo: Echo | None) -> AbstractContextManager[None]:
-    return scoped(_echo, echo)
+def using_echo(echo: Echo | None) -> AbstractContextManager[Any]:
+    """Install ``echo`` in the turn state (``TurnState.echo``) for the ``with`` block."""
+    return using(echo=echo)
 
 
 def echo_for(frame_id: str | None) -> Echo | None:
     """The echo installed for ``frame_id``, if any (calls in nested frames do not stream)."""
-    echo = _echo.get()
+    echo: Echo | None = current().echo
     return echo if echo is not None and echo.frame_id == frame_id else None

@@ -1,8 +1,10 @@
 """``@agentic_function``: a call of a decorated function is a ``function`` node.
 
 The ambient runtime (injected into a ``runtime`` parameter) and the running frame's node id
-(which makes nested calls carry ``caller``) are per-turn ContextVars owned by
-:mod:`openprogram.store.vars`; they are re-exported here under their seed names.
+(which makes nested calls carry ``caller``) are fields of the one turn state owned by
+:mod:`openprogram.store.vars`; the seed's names (``_call_id``, ``_current_runtime``...)
+are re-exported here as views of it.  A call outside any turn goes to the host that claims
+it (:func:`register_bare_call_host`), else to the process's ad-hoc session.
 
 A decorated call writes a ``function`` node on entry (``running``, the docstring, inputs
 made JSON-safe), points ``_call_id`` at it, runs the body and writes output, status and
@@ -30,13 +32,13 @@ from openprogram.errors import OpenProgramError
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
+    Registry,
     _call_id,
     _current_runtime,
     _depth,
+    current,
     enter_frame,
     get_call_id,
-    get_current_runtime,
-    get_depth,
     get_store,
     leave_frame,
     using_call_id,
@@ -49,18 +51,22 @@ __all__ = [
     "_call_id",
     "_current_runtime",
     "_depth",
+    "adhoc_turn",
     "agentic_function",
     "current_node",
     "get_call_id",
     "get_current_runtime",
     "is_cancellation",
     "process_session_id",
+    "register_bare_call_host",
     "run_in_session",
+    "unregister_bare_call_host",
     "using_call_id",
     "using_runtime",
 ]
 
 if TYPE_CHECKING:
+    from openprogram.agentic_programming.runtime import Runtime
     from openprogram.context.policy import ContextPolicy
 
 DEFAULT_MAX_DEPTH = 64
@@ -70,6 +76,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class AgenticRecursionError(OpenProgramError, RecursionError):
     """Agentic calls nested deeper than the cap (``max_depth``)."""
+
+
+def get_current_runtime() -> Runtime | None:
+    """The ambient runtime of the current turn (``TurnState.runtime``), if any."""
+    return current().runtime  # type: ignore[no-any-return]
 
 
 # -- the ad-hoc process session --------------------------------------------------------------
@@ -96,29 +107,54 @@ def process_session_id() -> str:
         return _process_session
 
 
-def host_turn(label: str) -> AbstractContextManager[Any] | None:
-    """The turn a host gives a call made outside any turn, or None.
+BareCallHost = Callable[[str], "AbstractContextManager[Any] | None"]
+_hosts: Registry[BareCallHost] = Registry()
 
-    A notebook is such a host: the extension sets ``openprogram_turn`` on the running
-    IPython shell, so a plain cell's calls become a turn of the notebook's session rather
-    than of an ad-hoc one.  Read from ``sys.modules`` (the engine imports no Jupyter code).
+
+def register_bare_call_host(host: BareCallHost) -> None:
+    """Let ``host`` claim calls made outside any turn (public as
+    :func:`openprogram.hosts.register_bare_call_host`).
+
+    ``host(label)`` returns the scope such a call runs in (a context manager that makes
+    it part of a turn) or None to leave it; the latest host registered is asked first.
+    The notebook extension is such a host: a plain cell's calls become a turn of the
+    notebook's session rather than of the process's ad-hoc one.  Registering a host
+    twice asks it once; a bound method is held weakly (its object gone: not asked).
     """
-    ipython = sys.modules.get("IPython")
-    get_ipython = getattr(ipython, "get_ipython", None)
-    shell = get_ipython() if get_ipython is not None else None
-    hook = getattr(shell, "openprogram_turn", None)
-    return hook(label) if callable(hook) else None  # type: ignore[no-any-return]
+    _hosts.add(host)
+
+
+def unregister_bare_call_host(host: BareCallHost) -> None:
+    """Stop asking ``host`` (one not registered: nothing happens)."""
+    _hosts.remove(host)
+
+
+def host_turn(label: str) -> AbstractContextManager[Any] | None:
+    """The turn a registered host gives a call made outside any turn, or None."""
+    for host in _hosts.latest_first():
+        scope = host(label)
+        if scope is not None:
+            return scope
+    return None
 
 
 def bare_call_turn(label: str) -> AbstractContextManager[Any]:
     """Where a call outside any turn records: the host's turn, else one turn of the
     process's ad-hoc session (named after the script that runs)."""
     scope = host_turn(label)
-    if scope is not None:
-        return scope
+    return scope if scope is not None else adhoc_turn(label)
+
+
+def adhoc_turn(label: str, runtime: Runtime | None = None) -> AbstractContextManager[Any]:
+    """One turn of the process's ad-hoc session (named after the script that runs), with
+    ``runtime`` (None: the environment's)."""
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
     return session_context(
-        process_session_id(), source="script", title=f"script {script}", message=label
+        process_session_id(),
+        source="script",
+        title=f"script {script}",
+        message=label,
+        runtime=runtime,
     )
 
 
@@ -140,7 +176,7 @@ def _label(fn: Callable[..., Any]) -> str:
 class _Frame:
     """Entering and leaving one agentic call (shared by the sync and async wrappers)."""
 
-    __slots__ = ("node", "started", "tokens", "writer")
+    __slots__ = ("node", "started", "token", "writer")
 
     def __init__(
         self,
@@ -150,10 +186,10 @@ class _Frame:
         max_depth: int,
         context: dict[str, Any] | None = None,
     ) -> None:
-        writer = get_store()
+        state = current()
+        writer = state.writer
         assert writer is not None
-        depth = get_depth()
-        caller = get_call_id()
+        depth, caller = state.depth, state.call_id
         node = make_call("function", name, input=inputs, caller=caller, doc=doc)
         if context:  # the function's context policy, read by the execs made inside it
             node.metadata["context"] = context
@@ -166,7 +202,7 @@ class _Frame:
             )
             self.finish(exc=err)
             raise err
-        self.tokens = enter_frame(node.id, depth + 1)
+        self.token = enter_frame(node.id, depth + 1)
 
     def finish(self, result: Any = None, exc: BaseException | None = None) -> None:
         if exc is None:
@@ -176,7 +212,7 @@ class _Frame:
         self.writer.update(self.node)
 
     def leave(self) -> None:
-        leave_frame(self.tokens)
+        leave_frame(self.token)
 
     # ``with _Frame(...) as frame: result = body()`` then ``return frame.done(result)``:
     # an exception is recorded before the frame's ContextVars are reset, a result after.

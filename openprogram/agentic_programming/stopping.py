@@ -7,10 +7,9 @@ import contextvars
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
-from openprogram.store.vars import scoped
+from openprogram.store.vars import current, using
 
 
 class RunStopped(KeyboardInterrupt):
@@ -25,22 +24,21 @@ class RunKilled(RunStopped):
 T = TypeVar("T")
 _KILL_POLL_S = 0.05  # how soon a kill lands while a provider call blocks
 
-_stop_flag: ContextVar[threading.Event | None] = ContextVar("openprogram_stop", default=None)
 
-
-def using_stop_flag(flag: threading.Event | None) -> AbstractContextManager[None]:
-    return scoped(_stop_flag, flag)
+def using_stop_flag(flag: threading.Event | None) -> AbstractContextManager[Any]:
+    """Install the run's stop flag in the turn state (``TurnState.stop``)."""
+    return using(stop=flag)
 
 
 def stop_requested() -> bool:
     """Whether the run this code belongs to was asked to stop (``openprogram.map`` polls it)."""
-    flag = _stop_flag.get()
+    flag = current().stop
     return flag is not None and flag.is_set()
 
 
 def check_stop() -> None:
     """Raise :class:`RunStopped` if the run this code belongs to was asked to stop."""
-    flag = _stop_flag.get()
+    flag = current().stop
     if flag is not None and flag.is_set():
         raise RunStopped("stopped by request (after the call in flight)")
 
@@ -52,7 +50,7 @@ def killable(call: Callable[[], T]) -> T:
     thread) ends the wait at once even while the helper sits in a socket read.  The
     abandoned helper finishes on its own (within the provider's timeout); its result is
     dropped.  Outside such a run: a plain call, no thread."""
-    if _stop_flag.get() is None:
+    if current().stop is None:
         return call()
     done = threading.Event()
     box: list[Any] = []

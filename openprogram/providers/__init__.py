@@ -28,7 +28,6 @@ from openprogram.providers.base import (
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.test import TestProvider
-from openprogram.store.vars import set_runtime_factory
 from openprogram.usage.budget import budget_from
 
 PROVIDER_NAMES = ("test", "openai", "anthropic", "replay")
@@ -44,6 +43,7 @@ __all__ = [
     "Usage",
     "create_provider",
     "create_runtime",
+    "environment_runtime",
 ]
 
 
@@ -115,9 +115,7 @@ def create_runtime(
     return Runtime(instance, model=model or instance.model, **options)
 
 
-def _environment_runtime() -> Runtime:
+def environment_runtime() -> Runtime:
+    """The Runtime the environment configures (unconfigured when it names no provider):
+    what a turn entered without a runtime uses (``openprogram/__init__.py`` wires it)."""
     return create_runtime(required=False)
-
-
-# a turn entered without a runtime gets the one the environment configures
-set_runtime_factory(_environment_runtime)

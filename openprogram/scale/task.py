@@ -23,19 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from openprogram.agentic_programming.ask_user import using_ask_user_handler
-from openprogram.agentic_programming.function import using_call_id, using_runtime
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
 from openprogram.context.outcome import error_text, finish
 from openprogram.errors import OpenProgramError
 from openprogram.providers import create_runtime
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
-from openprogram.store.vars import using_store, using_turn_id
+from openprogram.store.vars import TurnState, using_turn
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
-    from openprogram.store.session.writer import SessionNodeWriter
 
 UNANSWERED_ON_WORKER = "asked on a worker of openprogram.map: questions are not forwarded"
 
@@ -91,7 +88,8 @@ class RemoteError(OpenProgramError, RuntimeError):
 
 
 def run_task(task: Task) -> Outcome:
-    """Run one item (in a fresh Context: nothing leaks between tasks of one worker)."""
+    """Run one item (in a fresh Context: nothing leaks between tasks of one worker; the
+    item's turn state is installed with ``using_turn``, as every entry point does)."""
     worker = worker_identity()  # Dask finds its worker through the task's own Context
     return contextvars.Context().run(_run, task, worker)
 
@@ -106,16 +104,14 @@ def _run(task: Task, identity: tuple[str, str | None]) -> Outcome:
     try:
         fn = _load(task.fn, shared.token) if shared.remote else task.fn
         item = pickle.loads(task.item) if shared.remote else task.item
-        runtime = _runtime(shared)
-        # the recorder has the surface of a SessionNodeWriter that agentic code uses
-        store = cast("SessionNodeWriter", recorder)
-        with (
-            using_store(store),
-            using_turn_id(shared.turn_id),
-            using_runtime(runtime),
-            using_call_id(shared.anchor),
-            using_ask_user_handler(_nobody_answers),
-        ):
+        state = TurnState(  # the recorder is a NodeWriter as the kernel's writer is
+            writer=recorder,
+            turn_id=shared.turn_id,
+            runtime=_runtime(shared),
+            call_id=shared.anchor,
+            ask=_nobody_answers,
+        )
+        with using_turn(state):
             value = fn(item)
     except BaseException as exc:  # recorded and sent back; the worker lives on
         error = exc

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from openprogram.context.nodes import Call
+from openprogram.store.nodewriter import chain_after_head
 
 
 class MemoryRecorder:
@@ -55,9 +56,7 @@ class MemoryRecorder:
             call.seq, call.turn = self._seq, self._turn
             self._seq += 1
             if turn_level:
-                if call.predecessor is None:
-                    call.predecessor = self._head
-                self._head = call.id
+                self._head = chain_after_head(call, self._head)
             self._nodes[call.id] = call
             self._children.setdefault(call.caller, []).append(call.id)
             self.written.append(call)

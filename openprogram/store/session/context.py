@@ -10,28 +10,23 @@ Session boundary: continuity is expressed by passing ``session_id``, never by ca
 * ``session_id`` given → reuse it (created under that id if missing);
 * ``None`` → a new session is minted and its id exposed on the handle (callers print it).
 
-Sessions never close: leaving the context resets the ContextVars (in reverse order, also
-when the body raises), commits the turn, and deletes nothing.
+Sessions never close: leaving the context puts the previous turn state back (also when
+the body raises), commits the turn, and deletes nothing.  The state is one value
+(:class:`openprogram.store.vars.TurnState`), installed with ``using_turn``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from openprogram.context.nodes import new_id
 from openprogram.store.session.db import default_db
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.session.writer import SessionNodeWriter
-from openprogram.store.vars import (
-    default_runtime,
-    using_call_id,
-    using_runtime,
-    using_store,
-    using_turn_id,
-)
+from openprogram.store.vars import current, default_runtime, using_turn
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -67,8 +62,8 @@ def session_context(
     db: SessionStore | None = None,
     writer: SessionNodeWriter | None = None,
 ) -> Iterator[SessionHandle]:
-    """Install ``_store``, ``_current_turn_id``, ``_current_runtime`` (and reset ``_call_id``)
-    for one turn of ``session_id``; commit the turn on exit.
+    """Install the turn state (writer, turn id, runtime; no frame yet: ``call_id`` None) for
+    one turn of ``session_id``; commit the turn on exit.
 
     ``writer``: a node writer that already wrote part of this turn (the dispatcher persists
     the user message before binding the turn), so the whole turn shares one shard and commit.
@@ -99,12 +94,16 @@ def session_context(
         writer=writer,
         message=message or "",
     )
-    with ExitStack() as stack:
-        # set in order; ExitStack resets in reverse, also when the body raises
-        stack.enter_context(using_store(writer))
-        stack.enter_context(using_turn_id(tid))
-        stack.enter_context(using_runtime(rt))
-        stack.enter_context(using_call_id(None))
+    outer = current()  # who answers questions, the echo, the stop flag carry on
+    state = replace(
+        outer,
+        writer=writer,
+        turn_id=tid,
+        runtime=rt if rt is not None else outer.runtime,
+        call_id=None,
+    )
+    # the turn's one state; the previous one is back after, also when the body raises
+    with using_turn(state):
         try:
             yield handle
         finally:

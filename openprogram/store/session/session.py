@@ -28,6 +28,7 @@ from openprogram.context.nodes import (
 )
 from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
+from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
 from openprogram.store.session.identity import current_author
@@ -228,11 +229,7 @@ class Session(SessionQueries):
                 if counts_as_turn(call.caller, call.kind):
                     self._new_turns.add(call.id)
                     call.metadata.setdefault("author", current_author().to_json())
-                if call.predecessor is None:
-                    call.predecessor = head
-                elif call.predecessor != head:  # a branch: the chain had moved on
-                    call.metadata["forked_from_head"] = head
-                head = call.id
+                head = chain_after_head(call, head)  # the one rule, shared with memory.py
             self.counters.write(seq + 1, next_turn, head)
         self._record(call)
         return call
