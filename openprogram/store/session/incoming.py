@@ -144,25 +144,17 @@ class _Reader:
         self.offset += n
         return out
 
+    def ensure(self, n: int) -> None:
+        """At least ``n`` bytes buffered past the position, or all that is left."""
+        while len(self.buffer) - self.pos < n and self._fill():
+            pass
+
     def byte(self) -> int:
         if self.pos >= len(self.buffer) and not self._fill():
             raise SyncError("refused: a truncated git pack")
         self.pos += 1
         self.offset += 1
         return self.buffer[self.pos - 1]
-
-    def chunk(self) -> bytes:
-        if self.pos >= len(self.buffer) and not self._fill():
-            raise SyncError("refused: a truncated git pack")
-        out = self.buffer[self.pos :] if self.pos else self.buffer
-        self.offset += len(out)
-        self.buffer, self.pos = b"", 0
-        return out
-
-    def unread(self, data: bytes) -> None:
-        self.buffer = data + self.buffer[self.pos :]
-        self.pos = 0
-        self.offset -= len(data)
 
     def drain(self) -> None:
         self.buffer, self.pos = b"", 0
@@ -205,33 +197,46 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     caps.check_total(0, count)
     scan = PackScan(objects=count)
     kinds: dict[int, int] = {}  # offset -> type, for ofs-deltas (result type = base type)
+
+    def declare(n: int) -> None:
+        caps.check_total(scan.inflated + n, count)
+
     for _ in range(count):
         start = reader.offset
-        byte = reader.byte()
-        kind, size, shift = (byte >> 4) & 7, byte & 15, 4
-        while byte & 0x80:
-            byte = reader.byte()
-            size |= (byte & 0x7F) << shift
-            shift += 7
-            if shift > 70:
-                raise SyncError("refused: a malformed object header in the git pack")
-        base_kind: int | None = kind
-        if kind == _OFS_DELTA:
-            byte = reader.byte()
-            back = byte & 0x7F
+        reader.ensure(40)  # an object header and an ofs-delta's offset are shorter
+        buf, pos = reader.buffer, reader.pos
+        try:
+            byte = buf[pos]
+            kind, size, shift = (byte >> 4) & 7, byte & 15, 4
+            pos += 1
             while byte & 0x80:
-                byte = reader.byte()
-                back = ((back + 1) << 7) | (byte & 0x7F)
-            base_kind = kinds.get(start - back)
-        elif kind == _REF_DELTA:
-            reader.take(20)
-            base_kind = None  # a base in the pack or already here: its type is not known
-        elif kind not in _KIND:
-            raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
-
-        def declare(n: int) -> None:
-            caps.check_total(scan.inflated + n, count)
-
+                byte = buf[pos]
+                pos += 1
+                size |= (byte & 0x7F) << shift
+                shift += 7
+                if shift > 70:
+                    raise SyncError("refused: a malformed object header in the git pack")
+            base_kind: int | None = kind
+            if kind == _OFS_DELTA:
+                byte = buf[pos]
+                pos += 1
+                back = byte & 0x7F
+                while byte & 0x80:
+                    byte = buf[pos]
+                    pos += 1
+                    back = ((back + 1) << 7) | (byte & 0x7F)
+                base_kind = kinds.get(start - back)
+            elif kind == _REF_DELTA:
+                if pos + 20 > len(buf):
+                    raise IndexError
+                pos += 20
+                base_kind = None  # a base in the pack or already here: its type is unknown
+            elif kind not in _KIND:
+                raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
+        except IndexError:
+            raise SyncError("refused: a truncated git pack") from None
+        reader.offset += pos - reader.pos
+        reader.pos = pos
         result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
         if base_kind is not None:
             kinds[start] = base_kind
@@ -244,14 +249,23 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
 
 def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:
     """Inflate one object's data (to find its end, output dropped); its size once inflated
-    (for a delta, the size of the object it makes, read from the delta's header)."""
+    (for a delta, the size of the object it makes, read from the delta's header).
+
+    zlib is fed a little more than the object can take compressed (its size, plus
+    deflate's overhead), not the rest of the buffer: what it does not use is copied into
+    ``unused_data``, and that copy, per object, was the scan's main cost."""
     declare(size)
     inflater = zlib.decompressobj()
     produced = 0
     result = None if delta else size
     head = b""  # a delta's first bytes: its base's size, then its result's
+    want = size + (size >> 10) + 64
     while not inflater.eof:
-        data = reader.chunk()
+        if reader.pos >= len(reader.buffer) and not reader._fill():
+            raise SyncError("refused: a truncated git pack")
+        start = reader.pos
+        piece = reader.buffer[start : start + want]
+        data = piece
         while data and not inflater.eof:
             out = inflater.decompress(data, _CHUNK)
             data = inflater.unconsumed_tail
@@ -263,8 +277,10 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
                 result = _delta_result(head)
                 if result is not None:
                     declare(result)
-        if inflater.eof:  # what follows the stream (zlib may also leave it in the tail)
-            reader.unread(inflater.unused_data)
+        used = len(piece) - (len(inflater.unused_data) if inflater.eof else 0)
+        reader.pos += used
+        reader.offset += used
+        want = max(want, _CHUNK)
     if produced != size or result is None:
         raise SyncError("refused: an object in the git pack is shorter than it says")
     return result

@@ -83,6 +83,7 @@ class HistoryCheck:
     def __post_init__(self) -> None:
         self._seen: set[tuple[bytes, int]] = set()
         self._allowed: set[tuple[bytes, bytes, int]] = set()  # (name, mode, depth) passed
+        self._fast = all(n <= self.max_blob for n in self.sizes.values())
 
     def root(self, tree: bytes) -> None:
         self._check(tree, 0, "")
@@ -95,6 +96,14 @@ class HistoryCheck:
             return
         self._seen.add((tree, depth))
         data = self.trees[tree]
+        if self._fast and depth < len(_LAYOUT) and _LAYOUT[depth].fullmatch(data):
+            # the whole tree is the layout at this depth (one match in C): only its
+            # subtrees remain to look at; anything else takes the entry-by-entry path,
+            # which says what is wrong
+            for mode, name, sha in _ENTRY.findall(data):
+                if mode == b"40000" and (sha, depth + 1) not in self._seen:
+                    self._check(sha, depth + 1, f"{where}{name.decode()}/")
+            return
         end = 0
         for match in _ENTRY.finditer(data):
             if match.start() != end:
@@ -128,6 +137,19 @@ class HistoryCheck:
 
 
 _ENTRY = re.compile(rb"([0-7]{1,7}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
+
+
+def _entries(*kinds: bytes) -> re.Pattern[bytes]:
+    """A whole tree made only of entries of ``kinds`` (``<mode> <name>`` patterns)."""
+    return re.compile(rb"(?:(?:" + rb"|".join(kinds) + rb")\0.{20})*", re.S)
+
+
+_LAYOUT = (  # the session layout, depth by depth (see expected_mode)
+    _entries(rb"100644 \.gitignore", rb"100644 meta\.json", rb"40000 history"),
+    _entries(rb"40000 " + BUCKET_NAME.pattern.encode()),
+    _entries(rb"40000 " + TURN_DIR_NAME.pattern.encode(), rb"100644 index\.json"),
+    _entries(rb"100644 " + NODE_FILE.pattern.encode()),
+)
 
 
 def expected_mode(name: str, depth: int) -> int | None:
