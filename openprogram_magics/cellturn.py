@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from openprogram.agentic_programming.provider import Provider
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
     from openprogram_magics.turn import CellTurn
@@ -64,6 +65,7 @@ class NotebookTurns:
         self.cached_runtime: Runtime | None = None
         self.cached_key: tuple[Any, ...] | None = None
         self.noted: set[str] = set()
+        self.replay_session: str | None = None  # what `provider replay` answers from
 
     # -- a cell's turn -------------------------------------------------------------------
     def cell_started(self, raw_cell: str, count: int | None) -> None:
@@ -207,7 +209,16 @@ class NotebookTurns:
         """The settings the cached runtime was built from (a change rebuilds it)."""
         s = self.settings
         budget = (s.budget_tokens, s.budget_usd, s.budget_per)
-        return (s.provider, s.model, *budget, s.requests_per_minute)
+        return (s.provider, s.model, *budget, s.requests_per_minute, self.replay_session)
+
+    def provider_named(self, name: str, model: str | None) -> str | Provider:
+        """What ``create_runtime`` gets for the provider ``name``: the name, or for
+        ``replay`` a provider built with the session it answers from (when chosen here)."""
+        if name == "replay" and self.replay_session:
+            from openprogram.providers import create_provider
+
+            return create_provider("replay", model, session_id=self.replay_session)
+        return name
 
     def runtime(self) -> Runtime:
         """The notebook's runtime: its provider and model, and its context policy (the
@@ -222,7 +233,7 @@ class NotebookTurns:
         key = self.runtime_key()
         if self.cached_runtime is None or key != self.cached_key:
             self.cached_runtime = create_runtime(
-                s.provider or None,
+                self.provider_named(s.provider, s.model or None) if s.provider else None,
                 s.model or None,
                 required=False,
                 budget=budget_from(s.budget_tokens, s.budget_usd, s.budget_per),

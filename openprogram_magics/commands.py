@@ -34,6 +34,7 @@ from openprogram_magics.sessions import (
 )
 
 if TYPE_CHECKING:  # the engine is imported at the first command, not at %load_ext
+    from openprogram.agentic_programming.provider import Provider
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
 
@@ -51,8 +52,11 @@ class Host(Protocol):
     provider: str
     model: str
     auto: bool
+    replay_session: str | None
 
     def runtime(self) -> Runtime: ...
+
+    def provider_named(self, name: str, model: str | None) -> str | Provider: ...
 
     def current_meta(self) -> NotebookMeta | None: ...
 
@@ -306,11 +310,14 @@ def provider(host: Host, args: Namespace) -> None:
     name, model = args.name, args.model
     if name not in PROVIDER_NAMES:
         raise CommandError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
+    replay = None
     if name == "replay":  # answers from this notebook's session, re-run from its root
         from openprogram_magics.sharing import replay_from_root
 
-        host.set_session(replay_from_root(session_or_current(host, None), host.current_meta()))
-    create_runtime(name, model or None)  # fail now, not at the next cell
+        replay = session_or_current(host, None)
+        host.set_session(replay_from_root(replay, host.current_meta()))
+    host.replay_session = replay  # the runtime is built with it: a value, not the environment
+    create_runtime(host.provider_named(name, model or None), model or None)  # fail now
     host.provider, host.model = name, model
     meta = host.current_meta()  # the notebook records it (name and model, never a key)
     if meta is not None:

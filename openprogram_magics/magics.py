@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
 
     from openprogram.agent.background import BackgroundRun
+    from openprogram.agentic_programming.provider import Provider
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram_magics.notebook import NotebookMeta
 
@@ -119,6 +120,7 @@ class OpenProgramMagics(Magics):
     _cell_count = _forward("cell_count")
     _runtime = _forward("cached_runtime")
     _runtime_key = _forward("cached_key")
+    replay_session = _forward("replay_session")
 
     # -- the turn lifecycle ------------------------------------------------------------------
     def pre_run_cell(self, info: ExecutionInfo) -> None:
@@ -186,6 +188,9 @@ class OpenProgramMagics(Magics):
     def runtime(self) -> Runtime:
         """The notebook's runtime (see :meth:`NotebookTurns.runtime`)."""
         return self.turns.runtime()
+
+    def provider_named(self, name: str, model: str | None) -> str | Provider:
+        return self.turns.provider_named(name, model)
 
     def _push_metadata(self, meta: NotebookMeta) -> None:
         from openprogram_magics import bridge

@@ -149,12 +149,12 @@ def session_root(session_id: str, how_to_fetch: str) -> str | None:
 
 
 def replay_from_root(session_id: str, meta: NotebookMeta | None) -> NotebookMeta:
-    """Make the replay provider answer from ``session_id`` and the next turns a new branch
-    from its root, so every prompt is rendered as in the recorded run."""
+    """The next turns as a new branch from the root of ``session_id``, which the replay
+    provider answers from (the caller builds it with that id), so every prompt is rendered
+    as in the recorded run."""
     from openprogram_magics.notebook import NotebookMeta
 
     root = session_root(session_id, "`%openprogram pull` fetches it")
-    os.environ["OPENPROGRAM_REPLAY_SESSION"] = session_id
     print(f"openprogram: replaying session {session_id}; the next turns branch from its root")
     remote = meta.remote if meta is not None and meta.session_id == session_id else None
     return NotebookMeta(session_id, root, remote)
