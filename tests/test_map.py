@@ -125,18 +125,26 @@ def test_ask_user_on_a_worker_is_unanswered_at_once_and_says_why(
     assert all("worker" in a.metadata["note"] for a in asks)
 
 
-def slow_reply(request: LLMRequest) -> str:
-    time.sleep(0.02)
-    return "bug"
+def reply_doing(action: Callable[[], None], *, on: str = "t5") -> FunctionProvider:
+    """Replies "bug"; while the call for item ``on`` runs it does ``action`` first (a stop,
+    a Ctrl-C: the marker the tests wait on, instead of a timer)."""
+
+    def reply(request: LLMRequest) -> str:
+        if request.messages[-1]["content"].startswith(on):
+            action()
+        return "bug"
+
+    return FunctionProvider(reply)
 
 
 def test_stop_cancels_what_has_not_started_and_accounts_for_every_item(
     op_home: Path,
 ) -> None:
-    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    runs: list[MapRun] = []
+    rt = create_runtime(reply_doing(lambda: runs[0].stop()), backoff=0.0)
     with cell(rt) as (s, turn):
         run = MapRun(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
-        threading.Timer(0.15, run.stop).start()
+        runs.append(run)
         results = run.run()
     calls = items_under(reopen(op_home, s.session_id), turn)
     assert [c.metadata["item"] for c in calls] == list(range(60))
@@ -281,11 +289,10 @@ def test_items_see_the_earlier_turns_as_a_local_call_would_on_threads_and_a_pool
 def test_a_stopped_background_run_stops_its_map_and_records_every_item(op_home: Path) -> None:
     from openprogram.agentic_programming.stopping import RunStopped, using_stop_flag
 
-    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
     flag = threading.Event()  # what `%openprogram stop` sets for a background run
+    rt = create_runtime(reply_doing(flag.set), backoff=0.0)
     with cell(rt) as (s, turn), using_stop_flag(flag), pytest.raises(RunStopped):
         run = MapRun(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
-        threading.Timer(0.15, flag.set).start()
         run.run()
     calls = items_under(reopen(op_home, s.session_id), turn)
     assert [c.metadata["item"] for c in calls] == list(range(60))
@@ -297,15 +304,106 @@ def test_ctrl_c_cancels_what_has_not_started_records_every_item_and_interrupts(
 ) -> None:
     import _thread
 
-    rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
+    rt = create_runtime(reply_doing(_thread.interrupt_main), backoff=0.0)  # a kernel interrupt
     with cell(rt) as (s, turn), pytest.raises(KeyboardInterrupt):
-        threading.Timer(0.15, _thread.interrupt_main).start()  # what a kernel interrupt does
         openprogram.map(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False)
     nodes = reopen(op_home, s.session_id)
     calls = items_under(nodes, turn)
     assert [c.metadata["item"] for c in calls] == list(range(60))
-    assert {c.status for c in calls} == {"completed", "cancelled"}
+    statuses = [c.status for c in calls]
+    assert statuses[5] == "completed" and statuses[-1] == "cancelled"  # it ran on; not sent
+    assert set(statuses) == {"completed", "cancelled"}
     assert "running" not in {n.status for n in nodes if n.id != turn.id}
+
+
+@contextmanager
+def sigint_at_line(traced: Callable[[Any], bool], nth: int) -> Iterator[list[int]]:
+    """A real SIGINT raised as the main thread reaches the ``nth`` line it executes in the
+    code objects ``traced`` picks (Ctrl-C pressed at that very point); yields the count of
+    lines seen."""
+    import signal
+    import sys
+
+    seen = [0]
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            seen[0] += 1
+            if seen[0] == nth:
+                signal.raise_signal(signal.SIGINT)
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        return local if traced(frame.f_code) else None
+
+    sys.settrace(tracer)
+    try:
+        yield seen
+    finally:
+        sys.settrace(None)
+
+
+def test_ctrl_c_at_any_line_of_a_running_map_records_every_item_once(op_home: Path) -> None:
+    """A KeyboardInterrupt could land between any two lines of the map's loop (a result
+    taken off the queue but not yet settled, a batch taken but not yet appended, a task
+    submitted but not yet tracked) and lose that item, or hang the cell waiting for it: a
+    first Ctrl-C must only stop the map, wherever it lands."""
+    import openprogram.scale.executors as executors_module
+    import openprogram.scale.run as run_module
+
+    def in_the_map(code: Any) -> bool:  # what runs once the map is called, bar its first lines
+        if code.co_filename == executors_module.__file__:
+            return True
+        return code.co_filename == run_module.__file__ and code.co_name not in (
+            "map", "__init__", "run", "_ctrl_c_stops"
+        )  # fmt: skip
+
+    rt = create_runtime(FunctionProvider(lambda request: "bug"), backoff=0.0)
+    items = [f"t{i}" for i in range(12)]
+    with cell(rt), sigint_at_line(in_the_map, 0) as seen:
+        openprogram.map(classify, items, max_in_flight=3, progress=False)
+    lines = seen[0]  # the lines one whole map runs there (a second run may run a few less)
+    for nth in range(1, lines, max(1, lines // 40)):
+        with cell(rt) as (s, turn), sigint_at_line(in_the_map, nth) as seen:
+            try:
+                openprogram.map(classify, items, max_in_flight=3, progress=False)
+                assert seen[0] < nth, f"Ctrl-C at line {nth} of the map was swallowed"
+            except KeyboardInterrupt:
+                pass
+        calls = items_under(reopen(op_home, s.session_id), turn)
+        assert [c.metadata["item"] for c in calls] == list(range(12)), f"Ctrl-C at line {nth}"
+        assert {c.status for c in calls} <= {"completed", "cancelled"}
+
+
+def test_a_second_ctrl_c_gives_up_on_what_runs_and_still_records_every_item(
+    op_home: Path,
+) -> None:
+    import _thread
+
+    class Watched(MapRun):
+        def stop(self) -> None:
+            super().stop()
+            stopped.set()  # the marker: the first Ctrl-C was taken as a stop
+
+    stopped, release = threading.Event(), threading.Event()
+
+    def twice() -> None:  # item 5 runs on through the first Ctrl-C; the second gives up on it
+        _thread.interrupt_main()
+        assert stopped.wait(60)
+        _thread.interrupt_main()
+        release.wait(60)
+
+    rt = create_runtime(reply_doing(twice), backoff=0.0)
+    try:
+        with cell(rt) as (s, turn), pytest.raises(KeyboardInterrupt):
+            Watched(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False).run()
+    finally:
+        release.set()
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.metadata["item"] for c in calls] == list(range(60))
+    assert calls[5].status == "cancelled"
+    assert "abandoned while running" in calls[5].metadata["error"]
+    assert calls[0].status == "completed" and calls[-1].status == "cancelled"
 
 
 def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None:
@@ -324,8 +422,9 @@ def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None
 
 
 def stamp_reply(request: LLMRequest) -> str:
-    """The wall-clock time the request reached the provider, and the process it reached."""
-    return f"{time.time()!r} {os.getpid()}"
+    """When the request reached the provider (the monotonic clock, one for every process of
+    the machine: no wall-clock step can move it), and the process it reached."""
+    return f"{time.monotonic()!r} {os.getpid()}"
 
 
 @agentic_function
@@ -345,11 +444,12 @@ def sends_by_process(results: list[Any]) -> dict[str, list[float]]:
 
 def test_a_request_rate_paces_every_thread_of_the_process(op_home: Path) -> None:
     rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=600)  # 0.1 s apart
-    started = time.time()
+    started = time.monotonic()
     with cell(rt) as (s, _turn):
         results = openprogram.map(stamp, list("abcde"), max_in_flight=5, progress=False)
     (sends,) = sends_by_process(results).values()
-    # the k-th request leaves no sooner than k intervals after the map started
+    # the k-th request leaves no sooner than k intervals after the map started (lower bounds
+    # only: a loaded machine makes them later, never earlier)
     assert all(sent - started >= k * 0.1 - 0.005 for k, sent in enumerate(sends))
     llms = [n for n in reopen(op_home, s.session_id) if n.kind == "llm"]
     assert len([n for n in llms if n.metadata.get("rate_wait_ms", 0) > 0]) >= 4  # shown why
@@ -359,7 +459,7 @@ def test_a_map_gives_each_pool_process_its_share_of_the_rate(
     op_home: Path, pool: ProcessPoolExecutor
 ) -> None:
     rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=240)  # 2 processes
-    started = time.time()
+    started = time.monotonic()
     with cell(rt):
         results = openprogram.map(stamp, list("abcdef"), executor=pool, progress=False)
     for sends in sends_by_process(results).values():  # each process: 120/min, 0.5 s apart

@@ -17,9 +17,11 @@ import copy
 import os
 import pickle
 import queue
+import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, Executor, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from openprogram.agentic_programming.function import (
@@ -36,6 +38,7 @@ from openprogram.scale.merge import adopt, attempt_node, inputs_of, snapshot
 from openprogram.scale.progress import Progress
 from openprogram.scale.task import Outcome, RuntimeSpec, Shared, Task
 from openprogram.store.session.files import dumps, loads
+from openprogram.store.session.refs import interrupts_deferred
 from openprogram.store.vars import get_store, get_turn_id
 
 DEFAULT_THREADS = 8
@@ -126,7 +129,9 @@ class MapRun:
 
     def run(self) -> list[Any]:
         """Run the map in the current turn (or as one turn of the process session)."""
-        return run_in_session(self._run_in_turn)  # type: ignore[no-any-return]
+        with self._ctrl_c_stops():
+            results: list[Any] = run_in_session(self._run_in_turn)
+        return results
 
     # -- setting up ---------------------------------------------------------------------------
     def _run_in_turn(self) -> list[Any]:
@@ -217,27 +222,68 @@ class MapRun:
         self._ready: dict[int, list[Call]] = {}
         self._lost: dict[int, list[Call]] = {}
         self._next = 0
-        interrupted: KeyboardInterrupt | None = None
         try:
-            self._drive()
-        except KeyboardInterrupt as exc:  # Ctrl-C, or a background run stopped twice
-            interrupted = exc
-            self.stop()
-            try:
-                self._drive()  # collect what still ends; a second Ctrl-C gives up on it
-            except KeyboardInterrupt:
-                for index in sorted(self._unsettled):
-                    self._settle(index, CancelledError("abandoned while running (Ctrl-C)"))
-                self._unsettled.clear()
-                self._append_ready()
-        if interrupted is not None:
-            raise interrupted
+            self._drive()  # a first Ctrl-C stops it: what runs is collected as it ends
+        except KeyboardInterrupt:  # a second Ctrl-C, or a background run killed: give up
+            self._abandon()
+            raise
+        if self._ctrl_c:
+            raise KeyboardInterrupt
         if self._run_stopped:  # the background run this map belongs to was stopped
             raise RunStopped("stopped by request: items not started were cancelled")
+
+    @contextmanager
+    def _ctrl_c_stops(self) -> Iterator[None]:
+        """While the map runs on the main thread, a first Ctrl-C (SIGINT) only sets a flag
+        the loop reads as a stop — a KeyboardInterrupt raised at any line of the loop could
+        lose an item (a result taken off the queue, a batch popped, a task submitted but not
+        yet tracked); a second one raises as usual, and one that came after the loop is
+        raised once the map is over.  Elsewhere (a thread, a host owning SIGINT) nothing
+        changes."""
+        self._ctrl_c = False
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            yield
+            return
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if self._ctrl_c:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                raise KeyboardInterrupt
+            self._ctrl_c = True  # only a flag: no lock is taken in a signal handler
+
+        signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self._ctrl_c:  # pressed after the loop (while the turn was committed)
+            raise KeyboardInterrupt
+
+    def _abandon(self) -> None:
+        """Giving up at once: every item not recorded yet ends ``cancelled`` — whatever line
+        the interrupt landed on, nothing is lost (the loop's sets may be half updated)."""
+        self._stop.set()
+        try:
+            self.submitter.cancel()
+        finally:
+            not_started = set(self._pending)
+            self._pending.clear()
+            self._unsettled.clear()
+            for index in range(self._next, len(self.items)):
+                if index not in self._ready:
+                    started = index not in not_started
+                    why = "abandoned while running" if started else "stopped before it started"
+                    self._settle(index, CancelledError(f"{why} (interrupted twice)"))
+            self._append_ready()
 
     def _drive(self) -> None:
         cancelled = False
         while self._next < len(self.items):
+            if self._ctrl_c and not self._stop.is_set():
+                self.stop()
             if self._pending and self._over_budget():
                 while self._pending:  # what runs ends; what has not started is not sent
                     why = f"the budget of {self.budget.describe() if self.budget else ''} is spent"
@@ -383,16 +429,21 @@ class MapRun:
 
     def _append_ready(self) -> None:
         batch: list[Call] = []
-        while self._next in self._ready:
-            batch += self._ready.pop(self._next)
-            self._next += 1
+        end = self._next
+        while end in self._ready:
+            batch += self._ready[end]
+            end += 1
         if not batch:
             return
-        if self.anchor is not None:
-            self.writer.append_many(batch)
-        else:
-            for call in batch:  # no frame: the items are turns of their own, chained after HEAD
-                self.writer.append(call, turn_level=call.caller is None)
+        with interrupts_deferred():  # a batch is appended whole, then taken off the list
+            if self.anchor is not None:
+                self.writer.append_many(batch)
+            else:
+                for call in batch:  # no frame: the items are turns of their own, after HEAD
+                    self.writer.append(call, turn_level=call.caller is None)
+            for index in range(self._next, end):
+                del self._ready[index]
+            self._next = end
         if self.budget is not None and self.shared.remote:  # threads here counted them already
             for call in batch:
                 if call.kind == "llm":
