@@ -31,7 +31,12 @@ def triage(ticket: str, runtime=None) -> str:
     return runtime.exec(ticket, choices=["bug", "feature", "question"])
 
 def slow(request):
+    _mark = {marker!r}
+    if _mark:
+        open(_mark + ".started", "w").close()  # the LLM call is in flight: the test's cue
     time.sleep({seconds})
+    if _mark:
+        open(_mark + ".finished", "w").close()
     return "bug"
 
 _m = get_ipython().magics_manager.registry["OpenProgramMagics"]
@@ -109,15 +114,30 @@ def stdout(msgs: list[dict[str, Any]]) -> str:
     )
 
 
+def slow_provider(seconds: float, marker: Path | None = None) -> str:
+    """The cell that makes the kernel's runtime a provider taking ``seconds`` to answer
+    (with ``marker``: it creates ``<marker>.started`` as the call begins, ``.finished`` if
+    the sleep ran to its end)."""
+    return SLOW_PROVIDER.format(seconds=seconds, marker=str(marker) if marker else "")
+
+
+def wait_for(path: Path, timeout: float = 60) -> None:
+    """Until ``path`` exists (a marker the kernel writes); fails after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
 def test_interrupt_mid_llm_call_then_the_next_cell_continues(kernel: Kernel, op_home: Path) -> None:
-    kernel.run(SLOW_PROVIDER.format(seconds=5) + "\n%openprogram new --id nb_ctrlc")
+    marker = op_home.parent / "slow-call"
+    kernel.run(slow_provider(60, marker) + "\n%openprogram new --id nb_ctrlc")
     msg_id = kernel.send('%%openprogram\n_before = 1\ntriage("slow")')
-    time.sleep(1.0)
-    started = time.monotonic()
+    wait_for(marker.with_suffix(".started"))  # Ctrl-C while the provider is answering
     kernel.km.interrupt_kernel()
     reply = kernel.reply(msg_id, timeout=30)
     kernel.iopub(msg_id)
-    assert time.monotonic() - started < 4  # the sleep was cut short
+    assert not marker.with_suffix(".finished").exists()  # the sleep was cut short
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
     nodes = on_disk(op_home, "nb_ctrlc")
     assert next(n for n in nodes if n.kind == "turn").status == "interrupted"
@@ -131,7 +151,7 @@ def test_interrupt_mid_llm_call_then_the_next_cell_continues(kernel: Kernel, op_
     )
     assert stdout(msgs).strip() == "[true, true, true, true, 0]"
 
-    kernel.run(SLOW_PROVIDER.format(seconds=0))
+    kernel.run(slow_provider(0))
     _, msgs = kernel.run('%%openprogram\nafter = triage("fast")\nprint(after)')
     assert "bug" in stdout(msgs)
     turns = [n for n in on_disk(op_home, "nb_ctrlc") if n.kind == "turn"]
@@ -162,11 +182,12 @@ def test_kill_9_mid_cell_recovers_on_open(op_home: Path) -> None:
     k = Kernel(km, kc)
     try:
         k.run("%load_ext openprogram_magics\n%openprogram provider test")
-        k.run(SLOW_PROVIDER.format(seconds=60))
+        marker = op_home.parent / "killed-call"
+        k.run(slow_provider(60, marker))
         k.run("%openprogram new --id nb_killed")  # --session names only a session there is
         k.run('%%openprogram --session nb_killed\nstr("a turn that finishes")')
         k.send('%%openprogram --session nb_killed\ntriage("never answered")')
-        time.sleep(1.5)
+        wait_for(marker.with_suffix(".started"))  # kill -9 while the LLM call is in flight
         pid = km.provisioner.process.pid
         os.kill(pid, signal.SIGKILL)
         km.provisioner.process.wait(timeout=10)
