@@ -39,6 +39,7 @@ from openprogram.store.session.syncgit import (
     git_out,
     index_pack,
     main_commit,
+    own_objects,
 )
 from openprogram.store.session.syncmerge import Received, receive
 from openprogram.store.session.syncrules import (
@@ -90,21 +91,20 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     alternates = quarantine / ".git" / "objects" / "info" / "alternates"
     alternates.parent.mkdir(parents=True, exist_ok=True)
     alternates.write_text(f"{local / '.git' / 'objects'}\n")
-    git(quarantine, "update-ref", LOCAL, tip)
+    ref = quarantine / ".git" / LOCAL  # a fresh repository of ours: the ref written as git would
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(f"{tip}\n")
     return tip
 
 
-def _check_history(repo: Path, tip: str, known: str | None, session_id: str, caps: Caps) -> None:
-    """Every object new in ``tip`` (not reachable from ``known``) has the session's shape,
+def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
+    """Every object that arrived (in the quarantine itself, not borrowed) has the session's
+    shape (the trees reachable from its commits),
     and together they stay under ``caps`` (a fetch is counted here, after git received
     and fsck'ed it; a bundle was counted before, as it streamed to git)."""
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
-    if known is None:  # nothing borrowed: every object in the quarantine arrived (no walk)
-        checks = git(repo, "cat-file", "--batch-all-objects", fmt).stdout.split()
-    else:
-        rev = ["rev-list", "--objects", "--no-object-names", tip, "--not", known]
-        shas = git(repo, *rev).stdout
-        checks = git(repo, "cat-file", fmt, input=shas).stdout.split()
+    # what the quarantine holds itself (not what it borrows): what arrived
+    checks = git(repo, "cat-file", fmt, input=own_objects(repo)).stdout.split()
     kinds = dict(zip(checks[0::3], checks[1::3], strict=True))
     sizes = {
         bytes.fromhex(s.decode()): int(n) for s, n in zip(checks[0::3], checks[2::3], strict=True)
@@ -192,7 +192,8 @@ def import_bundle(
         target = as_id or bundled
         with _quarantine(store) as quarantine:
             local = store.session_path(target)
-            known = _borrow(quarantine, local) if (local / ".git").is_dir() else None
+            if (local / ".git").is_dir():
+                _borrow(quarantine, local)
             verify = git(quarantine, "bundle", "verify", str(path), check=False)
             if verify.returncode != 0:  # a prerequisite this session lacks
                 raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
@@ -202,7 +203,7 @@ def import_bundle(
                 raise SyncError(f"{path.name}: {exc}") from None
             git(quarantine, "update-ref", INCOMING, header.refs[0][0])
             tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
-            _check_history(quarantine, tip, known, bundled, caps)
+            _check_history(quarantine, tip, bundled, caps)
             return receive(store, quarantine, target, tip)
 
 
@@ -216,7 +217,8 @@ def _fetch_and_receive(
     network: str | None = None,
 ) -> Received:
     local = store.session_path(session_id)
-    known = _borrow(quarantine, local) if (local / ".git").is_dir() else None
+    if (local / ".git").is_dir():
+        _borrow(quarantine, local)  # a fetch then brings only what is new
     local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
     fetched = git(
         quarantine, "fetch", "--no-tags", "--no-write-fetch-head", *local_side, "--", url,
@@ -228,7 +230,7 @@ def _fetch_and_receive(
             raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
         raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
     tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
-    _check_history(quarantine, tip, known, recorded_id, Caps.from_env())
+    _check_history(quarantine, tip, recorded_id, Caps.from_env())
     return receive(store, quarantine, session_id, tip)
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from openprogram.store.session.incoming import Caps, scan_pack
-from openprogram.store.session.safegit import git_command, run_git
+from openprogram.store.session.refs import read_ref
+from openprogram.store.session.safegit import git_command, git_dir_of, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
 
 INCOMING = "refs/openprogram/incoming"
@@ -54,8 +55,28 @@ def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "
 
 
 def main_commit(repo: Path) -> str | None:
-    result = git(repo, "rev-parse", "-q", "--verify", "refs/heads/main^{commit}", check=False)
-    return result.stdout.decode().strip() or None
+    """The commit a session's ``main`` names (read as git does: loose, else packed-refs;
+    no git process)."""
+    found = read_ref(git_dir_of(repo), "refs/heads/main")
+    return found.hex() if found is not None else None
+
+
+def own_objects(repo: Path) -> bytes:
+    """The names (hex, one a line) of the objects stored in ``repo`` itself — its packs'
+    indexes and its loose objects, not what it borrows through ``alternates``: in a
+    quarantine, exactly what arrived."""
+    objects = repo / ".git" / "objects"
+    names: list[bytes] = []
+    for idx in sorted((objects / "pack").glob("*.idx")):
+        data = idx.read_bytes()
+        if data[:8] != b"\377tOc\x00\x00\x00\x02":
+            raise SyncError(f"refused: {idx.name} is not a version 2 pack index")
+        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+        table = data[8 + 256 * 4 : 8 + 256 * 4 + 20 * count]
+        names.extend(table[i : i + 20].hex().encode() for i in range(0, len(table), 20))
+    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
+        names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
+    return b"".join(n + b"\n" for n in names)
 
 
 def is_ancestor(repo: Path, a: str, b: str) -> bool:

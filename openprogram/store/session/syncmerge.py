@@ -248,12 +248,10 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
 
 def _materialise(local: Path, old: str, new: str) -> None:
     """Write the files whose content changed between two commits into the session folder."""
-    trees = git_out(local, "rev-parse", f"{old}^{{tree}}", f"{new}^{{tree}}").split()
     writer = Repository(local)
     try:
-        for rel, blob in changed_files(
-            bytes.fromhex(trees[0]), bytes.fromhex(trees[1]), writer.read_tree
-        ):
+        trees = [writer.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
+        for rel, blob in changed_files(trees[0], trees[1], writer.read_tree):
             target = local / rel
             if blob is None:
                 target.unlink(missing_ok=True)
