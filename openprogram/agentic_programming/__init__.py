@@ -11,11 +11,15 @@ from openprogram.agentic_programming.function import (
     get_current_runtime,
 )
 from openprogram.agentic_programming.parallel import ContextThreadPoolExecutor
+from openprogram.agentic_programming.provider import Reply, ToolCall, ToolRun
 from openprogram.agentic_programming.runtime import Runtime, llm
 
 __all__ = [
     "ContextThreadPoolExecutor",
+    "Reply",
     "Runtime",
+    "ToolCall",
+    "ToolRun",
     "agentic_function",
     "ask_user",
     "current_node",

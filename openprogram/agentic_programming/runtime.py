@@ -7,6 +7,13 @@ and which earlier turns it was given, not their text again.  ``choices=`` and
 ``response_format=`` are code gates: a reply that fails them is sent back with feedback a
 bounded number of times (each attempt is its own node), then a clear error is raised.
 Transient provider errors are retried with exponential backoff.
+
+``exec`` returns a :class:`~openprogram.agentic_programming.provider.Reply`: the reply text
+(a ``str``) carrying the tool calls with their exact arguments, usage and finish reason.
+The ``llm`` node keeps a redacted copy (:func:`~openprogram.context.nodes.sanitize`) for
+people; nothing reads it back to act on it.  With ``tools=`` functions, ``exec`` runs the
+tool loop (:mod:`openprogram.agentic_programming.tool_loop`): one ``llm`` node per model
+call, the tools it called as ``tool`` nodes under it.
 """
 
 from __future__ import annotations
@@ -376,7 +383,8 @@ def _with_retries(
 
 
 def llm(content: Any, *, runtime: Runtime | None = None, **kwargs: Any) -> Any:
-    """A one-shot LLM call with the ambient (or given, or configured) runtime."""
+    """A one-shot LLM call with the ambient (or given, or configured) runtime: what
+    ``runtime.exec(content, **kwargs)`` returns (``tools=`` runs the tool loop there)."""
     rt = runtime or get_current_runtime()
     if rt is None:
         rt = default_runtime()  # what the environment configures

@@ -9,7 +9,9 @@ from openprogram.agentic_programming.provider import (
     MissingCredentials,
     Provider,
     ProviderError,
+    Reply,
     ToolCall,
+    ToolRun,
     TransientProviderError,
     Usage,
 )
@@ -22,7 +24,9 @@ __all__ = [
     "MissingCredentials",
     "Provider",
     "ProviderError",
+    "Reply",
     "ToolCall",
+    "ToolRun",
     "TransientProviderError",
     "Usage",
 ]
