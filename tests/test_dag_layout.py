@@ -242,3 +242,24 @@ def test_the_layout_does_not_depend_on_the_order_the_nodes_come_in() -> None:
         assert got == {nid: (p.order, p.lane, p.x, p.y, p.children, p.descendants, p.hidden)
                        for nid, p in listed.placed.items()}  # fmt: skip
         assert (listed.lanes, listed.rows) == (mixed.lanes, mixed.rows) and listed.lanes > 1
+
+
+def test_both_layouts_read_kind_and_status_as_a_node_does() -> None:
+    """A session's list (the one-pass layout) and the same nodes shuffled (the general one)
+    give every node the kind and status ``Call`` gives it, defaults included."""
+    import random
+
+    from openprogram.context.nodes import Call
+
+    nodes = [mk("root", 0, "root"), mk("t1", 1, "turn", pred="root")]
+    for seq, meta in enumerate(
+        [None, {}, {"kind": "llm"}, {"status": "error"}, {"kind": "tool", "status": "running"}],
+        start=2,
+    ):
+        nodes.append({**mk(f"c{seq}", seq, caller="t1"), "metadata": meta})
+    shuffled = nodes[:]
+    random.Random(1).shuffle(shuffled)
+    want = {n["id"]: (Call.from_dict(n).kind, Call.from_dict(n).status) for n in nodes}
+    for listed in (nodes, shuffled):
+        placed = compute_layout(listed, "t1").placed
+        assert {nid: (p.kind, p.status) for nid, p in placed.items()} == want

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
-from openprogram.view.linear import linear_layout, pack_branches
+from openprogram.view.linear import linear_layout
 from openprogram.view.placed import Layout, Placed
+from openprogram.view.rules import DEFAULT_KIND, branch_lanes, fold_ids, kind_and_status
 
 # What the engine writes (openprogram.context.nodes); anything else is flagged as unknown.
 KNOWN_KINDS: Final = KINDS
@@ -51,16 +52,14 @@ def _is_mapping(value: object) -> bool:
 
 def node_kind(node: Mapping[str, Any]) -> str:
     """``metadata.kind`` (``"function"`` when absent, like ``Call.kind``; ``"?"`` if junk)."""
-    meta = node.get("metadata")
-    kind = meta.get("kind", "function") if _is_mapping(meta) else "function"  # type: ignore[union-attr]
-    return kind if type(kind) is str and kind else "?"
+    read = kind_and_status(node.get("metadata"))
+    return read[0] if read is not None else DEFAULT_KIND
 
 
 def node_status(node: Mapping[str, Any]) -> str:
     """``metadata.status`` (``"completed"`` when absent, like ``Call.status``)."""
-    meta = node.get("metadata")
-    status = meta.get("status", COMPLETED) if _is_mapping(meta) else COMPLETED  # type: ignore[union-attr]
-    return status if type(status) is str and status else "?"
+    read = kind_and_status(node.get("metadata"))
+    return read[1] if read is not None else COMPLETED
 
 
 def compute_layout(
@@ -115,11 +114,7 @@ def compute_layout(
     tip = head_id if head_id in source else turn_level[-1] if turn_level else None
     lane_of_top, lanes = _assign_lanes(tip, links, tops, ordered, last_row)
 
-    # Folds: given ids, plus all but the last N turn-level nodes.
-    effective = {f for f in folded if isinstance(f, str)}
-    if last_turns is not None:
-        old = turn_level[: max(len(turn_level) - max(last_turns, 0), 0)]
-        effective.update(n for n in old if n in nest_kids)
+    effective = fold_ids(folded, last_turns, turn_level, nest_kids.__contains__)
 
     descendants: dict[str, int] = {}
     for nid in reversed(ordered):
@@ -223,18 +218,11 @@ def _normalize(nodes: Sequence[Any]) -> _Index:
         elif seq <= last_seq:
             in_order = False
         last_seq = seq
-        meta = node.get("metadata")
-        if type(meta) is dict or (meta is not None and isinstance(meta, Mapping)):
-            kind = meta.get("kind", "function")
-            status = meta.get("status", COMPLETED)
-        else:
-            if meta is not None:
-                found.append(FLAG_BAD_METADATA)
-            kind, status = "function", COMPLETED
-        if type(kind) is not str or not kind:
-            kind = "?"
-        if type(status) is not str or not status:
-            status = "?"
+        read = kind_and_status(node.get("metadata"))
+        if read is None:
+            found.append(FLAG_BAD_METADATA)
+            read = DEFAULT_KIND, COMPLETED
+        kind, status = read
         if kind not in KNOWN_KINDS:
             found.append(FLAG_UNKNOWN_KIND)
         if status not in KNOWN_STATUSES:
@@ -272,25 +260,22 @@ def _link(
     nest_kids: dict[str, list[str]] = {}
     chain_kids: dict[str, list[str]] = {}
     simple = in_order
+    # the caller if there is one, else (turn level) the predecessor; a bad link is flagged
+    kinds_of_link = (
+        ("caller", caller_of, nest_kids, FLAG_MISSING_CALLER),
+        ("predecessor", pred_of, chain_kids, FLAG_MISSING_PREDECESSOR),
+    )
     for nid, node in source.items():
-        caller = node.get("caller")
-        if caller is not None:
-            if isinstance(caller, str) and caller in source and caller != nid:
-                caller_of[nid] = caller
-                nest_kids.setdefault(caller, []).append(nid)
-                simple = simple and key[caller] < key[nid]
+        for field, parent_of, kids_of, missing in kinds_of_link:
+            parent = node.get(field)
+            if parent is None:
                 continue
-            flags.setdefault(nid, []).append(FLAG_CYCLE if caller == nid else FLAG_MISSING_CALLER)
-        pred = node.get("predecessor")
-        if pred is not None:
-            if isinstance(pred, str) and pred in source and pred != nid:
-                pred_of[nid] = pred
-                chain_kids.setdefault(pred, []).append(nid)
-                simple = simple and key[pred] < key[nid]
-            else:
-                flags.setdefault(nid, []).append(
-                    FLAG_CYCLE if pred == nid else FLAG_MISSING_PREDECESSOR
-                )
+            if isinstance(parent, str) and parent in source and parent != nid:
+                parent_of[nid] = parent
+                kids_of.setdefault(parent, []).append(nid)
+                simple = simple and key[parent] < key[nid]
+                break
+            flags.setdefault(nid, []).append(FLAG_CYCLE if parent == nid else missing)
     return _Links(caller_of, pred_of, nest_kids, chain_kids, simple)
 
 
@@ -343,46 +328,19 @@ def _assign_lanes(
     ordered: list[str],
     last_row: dict[str, int],
 ) -> tuple[dict[str, int], int]:
-    """Lane of every turn-level node: trunk = the chain to HEAD, one lane per other branch.
+    """Lane of every turn-level node (the rule of ``rules.branch_lanes``, on rows).
 
     ``tops`` are the turn-level nodes, parents first; the trunk leads to ``tip``."""
     if tip is None or not tops:
         return {}, 0
-    caller_of, pred_of, chain_kids = links.caller_of, links.pred_of, links.chain_kids
-    trunk: set[str] = set()
-    walk: str | None = tip
-    while walk is not None:
-        if walk in caller_of:
-            walk = caller_of[walk]
-            continue
-        trunk.add(walk)
-        walk = pred_of.get(walk)
-
-    segment: dict[str, int] = {}
-    first_of: list[str] = [tip]  # segment id -> its first turn-level node (0 = trunk)
-    end = [0]  # segment id -> its last row
-    for nid in tops:
-        if nid in trunk:
-            segment[nid] = 0
-            continue
-        par = pred_of.get(nid)
-        # A branch continues through the first (in seq order) child of its last node.
-        if par is not None and par not in trunk and par in segment and chain_kids[par][0] == nid:
-            seg = segment[nid] = segment[par]
-        else:
-            seg = segment[nid] = len(first_of)
-            first_of.append(nid)
-            end.append(0)
-        if last_row[nid] > end[seg]:
-            end[seg] = last_row[nid]
-
-    if len(first_of) == 1:  # no branch: everything on the trunk
-        return dict.fromkeys(tops, 0), 1
+    caller_of, pred_of = links.caller_of, links.pred_of
     row_of = {nid: row for row, nid in enumerate(ordered)}
-    spans = []
-    for seg in range(1, len(first_of)):
-        first = first_of[seg]
-        fork = pred_of.get(first)
-        spans.append((row_of[fork] if fork is not None else row_of[first], row_of[first], seg))
-    lane_of_segment, lanes = pack_branches(spans, end)
-    return {top: lane_of_segment[segment[top]] for top in tops}, lanes
+    top_of: list[int] = []  # row -> the row of its turn-level node
+    for row, nid in enumerate(ordered):
+        top_of.append(top_of[row_of[caller_of[nid]]] if nid in caller_of else row)
+    turn_rows = [row_of[nid] for nid in tops]
+    pred_rows = {row_of[nid]: row_of[pred_of[nid]] for nid in tops if nid in pred_of}
+    first_kids = {row_of[kids[0]] for kids in links.chain_kids.values() if kids}
+    last_rows = {row_of[nid]: last_row[nid] for nid in tops}
+    lanes_of, lanes = branch_lanes(turn_rows, row_of[tip], top_of, pred_rows, first_kids, last_rows)
+    return {ordered[row]: lane for row, lane in lanes_of.items()}, lanes

@@ -8,17 +8,19 @@ per-node objects (see :class:`~openprogram.view.placed.Rows`); a fold skips the 
 hides.  Turns that interleave (two writers, a background run) are regrouped turn by turn
 after the pass; calls that interleave inside a turn (threads) cost a depth-first ordering
 and a second pass.  Anything else — bad data, links pointing forward — returns ``None``
-and the general layout (:mod:`openprogram.view.layout`) takes the nodes.
+and the general layout (:mod:`openprogram.view.layout`) takes the nodes.  What a node's
+kind and status are, what a fold covers and which lane a branch gets are the rules of
+:mod:`openprogram.view.rules`, which both layouts call.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
 from openprogram.view.placed import Columns, Layout, Rows
+from openprogram.view.rules import DEFAULT_KIND, branch_lanes, fold_ids, kind_and_status
 
 _INTERLEAVED = object()  # in seq order, clean, but calls of different turns interleave
 
@@ -137,15 +139,16 @@ def _one_pass(
                 return None
             last_seq = seq
             meta = node["metadata"]
-            if type(meta) is dict:
-                kind = meta.get("kind", "function")
+            if type(meta) is dict:  # rules.kind_and_status, inlined for the common case
+                kind = meta.get("kind", DEFAULT_KIND)
                 status = meta.get("status", COMPLETED)
                 if type(kind) is not str or type(status) is not str:
                     return None
-            elif meta is None:
-                kind, status = "function", COMPLETED
             else:
-                return None
+                read = kind_and_status(meta)
+                if read is None:
+                    return None
+                kind, status = read
             if kind not in KINDS or status not in STATUSES:
                 return None
             caller = node["caller"]
@@ -210,11 +213,9 @@ def _one_pass(
         row_of = dict(zip(ids, range(len(ids)), strict=True))
         desc = _descendants(depths)
 
-    # Folds: given ids, plus all but the last N turn-level nodes; a fold skips its rows.
-    effective = {f for f in folded if isinstance(f, str)}
-    if last_turns is not None:
-        older = turn_rows[: max(len(turn_rows) - max(last_turns, 0), 0)]
-        effective.update(ids[r] for r in older if kids[r])
+    # Folds (the rule of rules.fold_ids); a fold skips its rows.
+    turn_ids = [ids[r] for r in turn_rows] if last_turns is not None else []
+    effective = fold_ids(folded, last_turns, turn_ids, lambda nid: kids[row_of[nid]] > 0)
     ys: list[int | None] = [None] * len(ids)
     visible: list[int] = []
     row = 0
@@ -223,8 +224,14 @@ def _one_pass(
         visible.append(row)
         row += desc[row] + 1 if kids[row] and ids[row] in effective else 1
 
-    tip = head_id if head_id in row_of else ids[turn_rows[-1]] if turn_rows else None
-    lane_of_top, lanes = _lanes(tip, turn_rows, ids, tops, preds, row_of, chain_kids, desc)
+    if turn_rows:
+        tip = row_of[head_id] if head_id in row_of else turn_rows[-1]  # type: ignore[index]
+        pred_rows = {r: row_of[p] for r in turn_rows if (p := preds[r]) is not None}
+        first_kids = {row_of[kin[0]] for kin in chain_kids.values()}
+        last_rows = {r: r + desc[r] for r in turn_rows}
+        lane_of_top, lanes = branch_lanes(turn_rows, tip, tops, pred_rows, first_kids, last_rows)
+    else:
+        lane_of_top, lanes = {}, 0
     columns = Columns(
         ids,
         kinds,
@@ -251,75 +258,3 @@ def _one_pass(
         folded=frozenset(effective),
         skipped=0,
     )
-
-
-def _lanes(
-    tip: str | None,
-    turn_rows: list[int],
-    ids: list[str],
-    tops: list[int],
-    preds: list[str | None],
-    row_of: dict[str, int],
-    chain_kids: dict[str, list[str]],
-    desc: list[int],
-) -> tuple[dict[int, int], int]:
-    """Lane of every turn-level row: trunk = the chain to HEAD, one lane per other branch
-    (the same rule as the general layout's ``_assign_lanes``)."""
-    if tip is None or not turn_rows:
-        return {}, 0
-    trunk: set[int] = set()
-    walk: int | None = tops[row_of[tip]]
-    while walk is not None:
-        trunk.add(walk)
-        pred = preds[walk]
-        walk = tops[row_of[pred]] if pred is not None else None
-    if len(trunk) == len(turn_rows):  # no branch
-        return dict.fromkeys(turn_rows, 0), 1
-
-    segment: dict[int, int] = {}
-    first_of: list[int] = [0]  # segment -> its first turn-level row (0: the trunk)
-    end = [0]  # segment -> its last row
-    for row in turn_rows:
-        if row in trunk:
-            segment[row] = 0
-            continue
-        pred = preds[row]
-        at = row_of[pred] if pred is not None else None
-        # A branch continues through the first (in seq order) child of its last node.
-        if at is not None and at not in trunk and at in segment and chain_kids[pred][0] == ids[row]:  # type: ignore[index]
-            seg = segment[row] = segment[at]
-        else:
-            seg = segment[row] = len(first_of)
-            first_of.append(row)
-            end.append(0)
-        end[seg] = max(end[seg], row + desc[row])
-    spans = []
-    for seg in range(1, len(first_of)):
-        first = first_of[seg]
-        fork = preds[first]
-        spans.append((row_of[fork] if fork is not None else first, first, seg))
-    lane_of_segment, lanes = pack_branches(spans, end)
-    return {row: lane_of_segment[segment[row]] for row in turn_rows}, lanes
-
-
-def pack_branches(spans: list[tuple[int, int, int]], end: list[int]) -> tuple[list[int], int]:
-    """Lanes of branch segments (``(fork row, first row, segment)``; segment 0 is the trunk,
-    ``end[segment]`` its last row): each takes the lowest lane free at its fork row, so a
-    lane that has ended is reused, like ``git log --graph``.  Returns (lanes by segment,
-    how many lanes)."""
-    spans.sort()  # by fork row, then the earlier branch first
-    lane_of_segment = [0] * len(end)
-    active: list[tuple[int, int]] = []  # (end row, lane)
-    free: list[int] = []
-    lanes = 1
-    for start, _, seg in spans:
-        while active and active[0][0] < start:
-            heapq.heappush(free, heapq.heappop(active)[1])
-        if free:
-            lane = heapq.heappop(free)
-        else:
-            lane = lanes
-            lanes += 1
-        lane_of_segment[seg] = lane
-        heapq.heappush(active, (end[seg], lane))
-    return lane_of_segment, lanes
