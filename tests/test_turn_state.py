@@ -296,3 +296,14 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         yield sh
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_scoped_change_reads_the_state_when_entered_not_when_made() -> None:
+    """``asking = using(ask=...)`` made before ``with using(echo=...), asking:`` must keep
+    the echo (a chat cell streamed nothing when it did not)."""
+    from openprogram.store.vars import current, using
+
+    asking = using(ask="handler")
+    with using(echo="echo"), asking:
+        assert current().echo == "echo" and current().ask == "handler"
+    assert current().echo is None

@@ -115,9 +115,13 @@ def using_turn(state: TurnState) -> Iterator[TurnState]:
         reset_token(token)
 
 
-def using(**changes: Any) -> AbstractContextManager[TurnState]:
-    """The current state with ``changes`` (field names of :class:`TurnState`), scoped."""
-    return using_turn(replace(_turn.get(), **changes))
+@contextmanager
+def using(**changes: Any) -> Iterator[TurnState]:
+    """The current state *when the block is entered* with ``changes`` (field names of
+    :class:`TurnState`), scoped.  Read at entry, not when ``using(...)`` is called: a
+    context manager made before another one was entered must not undo that one."""
+    with using_turn(replace(_turn.get(), **changes)) as state:
+        yield state
 
 
 # -- an agentic frame: not a context manager (the outcome is recorded between the body and
