@@ -559,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from openprogram.errors import SessionError, UserError
+    from openprogram.errors import OpenProgramError, SessionError, UserError
 
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
@@ -568,6 +568,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, UserError, SessionError) as exc:
         print(f"openprogram: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except OpenProgramError as exc:  # a provider's or a reply's failure: one line, not a trace
+        import os
+
+        if os.environ.get("OPENPROGRAM_TRACEBACK"):
+            raise
+        print(
+            f"openprogram: {type(exc).__name__}: {one_line(str(exc))[:600]}\n"
+            "  (OPENPROGRAM_TRACEBACK=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `openprogram sessions show ID | head`

@@ -86,8 +86,11 @@ def make(kind: str, wire: WireServer, *, fresh: bool = False, **kwargs: Any) -> 
         kwargs.setdefault("model", "claude-wire-test")
     key = (kind, wire.url, tuple(sorted(kwargs.items())))
     if not fresh and key in _PROVIDERS:
-        return _PROVIDERS[key]
-    provider = wire_provider(kind, wire, **kwargs)
+        provider = _PROVIDERS[key]
+    else:
+        provider = wire_provider(kind, wire, **kwargs)
+    if kind == "openai":  # the wire server speaks OpenAI's own API, which streams tool calls
+        provider.profile().stream_with_tools = True
     if not fresh:
         _PROVIDERS[key] = provider
     return provider

@@ -43,12 +43,23 @@ def schema_of(response_format: Any) -> dict[str, Any]:
 
 
 def extract_json(reply: str) -> Any:
-    """Parse JSON from a reply, tolerating a fenced ```json block around it."""
+    """Parse JSON from a reply as real models write it: a fenced ```json block around it,
+    raw newlines or tabs inside strings (``strict=False``), prose around one object."""
     text = reply.strip()
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    fenced = re.search(r"```(?:json|JSON)?\s*(.*?)```", text, re.S)
     if fenced:
         text = fenced.group(1).strip()
-    return json.loads(text)
+    try:
+        return json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        error = exc
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start > 0:  # "Here is the JSON: {...}": the value that starts there
+        try:
+            return json.JSONDecoder(strict=False).raw_decode(text, start)[0]
+        except json.JSONDecodeError:
+            pass
+    raise error
 
 
 def parse_structured(reply: str, response_format: Any) -> Any:

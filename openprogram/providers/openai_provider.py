@@ -23,8 +23,14 @@ exception (whose request object holds the ``Authorization`` header).
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from typing import Any
 
+from openprogram.context.outcome import error_text
+from openprogram.context.policy import estimate_tokens
+from openprogram.errors import OpenProgramError, UserError
+from openprogram.providers import capabilities, usage_counts
 from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
@@ -41,6 +47,27 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # In-band error types (an ``{"error": ...}`` chunk inside a 200 stream) worth retrying.
 _TRANSIENT_ERROR_MARKERS = ("server_error", "overloaded", "rate_limit", "timeout", "unavailable")
+
+DEFAULT_MAX_TOKENS = 1024  # every request carries one; OPENPROGRAM_MAX_TOKENS overrides it
+# passed through from runtime.exec(...) options when given
+GENERATION_SETTINGS = ("temperature", "top_p", "stop", "seed", "presence_penalty")
+_MODE_KEY = "_openprogram_output_mode"  # request.extra: the output mode of this attempt
+
+
+def default_max_tokens() -> int:
+    """The ``max_tokens`` of a request that names none (``OPENPROGRAM_MAX_TOKENS``)."""
+    raw = os.environ.get("OPENPROGRAM_MAX_TOKENS", "")
+    try:
+        value = int(raw) if raw.strip() else DEFAULT_MAX_TOKENS
+    except ValueError:
+        raise UserError(f"OPENPROGRAM_MAX_TOKENS must be a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise UserError(f"OPENPROGRAM_MAX_TOKENS must be positive, got {value}")
+    return value
+
+
+class _EmptyStream(OpenProgramError):
+    """A 200 stream that carried nothing (a server that cannot stream this request)."""
 
 
 class OpenAIProvider(SDKProvider):
@@ -67,10 +94,14 @@ class OpenAIProvider(SDKProvider):
     # -- request ------------------------------------------------------------------------------
 
     def _params(self, request: LLMRequest, streaming: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": [dict(m) for m in request.messages],
-        }
+        messages = [dict(m) for m in request.messages]
+        mode = request.extra.get(_MODE_KEY) or "native"
+        schema = request.response_format
+        if schema is not None and mode != "native":  # JSON mode, prompted: say the schema
+            messages = capabilities.with_instruction(
+                messages, capabilities.schema_instruction(schema)
+            )
+        params: dict[str, Any] = {"model": request.model or self.model, "messages": messages}
         if request.tools:
             params["tools"] = [
                 {
@@ -84,29 +115,30 @@ class OpenAIProvider(SDKProvider):
                 }
                 for tool in request.tools
             ]
-            choice = request.tool_choice
+            choice = request.tool_choice or "auto"  # some servers read "no tool_choice" as none
             if choice in ("auto", "none", "required"):
                 params["tool_choice"] = choice
             elif choice:  # one tool's name: that tool must be called
                 params["tool_choice"] = {"type": "function", "function": {"name": choice}}
-        if request.response_format is not None:
-            params["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "reply",
-                    "schema": request.response_format,
-                    "strict": False,
-                },
-            }
-        if request.max_tokens is not None:
-            # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
-            # compatible servers (Ollama, vLLM, LM Studio) all understand max_tokens.
-            if self.base_url.rstrip("/") == DEFAULT_BASE_URL:
-                params["max_completion_tokens"] = request.max_tokens
-            else:
-                params["max_tokens"] = request.max_tokens
+        if schema is not None:
+            response_format = capabilities.response_format_param(mode, schema)
+            if response_format is not None:
+                params["response_format"] = response_format
+        # every request carries a max_tokens (a rambling local model cannot run to the timeout)
+        # (the call's, else the default; a budget's room, request.max_tokens, caps either)
+        wanted = request.extra.get("max_tokens") or default_max_tokens()
+        max_tokens = min(request.max_tokens or wanted, wanted)
+        # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
+        # compatible servers (Ollama, vLLM, LM Studio) all understand max_tokens.
+        if self.base_url.rstrip("/") == DEFAULT_BASE_URL:
+            params["max_completion_tokens"] = int(max_tokens)
+        else:
+            params["max_tokens"] = int(max_tokens)
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        for key in GENERATION_SETTINGS:  # runtime.exec(..., temperature=0, seed=1)
+            if key not in params and request.extra.get(key) is not None:
+                params[key] = request.extra[key]
         if request.timeout is not None:
             params["timeout"] = request.timeout
         if streaming:
@@ -114,14 +146,93 @@ class OpenAIProvider(SDKProvider):
             params["stream_options"] = {"include_usage": True}
         return params
 
+    def profile(self) -> capabilities.Profile:
+        """What this server was seen to support (shared by every provider at its URL)."""
+        return capabilities.profile_for(self.name, self.base_url)
+
+    def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
+        """Send ``request``; a ``response_format`` goes out in the output mode the server's
+        profile (or the call's ``output_mode``) says, stepping down when the server refuses
+        it (:mod:`openprogram.providers.capabilities`)."""
+        if request.response_format is None:
+            return super().complete(request, on_delta)
+        profile = self.profile()
+        forced = capabilities.checked_mode(request.extra.get("output_mode"))
+        mode: str | None = forced or profile.output_mode
+        refused: list[str] = []
+        while True:
+            assert mode is not None
+            sent = replace(request, extra={**request.extra, _MODE_KEY: mode})
+            try:
+                response = super().complete(sent, on_delta)
+            except capabilities.UnsupportedParameter as exc:
+                lower = capabilities.step_down(mode)
+                if lower is None or not capabilities.refused_output(exc.parameter):
+                    raise
+                refused.append(f"{mode}: {error_text(exc, 200)}")
+                mode = lower
+                if forced is None:  # remembered for this server, for this process
+                    profile.output_mode = mode
+                continue
+            response.metadata["output_mode"] = mode
+            if refused:
+                response.metadata["output_refused"] = refused
+            return response
+
     def _send(
         self, client: Any, request: LLMRequest, on_delta: DeltaCallback | None
     ) -> LLMResponse:
         streaming = bool(request.stream or on_delta is not None)
-        params = self._params(request, streaming)
+        profile = self.profile()
+        fallback = None
+        # OpenAI streams tool calls; a compatible server may not (llama-cpp-python streams a
+        # tool choice as plain text, or nothing): with tools, only streamed once known to work
+        stream_tools = profile.stream_with_tools
+        if streaming and request.tools and not (stream_tools or self.vendor_endpoint):
+            streaming, fallback = False, "requests with tools are not streamed to this server"
         if streaming:
-            return self._stream(client, params, on_delta)
-        return self._parse_completion(client.chat.completions.create(**params))
+            try:
+                response = self._stream(client, self._params(request, True), on_delta)
+            except _EmptyStream:
+                if not request.tools:
+                    raise TransientProviderError(
+                        "openai: the stream ended before the model finished (no finish_reason)"
+                    ) from None
+                profile.stream_with_tools = False  # asked again without streaming from now on
+                fallback = "the server sent an empty stream for a request with tools"
+            else:
+                if request.tools:
+                    profile.stream_with_tools = True
+                if response.usage is None:
+                    self._count_usage(request, response)
+                return response
+        response = self._parse_completion(
+            client.chat.completions.create(**self._params(request, False))
+        )
+        if fallback is not None:
+            response.metadata["stream_fallback"] = fallback
+            if on_delta is not None and response.text:
+                on_delta(response.text)  # the whole reply at once
+        return response
+
+    def _count_usage(self, request: LLMRequest, response: LLMResponse) -> None:
+        """A streamed reply without usage: count it with the server's tokenizer where it has
+        one, else estimate (characters / 3); either way the node says it is an estimate."""
+        profile = self.profile()
+        prompt = "\n".join(str(m.get("content") or "") for m in request.messages)
+        counted = None
+        if profile.tokenize is not False and not self.vendor_endpoint:
+            counted = usage_counts.server_counts(self.base_url, [prompt, response.text])
+            profile.tokenize = counted is not None
+        if counted is not None:
+            inputs, outputs = counted[0] + 4 * len(request.messages), counted[1]
+            how = "server tokenizer"
+        else:
+            inputs = estimate_tokens(request.messages)
+            outputs = -(-len(response.text) // 3)
+            how = "characters / 3"
+        response.usage = Usage(input_tokens=inputs, output_tokens=outputs)
+        response.metadata["usage_estimated"] = how
 
     def _map_vendor_error(self, exc: BaseException, detail: str) -> ProviderError | None:
         import openai
@@ -190,6 +301,8 @@ class OpenAIProvider(SDKProvider):
         finally:
             stream.close()  # also on KeyboardInterrupt / an exception from on_delta
         if finish_reason is None:
+            if not text and not calls:
+                raise _EmptyStream()
             raise TransientProviderError(
                 "openai: the stream ended before the model finished (no finish_reason)"
             )

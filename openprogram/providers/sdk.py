@@ -30,6 +30,7 @@ from openprogram.providers.base import (
     ProviderError,
     TransientProviderError,
 )
+from openprogram.providers.capabilities import UnsupportedParameter, unsupported_parameter
 from openprogram.providers.network import check_model_request
 
 PLACEHOLDER_API_KEY = "not-needed"
@@ -72,6 +73,11 @@ class SDKProvider:
         if self._client is not None:
             return str(self._client.base_url)
         return self._base_url or os.environ.get(self.base_url_env) or self.default_base_url
+
+    @property
+    def vendor_endpoint(self) -> bool:
+        """Whether requests go to the vendor's own API (only then are its prices used)."""
+        return self.base_url.rstrip("/") == self.default_base_url.rstrip("/")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -183,6 +189,12 @@ class SDKProvider:
             why = f": {self._redact(str(cause))}" if cause else ""
             return TransientProviderError(f"{name}: connection to {self.base_url} failed{why}")
         status: int | None = exc.status_code if isinstance(exc, sdk.APIStatusError) else None
+        refused = unsupported_parameter(detail) if status is not None else None
+        if refused is not None:  # permanent, even as a 5xx: asking again gets the same answer
+            return UnsupportedParameter(
+                f"{name}: the server does not support {refused!r} (HTTP {status}): {detail[:300]}",
+                refused,
+            )
         if status is not None:
             if isinstance(exc, sdk.RateLimitError):
                 return TransientProviderError(f"{name}: rate limited (HTTP {status}): {detail}")

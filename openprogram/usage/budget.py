@@ -119,7 +119,8 @@ class Budget:
         if problem is None and room is not None and room < MIN_REPLY_TOKENS:
             problem = (
                 f"budget of {self.describe()} reached: spent {spent.tokens} tokens"
-                f" (${spent.cost:.4f}); the next call needs about {needed} input tokens"
+                + (f" (${spent.cost:.4f})" if self.usd is not None else "")  # else unknown
+                + f"; the next call needs about {needed} input tokens"
                 f" plus a reply, so it was not sent"
             )
         if problem is not None:

@@ -99,8 +99,13 @@ def _package_price(model: str, provider: str | None) -> Price | None:
 _package_cache: dict[tuple[str, str | None], Price | None] = {}
 
 
-def price_of(model: str, provider: str | None = None) -> Price | None:
-    """The user's price for ``model`` if set, else the package's, else None."""
+def price_of(
+    model: str, provider: str | None = None, *, vendor_endpoint: bool = True
+) -> Price | None:
+    """The user's price for ``model`` if set, else the package's, else None.
+
+    ``vendor_endpoint=False`` (a custom base URL: a local or third-party server that answers
+    any model name): only a price the user set; the vendor's table is never used there."""
     if not model:
         return None
     with _lock:
@@ -110,6 +115,8 @@ def price_of(model: str, provider: str | None = None) -> Price | None:
     found = _file_prices().get(model)
     if found is not None:
         return found
+    if not vendor_endpoint:
+        return None
     key = (model, provider)
     if key not in _package_cache:
         _package_cache[key] = _package_price(model, provider)
@@ -117,8 +124,13 @@ def price_of(model: str, provider: str | None = None) -> Price | None:
 
 
 def price_call(
-    model: str, provider: str | None, input_tokens: int, output_tokens: int
+    model: str,
+    provider: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    vendor_endpoint: bool = True,
 ) -> float | None:
-    """The cost of one call in USD, or None when the model is unpriced."""
-    price = price_of(model, provider)
+    """The cost of one call in USD, or None when the model is unpriced (see :func:`price_of`)."""
+    price = price_of(model, provider, vendor_endpoint=vendor_endpoint)
     return None if price is None else round(price.cost(input_tokens, output_tokens), 10)
