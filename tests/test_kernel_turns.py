@@ -217,3 +217,54 @@ def test_kill_9_mid_cell_recovers_on_open(op_home: Path) -> None:
     assert [t.status for t in turns] == ["completed", "interrupted", "completed"]
     recorded = SessionStore(op_home).list_sessions()[0]
     assert recorded["turns"] == 3  # the recovered turn counted once, as the index has it
+
+
+MAP_PROVIDER = """
+import re
+import time
+import openprogram.scale.run as _run
+from openprogram import agentic_function
+from openprogram.providers import create_runtime
+from openprogram.providers.test import FunctionProvider
+
+def answer(request):
+    item = int(re.match(r"t(\\d+)", request.messages[-1]["content"]).group(1))
+    if item == 5:
+        open({marker!r}, "w").close()  # the test's cue: Ctrl-C now, while item 5 runs
+    deadline = time.monotonic() + 60
+    while item >= 5 and time.monotonic() < deadline and not any(
+        r._stop.is_set() for r in _run._active
+    ):
+        time.sleep(0.01)  # items from 5 on end once the map has taken Ctrl-C as a stop
+    return "bug"
+
+@agentic_function
+def triage(ticket: str, runtime=None) -> str:
+    \"\"\"Classify the support ticket as bug, feature or question.\"\"\"
+    return runtime.exec(ticket, choices=["bug", "feature", "question"])
+
+_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
+_m._runtime = create_runtime(FunctionProvider(answer), backoff=0.0)
+_m._runtime_key = _m.runtime_key()
+"""
+
+
+def test_ctrl_c_in_a_cell_running_a_map_records_every_item(kernel: Kernel, op_home: Path) -> None:
+    marker = op_home.parent / "item-5-runs"
+    kernel.run(MAP_PROVIDER.format(marker=str(marker)) + "\n%openprogram new --id nb_map")
+    msg_id = kernel.send(
+        "%%openprogram\nimport openprogram\n"
+        'labels = openprogram.map(triage, [f"t{i}" for i in range(40)], max_in_flight=4)'
+    )
+    wait_for(marker)
+    kernel.km.interrupt_kernel()
+    reply = kernel.reply(msg_id, timeout=60)
+    kernel.iopub(msg_id)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    nodes = on_disk(op_home, "nb_map")
+    (turn,) = [n for n in nodes if n.kind == "turn"]
+    calls = [n for n in nodes if n.caller == turn.id]
+    assert [c.metadata["item"] for c in calls] == list(range(40))
+    statuses = [c.status for c in calls]
+    assert statuses[5] == "completed" and statuses[-1] == "cancelled"
+    assert set(statuses) == {"completed", "cancelled"} and turn.status == "interrupted"
