@@ -108,13 +108,17 @@ def _proxy(upstream_port: int, exchanges: list[Exchange]) -> ThreadingHTTPServer
                 if key.lower() not in _HOP:
                     self.send_header(key, value)
             self.end_headers()
-            while True:  # pass a stream on as it comes
-                chunk = reply.read1(65536)
-                if not chunk:
-                    break
-                self.wfile.write(chunk)
-                self.wfile.flush()
-            conn.close()
+            try:
+                while True:  # pass a stream on as it comes
+                    chunk = reply.read1(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up on the reply (a closed stream)
+            finally:
+                conn.close()
 
         do_GET = _forward
         do_POST = _forward
