@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from openprogram.errors import CliError as CliError  # moved; old path kept
 from openprogram.errors import UserError
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 SubParsers = Any  # argparse's private _SubParsersAction
-
-
-class CliError(UserError):
-    """A one-line error for the user; exit status 2."""
 
 
 # -- helpers shared by commands -------------------------------------------------------------
@@ -559,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from openprogram.errors import OpenProgramError, SessionError, UserError
+    from openprogram.errors import OpenProgramError, SessionError
 
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler

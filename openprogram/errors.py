@@ -1,10 +1,32 @@
-"""Exceptions, in three families (after pydantic-ai's boundaries).
+"""Every exception openprogram raises on purpose, in one tree (after pydantic-ai's
+boundaries: what the user fixes, what a run ended with, what is a bug).
 
-* :class:`UserError` — a mistake the developer or user can fix; the message says how.
-* :class:`SessionError` and subclasses — something wrong with data on disk; names the file.
-* Run errors (:class:`ChoiceError`, :class:`ResponseFormatError`, provider errors in
-  :mod:`openprogram.agentic_programming.provider`) — an LLM call that could not produce a
-  valid answer.
+::
+
+    OpenProgramError
+    ├── UserError                 a mistake the user can fix; the message says how
+    │   ├── InvalidSessionId (ValueError), NoProviderConfigured, ModelRequestsBlocked
+    │   ├── CliError, CommandError, MetadataError (the notebook's metadata), SyncError
+    │   └── LiteratureError (a paper that cannot be read)
+    ├── SessionError              data on disk that is missing, locked or damaged
+    │   ├── SessionNotFound (KeyError), CorruptedFile (.path), NodeFormatError (ValueError)
+    │   └── RefusedFile (OSError), RefChanged, RefLocked (RuntimeError)
+    ├── RunError                  how a run ended, with structured fields
+    │   ├── ChoiceError (.choices, .answers), ResponseFormatError (.problems)
+    │   ├── BudgetExceeded (also a UserError: raise the budget), AgenticRecursionError
+    │   ├── ToolArgumentsError, ProcessRunError (.target, .error) → ProcessRunCancelled
+    │   ├── RemoteError (a worker's exception that could not travel as itself)
+    │   └── ProviderError (RuntimeError)
+    │       └── MissingCredentials, TransientProviderError, UnsupportedParameter
+    │           (.parameter), ReplayMiss
+    └── InternalError             a bug in openprogram: please report it
+
+    RunStopped (KeyboardInterrupt) → RunKilled    a stop, not an error: ``except
+                                                   Exception`` in user code lets it pass
+    CorruptedFileWarning (UserWarning)             a damaged node skipped while reading
+
+Modules that raised these before keep them importable under their old names
+(``from openprogram.store.session.syncrules import SyncError`` still works).
 """
 
 from __future__ import annotations
@@ -18,6 +40,20 @@ class UserError(OpenProgramError):
     """A usage or configuration mistake; the message says what to do."""
 
 
+class SessionError(OpenProgramError):
+    """A session on disk is missing, locked or damaged."""
+
+
+class RunError(OpenProgramError):
+    """How a run (an LLM call, a tool, a child process, a worker) ended, when not with an
+    answer; the fields say what happened."""
+
+
+class InternalError(OpenProgramError):
+    """A bug in openprogram (an invariant broken): please report it."""
+
+
+# -- user errors --------------------------------------------------------------------------
 class InvalidSessionId(UserError, ValueError):
     """A session id that is not a short safe name (path traversal, separators, too long...)."""
 
@@ -35,10 +71,31 @@ class NoProviderConfigured(UserError):
         super().__init__(f"{message} {detail}".strip())
 
 
-class SessionError(OpenProgramError):
-    """A session on disk is missing, locked or damaged."""
+class ModelRequestsBlocked(UserError, RuntimeError):
+    """A real model request was attempted while model requests are blocked."""
 
 
+class CliError(UserError):
+    """A command line that cannot be carried out; printed as one line."""
+
+
+class CommandError(UserError):
+    """A ``%openprogram`` command that cannot be carried out; shown as one line."""
+
+
+class MetadataError(UserError):
+    """The notebook's ``metadata.openprogram`` is unusable; the message says how to recover."""
+
+
+class SyncError(UserError):
+    """Something that arrived from elsewhere (or a remote) was refused; says what and why."""
+
+
+class LiteratureError(UserError):
+    """A paper or page that cannot be fetched or read; the message says which and why."""
+
+
+# -- data on disk -------------------------------------------------------------------------
 class SessionNotFound(SessionError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "session not found"
@@ -53,7 +110,27 @@ class CorruptedFile(SessionError):
         super().__init__(f"corrupted session file {path}: {reason}")
 
 
-class ChoiceError(OpenProgramError):
+class NodeFormatError(SessionError, ValueError):
+    """A node's JSON does not have the node format."""
+
+
+class RefusedFile(SessionError, OSError):
+    """A session file that is not read or written: a symlink, a FIFO, a device, too big."""
+
+    def __str__(self) -> str:  # the reason only: the caller names the file
+        return str(self.strerror)
+
+
+class RefChanged(SessionError, RuntimeError):
+    """A compare-and-swap of a ref failed: it no longer points where the caller read it."""
+
+
+class RefLocked(SessionError, RuntimeError):
+    """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
+
+
+# -- how a run ended ----------------------------------------------------------------------
+class ChoiceError(RunError):
     """The model never picked one of the allowed ``choices`` within the retry bound."""
 
     def __init__(self, choices: list[str], answers: list[str]) -> None:
@@ -66,7 +143,7 @@ class ChoiceError(OpenProgramError):
         )
 
 
-class ResponseFormatError(OpenProgramError):
+class ResponseFormatError(RunError):
     """The model's reply never matched ``response_format`` within the retry bound."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -75,3 +152,73 @@ class ResponseFormatError(OpenProgramError):
             f"the model's reply did not match the response format after {len(problems)} "
             f"attempts; last problem: {problems[-1] if problems else '?'}"
         )
+
+
+class BudgetExceeded(RunError, UserError):
+    """The next call would exceed the budget; it was not sent."""
+
+
+class AgenticRecursionError(RunError, RecursionError):
+    """Agentic calls nested past the recursion cap."""
+
+
+class ToolArgumentsError(RunError):
+    """The model called a tool with arguments that do not fit its signature."""
+
+
+class ProcessRunError(RunError):
+    """The function raised in the child (or the child died); names the original error."""
+
+    def __init__(self, target: str, error: str, traceback: str = "") -> None:
+        self.target = target
+        self.error = error
+        self.traceback = traceback
+        super().__init__(f"{target} failed in its child process: {error}")
+
+
+class ProcessRunCancelled(ProcessRunError):
+    """The child was stopped (``stop()``, Ctrl-C) before it finished."""
+
+
+class RemoteError(RunError, RuntimeError):
+    """An exception raised on a worker that could not be sent back as itself."""
+
+
+class ProviderError(RunError, RuntimeError):
+    """The provider failed for good (bad request, auth, malformed reply)."""
+
+
+class MissingCredentials(ProviderError):
+    """The provider needs a key the environment does not have; the message names it."""
+
+
+class TransientProviderError(ProviderError):
+    """The provider failed in a way worth retrying (rate limit, 5xx, timeout, reset)."""
+
+
+class UnsupportedParameter(ProviderError):
+    """The server refused a request parameter for good (``parameter`` names it)."""
+
+    def __init__(self, message: str, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class ReplayMiss(ProviderError):
+    """Replay found no recorded answer for a call; the message names the cell, the
+    function and the closest recording."""
+
+
+# -- not errors -----------------------------------------------------------------------------
+class RunStopped(KeyboardInterrupt):
+    """The run was asked to stop; raised before its next LLM call.  A KeyboardInterrupt,
+    so open nodes end ``cancelled`` and ``except Exception`` in user code lets it pass."""
+
+
+class RunKilled(RunStopped):
+    """The run was stopped a second time; raised in its thread at once."""
+
+
+class CorruptedFileWarning(UserWarning):
+    """A damaged node file was skipped while reading a session (it is listed in
+    ``problems``)."""

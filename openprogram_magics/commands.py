@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from openprogram.errors import UserError
+from openprogram.errors import CommandError as CommandError  # moved; old path kept
 from openprogram_magics.sessions import (
     context_lines,
     list_sessions,
@@ -40,10 +40,6 @@ if TYPE_CHECKING:  # the engine is imported at the first command, not at %load_e
 
 PROG = "%openprogram"
 NO_SESSION = "no session yet; run a %%openprogram cell or `%openprogram use ID`"
-
-
-class CommandError(UserError):
-    """A line command used wrongly; the message says how to use it."""
 
 
 class Host(Protocol):

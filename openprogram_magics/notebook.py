@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openprogram.errors import InvalidSessionId, UserError
+from openprogram.errors import InvalidSessionId
+from openprogram.errors import MetadataError as MetadataError  # moved; old path kept
 from openprogram.store.session.ids import validate_session_id
 
 METADATA_KEY = "openprogram"
@@ -46,10 +47,6 @@ MIME_TYPE = "application/vnd.openprogram.session+json"
 MAX_METADATA_BYTES = 64 * 1024
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 MAX_REMOTE_CHARS = 500
-
-
-class MetadataError(UserError):
-    """The notebook's ``metadata.openprogram`` is unusable; the message says how to recover."""
 
 
 @dataclass(frozen=True)

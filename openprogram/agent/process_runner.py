@@ -36,7 +36,9 @@ from openprogram.agentic_programming.function import (
     process_session_id,
 )
 from openprogram.context.outcome import error_text, traceback_text
-from openprogram.errors import OpenProgramError, UserError
+from openprogram.errors import ProcessRunCancelled as ProcessRunCancelled
+from openprogram.errors import ProcessRunError as ProcessRunError  # moved; old path kept
+from openprogram.errors import UserError
 from openprogram.providers import network
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
@@ -49,20 +51,6 @@ if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
 
 EventCallback = Callable[[dict[str, Any]], None]
-
-
-class ProcessRunError(OpenProgramError):
-    """The function raised in the child (or the child died); names the original error."""
-
-    def __init__(self, target: str, error: str, traceback: str = "") -> None:
-        self.target = target
-        self.error = error
-        self.traceback = traceback
-        super().__init__(f"{target} failed in its child process: {error}")
-
-
-class ProcessRunCancelled(ProcessRunError):
-    """The child was stopped (``stop()``, Ctrl-C) before it finished."""
 
 
 @dataclass

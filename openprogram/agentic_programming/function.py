@@ -28,7 +28,9 @@ from openprogram.context.nodes import (
     make_call,
 )
 from openprogram.context.outcome import finish, is_cancellation
-from openprogram.errors import OpenProgramError
+from openprogram.errors import (
+    AgenticRecursionError as AgenticRecursionError,  # moved; old path kept
+)
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
@@ -72,10 +74,6 @@ if TYPE_CHECKING:
 DEFAULT_MAX_DEPTH = 64
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class AgenticRecursionError(OpenProgramError, RecursionError):
-    """Agentic calls nested deeper than the cap (``max_depth``)."""
 
 
 def get_current_runtime() -> Runtime | None:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from openprogram.errors import OpenProgramError
+from openprogram.errors import MissingCredentials as MissingCredentials
+from openprogram.errors import ProviderError as ProviderError  # moved; old path kept
+from openprogram.errors import TransientProviderError as TransientProviderError
 
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
@@ -178,15 +180,3 @@ class Provider(Protocol):
     def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
         """Answer ``request``; when streaming, call ``on_delta`` with each text chunk."""
         ...
-
-
-class ProviderError(OpenProgramError, RuntimeError):
-    """The provider failed for good (bad request, auth, malformed reply)."""
-
-
-class MissingCredentials(ProviderError):
-    """The provider needs a key the environment does not have; the message names it."""
-
-
-class TransientProviderError(ProviderError):
-    """The provider failed in a way worth retrying (rate limit, 5xx, timeout, reset)."""

@@ -9,17 +9,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, cast
 
+from openprogram.errors import RunKilled as RunKilled
+from openprogram.errors import RunStopped as RunStopped  # moved; old path kept
 from openprogram.store.vars import current, using
-
-
-class RunStopped(KeyboardInterrupt):
-    """The run was asked to stop; raised before its next LLM call.  A KeyboardInterrupt,
-    so open nodes end ``cancelled`` and ``except Exception`` in user code lets it pass."""
-
-
-class RunKilled(RunStopped):
-    """The run was stopped a second time; raised in its thread at once."""
-
 
 T = TypeVar("T")
 _KILL_POLL_S = 0.05  # how soon a kill lands while a provider call blocks

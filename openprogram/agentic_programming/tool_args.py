@@ -15,17 +15,13 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from openprogram.errors import OpenProgramError
+from openprogram.errors import ToolArgumentsError as ToolArgumentsError  # moved; old path kept
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Tool = Callable[..., Any]
 SKIPPED = ("runtime",)
-
-
-class ToolArgumentsError(OpenProgramError):
-    """The arguments a model sent do not match the tool's signature (nothing ran)."""
 
 
 @functools.lru_cache(maxsize=512)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from openprogram.context.secrets import is_secret_key
-from openprogram.errors import OpenProgramError
+from openprogram.errors import NodeFormatError as NodeFormatError  # moved; old path kept
 
 FORMAT_VERSION: Final = 1
 
@@ -80,10 +80,6 @@ TERMINAL_STATUSES: Final = frozenset(
 
 MAX_STRING: Final = 200_000  # characters kept of one string value in a node
 _PLAIN: Final = frozenset({str, int, bool})  # returned as is by ``sanitize`` (fast path)
-
-
-class NodeFormatError(OpenProgramError, ValueError):
-    """A node dict that is not a valid ``Call`` (wrong types, unknown version...)."""
 
 
 def new_id(prefix: str = "n") -> str:

@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from openprogram.agentic_programming.provider import ProviderError
+from openprogram.errors import UnsupportedParameter as UnsupportedParameter  # moved; old path kept
 
 OUTPUT_MODES = ("native", "json_object", "prompted")
 
@@ -50,14 +50,6 @@ _REFUSALS = re.compile(
     r"|not implemented",
     re.I,
 )
-
-
-class UnsupportedParameter(ProviderError):
-    """The server refused a request parameter for good (``parameter`` names it)."""
-
-    def __init__(self, message: str, parameter: str) -> None:
-        super().__init__(message)
-        self.parameter = parameter
 
 
 @dataclass

@@ -12,15 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from openprogram.errors import OpenProgramError
+from openprogram.errors import ModelRequestsBlocked as ModelRequestsBlocked  # moved; old path kept
 
 _allowed = os.environ.get("OPENPROGRAM_ALLOW_MODEL_REQUESTS", "1") not in ("0", "false", "no")
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-
-class ModelRequestsBlocked(OpenProgramError, RuntimeError):
-    """A real model request was attempted while model requests are blocked."""
 
 
 def model_requests_allowed() -> bool:

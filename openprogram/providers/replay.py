@@ -35,17 +35,14 @@ from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.context.secrets import redact_secrets
-from openprogram.providers.base import LLMRequest, LLMResponse, Provider, ProviderError
+from openprogram.errors import ReplayMiss as ReplayMiss  # moved; old path kept
+from openprogram.providers.base import LLMRequest, LLMResponse, Provider
 from openprogram.store.session.db import default_db
 from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
 Key = tuple[str, str, str]  # (cell hash, function, own prompt hash)
 MAX_DIFF_LINES = 12
 TURN_FRAME = "<turn>"
-
-
-class ReplayMiss(ProviderError):
-    """An LLM call the recorded session has no answer for."""
 
 
 def prompt_text(messages: Any) -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
 from openprogram.context.outcome import error_text, finish
-from openprogram.errors import OpenProgramError
+from openprogram.errors import RemoteError as RemoteError  # moved; old path kept
 from openprogram.providers import create_runtime
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
@@ -81,10 +81,6 @@ class Outcome:
     error: Any = None  # an exception; remote: pickled bytes
     worker: str = ""
     worker_name: str | None = None
-
-
-class RemoteError(OpenProgramError, RuntimeError):
-    """An exception raised on a worker that could not be sent back as itself."""
 
 
 def run_task(task: Task) -> Outcome:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
+from openprogram.errors import BudgetExceeded as BudgetExceeded  # moved; old path kept
 from openprogram.errors import UserError
 from openprogram.usage.prices import price_of
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 
 MIN_REPLY_TOKENS = 16  # below this a reply is not worth sending the request for
 SCOPES = ("session", "run")
-
-
-class BudgetExceeded(UserError):
-    """The next call would exceed the budget; it was not sent."""
 
 
 @dataclass

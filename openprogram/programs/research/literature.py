@@ -26,7 +26,7 @@ from openprogram.agent.chat import tool
 from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
-from openprogram.errors import UserError
+from openprogram.errors import LiteratureError as LiteratureError  # moved; old path kept
 from openprogram.store.vars import get_store
 
 ARXIV_URL = "https://export.arxiv.org/api/query"
@@ -37,10 +37,6 @@ MAX_TEXT = 200_000  # characters of text handed back
 USER_AGENT = "openprogram-literature/0.1 (+https://pypi.org/project/openprogram)"
 ATOM = "{http://www.w3.org/2005/Atom}"
 T = TypeVar("T")
-
-
-class LiteratureError(UserError):
-    """A literature tool could not do its job (unreachable, too slow, too big, malformed)."""
 
 
 # -- recording ---------------------------------------------------------------------------------

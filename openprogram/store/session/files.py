@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from openprogram.errors import OpenProgramError
+from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kept
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES, a dead writer's journal is read
@@ -25,13 +25,6 @@ from openprogram.errors import OpenProgramError
 # refused.  So an open reads at most (files x 64 MiB) and never blocks on a FIFO or a device.
 MAX_FILE_BYTES = 64 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class RefusedFile(OpenProgramError, OSError):
-    """A session file that is not read or written: a symlink, a FIFO, a device, too big."""
-
-    def __str__(self) -> str:  # the reason only: the caller names the file
-        return str(self.strerror)
 
 
 def _kind(mode: int) -> str:

@@ -15,20 +15,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from openprogram.errors import CorruptedFile, OpenProgramError
+from openprogram.errors import CorruptedFile
+from openprogram.errors import RefChanged as RefChanged  # moved; old path kept
+from openprogram.errors import RefLocked as RefLocked
 from openprogram.store.session.files import ensure_dir, read_bytes
 from openprogram.store.session.safegit import BRANCH
 
 MAIN_REF = f"refs/heads/{BRANCH}"
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
-
-
-class RefChanged(OpenProgramError, RuntimeError):
-    """A compare-and-swap of a ref failed: it no longer points where the caller read it."""
-
-
-class RefLocked(OpenProgramError, RuntimeError):
-    """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
 
 
 @contextmanager

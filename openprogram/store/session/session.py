@@ -28,6 +28,7 @@ from openprogram.context.nodes import (
 )
 from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
 from openprogram.errors import CorruptedFile
+from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
@@ -51,10 +52,6 @@ from openprogram.store.session.statefiles import Counters, Journal, SessionLock
 META_VERSION = 1
 PLACE_FILE = "place"  # .state/place: where this machine last used the session
 MAX_PLACE_BYTES = 4096
-
-
-class CorruptedFileWarning(UserWarning):
-    """A session file could not be read; the rest of the session is still available."""
 
 
 class Session(SessionQueries):

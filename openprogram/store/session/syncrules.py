@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from openprogram.errors import UserError
+from openprogram.errors import SyncError as SyncError  # moved; old path kept
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
 from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries
@@ -29,10 +29,6 @@ SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may
 TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
 TOP_LEVEL = {".gitignore": BLOB_MODE, "meta.json": BLOB_MODE, "history": TREE_MODE}
 NODE_FILE = re.compile(r"[0-9]{8,}-[a-z]-[A-Za-z0-9_-]{1,64}\.json")
-
-
-class SyncError(UserError):
-    """Something that arrived from elsewhere (or a remote) was refused; says what and why."""
 
 
 def session_ref(session_id: str) -> str:
