@@ -124,6 +124,7 @@ def test_push_pull_file_remote_then_divergence_keeps_both_lines(two, tmp_path: P
     assert line.tip == alice.open("s_team").head_id and line.turns == 2
     assert session.get(line.tip).predecessor != common  # alice 2 -> alice 1 -> base
     assert git(session.path, "fsck", "--strict", "--no-dangling") == ""
+    maintenance.wait_for(session.path)  # git's index follows in the pull's maintenance
     assert git(session.path, "status", "--porcelain") == ""
 
     # bob continues his line, pushes (a fast-forward of the remote), alice pulls

@@ -247,7 +247,9 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
 
 
 def _materialise(local: Path, old: str, new: str) -> None:
-    """Write the files whose content changed between two commits into the session folder."""
+    """Write the files whose content changed between two commits into the session folder.
+    Git's index and the checked-out window follow in the maintenance the caller starts
+    (as after a turn: ``git status`` lists the arrived files until it ran)."""
     writer = Repository(local)
     try:
         trees = [writer.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
@@ -258,7 +260,6 @@ def _materialise(local: Path, old: str, new: str) -> None:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, writer.read(blob))
-        checkout.refresh(local, writer)  # `git status` clean, sealed buckets left out
     finally:
         writer.close()
 
