@@ -60,7 +60,8 @@ def _type_checking_nodes(tree: ast.Module) -> set[int]:
     return skip
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    """``type_only``: count the imports under ``if TYPE_CHECKING:`` too."""
     modules = module_names()
 
     def known(name: str) -> str | None:
@@ -71,7 +72,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_nodes(tree)
+        skip = set() if type_only else _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue
@@ -140,6 +141,20 @@ def test_no_module_imports_a_higher_layer() -> None:
         for a, targets in import_graph().items()
         for b in sorted(targets)
         if layer_of(b) > layer_of(a)
+    ]
+    assert upward == []
+
+
+def test_the_store_does_not_even_name_a_higher_layer_in_its_annotations() -> None:
+    """The store is below the Runtime: not even a ``TYPE_CHECKING`` import goes up (a type
+    the store needs from above is a Protocol of its own, or ``Any``)."""
+    store = layer_of("openprogram.store")
+    upward = [
+        f"{a} imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in import_graph(type_only=True).items()
+        if layer_of(a) <= store
+        for b in sorted(targets)
+        if layer_of(b) > store
     ]
     assert upward == []
 

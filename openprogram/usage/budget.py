@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
@@ -26,8 +26,19 @@ from openprogram.usage.prices import price_of
 
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
-    from openprogram.providers.base import LLMRequest
     from openprogram.store.session.writer import SessionNodeWriter
+
+
+class Priced(Protocol):
+    """What a budget reads of a request (an ``LLMRequest`` of the Runtime's layer, which
+    is above this one)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def messages(self) -> list[dict[str, Any]]: ...
+
 
 MIN_REPLY_TOKENS = 16  # below this a reply is not worth sending the request for
 SCOPES = ("session", "run")
@@ -90,7 +101,7 @@ class Budget:
 
     # -- the check -------------------------------------------------------------------------
     def admit(
-        self, writer: SessionNodeWriter, request: LLMRequest, provider: str, caller: str | None
+        self, writer: SessionNodeWriter, request: Priced, provider: str, caller: str | None
     ) -> int | None:
         """The ``max_tokens`` the request may use, or raise (after recording why)."""
         if not self.active:

@@ -29,7 +29,6 @@ from openprogram.store.session.writer import SessionNodeWriter
 from openprogram.store.vars import current, default_runtime, using_turn
 
 if TYPE_CHECKING:
-    from openprogram.agentic_programming.runtime import Runtime
     from openprogram.store.session.store import SessionStore
 
 
@@ -39,7 +38,7 @@ class SessionHandle:
 
     db: SessionStore
     session_id: str
-    runtime: Runtime | None
+    runtime: Any  # the Runtime (its layer is above the store's: not named here)
     turn_id: str
     created: bool
     writer: SessionNodeWriter
@@ -53,7 +52,7 @@ def session_context(
     *,
     agent_id: str = "main",
     turn_id: str | None = None,
-    runtime: Runtime | None = None,
+    runtime: Any = None,
     create_runtime_if_none: bool = True,
     id_prefix: str = "session",
     source: str = "python",
