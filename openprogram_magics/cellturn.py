@@ -12,6 +12,11 @@ and installed in the turn state; a call made outside any cell (a thread the cell
 started, a ``session_context()`` in a plain cell) gets the same runtime through the
 engine's host registry (:meth:`NotebookTurns.default_runtime`).  Nothing is written to
 ``os.environ``.
+
+Provider, model and base URL follow :mod:`openprogram.providers.resolution`: the notebook
+(``%openprogram provider NAME [--model M]``, kept in its metadata) > ``%config
+OpenProgramMagics.provider/model`` > the environment > the provider's default, each setting
+on its own; how one layer overrides another is said once, in one line.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from openprogram.agentic_programming.provider import Provider
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.providers.resolution import Layer, Resolved
     from openprogram_magics.notebook import NotebookMeta
     from openprogram_magics.turn import CellTurn
 
@@ -66,6 +72,9 @@ class NotebookTurns:
         self.cached_key: tuple[Any, ...] | None = None
         self.noted: set[str] = set()
         self.replay_session: str | None = None  # what `provider replay` answers from
+        # the notebook's layer: `%openprogram provider`, or adopted from its metadata; every
+        # session this notebook continues records it
+        self.chosen: tuple[str, str | None] | None = None
 
     # -- a cell's turn -------------------------------------------------------------------
     def cell_started(self, raw_cell: str, count: int | None) -> None:
@@ -112,7 +121,10 @@ class NotebookTurns:
             self.set_session(meta)
 
     def set_session(self, meta: NotebookMeta) -> None:
-        """Continue ``meta``'s session from the next turn, and tell the frontend."""
+        """Continue ``meta``'s session from the next turn, and tell the frontend (with the
+        provider chosen before the notebook had a session)."""
+        if self.chosen is not None:
+            meta = replace(meta, provider=self.chosen[0], model=self.chosen[1])
         self.kernel_meta = meta
         if self.on_meta is not None:
             self.on_meta(meta)
@@ -136,7 +148,8 @@ class NotebookTurns:
         """What the engine's host registry asks for a turn entered without a runtime (a
         ``session_context()`` in a plain cell, a call from a thread between cells): the
         notebook's runtime once a provider is chosen here, else None (the environment's)."""
-        return self.runtime() if self.settings.provider else None
+        chosen_here = self.resolution().provider.layer in ("notebook", "config")
+        return self.runtime() if chosen_here else None
 
     # -- the session -------------------------------------------------------------------
     def cell_session(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
@@ -147,8 +160,9 @@ class NotebookTurns:
         if elsewhere:
             return meta, True
         self.adopt_provider(meta)
-        provider, model = self.settings.provider, self.settings.model
-        return replace(meta, provider=provider or None, model=model or None), False
+        if self.chosen is not None:  # the notebook's choice goes into its metadata
+            meta = replace(meta, provider=self.chosen[0], model=self.chosen[1])
+        return meta, False
 
     def resolve(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
         """The session (minted when none is known; each note said once) and whether it is
@@ -193,23 +207,51 @@ class NotebookTurns:
 
     # -- the provider and the runtime ------------------------------------------------------
     def adopt_provider(self, meta: NotebookMeta | None) -> None:
-        """The provider and model go with the notebook: one its metadata names is used
-        when none was chosen in this kernel (said once)."""
-        settings = self.settings
-        if settings.provider or meta is None or not meta.provider:
+        """The provider and model go with the notebook: one its metadata names is the
+        notebook's layer when none was chosen in this kernel (said once)."""
+        if self.chosen is not None or meta is None or not meta.provider:
             return
-        settings.provider, settings.model = meta.provider, meta.model or ""
-        print(
-            f"openprogram: provider {settings.provider}"
-            + (f" (model {settings.model})" if settings.model else "")
+        self.chosen = (meta.provider, meta.model)
+        self.note(
+            f"provider {meta.provider}"
+            + (f" (model {meta.model})" if meta.model else "")
             + " from this notebook's metadata"
         )
+
+    def note(self, text: str) -> None:
+        if text not in self.noted:
+            self.noted.add(text)
+            print(f"openprogram: {text}")
+
+    def choose_provider(self, name: str, model: str | None) -> None:
+        """``%openprogram provider NAME [--model M]``: the notebook's layer (recorded in
+        its metadata: name and model, never a key)."""
+        self.chosen = (name, model)
+        meta = self.current_meta()
+        if meta is not None:
+            self.set_session(meta)
+
+    def layers(self) -> list[Layer]:
+        """The notebook's layer and ``%config``'s (:mod:`openprogram.providers.resolution`)."""
+        from openprogram.providers.resolution import Layer
+
+        if self.chosen is None:  # after a restart: the notebook says which it uses
+            self.adopt_provider(self.kernel_meta or self.current_meta())
+        notebook = Layer("notebook", *self.chosen) if self.chosen else Layer("notebook")
+        s = self.settings
+        return [notebook, Layer("config", s.provider or None, s.model or None)]
+
+    def resolution(self) -> Resolved:
+        """Provider, model and base URL, each with the layer it came from."""
+        from openprogram.providers import resolve_settings
+
+        return resolve_settings(layers=self.layers())
 
     def runtime_key(self) -> tuple[Any, ...]:
         """The settings the cached runtime was built from (a change rebuilds it)."""
         s = self.settings
         budget = (s.budget_tokens, s.budget_usd, s.budget_per)
-        return (s.provider, s.model, *budget, s.requests_per_minute, self.replay_session)
+        return (*self.layers(), *budget, s.requests_per_minute, self.replay_session)
 
     def provider_named(self, name: str, model: str | None) -> str | Provider:
         """What ``create_runtime`` gets for the provider ``name``: the name, or for
@@ -228,14 +270,17 @@ class NotebookTurns:
         from openprogram.usage.budget import budget_from
 
         s = self.settings
-        if not s.provider:  # after a restart: the notebook says which it uses
-            self.adopt_provider(self.current_meta())
         key = self.runtime_key()
         if self.cached_runtime is None or key != self.cached_key:
+            settings = self.resolution()
+            for text in settings.notes:
+                self.note(text)
+            name, model = settings.provider.value, settings.model.value
+            replay = name == "replay" and self.replay_session
             self.cached_runtime = create_runtime(
-                self.provider_named(s.provider, s.model or None) if s.provider else None,
-                s.model or None,
+                self.provider_named(name, model) if replay and name else None,
                 required=False,
+                layers=self.layers(),
                 budget=budget_from(s.budget_tokens, s.budget_usd, s.budget_per),
                 requests_per_minute=s.requests_per_minute or None,
             )

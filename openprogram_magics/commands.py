@@ -54,6 +54,8 @@ class Host(Protocol):
 
     def provider_named(self, name: str, model: str | None) -> str | Provider: ...
 
+    def choose_provider(self, name: str, model: str | None) -> None: ...
+
     def current_meta(self) -> NotebookMeta | None: ...
 
     def current_session_id(self) -> str | None: ...
@@ -185,6 +187,12 @@ def status(host: Host, args: Namespace) -> dict[str, Any]:
     rt = host.runtime()
     info = session_status(host.current_session_id(), rt, host.auto)
     lines = [f"{k:>10}: {v}" for k, v in info.items()]
+    resolution = getattr(host, "resolution", None)  # each setting with the layer it came from
+    if resolution is not None:
+        lines = [line for line in lines if line.split(":")[0].strip() not in ("provider", "model")]
+        for line in resolution().lines():
+            label, value = line.split(": ", 1)
+            lines.append(f"{label:>10}: {value}")
     if not rt.configured:
         lines.append(f"  provider: none — `{PROG} provider test` works offline")
     print("\n".join(lines))
@@ -314,14 +322,12 @@ def provider(host: Host, args: Namespace) -> None:
         host.set_session(replay_from_root(replay, host.current_meta()))
     host.replay_session = replay  # the runtime is built with it: a value, not the environment
     create_runtime(host.provider_named(name, model or None), model or None)  # fail now
-    host.provider, host.model = name, model
-    meta = host.current_meta()  # the notebook records it (name and model, never a key)
-    if meta is not None:
-        from dataclasses import replace
-
-        host.set_session(replace(meta, provider=name, model=model or None))
+    # the notebook's layer, recorded in its metadata (name and model, never a key); a model
+    # not given here comes from the layers below (%config, OPENPROGRAM_MODEL, the default)
+    host.choose_provider(name, model or None)
     # calls made outside a turn use the same runtime: the notebook claims them as a host
     print(f"openprogram: provider {name}" + (f" (model {model})" if model else ""))
+    host.runtime()  # says once where the settings it does not name come from
 
 
 @command(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from openprogram.agent.background import BackgroundRun
     from openprogram.agentic_programming.provider import Provider
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.providers.resolution import Resolved
     from openprogram_magics.notebook import NotebookMeta
 
 MAGIC = "%%openprogram"
@@ -66,9 +67,10 @@ def _forward(name: str) -> Any:
 class OpenProgramMagics(Magics):
     """Turns of a git-backed OpenProgram session, one per cell."""
 
-    provider = Unicode("", help="LLM provider for cell turns ('' = from the environment).").tag(
-        config=True
-    )
+    provider = Unicode(
+        "",
+        help="LLM provider for cell turns, below `%openprogram provider` ('' = the environment's).",
+    ).tag(config=True)
     model = Unicode("", help="Model name for the provider ('' = provider default).").tag(
         config=True
     )
@@ -191,6 +193,14 @@ class OpenProgramMagics(Magics):
 
     def provider_named(self, name: str, model: str | None) -> str | Provider:
         return self.turns.provider_named(name, model)
+
+    def choose_provider(self, name: str, model: str | None) -> None:
+        """``%openprogram provider NAME [--model M]`` (:meth:`NotebookTurns.choose_provider`)."""
+        self.turns.choose_provider(name, model)
+
+    def resolution(self) -> Resolved:
+        """Provider, model and base URL, each with the layer it came from."""
+        return self.turns.resolution()
 
     def _push_metadata(self, meta: NotebookMeta) -> None:
         from openprogram_magics import bridge

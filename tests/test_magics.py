@@ -350,7 +350,9 @@ def test_line_commands(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None
     assert len(shell.line(f"log {new}")) == 2
 
     shell.line("provider test --model tiny")
-    assert (shell.magics.provider, shell.magics.model) == ("test", "tiny")
+    chosen = shell.magics.resolution()  # the notebook's layer, not %config's traitlets
+    assert (chosen.provider.value, chosen.model.value) == ("test", "tiny")
+    assert chosen.model.layer == "notebook" and shell.magics.model == ""
     assert shell.line("status")["model"] == "tiny"
 
 

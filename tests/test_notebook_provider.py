@@ -33,6 +33,7 @@ def test_the_chosen_provider_is_recorded_and_a_restarted_kernel_uses_it(
     monkeypatch.delenv("OPENPROGRAM_MODEL", raising=False)
     magics = bare_shell.magics
     magics.provider, magics.model, magics.kernel_meta, magics._runtime = "", "", None, None
+    magics.turns.chosen = None  # a fresh kernel has chosen nothing
     bridge.receive_frontend_state(state_payload(saved, "work/a.ipynb"))
     capsys.readouterr()
     info = bare_shell.line("status")

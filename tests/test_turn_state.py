@@ -202,7 +202,7 @@ def test_notebook_turns_resolve_adopt_the_provider_and_record_a_turn(
     turns.cell_started("x = triage('a')", 3)
     turn = turns.begin_turn(None, "x = triage('a')")
     assert "provider test (model tiny-1) from this notebook's metadata" in capsys.readouterr().out
-    assert (settings.provider, settings.model) == ("test", "tiny-1")
+    assert turns.chosen == ("test", "tiny-1") and settings.provider == ""  # not %config's
     state = current()
     assert state.call_id == turn.node.id  # type: ignore[union-attr]
     assert state.runtime is turns.runtime() and state.runtime.provider.name == "test"

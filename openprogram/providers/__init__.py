@@ -1,8 +1,10 @@
 """Providers and ``create_runtime()``.
 
-Resolution order: explicit arguments, then ``OPENPROGRAM_PROVIDER`` /
-``OPENPROGRAM_MODEL``, then the SDKs' own variables (``OPENAI_API_KEY`` or
-``OPENAI_BASE_URL`` → openai; ``ANTHROPIC_API_KEY`` → anthropic).  SDK modules are imported
+Resolution order (:mod:`openprogram.providers.resolution`, one pure function): call
+(``create_runtime``'s arguments) > function > cell > notebook > ``%config`` > environment
+(``OPENPROGRAM_PROVIDER`` / ``OPENPROGRAM_MODEL``, else ``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` → openai; ``ANTHROPIC_API_KEY`` → anthropic) > default, each of provider,
+model and base URL taken from the highest layer that names it.  SDK modules are imported
 only when their provider is built.  ``OPENPROGRAM_REQUESTS_PER_MINUTE`` paces the requests
 of every Runtime built here that does not set ``requests_per_minute`` itself.
 """
@@ -10,6 +12,7 @@ of every Runtime built here that does not set ``requests_per_minute`` itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openprogram.agentic_programming.ratelimit import rate_from_env
@@ -27,6 +30,7 @@ from openprogram.providers.base import (
 )
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.replay import ReplayProvider
+from openprogram.providers.resolution import Layer, Resolved, resolve
 from openprogram.providers.test import TestProvider
 from openprogram.usage.budget import budget_from
 
@@ -44,6 +48,7 @@ __all__ = [
     "create_provider",
     "create_runtime",
     "environment_runtime",
+    "resolve_settings",
 ]
 
 
@@ -64,15 +69,21 @@ def create_provider(name: str, model: str | None = None, **options: Any) -> Prov
     raise UserError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDER_NAMES)}")
 
 
-def _provider_from_env() -> str | None:
-    explicit = os.environ.get("OPENPROGRAM_PROVIDER")
-    if explicit:
-        return explicit
-    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        return "openai"
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return None
+def resolve_settings(
+    provider: str | Provider | None = None,
+    model: str | None = None,
+    layers: Sequence[Layer] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Resolved:
+    """Provider, model and base URL ``create_runtime`` would use, each with its layer:
+    ``provider``/``model`` are the call layer (an instance brings its own model and base
+    URL), ``layers`` the others above the environment (``environ``: ``os.environ``)."""
+    if isinstance(provider, str) or provider is None:
+        call = Layer("call", provider, model)
+    else:
+        base_url = getattr(provider, "base_url", None)
+        call = Layer("call", provider.name, model or provider.model or None, base_url)
+    return resolve([call, *layers], os.environ if environ is None else environ)
 
 
 def _forced_replay(session_id: str, asked: str | Provider | None, model: str | None) -> Provider:
@@ -89,17 +100,20 @@ def create_runtime(
     model: str | None = None,
     *,
     required: bool = True,
+    layers: Sequence[Layer] = (),
     **options: Any,
 ) -> Runtime:
-    """A Runtime for ``provider`` (a name or an instance), else what env/config says.
+    """A Runtime for ``provider`` (a name or an instance), else what ``layers`` (the
+    notebook's, ``%config``'s) and the environment say (:func:`resolve_settings`).
 
     With nothing configured: raises :class:`NoProviderConfigured` when ``required``, else
     returns an unconfigured Runtime whose ``exec`` raises that error (the store, the DAG and
     docstrings keep working).
     """
-    model = model or os.environ.get("OPENPROGRAM_MODEL") or None
-    if provider is None:
-        provider = _provider_from_env()
+    settings = resolve_settings(provider, model, layers)
+    model = settings.model.value if settings.model.layer != "default" else None
+    if provider is None or isinstance(provider, str):
+        provider = settings.provider.value
     forced = os.environ.get("OPENPROGRAM_REPLAY")
     if forced:  # `openprogram run --replay`: every call is answered from the recording
         return Runtime(_forced_replay(forced, provider, model), model="replay", **options)
@@ -107,7 +121,13 @@ def create_runtime(
         if required:
             raise NoProviderConfigured()
         return Runtime(None)
-    instance = create_provider(provider, model) if isinstance(provider, str) else provider
+    if isinstance(provider, str):
+        extra: dict[str, Any] = {}
+        if settings.base_url.layer not in ("environment", "default"):
+            extra["base_url"] = settings.base_url.value  # the SDK reads its env itself
+        instance = create_provider(provider, model, **extra)
+    else:
+        instance = provider
     if "budget" not in options:
         options["budget"] = budget_from()
     if options.get("requests_per_minute") is None:
