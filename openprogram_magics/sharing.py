@@ -68,13 +68,13 @@ def elsewhere_note(session_id: str, remote: str | None) -> str | None:
     ways = [f"`%openprogram pull` (from {remote})"] if remote else []
     if not ways and _has_origin(notebook_dir()):
         ways.append("`%openprogram pull` (from the notebook repository's origin)")
-    path = notebook_file()
-    if path is not None:
-        try:
+    try:  # a note: a damaged or unreadable notebook file never stops the cell
+        path = notebook_file()
+        if path is not None:
             find_embedded(path)
             ways.append("`%openprogram import --embedded`")
-        except UserError:
-            pass
+    except (UserError, OSError):
+        pass
     if not ways:
         return (
             f"session {session_id} of this notebook was made on another machine and is not "
@@ -208,7 +208,7 @@ def find_embedded(notebook: Path) -> dict[str, Any]:
         raise UserError(f"{notebook.name} is too large to read ({notebook.stat().st_size} bytes)")
     try:
         cells = json.loads(notebook.read_bytes()).get("cells", [])
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError, RecursionError) as exc:
         raise UserError(f"{notebook.name} is not a notebook: {exc}") from None
     found = None
     for cell in cells if isinstance(cells, list) else []:
