@@ -107,3 +107,6 @@ def refresh(root: Path, repo: Repository) -> None:
     if sparse:
         run_git(root, "update-index", "-q", "--refresh", check=False)  # new entries' stat
         run_git(root, "sparse-checkout", "reapply", check=False)
+    # files of the window git has not on disk (a pull leaves the turns that arrived whole
+    # in git only): written, never over an existing file (skip-worktree entries are left)
+    run_git(root, "checkout-index", "-q", "-a", check=False)

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, maintenance
-from openprogram.store.session.files import MAX_FILE_BYTES, atomic_write, loads, strict_dumps
+from openprogram.store.session.files import (
+    MAX_FILE_BYTES,
+    atomic_write,
+    is_real_dir,
+    loads,
+    strict_dumps,
+)
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import count_turns, counts_as_turn
 from openprogram.store.session.repository import (
@@ -247,9 +253,11 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
 
 
 def _materialise(local: Path, old: str, new: str) -> None:
-    """Write the files whose content changed between two commits into the session folder.
-    Git's index and the checked-out window follow in the maintenance the caller starts
-    (as after a turn: ``git status`` lists the arrived files until it ran)."""
+    """Bring the session folder to the new commit where it holds files: a changed file
+    whose folder is on disk is rewritten (or removed), so nothing on disk is stale; a file
+    in a folder that is not (a turn that arrived whole) stays in git only, where the store
+    reads it, until the maintenance the caller starts checks the newest turns out — as
+    after a turn, ``git status`` lists them until it ran."""
     writer = Repository(local)
     try:
         trees = [writer.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
@@ -257,9 +265,8 @@ def _materialise(local: Path, old: str, new: str) -> None:
             target = local / rel
             if blob is None:
                 target.unlink(missing_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, writer.read(blob))
+            elif is_real_dir(target.parent):
+                atomic_write(target, writer.read(blob))
     finally:
         writer.close()
 
