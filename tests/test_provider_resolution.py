@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from test_turn_state import Settings
 from traitlets.config import Config
 
 import openprogram_magics.bridge as bridge
@@ -112,18 +113,7 @@ def test_create_runtime_uses_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- the notebook ----------------------------------------------------------------------------
-class Unset:
-    provider = ""
-    model = ""
-    live_dag = False
-    stream = False
-    budget_tokens = 0
-    budget_usd = 0.0
-    budget_per = "session"
-    requests_per_minute = 0.0
-    history_turns = 20
-    history_tokens = 4000
-    history_failed = False
+Unset = Settings  # the traitlets' defaults, as test_turn_state has them
 
 
 def test_the_notebooks_metadata_overriding_the_environment_is_said_once(
