@@ -303,10 +303,12 @@ class _Wire:
         stop = self.server._stop
         conn = self.h.connection
         deadline = time.monotonic() + seconds
+        poller = select.poll()  # not select.select: a long test run has fds past 1024
+        poller.register(conn, select.POLLIN)
         while time.monotonic() < deadline:
             if stop.wait(0.01):
                 raise _Abort
-            readable, _, _ = select.select([conn], [], [], 0)
+            readable = poller.poll(0)
             if readable and conn.recv(1, socket.MSG_PEEK) == b"":
                 with self.server._lock:
                     self.server.hangups += 1
