@@ -149,13 +149,6 @@ class _Reader:
         while len(self.buffer) - self.pos < n and self._fill():
             pass
 
-    def byte(self) -> int:
-        if self.pos >= len(self.buffer) and not self._fill():
-            raise SyncError("refused: a truncated git pack")
-        self.pos += 1
-        self.offset += 1
-        return self.buffer[self.pos - 1]
-
     def drain(self) -> None:
         self.buffer, self.pos = b"", 0
         while self._fill():
