@@ -68,19 +68,19 @@ def record_remote(url: str, where: str | os.PathLike[str]) -> str:
 
 def _repo_config(start: Path) -> Path | None:
     """The config file of the git repository containing ``start`` (read, never run)."""
-    for folder in (start, *start.parents):
-        dot_git = folder / ".git"
-        if dot_git.is_dir():
-            return dot_git / "config"
-        if dot_git.is_file():  # a worktree: "gitdir: <path>", config in the common dir
-            text = dot_git.read_text().strip()
-            if not text.startswith("gitdir:"):
-                return None
-            git_dir = (folder / text[len("gitdir:") :].strip()).resolve()
-            common = git_dir / "commondir"
-            if common.is_file():
-                git_dir = (git_dir / common.read_text().strip()).resolve()
-            return git_dir / "config"
+    folder = repository_root(start)
+    dot_git = folder / ".git"
+    if dot_git.is_dir():
+        return dot_git / "config"
+    if dot_git.is_file():  # a worktree: "gitdir: <path>", config in the common dir
+        text = dot_git.read_text().strip()
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = (folder / text[len("gitdir:") :].strip()).resolve()
+        common = git_dir / "commondir"
+        if common.is_file():
+            git_dir = (git_dir / common.read_text().strip()).resolve()
+        return git_dir / "config"
     return None
 
 
