@@ -22,7 +22,7 @@ from openprogram.agentic_programming.ask_user import using_ask_user_handler
 from openprogram.agentic_programming.provider import Reply
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
-from openprogram.errors import ResponseFormatError, UserError
+from openprogram.errors import ResponseFormatError, ToolArgumentsError, UserError
 from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
 from openprogram.providers.test import FunctionProvider, TestProvider
 from tests.test_magics import Shell
@@ -212,6 +212,41 @@ def test_bad_arguments_are_reported_back_and_the_tool_never_runs() -> None:
     assert [r.error is not None for r in reply.tool_runs] == [True, True]
 
 
+def test_bad_arguments_are_sent_back_a_bounded_number_of_times() -> None:
+    """Two rounds of bad arguments go back to the model to fix; the third ends the exec with
+    a ToolArgumentsError naming the tool and the problem (every attempt a tool node)."""
+    unreadable = ToolCall("c", "login", {}, "the arguments are not valid JSON: '{\"user\"'")
+    provider = scripted(
+        [ToolCall("a", "login", {"user": "ada"})],  # a missing key
+        [unreadable],  # not JSON (as a provider reports it)
+        [ToolCall("b", "login", {"user": "ada", "token": 7, "extra": 1})],  # wrong keys
+        "never asked",
+    )
+    rt = runtime(provider)
+    with session_context(runtime=rt) as h, pytest.raises(ToolArgumentsError) as info:
+        rt.exec("log in", tools=[login])
+    assert "bad arguments 3 times in a row (sent back 2 times to fix)" in str(info.value)
+    assert "extra: not a parameter of login" in str(info.value)
+    assert received == [] and len(provider.requests) == 3
+    second = "\n".join(str(m["content"]) for m in provider.requests[1].messages)
+    assert "token: Field required" in second
+    third = "\n".join(str(m["content"]) for m in provider.requests[2].messages)
+    assert "the arguments are not valid JSON" in third
+    tools = [n for n in nodes_of(h.session_id) if n.kind == "tool"]
+    assert [t.status for t in tools] == ["error"] * 3
+
+
+def test_a_good_call_after_bad_arguments_starts_the_count_again() -> None:
+    good = [ToolCall("g", "login", {"user": "ada", "token": TOKEN})]
+    bad = [ToolCall("b", "login", {"user": "ada"})]
+    provider = scripted(bad, bad, good, bad, bad, "done")
+    rt = runtime(provider)
+    with session_context(runtime=rt):
+        reply = rt.exec("log in", tools=[login])
+    assert reply == "done" and received == [{"user": "ada", "token": TOKEN}]
+    assert [r.bad_arguments for r in reply.tool_runs] == [True, True, False, True, True]
+
+
 def test_ask_user_inside_a_tool_is_asked_and_answered_as_elsewhere() -> None:
     def confirm(question: str) -> str:
         """Ask the user to confirm."""
@@ -368,3 +403,26 @@ def test_the_loop_through_the_official_sdks(kind: str, streamed: bool, wire: Wir
     assert "welcome ada" in json.dumps(second["messages"])
     (tool,) = [n for n in nodes_of(h.session_id) if n.kind == "tool"]
     assert tool.input["token"] == "***"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_arguments_that_are_not_json_go_back_to_the_model(kind: str, wire: WireServer) -> None:
+    """A real SDK reply whose tool arguments are cut-off JSON does not end the turn: the
+    model is shown the problem and its next call runs."""
+    from openprogram.providers.network import allow_model_requests
+
+    wire.reply(
+        Wire(tool_calls=[("login", '{"user": "ada", "token": ')]),
+        Wire(tool_calls=[("login", {"user": "ada", "token": TOKEN})]),
+        Wire(text="Logged in."),
+    )
+    model = {"model": "claude-wire-test"} if kind == "anthropic" else {}
+    rt = runtime(wire_provider(kind, wire, api_key="sk-wire-KEY-1", timeout=5.0, **model))
+    with allow_model_requests(True), session_context(runtime=rt) as h:
+        reply = rt.exec("Log ada in", tools=[login], stream=True)
+    assert reply == "Logged in." and received == [{"user": "ada", "token": TOKEN}]
+    assert "not valid JSON" in json.dumps(wire.requests[1].body["messages"])
+    first, second = [n for n in nodes_of(h.session_id) if n.kind == "tool"]
+    assert first.status == "error" and "not valid JSON" in first.metadata["error"]
+    assert second.status == "completed"

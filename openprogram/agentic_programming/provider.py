@@ -23,11 +23,15 @@ Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "conten
 @dataclass(frozen=True)
 class ToolCall:
     """A tool the model asked for, with the arguments exactly as it sent them (the ``llm``
-    node keeps a redacted copy for people; the tool runs from this one)."""
+    node keeps a redacted copy for people; the tool runs from this one).
+
+    ``problem``: why the arguments could not be read (not JSON, not a JSON object); they
+    are then ``{}`` and the tool loop sends the problem back for the model to fix."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    problem: str | None = None
 
 
 @dataclass
@@ -85,6 +89,7 @@ class ToolRun:
     output: Any = None
     error: str | None = None
     node_id: str | None = None
+    bad_arguments: bool = False  # the error is the arguments' (the model can fix them)
 
 
 class Reply(str):

@@ -356,7 +356,10 @@ class Runtime:
             if cost is not None:
                 meta["cost"] = cost
         if response.tool_calls:  # a redacted copy for people: the tools run from the reply
-            meta["tool_calls"] = [sanitize(vars(t)) for t in response.tool_calls]
+            meta["tool_calls"] = [
+                sanitize({k: v for k, v in vars(t).items() if v is not None})
+                for t in response.tool_calls
+            ]
         writer.update(node)
         if self.budget is not None:
             self.budget.record(writer, node)

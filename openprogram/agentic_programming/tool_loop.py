@@ -15,6 +15,14 @@ round N is sent none, so the model has to answer; when the loop gets that far th
 ``llm`` node's ``finish_reason`` is ``max_iterations`` (the provider's own is kept as
 ``model_finish_reason``), as is the returned reply's.  ``tool_choice`` applies to the first
 round only (a forced tool would otherwise be called forever).
+
+Bad arguments are the model's to fix, a bounded number of times: arguments that are not
+JSON or not a JSON object (the provider's :attr:`ToolCall.problem`), or that fail the
+tool's signature (a wrong or missing key, a wrong type: :func:`checked_arguments`) are
+refused before the tool runs and the refusal goes back as that tool's error.  A round in
+which every call had bad arguments counts once; after ``MAX_ARGUMENT_RETRIES`` (2) such
+rounds in one exec, the next one raises :class:`~openprogram.errors.ToolArgumentsError`
+naming the tool and the last problem (the turn ends there, with the tool nodes recorded).
 """
 
 from __future__ import annotations
@@ -28,10 +36,11 @@ from openprogram.agentic_programming.provider import Reply, ToolCall, ToolRun, a
 from openprogram.agentic_programming.tool_args import Tool, checked_arguments, tool_spec
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
-from openprogram.errors import UserError
+from openprogram.errors import ToolArgumentsError, UserError
 from openprogram.store.vars import get_store
 
 DEFAULT_MAX_ITERATIONS = 8
+MAX_ARGUMENT_RETRIES = 2  # rounds of bad arguments sent back to fix; the next one raises
 MAX_ITERATIONS = "max_iterations"
 CHOICE_WORDS = ("auto", "none", "required")
 
@@ -122,6 +131,7 @@ def run_tool_loop(
     specs = [tool_spec(name, fn) for name, fn in tools.items()]
     notify = on_event or _quiet
     prompt, runs, usage = content, [], None
+    refused = 0  # rounds whose every tool call had bad arguments
     for iteration in range(1, bound + 1):
         last = iteration >= bound
         offered = None if last else specs
@@ -131,8 +141,18 @@ def run_tool_loop(
         if last:
             finish_reason = _mark_bound(reply)
         elif reply.tool_calls:
-            for call in reply.tool_calls:
-                runs.append(run_tool(call, tools, notify, caller=reply.node_id))
+            ran = [run_tool(call, tools, notify, caller=reply.node_id) for call in reply.tool_calls]
+            runs.extend(ran)
+            if all(run.bad_arguments for run in ran):
+                refused += 1
+                if refused > MAX_ARGUMENT_RETRIES:
+                    raise ToolArgumentsError(
+                        f"the model called tools with bad arguments {refused} times in a row "
+                        f"(sent back {MAX_ARGUMENT_RETRIES} times to fix); the last: "
+                        f"{ran[-1].error}"
+                    )
+            else:
+                refused = 0
             prompt = FINAL if iteration + 1 >= bound else CONTINUE
             continue
         final = Reply(
@@ -182,6 +202,7 @@ def run_tool(
             str(call.get("id") or ""),
             str(call.get("name")),
             arguments if isinstance(arguments, dict) else {},
+            None if isinstance(arguments, dict) else "the arguments are not a JSON object",
         )
     writer = get_store()
     assert writer is not None
@@ -191,11 +212,16 @@ def run_tool(
     writer.append(node)
     notify({"type": "tool_call", "name": name, "arguments": node.input, "node_id": node.id})
     error: str | None = None
+    bad = False
     try:
         fn = tools.get(name)
         if fn is None:
             raise LookupError(f"no tool named {name!r}; the tools are {sorted(tools)}")
+        bad = True
+        if call.problem is not None:  # the provider could not read them
+            raise ToolArgumentsError(f"bad arguments for tool {name!r}: {call.problem}")
         kwargs = checked_arguments(name, fn, arguments)  # nothing runs on bad arguments
+        bad = False
         with using_call_id(node.id):
             result = fn(**kwargs)
             if inspect.isawaitable(result):
@@ -210,7 +236,7 @@ def run_tool(
         result = None
     writer.update(node)
     notify({"type": "tool_result", "name": name, "node_id": node.id, "status": node.status})
-    return ToolRun(call, result, error, node.id)
+    return ToolRun(call, result, error, node.id, bad_arguments=bad)
 
 
 def _await(awaitable: Any) -> Any:

@@ -156,11 +156,11 @@ class AnthropicProvider(SDKProvider):
                 text.append(block.text or "")
             elif kind == "tool_use":
                 arguments = block.input if block.input is not None else {}
+                problem = None
                 if not isinstance(arguments, dict):
-                    raise ProviderError(
-                        f"anthropic: tool_use {block.name!r} input must be a JSON object"
-                    )
-                tool_calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                    problem = f"the input must be a JSON object, got {type(arguments).__name__}"
+                    arguments = {}
+                tool_calls.append(ToolCall(block.id, block.name, arguments, problem))
         usage = message.usage
         return LLMResponse(
             text="".join(text),
@@ -224,10 +224,7 @@ class AnthropicProvider(SDKProvider):
             raise TransientProviderError(
                 "anthropic: the stream ended before the model finished (no message_stop)"
             )
-        tool_calls = [
-            ToolCall(id=b["id"], name=b["name"], arguments=self._parse_arguments(b))
-            for _, b in sorted(blocks.items())
-        ]
+        tool_calls = [self._tool_call(b) for _, b in sorted(blocks.items())]
         return LLMResponse(
             text="".join(text),
             tool_calls=tool_calls,
@@ -236,20 +233,21 @@ class AnthropicProvider(SDKProvider):
             finish_reason=stop_reason,
         )
 
-    def _parse_arguments(self, block: dict[str, Any]) -> dict[str, Any]:
-        raw = block["json"]
+    def _tool_call(self, block: dict[str, Any]) -> ToolCall:
+        """A streamed tool_use; input that cannot be read is ``{}`` with the ``problem``
+        named (the tool loop sends it back for the model to fix)."""
+        raw, name = block["json"], block["name"]
         if not raw.strip():
-            return {}
+            return ToolCall(id=block["id"], name=name, arguments={})
         try:
-            parsed = json.loads(raw)
+            parsed = json.loads(raw, strict=False)
         except json.JSONDecodeError as exc:
-            raise ProviderError(
-                f"anthropic: tool_use {block['name']!r} input is not valid JSON ({exc.msg}): "
-                f"{self._redact(raw[:200])!r}"
-            ) from None
+            problem = f"the input is not valid JSON ({exc.msg}): {self._redact(raw[:200])!r}"
+            return ToolCall(id=block["id"], name=name, arguments={}, problem=problem)
         if not isinstance(parsed, dict):
-            raise ProviderError(f"anthropic: tool_use {block['name']!r} input must be an object")
-        return parsed
+            problem = f"the input must be a JSON object, got {type(parsed).__name__}"
+            return ToolCall(id=block["id"], name=name, arguments={}, problem=problem)
+        return ToolCall(id=block["id"], name=name, arguments=parsed)
 
 
 # -- message mapping ------------------------------------------------------------------------

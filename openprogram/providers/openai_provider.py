@@ -12,8 +12,9 @@ Errors
 ------
 * rate limit (429), server errors (5xx), timeouts, connection failures, a stream that ends
   before the model finished -> :class:`TransientProviderError`
-* any other HTTP status (400, 401, 403, 404, ...), a malformed reply (tool arguments that
-  are not JSON) -> :class:`ProviderError`
+* any other HTTP status (400, 401, 403, 404, ...), a malformed reply -> :class:`ProviderError`
+  (tool arguments that are not JSON are not an error of the reply: the call carries the
+  problem, ``ToolCall.problem``, and the tool loop asks the model to fix it)
 
 Error messages never contain the API key, and the mapped error is raised *outside* the
 ``except`` block, so it carries no ``__cause__``/``__context__`` pointing at the SDK
@@ -319,22 +320,20 @@ class OpenAIProvider(SDKProvider):
         )
 
     def _tool_call(self, call_id: str, name: str, arguments: str | None) -> ToolCall:
+        """A tool call; arguments that cannot be read are ``{}`` with the ``problem`` named
+        (the tool loop sends it back for the model to fix), not an error of the reply."""
         raw = arguments or ""
         if not raw.strip():
             return ToolCall(id=call_id, name=name, arguments={})
         try:
-            parsed = json.loads(raw)
+            parsed = json.loads(raw, strict=False)  # a raw newline inside a string is read
         except json.JSONDecodeError as exc:
             preview = self._redact(raw[:200])
-            raise ProviderError(
-                f"openai: tool call {name!r} has arguments that are not valid JSON "
-                f"({exc.msg}): {preview!r}"
-            ) from None
+            problem = f"the arguments are not valid JSON ({exc.msg}): {preview!r}"
+            return ToolCall(id=call_id, name=name, arguments={}, problem=problem)
         if not isinstance(parsed, dict):
-            raise ProviderError(
-                f"openai: tool call {name!r} arguments must be a JSON object, got "
-                f"{type(parsed).__name__}"
-            )
+            problem = f"the arguments must be a JSON object, got {type(parsed).__name__}"
+            return ToolCall(id=call_id, name=name, arguments={}, problem=problem)
         return ToolCall(id=call_id, name=name, arguments=parsed)
 
 
