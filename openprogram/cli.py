@@ -251,6 +251,17 @@ def sessions_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def sessions_diff(args: argparse.Namespace) -> int:
+    """Pair two turns, lines or runs of a session call by call (``openprogram.compare``)."""
+    from openprogram.compare.render import render_text
+    from openprogram.compare.sessions import diff_session, mode_of
+
+    mode = mode_of(args.lines, args.runs)
+    report = diff_session(_open_session(args), args.a, args.b, mode)
+    print(render_text(report, all_rows=args.all))
+    return 0
+
+
 def sessions_import(args: argparse.Namespace) -> int:
     from openprogram.store.session.sync import import_bundle
 
@@ -331,6 +342,16 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument("session_id", metavar="ID")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
     p.set_defaults(handler=sessions_export)
+    p = commands.add_parser("diff", help="compare two turns, lines (--lines) or runs (--runs)")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("a", metavar="A", nargs="?", help="a turn (id, number, head); --runs: a run")
+    p.add_argument("b", metavar="B", nargs="?")
+    p.add_argument("--lines", action="store_true", help="the lines ending at A and B")
+    p.add_argument(
+        "--runs", action="store_true", help="two runs of the notebook (default: last two)"
+    )
+    p.add_argument("--all", action="store_true", help="list unchanged calls too")
+    p.set_defaults(handler=sessions_diff)
     p = commands.add_parser("import", help="import a session from a git bundle")
     p.add_argument("bundle", metavar="FILE")
     p.add_argument("--as", dest="as_id", metavar="NEW_ID", help="under another session id")

@@ -87,11 +87,14 @@ class NotebookTurns:
         if turn is not None:
             self.turn_done(turn.end(error, result), turn.pinned)
 
-    def begin_turn(self, pinned: str | None, source: str, *, live: bool = True) -> CellTurn:
+    def begin_turn(
+        self, pinned: str | None, source: str, *, live: bool = True, start: str | None = None
+    ) -> CellTurn:
         """Begin a turn for the cell being run (UserError: the cell should not run).
 
         ``pinned``: the cell's ``--session ID``; ``live``: draw the DAG as it grows (when
-        the notebook's setting allows it).
+        the notebook's setting allows it); ``start``: the cell's ``--from NODE`` (the turn
+        follows NODE's turn, and the notebook's next turns follow it: a branch there).
         """
         from openprogram_magics.sessions import notebook_title
         from openprogram_magics.turn import CellTurn
@@ -100,6 +103,10 @@ class NotebookTurns:
             self.turn.end(None)
             self.turn = None
         meta, pinned_elsewhere = self.cell_session(pinned)
+        if start:
+            from openprogram.compare.sessions import branch_point
+
+            meta = replace(meta, last_turn_id=branch_point(meta.session_id, start))
         turn = CellTurn(
             meta,
             source=source,

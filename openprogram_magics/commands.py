@@ -438,6 +438,28 @@ def usage(host: Host, args: Namespace) -> dict[str, Any]:
     return summarize(nodes)
 
 
+@command(
+    "diff",
+    "pair the calls of two turns (or --lines, --runs) and say what changed and why",
+    arg("a", nargs="?", metavar="A", help="a turn: node id, number or head; --runs: a run id"),
+    arg("b", nargs="?", metavar="B"),
+    arg("--lines", action="store_true", help="the lines (branches) ending at A and B"),
+    arg("--runs", action="store_true", help="two runs of this notebook (default: the last two)"),
+    arg("--all", action="store_true", help="list the unchanged calls too"),
+    arg("--session", default=None, metavar="ID", help="another session than the notebook's"),
+)
+def diff(host: Host, args: Namespace) -> Any:
+    from openprogram.agent.session_db import default_db
+    from openprogram.compare.sessions import diff_session, mode_of
+    from openprogram_magics.diff_view import DiffView
+
+    sid = session_or_current(host, args.session)
+    if not default_db().exists(sid):
+        raise CommandError(f"session {sid} has no turns yet")
+    report = diff_session(default_db().open(sid), args.a, args.b, mode_of(args.lines, args.runs))
+    return DiffView(report, title=f"openprogram diff · session {sid}", all_rows=args.all)
+
+
 @command("stop", "stop the background run after its current call (again: kill it now)")
 def stop(host: Host, args: Namespace) -> str:
     run = getattr(host, "background", None)

@@ -170,7 +170,7 @@ class OpenProgramMagics(Magics):
 
         opts = self.cell_args(args)
         try:
-            self.turns.begin_turn(opts.session, source, live=not opts.no_dag)
+            self.turns.begin_turn(opts.session, source, live=not opts.no_dag, start=opts.start)
         except UserError as exc:
             raise UsageError(str(exc)) from None
 
@@ -214,6 +214,13 @@ class OpenProgramMagics(Magics):
         "-s",
         default=None,
         help="Run this cell only in session ID (the notebook keeps its own; `use` re-points).",
+    )
+    @argument(
+        "--from",
+        dest="start",
+        default=None,
+        metavar="NODE",
+        help="Continue from the turn of NODE: this cell and the next ones form a branch there.",
     )
     @argument("--no-dag", action="store_true", help="Do not draw the live DAG under the cell.")
     @argument(
@@ -313,6 +320,7 @@ def _quiet(value: Any) -> Any:
 
 class _CellArgs:
     session: str | None
+    start: str | None
     no_dag: bool
     background: bool
     chat: bool
@@ -371,6 +379,8 @@ def _body_guard(args: str, body: str) -> Any:
     source = f"{MAGIC} {args}\n{body}"
     if opts.background and opts.chat:
         raise UsageError("%%openprogram: --background and --chat do not go together")
+    if opts.start:
+        raise UsageError("%%openprogram: --from goes with a plain cell (not -b or --chat)")
     if opts.background:
         from openprogram_magics.background_cell import start_background_cell
 

@@ -14,6 +14,7 @@ duration on every exit path: return, exception, KeyboardInterrupt, the recursion
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import os
 import sys
@@ -183,12 +184,13 @@ class _Frame:
         inputs: dict[str, Any],
         max_depth: int,
         context: dict[str, Any] | None = None,
+        hashes: dict[str, str] | None = None,
     ) -> None:
         state = current()
         writer = state.writer
         assert writer is not None
         depth, caller = state.depth, state.call_id
-        node = make_call("function", name, input=inputs, caller=caller, doc=doc)
+        node = make_call("function", name, input=inputs, caller=caller, doc=doc, **(hashes or {}))
         if context:  # the function's context policy, read by the execs made inside it
             node.metadata["context"] = context
         self.writer = writer
@@ -261,6 +263,7 @@ def agentic_function(
         runtime_index = params.index("runtime") if "runtime" in params else -1
         label = name or func.__name__
         doc = inspect.getdoc(func) or ""
+        hashes = function_hashes(func, doc)  # what `diff` and stale turns compare
 
         # Plain signatures (no *args/**kwargs/positional-only) are bound by zipping names
         # with the arguments: ``Signature.bind_partial`` is a large share of the overhead.
@@ -295,7 +298,7 @@ def agentic_function(
                 if get_store() is None:
                     with bare_call_turn(label):
                         return await async_wrapper(*args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy, hashes) as frame:
                     result = await func(*args, **kwargs)
                 return frame.done(result)
 
@@ -307,15 +310,32 @@ def agentic_function(
                 __tracebackhide__ = True
                 if get_store() is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy) as frame:
+                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy, hashes) as frame:
                     result = func(*args, **kwargs)
                 return frame.done(result)
 
             wrapper = sync_wrapper
         wrapper.__agentic__ = True  # type: ignore[attr-defined]
+        wrapper.__agentic_hashes__ = hashes  # type: ignore[attr-defined]
         return wrapper
 
     return decorate(fn) if fn is not None else decorate
+
+
+def function_hashes(func: Callable[..., Any], doc: str) -> dict[str, str]:
+    """``doc_hash`` (the docstring as the prompt uses it) and ``source_hash`` (the source
+    as written, else the compiled code when there is no source) of ``func``: 16 hex digits
+    of SHA-256 each, recorded on every ``function`` node."""
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):  # no file (exec, a REPL line): the code object instead
+        code = getattr(func, "__code__", None)
+        source = repr((code.co_code, code.co_consts)) if code is not None else repr(func)
+    return {"doc_hash": short_hash(doc), "source_hash": short_hash(source)}
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def current_node() -> Call | None:

@@ -1,0 +1,131 @@
+"""Which turns a side of a comparison is: a turn, the line ending at a node, or a run.
+
+``nodes`` are every node of one session (``Session.nodes()``).  A spec is a node id, a
+turn number (``3`` or ``#3``), ``head`` or ``root``; ``--runs`` specs are run ids (the ``run`` a
+notebook's kernel stamps on its turns; ``openprogram run`` twice makes two runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from openprogram.context.nodes import Call
+from openprogram.errors import UserError
+
+TURN_LEVEL = ("turn", "reply")
+MODES = ("turns", "lines", "runs")
+
+
+@dataclass
+class Side:
+    label: str  # what the user named, as shown in the report's header
+    turns: list[Call]
+
+
+class Nodes:
+    """An index over one session's nodes: by id, and each node's turn-level node."""
+
+    def __init__(self, nodes: Sequence[Call], head_id: str | None = None) -> None:
+        self.all = sorted(nodes, key=lambda n: n.seq)
+        self.by_id = {n.id: n for n in self.all}
+        self.head_id = head_id
+
+    def turn_of(self, node: Call) -> Call:
+        """The turn-level node ``node`` is under (itself when it is one)."""
+        seen: set[str] = set()
+        while node.kind not in (*TURN_LEVEL, "root") and node.caller and node.caller not in seen:
+            seen.add(node.caller)
+            up = self.by_id.get(node.caller)
+            if up is None:
+                break
+            node = up
+        return node
+
+    def find(self, spec: str) -> Call:
+        """The node ``spec`` names: an id, a turn number (``3``/``#3``) or ``head``."""
+        text = spec.strip()
+        if text == "root":
+            roots = [n for n in self.all if n.kind == "root"]
+            if not roots:
+                raise UserError("the session has no root node")
+            return roots[0]
+        if text == "head":
+            if self.head_id is None or self.head_id not in self.by_id:
+                raise UserError("the session has no HEAD turn yet")
+            return self.by_id[self.head_id]
+        if text.lstrip("#").isdigit():
+            number = int(text.lstrip("#"))
+            found = [n for n in self.all if n.kind in TURN_LEVEL and n.turn == number]
+            if not found:
+                raise UserError(f"no turn {number} in this session")
+            return found[0]
+        node = self.by_id.get(text)
+        if node is None:
+            near = [n for n in self.by_id if n.startswith(text[:4])][:3]
+            hint = f" (nearest: {', '.join(near)})" if near else ""
+            raise UserError(f"no node {text!r} in this session{hint}")
+        return node
+
+    def line(self, tip: Call) -> list[Call]:
+        """The turns from the session's root to ``tip``'s turn, oldest first (by
+        ``predecessor``, the conversation chain)."""
+        out: list[Call] = []
+        node: Call | None = self.turn_of(tip)
+        seen: set[str] = set()
+        while node is not None and node.id not in seen and node.kind != "root":
+            seen.add(node.id)
+            if node.kind in TURN_LEVEL:
+                out.append(node)
+            node = self.by_id.get(node.predecessor) if node.predecessor else None
+        out.reverse()
+        return out
+
+    def runs(self) -> list[str]:
+        """The runs of the session (a notebook's kernels), in the order they began."""
+        order: list[str] = []
+        for node in self.all:
+            run = node.metadata.get("run") if node.kind == "turn" else None
+            if isinstance(run, str) and run not in order:
+                order.append(run)
+        return order
+
+    def run_turns(self, run: str) -> list[Call]:
+        return [n for n in self.all if n.kind == "turn" and n.metadata.get("run") == run]
+
+
+def sides(index: Nodes, a: str | None, b: str | None, mode: str) -> tuple[Side, Side, int]:
+    """The two sides ``a`` and ``b`` name in ``mode`` (``turns``, ``lines``, ``runs``) and
+    how many turns they share (lines: the common start, left out of both)."""
+    if mode not in MODES:
+        raise UserError(f"unknown comparison {mode!r}; one of {', '.join(MODES)}")
+    if mode == "runs":
+        runs = index.runs()
+        if a is None and b is None:
+            if len(runs) < 2:
+                raise UserError(
+                    f"the session has {len(runs)} run(s) of a notebook; `--runs` needs two "
+                    "(run the notebook again, e.g. `openprogram run nb.ipynb`)"
+                )
+            a, b = runs[-2], runs[-1]
+        if a is None or b is None:
+            raise UserError("--runs takes two run ids, or none (the last two runs)")
+        for run in (a, b):
+            if run not in runs:
+                raise UserError(f"no run {run!r} in this session; runs: {', '.join(runs) or '-'}")
+        return Side(f"run {a}", index.run_turns(a)), Side(f"run {b}", index.run_turns(b)), 0
+    if a is None or b is None:
+        raise UserError(f"diff needs two {mode} (A and B)")
+    node_a, node_b = index.find(a), index.find(b)
+    if mode == "turns":
+        ta, tb = index.turn_of(node_a), index.turn_of(node_b)
+        return Side(f"turn {ta.turn} ({ta.id})", [ta]), Side(f"turn {tb.turn} ({tb.id})", [tb]), 0
+    line_a, line_b = index.line(node_a), index.line(node_b)
+    shared = 0
+    while shared < min(len(line_a), len(line_b)) and line_a[shared].id == line_b[shared].id:
+        shared += 1
+    return (
+        Side(f"the line ending at {a}", line_a[shared:]),
+        Side(f"the line ending at {b}", line_b[shared:]),
+        shared,
+    )
