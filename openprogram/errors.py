@@ -15,6 +15,7 @@ boundaries: what the user fixes, what a run ended with, what is a bug).
     │   ├── ChoiceError (.choices, .answers), ResponseFormatError (.problems)
     │   ├── BudgetExceeded (also a UserError: raise the budget), AgenticRecursionError
     │   ├── ToolArgumentsError, ProcessRunError (.target, .error) → ProcessRunCancelled
+    │   ├── ToolRefused (.tool: a call the approval rules' question was refused)
     │   ├── RemoteError (a worker's exception that could not travel as itself)
     │   └── ProviderError (RuntimeError)
     │       └── MissingCredentials, TransientProviderError, UnsupportedParameter
@@ -164,6 +165,15 @@ class AgenticRecursionError(RunError, RecursionError):
 
 class ToolArgumentsError(RunError):
     """The model called a tool with arguments that do not fit its signature."""
+
+
+class ToolRefused(RunError):
+    """A tool call the approval rules hold was not approved (refused, declined, nobody
+    there to say yes); the model gets it back as the tool's error."""
+
+    def __init__(self, tool: str, why: str) -> None:
+        self.tool = tool
+        super().__init__(f"the call of tool {tool!r} was not approved: {why}")
 
 
 class ProcessRunError(RunError):

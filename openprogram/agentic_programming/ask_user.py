@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from openprogram.agentic_programming.function import run_in_session
-from openprogram.context.nodes import (
-    ANSWERED,
-    AWAITING,
-    UNANSWERED,
-    make_call,
-)
-from openprogram.context.outcome import finish
-from openprogram.store.vars import AskHandler, get_ask_handler, get_call_id, get_store
+from openprogram.agentic_programming.questions import ask_plain
+from openprogram.store.vars import AskHandler, get_ask_handler
 from openprogram.store.vars import using_ask_handler as using_ask_user_handler
 
 __all__ = [
@@ -55,26 +48,7 @@ def current_ask_user_handler() -> AskHandler:
 
 
 def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:
-    """Ask the user ``question``; returns the answer, or None if nobody can answer."""
-    return run_in_session(_ask, question, choices)
-
-
-def _ask(question: str, choices: list[str] | None) -> str | None:
-    writer = get_store()
-    assert writer is not None
-    node = make_call(
-        "ask_user",
-        "ask_user",
-        input={"question": question, "choices": choices},
-        caller=get_call_id(),
-        status=AWAITING,
-    )
-    writer.append(node)  # never turn-level: an ask_user node does not move HEAD
-    handler = current_ask_user_handler()
-    try:
-        answer = handler(question, choices)
-    except BaseException as exc:
-        writer.update(finish(node, exc=exc))
-        raise
-    writer.update(finish(node, ANSWERED if answer is not None else UNANSWERED, output=answer))
-    return answer
+    """Ask the user ``question``; returns the answer, or None if nobody can answer (or
+    the user typed ``/decline``).  ``runtime.ask``/``confirm``/``form`` ask more
+    (:mod:`openprogram.agentic_programming.questions`, the same node and handler)."""
+    return ask_plain(question, choices)

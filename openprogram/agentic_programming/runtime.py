@@ -6,7 +6,8 @@ steps of this frame, then ``content``.  The ``llm`` node records the frame's own
 and which earlier turns it was given, not their text again.  ``choices=`` and
 ``response_format=`` are code gates: a reply that fails them is sent back with feedback a
 bounded number of times (each attempt is its own node), then a clear error is raised.
-Transient provider errors are retried with exponential backoff.
+The first request already names the allowed choices, and a reply counts only when it *is*
+one (:func:`~openprogram.agentic_programming.validate.pick_choice`).  Transient provider errors are retried with exponential backoff.
 
 ``exec`` returns a :class:`~openprogram.agentic_programming.provider.Reply`: the reply text
 (a ``str``) carrying the tool calls with their exact arguments, usage and finish reason.
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from openprogram.agentic_programming import tool_loop, validate
+from openprogram.agentic_programming import questions, tool_loop, validate
 from openprogram.agentic_programming.echo import echo_for
 from openprogram.agentic_programming.function import (
     get_call_id,
@@ -153,6 +154,40 @@ class Runtime:
 
         return await asyncio.to_thread(self.exec, content, **kwargs)
 
+    # -- questions to the user (openprogram.agentic_programming.questions) ----------------
+    def ask(
+        self,
+        question: str,
+        *,
+        choices: list[str] | None = None,
+        multi: bool = False,
+        allow_custom: bool = False,
+        timeout: float | None = None,
+        default: Any = None,
+    ) -> Any:
+        """Ask the user (an ``ask_user`` node): the answer, else ``default`` (no answer in
+        ``timeout`` s, nobody to answer), None when declined.  See :func:`questions.ask`."""
+        return questions.ask(
+            question,
+            choices=choices,
+            multi=multi,
+            allow_custom=allow_custom,
+            timeout=timeout,
+            default=default,
+        )
+
+    def confirm(
+        self, question: str, *, default: bool | None = None, timeout: float | None = None
+    ) -> Any:
+        """A yes/no question: True/False (declined: False), else ``default``."""
+        return questions.confirm(question, default=default, timeout=timeout)
+
+    def form(
+        self, fields: list[Any], *, title: str = "", timeout: float | None = None
+    ) -> dict[str, Any] | None:
+        """Several fields asked in turn (one node): the answers by name; None declined."""
+        return questions.form(fields, title=title, timeout=timeout)
+
     def render_prompt(self, content: Any, *, context: ContextPolicy | None = None) -> list[Message]:
         """The messages an ``exec(content)`` made here and now would send (no LLM call):
         the current frame's docstring once, earlier turns, earlier steps, then ``content``."""
@@ -224,7 +259,11 @@ class Runtime:
         prompt = self._render(content, context)
         base = prompt.messages
         schema = validate.schema_of(response_format) if response_format is not None else None
+        # the allowed choices go out with the first request (the provider may also constrain
+        # decoding to them: openai_provider's choice schema), not only in retry feedback
         extra: list[Message] = []
+        if choices:
+            extra.append({"role": "user", "content": validate.choice_instruction(choices)})
         answers: list[str] = []
         problems: list[str] = []
         usage = None

@@ -58,11 +58,22 @@ def step_messages(node: Call) -> list[Message]:
         ]
     if kind == "ask_user":
         question = node.input.get("question") if isinstance(node.input, dict) else node.input
-        answer = as_text(node.output) if node.status == "answered" else "(no answer)"
-        return [{"role": "user", "content": f"Asked the user: {question}\nAnswer: {answer}"}]
+        return [{"role": "user", "content": f"Asked the user: {question}\nAnswer: {answer(node)}"}]
     status = "" if node.status == "completed" else f" [{node.status}]"
     out = clip(as_text(node.output or node.metadata.get("error")), 1000)
     return [{"role": "user", "content": f"Earlier step: {call_line(node)} -> {out}{status}"}]
+
+
+def answer(node: Call) -> str:
+    """What an ``ask_user`` node says the user answered: the answer, or how the question
+    ended without one (declined, no answer in time...) and the default it fell back to."""
+    if node.status == "answered":
+        return as_text(node.output)
+    outcome = node.metadata.get("outcome")
+    if not isinstance(outcome, str) or outcome == "answered":
+        return "(no answer)"
+    fallback = "" if node.output is None else f"; the default was used: {as_text(node.output)}"
+    return f"(no answer: {outcome.replace('_', ' ')}{fallback})"
 
 
 def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
