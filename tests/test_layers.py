@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("node model and graph", ("openprogram.errors", "openprogram.context")),
     (
         "store, views, usage accounting",
-        ("openprogram.store", "openprogram.view", "openprogram.usage"),
+        ("openprogram.store", "openprogram.view", "openprogram.usage", "openprogram.compare"),
     ),
     # with the Runtime: agentic_programming/provider.py, the contract it speaks (requests,
     # replies, the Provider protocol) and the providers implement

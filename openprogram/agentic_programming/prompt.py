@@ -7,6 +7,7 @@ is :mod:`openprogram.context.policy`'s; the text is :mod:`openprogram.context.re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from openprogram.context.graph import Graph, Visible
@@ -57,7 +58,33 @@ class _Reader:
         return [c for c in (self.lookup(i) for i in self.session.children(node.id)) if c]
 
     def history(self, before: str | None, policy: ContextPolicy) -> History:
-        return select_history(self.lookup, before, policy, lambda n: turn_messages(n, self.kids))
+        render = lambda n: turn_messages(n, self.kids)  # noqa: E731
+        return select_history(self.lookup, before, policy, render, summary_lookup(self.session))
+
+
+#: ``meta.json`` key of a compacted session: newest covered node id -> its summary node id
+#: (written by :mod:`openprogram.agent.dispatcher.compaction`).
+SUMMARIES_KEY = "summaries"
+
+
+def summary_lookup(session: Any) -> Callable[[str], Call | None] | None:
+    """``node id -> the summary node standing for it and everything before it`` (None for
+    a session never compacted: the walk then costs nothing more)."""
+    meta = getattr(session, "meta", None)
+    table = meta.get(SUMMARIES_KEY) if isinstance(meta, dict) else None
+    if not isinstance(table, dict) or not table:
+        return None
+
+    def find(node_id: str) -> Call | None:
+        summary_id = table.get(node_id)
+        if not isinstance(summary_id, str):
+            return None
+        try:
+            return session.get(summary_id)  # type: ignore[no-any-return]
+        except Exception:  # unreadable: the walk goes on through the turns themselves
+            return None
+
+    return find
 
 
 def build_prompt(

@@ -144,10 +144,13 @@ def select_history(
     before: str | None,
     policy: ContextPolicy,
     render: Callable[[Call], list[Message]],
+    summary_for: Callable[[str], Call | None] | None = None,
 ) -> History:
     """Walk the conversation chain back from ``before`` and keep what ``policy`` allows.
 
     ``render`` turns one turn-level node into its messages (``render.turn_messages``).
+    ``summary_for(node_id)``: the summary node standing for that node and all before it
+    (compaction); the walk takes the summary in its place and stops there.
     """
     max_turns = policy.turns if policy.turns is not None else DEFAULT_TURNS
     budget = policy.tokens if policy.tokens is not None else DEFAULT_TOKENS
@@ -162,8 +165,11 @@ def select_history(
         if len(chosen) >= max_turns or len(out.failed) >= MAX_SKIPPED:
             out.earlier = True
             break
-        seen.add(node_id)
-        node_id = node.predecessor
+        summary = summary_for(node_id) if summary_for is not None else None
+        if summary is not None:  # it stands for this node and everything before it
+            node = summary
+        seen.add(node.id)
+        node_id = None if summary is not None else node.predecessor
         if not policy.failed and node.status in FAILED_STATUSES:
             out.failed.append(node.id)
             continue
@@ -172,7 +178,7 @@ def select_history(
         if out.tokens + cost > budget:
             out.over_budget.append(node.id)
             older = lookup(node_id) if node_id is not None else None
-            out.earlier = older is not None and older.kind != "root"
+            out.earlier = summary is not None or (older is not None and older.kind != "root")
             break
         out.tokens += cost
         chosen.append((node, messages))

@@ -77,10 +77,17 @@ def answer(node: Call) -> str:
 
 
 def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
-    """One earlier turn of the conversation as a user/assistant pair."""
+    """One earlier turn of the conversation as a user/assistant pair; a compaction's
+    summary node (``metadata.covers``) as the one message standing for the turns it covers."""
+    if "covers" in node.metadata:
+        return summary_messages(node)
     if node.kind in ("turn", "reply"):
         said = as_text(node.input.get("text") if isinstance(node.input, dict) else node.input)
-        parts = [_child_part(c) for c in children(node) if c.kind in ("function", "tool", "reply")]
+        parts = [
+            _child_part(c)
+            for c in children(node)
+            if c.kind in ("function", "tool", "reply") and "covers" not in c.metadata
+        ]
         if node.output not in (None, ""):
             parts.append(clip(as_text(node.output)))
         role = "assistant" if node.kind == "reply" else "user"
@@ -95,6 +102,14 @@ def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Me
         {"role": "user", "content": call_line(node)},
         {"role": "assistant", "content": clip(as_text(node.output or node.metadata.get("error")))},
     ]
+
+
+def summary_messages(node: Call) -> list[Message]:
+    """A summary node in a prompt: what the turns it covers said, in a few lines."""
+    covers = node.metadata.get("covers")
+    count = len(covers) if isinstance(covers, list) else 0
+    head = f"[Summary of the {count} earlier turns (kept in the session, not shown here)]"
+    return [{"role": "user", "content": f"{head}\n{clip(as_text(node.output))}"}]
 
 
 def _child_part(node: Call) -> str:

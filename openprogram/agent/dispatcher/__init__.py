@@ -6,10 +6,14 @@ sibling module:
 
 1-2  ``prep.prepare_turn``              session, predecessor, the user message persisted
 3    ``turn_context.bind``              ``session_context`` (commits the turn on exit)
+3a   ``compaction.before_turn``         a summary node when the history would not fit
 3b   ``TurnWriter.open_placeholder``    the ``reply`` node, running
-4    ``_run_loop_blocking``             the agent loop in the reply's frame
+4    ``_run_loop_blocking``             the agent loop in the reply's frame (a context
+                                        overflow: one compaction, one retry)
 5    ``persistence.persist_reply``      the reply's text
-6    ``finalize.finalize_turn``         completed, auto-title, the result
+6    ``finalize.finalize_turn``         completed, first title, the result
+6b   ``goal.after_turn``                the goal's judge (a goal run: ``goal.keep_working``)
+6c   ``titles.after_turn``              a model-written title after a few turns
 7    the ``result`` event, after the commit
 err  ``error_path.handle_turn_error``   the failure on the reply, an error result
 
@@ -20,12 +24,16 @@ The test seam ``_run_loop_blocking`` is a module global looked up at call time, 
 from __future__ import annotations
 
 from openprogram.agent.dispatcher import (
+    compaction,
     error_path,
     finalize,
+    goal,
     persistence,
     prep,
+    titles,
     turn_context,
 )
+from openprogram.agent.dispatcher.compaction import trigger_compaction
 from openprogram.agent.dispatcher.loop_runner import run_loop_blocking as _run_loop_blocking
 from openprogram.agent.dispatcher.turn_writer import TurnWriter
 from openprogram.agent.dispatcher.types import (
@@ -45,25 +53,36 @@ __all__ = [
     "TurnResult",
     "TurnWriter",
     "process_user_turn",
+    "trigger_compaction",
 ]
 
 
 def process_user_turn(request: TurnRequest) -> TurnResult:
     """Run one user message through the agent; the reply (or the failure) is persisted
-    either way.  ``KeyboardInterrupt`` is recorded as ``cancelled``, then re-raised."""
+    either way.  ``KeyboardInterrupt`` is recorded as ``cancelled``, then re-raised.
+    With ``request.goal`` the goal's continuation turns follow (``goal.keep_working``)."""
+    if request.goal is not None:
+        return goal.keep_working(request, _process_turn_once)
     return _process_turn_once(request)
 
 
-def _process_turn_once(request: TurnRequest) -> TurnResult:
+def _process_turn_once(request: TurnRequest, state: goal.GoalState | None = None) -> TurnResult:
     prepared = prep.prepare_turn(request)  # 1-2
     emit(request, {"type": "user", "session_id": prepared.session_id, "node_id": prepared.user.id})
     with turn_context.bind(request, prepared) as handle:  # 3
         try:
+            summary = compaction.before_turn(prepared)  # 3a, None when the history fits
             reply = prepared.writer.open_placeholder(request.agent_id, request.system)  # 3b
             emit(request, {"type": "reply_started", "node_id": reply.id})
-            outcome = _run_loop_blocking(request, handle, reply)  # 4
+            outcome = compaction.retry_on_overflow(  # 4, once more after a compaction
+                prepared, lambda: _run_loop_blocking(request, handle, reply)
+            )
             persistence.persist_reply(prepared.writer, outcome)  # 5
             result = finalize.finalize_turn(prepared)  # 6
+            result.compacted = summary or compaction.compacted_in(prepared)
+            if state is not None:  # 6b: the goal's one judge call
+                result.goal = goal.after_turn(prepared, request, result, state).to_dict()
+            titles.after_turn(prepared)  # 6c: a model-written title after a few turns
         except BaseException as exc:  # err
             result = error_path.handle_turn_error(prepared, exc)
             if not isinstance(exc, Exception):

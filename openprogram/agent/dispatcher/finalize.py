@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from openprogram.agent.dispatcher.titles import maybe_auto_title
 from openprogram.agent.dispatcher.types import TurnResult
 from openprogram.context.nodes import COMPLETED
 from openprogram.context.outcome import finish
@@ -15,7 +16,6 @@ from openprogram.context.outcome import finish
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
 
-TITLE_CHARS = 60
 
 
 def finalize_turn(prepared: PreparedTurn) -> TurnResult:
@@ -34,17 +34,3 @@ def finalize_turn(prepared: PreparedTurn) -> TurnResult:
         status=COMPLETED,
         created=prepared.created,
     )
-
-
-def maybe_auto_title(prepared: PreparedTurn) -> None:
-    """A session still titled with its id gets the first line of its first message
-    (written to ``meta.json`` by the turn's commit)."""
-    session = prepared.writer.nodes.session
-    title = session.meta.get("title")
-    if title and title != session.id:
-        return
-    user = prepared.writer.user
-    text = user.input.get("text", "") if user is not None and isinstance(user.input, dict) else ""
-    line = " ".join(str(text).split())
-    if line:
-        session.set_meta(title=line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS] + "…")

@@ -10,7 +10,7 @@ HEAD, which a test checks by grepping the package.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.context.outcome import finish
@@ -26,11 +26,22 @@ class TurnWriter:
         self.user: Call | None = None
         self.reply: Call | None = None
 
-    def persist_user(self, text: str, predecessor: str | None) -> Call:
+    def persist_user(
+        self,
+        text: str,
+        predecessor: str | None,
+        continuation: dict[str, Any] | None = None,
+        *,
+        name: str = "user",
+    ) -> Call:
         """Append the user message after ``predecessor`` (None: HEAD, resolved atomically
-        with the append) and make it HEAD."""
+        with the append) and make it HEAD.  A goal's continuation turn is named
+        ``continuation`` and keeps ``metadata.goal`` (``{"text", "n"}``); a command's turn
+        (``compact``) is named after it."""
+        marks: dict[str, Any] = {"goal": continuation} if continuation else {}
+        name = "continuation" if continuation else name
         node = make_call(
-            "turn", "user", input={"text": text}, predecessor=predecessor, status=COMPLETED
+            "turn", name, input={"text": text}, predecessor=predecessor, status=COMPLETED, **marks
         )
         self.user = self.nodes.append(node, turn_level=True)
         return self.user

@@ -34,6 +34,10 @@ class TurnRequest:
     system: str = DEFAULT_SYSTEM
     tools: dict[str, Tool] = field(default_factory=dict)
     max_iterations: int = 8
+    # a goal (text or ``goal.Goal``): after each turn a judge decides whether it is met and,
+    # if not, a continuation turn follows (``dispatcher/goal.py``)
+    goal: Any = None
+    continuation: dict[str, Any] | None = None  # set on a continuation turn: {"goal", "n"}
 
 
 @dataclass
@@ -47,6 +51,8 @@ class TurnResult:
     status: str
     error: str | None = None
     created: bool = False  # the turn created the session
+    goal: dict[str, Any] | None = None  # the goal's state after this turn (goal.GoalState)
+    compacted: str | None = None  # the summary node written for this turn's prompt
 
 
 def emit(request: TurnRequest, event: Event) -> None:
