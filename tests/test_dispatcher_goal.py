@@ -77,7 +77,9 @@ def goal_request(script: Script, goal: Any, **kw: Any) -> D.TurnRequest:
 def test_a_goal_met_on_the_third_continuation_runs_four_turns_and_stops_there() -> None:
     script = Script(met_at=3)
     events: list[dict[str, Any]] = []
-    result = D.process_user_turn(goal_request(script, "summarise three papers", on_event=events.append))
+    result = D.process_user_turn(
+        goal_request(script, "summarise three papers", on_event=events.append)
+    )
 
     assert result.status == "completed" and result.text == "work 3"
     assert result.goal is not None

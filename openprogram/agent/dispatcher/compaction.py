@@ -121,10 +121,10 @@ def trigger_compaction(session_id: str, *, runtime: Runtime | None = None) -> st
     """Compact ``session_id``'s history now (``%openprogram compact``): a turn of its own
     (a ``turn`` node named ``compact`` holding the summary), the summary's id; None when
     there is nothing to compact (fewer turns than are kept verbatim)."""
+    from openprogram.agent.dispatcher.turn_writer import TurnWriter
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.context import session_context
     from openprogram.store.session.ids import validate_session_id
-    from openprogram.agent.dispatcher.turn_writer import TurnWriter
     from openprogram.store.vars import get_store
 
     sid = validate_session_id(session_id)

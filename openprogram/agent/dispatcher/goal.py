@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from openprogram.agentic_programming.function import agentic_function, using_call_id
 from openprogram.agentic_programming.stopping import RunStopped, stop_requested
@@ -177,15 +177,15 @@ def llm_tokens(node: Call) -> int:
     (the prompt's recorded estimate plus the reply's characters / 3)."""
     usage = node.metadata.get("usage")
     if isinstance(usage, dict):
-        counted = [usage.get("input_tokens"), usage.get("output_tokens")]
-        if any(_num(v) for v in counted):
-            return int(sum(v for v in counted if _num(v)))
+        counted = [v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if _num(v)]
+        if counted:
+            return int(sum(counted))
     context = node.metadata.get("context")
     prompt = context.get("prompt_tokens") if isinstance(context, dict) else None
-    return int(prompt if _num(prompt) else 0) + -(-len(str(node.output or "")) // 3)
+    return (int(prompt) if _num(prompt) else 0) + -(-len(str(node.output or "")) // 3)
 
 
-def _num(value: Any) -> bool:
+def _num(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
