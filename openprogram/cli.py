@@ -1,7 +1,7 @@
 """The ``openprogram`` console script.
 
     openprogram sessions list                 id, turns, updated, title — newest first
-    openprogram sessions show ID [--last N]   meta, node counts, problems, the DAG as a tree
+    openprogram sessions show ID [--last N] [--page P]   meta, counts, problems, the DAG
                      [--html [-o FILE]]       the DAG as one self-contained interactive page
     openprogram sessions log ID               one line per commit
     openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
@@ -118,19 +118,17 @@ def _open_session(args: argparse.Namespace) -> Any:
 
 
 def sessions_show(args: argparse.Namespace) -> int:
-    from collections import Counter
-
     from openprogram.view.bulk import paused_gc
     from openprogram.view.inert import terminal_text
 
+    if args.page < 1:
+        raise CliError(f"--page {args.page}: pages count from 1 (the newest rows)")
     session = _open_session(args)
     if args.html:
         return _show_html(session, args)
     meta = session.meta
     with paused_gc():
-        light = session.light_nodes()  # the index: no node file is read for these
-    kinds = Counter(n["metadata"]["kind"] for n in light)
-    statuses = Counter(n["metadata"]["status"] for n in light)
+        totals = session.totals()  # the index: no node file is read for these
 
     def say(line: str) -> None:  # every field of a line comes from the session
         print(terminal_text(line))
@@ -143,10 +141,10 @@ def sessions_show(args: argparse.Namespace) -> int:
     say(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
     say(f"path     {session.path}")
     say(
-        f"nodes    {len(light)}: "
-        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        f"nodes    {totals['nodes']}: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(totals["kinds"].items()))
         + " | "
-        + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()))
+        + ", ".join(f"{s} {n}" for s, n in sorted(totals["statuses"].items()))
     )
     if session.problems:
         print(f"problems ({len(session.problems)}):")
@@ -156,25 +154,38 @@ def sessions_show(args: argparse.Namespace) -> int:
         print("problems none")
     print()
     with paused_gc():
-        print(whole_tree(session, args.last, light))
+        print(whole_tree(session, args.last, page=args.page, total=totals["nodes"]))
     return 0
 
 
 def whole_tree(
-    session: Any, last_turns: int | None, light: list[Any] | None = None, max_lines: int = 300
+    session: Any,
+    last_turns: int | None,
+    light: list[Any] | None = None,
+    max_lines: int = 300,
+    *,
+    page: int = 1,
+    total: int | None = None,
 ) -> str:
-    """The session's DAG as a text tree: laid out from the index (``light``, else
-    ``session.light_nodes()``), node files read only for the rows printed (a 20,000-turn
-    session has 100,000 nodes; a tree shows 300)."""
+    """The session's DAG as a text tree: page ``page`` of ``max_lines`` rows counted from
+    the newest, laid out from the index (``light``, else the newest buckets of
+    ``session.light_window`` that hold those rows), node files read only for the rows
+    printed (a 100,000-turn session has 500,000 nodes; a page shows 300)."""
     from openprogram.view import compute_layout, render_text_tree
 
+    older = 0
     if light is None:
-        light = session.light_nodes()
+        light, older = session.light_window(page * max_lines + max(last_turns or 0, 0))
     layout = compute_layout(light, session.head_id, last_turns=last_turns)
-    printed = session.get_many(p.id for p in layout.visible(max(layout.rows - max_lines, 0)))
+    stop = max(layout.rows - (page - 1) * max_lines, 0)
+    start = max(stop - max_lines, 0)
+    printed = session.get_many(p.id for p in layout.visible(start, stop))
     for node_id, node in printed.items():  # a node not read is listed from the index
         layout.source[node_id] = node.to_dict()
-    return render_text_tree(light, session.head_id, layout=layout, max_lines=max_lines)
+    return render_text_tree(
+        light, session.head_id, layout=layout, max_lines=max_lines, stop=stop,
+        total=total, older=older, page=page,
+    )  # fmt: skip
 
 
 def _show_html(session: Any, args: argparse.Namespace) -> int:
@@ -216,10 +227,13 @@ def sessions_log(args: argparse.Namespace) -> int:
 
 
 def sessions_usage(args: argparse.Namespace) -> int:
-    from openprogram.usage.totals import usage_table
+    from openprogram.usage.totals import index_usage_rows, report_table, usage_table
 
     session = _open_session(args)
-    print(usage_table(session.nodes(), calls=args.calls))
+    if args.calls:  # each call's model: the llm nodes are read
+        print(usage_table(session.nodes(), calls=True))
+    else:  # from the index's usage columns: no node file read
+        print(report_table(index_usage_rows(session.index())))
     return 0
 
 
@@ -320,6 +334,10 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument(
         "--last", type=int, default=50, metavar="N", help="unfold only the last N turns (50)"
     )
+    p.add_argument(
+        "--page", type=int, default=1, metavar="P",
+        help="the P-th 300 rows counted from the newest (1: the newest)",
+    )  # fmt: skip
     p.add_argument(
         "--html",
         action="store_true",

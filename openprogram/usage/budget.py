@@ -7,8 +7,9 @@ converted at the model's output price), so the reply cannot carry the total past
 budget either.  When too little is left for a useful reply the call is not sent: an
 ``error`` node named ``budget`` says why, and :class:`BudgetExceeded` is raised.
 
-``per="session"``: everything the session's recorded ``llm`` nodes used counts (summed
-from the store the first time a session is seen, then kept up to date by this process).
+``per="session"``: everything the session's recorded ``llm`` nodes used counts (the
+totals the session's index keeps, read the first time a session is seen — no node file —
+then kept up to date by this process).
 ``per="run"``: only this turn — one cell, one CLI run, one background run.
 """
 
@@ -22,6 +23,7 @@ from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
 from openprogram.errors import BudgetExceeded as BudgetExceeded  # moved; old path kept
 from openprogram.errors import UserError
+from openprogram.store.session.index import usage_of
 from openprogram.usage.prices import price_of
 
 if TYPE_CHECKING:
@@ -87,9 +89,9 @@ class Budget:
             return found
         total = Spent()
         if self.per == "session":  # what was recorded before this process counted
-            for node in writer.session.nodes():
-                if node.kind == "llm":
-                    _add(total, node)
+            recorded = writer.session.totals()  # kept in the index: no node read
+            total.tokens = recorded["input_tokens"] + recorded["output_tokens"]
+            total.cost = recorded["cost"]
         with self._lock:
             return self._spent.setdefault(key, total)
 
@@ -153,11 +155,9 @@ class Budget:
 
 
 def _add(spent: Spent, node: Call) -> None:
-    usage = node.metadata.get("usage") or {}
-    spent.tokens += int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-    cost = node.metadata.get("cost")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        spent.cost += float(cost)
+    tokens_in, tokens_out, cost = usage_of(node.metadata)  # the index's rule
+    spent.tokens += (tokens_in or 0) + tokens_out
+    spent.cost += cost or 0.0
 
 
 def budget_from(

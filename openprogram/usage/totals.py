@@ -7,11 +7,12 @@ call without a price counts its tokens and marks the total ``unpriced``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.context.nodes import Call
+from openprogram.store.session.index import usage_of
 
 
 @dataclass
@@ -27,14 +28,17 @@ class Totals:
         return self.input_tokens + self.output_tokens
 
     def add(self, node: Call) -> None:
-        usage = node.metadata.get("usage") or {}
+        self.add_used(*usage_of(node.metadata))
+
+    def add_used(self, input_tokens: int | None, output_tokens: int, cost: float | None) -> None:
+        """Count one call that used these (``usage_of``: input tokens None when it recorded
+        no usage, cost None when it has no price)."""
         self.calls += 1
-        self.input_tokens += int(usage.get("input_tokens") or 0)
-        self.output_tokens += int(usage.get("output_tokens") or 0)
-        cost = node.metadata.get("cost")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            self.cost += float(cost)
-        elif usage:
+        self.input_tokens += input_tokens or 0
+        self.output_tokens += output_tokens
+        if cost is not None:
+            self.cost += cost
+        elif input_tokens is not None:
             self.unpriced += 1
 
     def cost_text(self) -> str:
@@ -80,7 +84,30 @@ def _line(label: str, t: Totals) -> str:
 
 def usage_table(nodes: Iterable[Call], *, calls: bool = False) -> str:
     """The report as text: by function, by turn, the session total (and each call)."""
-    report = usage_rows(nodes)
+    return report_table(usage_rows(nodes), calls=calls)
+
+
+def index_usage_rows(entries: Iterable[Mapping[str, Any]]) -> UsageReport:
+    """:func:`usage_rows` from a session's index (``Session.index()``: each node's tokens
+    and cost are columns of it), no node read; ``calls`` is left empty."""
+    entries = list(entries)
+    names = {e["id"]: e["name"] for e in entries}
+    report = UsageReport()
+    for entry in entries:
+        if entry["kind"] != "llm":
+            continue
+        caller = entry["caller"]
+        function = names.get(caller, "(top level)") if caller else "(top level)"
+        used = entry["tokens_in"], entry["tokens_out"], entry["cost"]
+        report.session.add_used(*used)
+        report.turns.setdefault(entry["turn"], Totals()).add_used(*used)
+        report.functions.setdefault(function, Totals()).add_used(*used)
+    return report
+
+
+def report_table(report: UsageReport, *, calls: bool = False) -> str:
+    """A :class:`UsageReport` as text: by function, by turn, the session total (and each
+    call, when ``calls`` and the report lists them)."""
     header = f"{'':<32} {'calls':>5} {'input':>9} {'output':>9} {'tokens':>9}  cost (USD)"
     lines = [header, "by function"]
     lines += [_line(f"  {name}", t) for name, t in sorted(report.functions.items())]

@@ -117,16 +117,27 @@ def render_text_tree(
     last_turns: int | None = None,
     max_lines: int = 300,
     layout: Layout | None = None,
+    stop: int | None = None,
+    total: int | None = None,
+    older: int = 0,
+    page: int = 1,
 ) -> str:
     """The DAG as an indented text tree, one line per visible node (for ``text/plain``);
-    a node's text is shown with its control characters escaped (it may reach a terminal)."""
+    a node's text is shown with its control characters escaped (it may reach a terminal).
+    ``stop``: the row after the last one shown (the newest, by default); a view of the
+    newest nodes says the session's ``total`` nodes and the ``older`` ones it leaves out,
+    and which ``page`` shows the rows around it."""
     lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
-    start = max(lay.rows - max_lines, 0)
-    lines = [f"session DAG: {len(lay.placed)} nodes, {lay.lanes} lane(s)"]
-    if start:
-        lines.append(f"… {start} earlier rows not shown")
+    stop = lay.rows if stop is None else min(stop, lay.rows)
+    start = max(stop - max_lines, 0)
+    total = len(lay.placed) + older if total is None else total
+    lines = [f"session DAG: {total} nodes, {lay.lanes} lane(s)"]
+    if start or older:
+        more = f" and {older} older nodes" if older else ""
+        next_page = f" (--page {page + 1})"
+        lines.append(f"… {start} earlier rows{more} not shown{next_page}")
     starts = run_starts(lay, start)
-    for p in lay.visible(start):
+    for p in lay.visible(start, stop):
         s = content_summary(lay.source[p.id])
         if p.id in starts:
             lines.append("── new kernel (a restart, or the notebook run again) ──")
@@ -144,6 +155,8 @@ def render_text_tree(
         bits += ["← HEAD"] if p.id == lay.head_id else []
         bits += [f"· {clip(s['preview'], 60)}"] if "preview" in s else []
         lines.append(terminal_text(" ".join(bits)))  # names, previews: a session's text
+    if stop < lay.rows:
+        lines.append(f"… {lay.rows - stop} newer rows (--page {page - 1})")
     return "\n".join(lines)
 
 

@@ -27,7 +27,13 @@ from openprogram.store.session.index import (
     entry_of,
     valid_columns,
 )
-from openprogram.store.session.repository import TREE_MODE, Repository, object_sha, tree_sha
+from openprogram.store.session.repository import (
+    TREE_MODE,
+    Repository,
+    TreeEntries,
+    object_sha,
+    tree_sha,
+)
 
 
 def bucket_trees(repo: Repository, commit: bytes | None = None) -> dict[str, bytes]:
@@ -110,12 +116,18 @@ def seal(repo: Repository, root: Path, bucket: str, tree: bytes) -> bytes | None
             except (ValueError, NodeFormatError):
                 return None
             rows.append(entry_of(call, rel))
-    rows.sort(key=lambda e: e[F_SEQ])
-    columns = [list(column) for column in zip(*rows, strict=True)]
-    if not valid_columns(bucket, columns):
+    if not valid_columns(bucket, [list(column) for column in zip(*rows, strict=True)]):
         return None
-    header = {"v": BUCKET_INDEX_VERSION, "tree": tree_sha(contents).hex()}
-    header["fields"] = list(ENTRY_FIELDS)  # type: ignore[assignment]
+    return seal_data(rows, contents)
+
+
+def seal_data(rows: list[Entry], contents: TreeEntries) -> bytes:
+    """The committed index of a bucket whose tree (without ``index.json``) holds
+    ``contents`` and whose nodes have the entries ``rows``."""
+    rows = sorted(rows, key=lambda e: e[F_SEQ])
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    header: dict[str, object] = {"v": BUCKET_INDEX_VERSION, "tree": tree_sha(contents).hex()}
+    header["fields"] = list(ENTRY_FIELDS)
     return dumps(header) + b"\n" + dumps(columns) + b"\n"
 
 

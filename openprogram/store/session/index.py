@@ -14,7 +14,7 @@ from openprogram.context.nodes import MAX_COUNT, ROLE_LETTER, ROLES, Call
 TURNS_PER_BUCKET = 100
 # history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
 BUCKET_INDEX = "index.json"
-BUCKET_INDEX_VERSION = 1
+BUCKET_INDEX_VERSION = 2  # 2: the usage columns (tokens_in, tokens_out, cost)
 SEALS_PER_MAINTENANCE = 4  # older buckets still unsealed are sealed a few at a time
 BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
@@ -31,10 +31,27 @@ def node_relpath(call: Call) -> str:
 # session has ~25,000 of them, and tuples load and compare faster than dicts (open time).
 ENTRY_FIELDS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
-    "created_at", "path",
+    "created_at", "path", "tokens_in", "tokens_out", "cost",
 )  # fmt: skip
 F_SEQ, F_TURN, F_KIND, F_CALLER, F_PATH = 1, 2, 5, 7, 10
+F_TOKENS_IN, F_TOKENS_OUT, F_COST = 11, 12, 13
 Entry = tuple[Any, ...]
+
+
+def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None]:
+    """``(input tokens, output tokens, cost)`` of a node as the index keeps them: input
+    tokens None when the node records no ``usage`` at all, cost None when it has no price
+    (the rules of ``usage.totals.Totals.add``; a value of another type counts as 0)."""
+    usage = metadata.get("usage")
+    value = metadata.get("cost")
+    cost = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if cost is not None and not 0 <= cost < 1e15:  # also NaN
+        cost = None
+    if not isinstance(usage, Mapping) or not usage:
+        return None, 0, cost
+    counts = [usage.get("input_tokens"), usage.get("output_tokens")]
+    tokens = [c if type(c) is int and 0 <= c < 1 << 53 else 0 for c in counts]
+    return tokens[0], tokens[1], cost
 
 
 def entry_of(call: Call, path: str) -> Entry:
@@ -50,6 +67,7 @@ def entry_of(call: Call, path: str) -> Entry:
         call.predecessor,
         call.created_at,
         path,
+        *usage_of(call.metadata),
     )
 
 
@@ -78,7 +96,8 @@ def valid_columns(bucket: str, columns: Any) -> bool:
         return False
     if any(type(column) is not list for column in columns):
         return False
-    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns
+    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns[:11]
+    tokens_in, tokens_out, costs = columns[11:]
     count = len(ids)
     if count == 0 or any(len(column) != count for column in columns):
         return False
@@ -99,6 +118,14 @@ def valid_columns(bucket: str, columns: Any) -> bool:
     if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
         return False
     if min(seqs) < 0 or max(seqs) >= MAX_COUNT:
+        return False
+    if not set(map(type, tokens_in)) <= {int, type(None)} or set(map(type, tokens_out)) != {int}:
+        return False
+    if min(tokens_out) < 0 or any(t is not None and t < 0 for t in set(tokens_in)):
+        return False
+    if not set(map(type, costs)) <= {float, type(None)}:
+        return False
+    if not all(c is None or 0 <= c < 1e15 for c in set(costs)):  # NaN fails too
         return False
     first = int(bucket) * TURNS_PER_BUCKET
     if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:

@@ -41,12 +41,22 @@ from openprogram.store.session.files import (
 from openprogram.store.session.index import (
     BUCKET_INDEX,
     BUCKET_NAME,
+    F_CALLER,
     F_PATH,
+    F_SEQ,
     TURN_DIR_NAME,
     Entry,
     entry_of,
 )
 from openprogram.store.session.indexcache import TurnKey, read_cache, same_turn, write_cache
+from openprogram.store.session.indextotals import (
+    Totals,
+    add,
+    empty,
+    read_totals,
+    totals_of,
+    write_totals,
+)
 from openprogram.store.session.repository import TREE_MODE, Repository
 
 
@@ -71,6 +81,7 @@ class NodeIndex:
         self._mtimes: dict[str, dict[str, TurnKey]] = {}  # tracked bucket -> turn -> key
         self._unsaved: set[str] = set()  # tracked buckets changed since the cache was saved
         self._early: dict[str, dict[str, Entry]] = {}  # put into a bucket before it loaded
+        self._sealed: set[str] = set()  # loaded buckets taken from their committed index
         self.generation = 0  # bumped whenever loading changed which nodes are known
         self._reported: set[str] = set()  # symlinks already reported
 
@@ -79,6 +90,7 @@ class NodeIndex:
         """Forget everything, list the buckets (in HEAD and on disk), load the newest one."""
         self.entries.clear()
         self._ids.clear()
+        self._sealed.clear()
         self._trees.clear()
         self._mtimes.clear()
         trees = self._head_trees()
@@ -197,6 +209,7 @@ class NodeIndex:
             columns = sealed_columns(self.repo, self.root, bucket, tree, names)
             if columns is not None:
                 self._add(bucket, list(zip(*columns, strict=True)))
+                self._sealed.add(bucket)
                 return
         self._load_tracked(bucket, tree)
 
@@ -348,6 +361,7 @@ class NodeIndex:
                 self._rescan_changed(bucket, tree)
                 self._trees[bucket] = tree
             else:  # sealed now (its files may be leaving the disk), or taken sealed before
+                self._sealed.discard(bucket)
                 for node_id in self._ids.pop(bucket):
                     self.entries.pop(node_id, None)
                 self._mtimes.pop(bucket, None)
@@ -377,6 +391,76 @@ class NodeIndex:
         for node_id in [i for i in ids if self.entries[i][F_PATH].startswith(prefix)]:
             ids.discard(node_id)
             del self.entries[node_id]
+
+    # -- windows and totals ----------------------------------------------------------------
+    def window(self, tops: int) -> list[Entry]:
+        """The entries of the newest buckets, loaded until they hold at least ``tops``
+        turn-level nodes (or the whole session), in seq order: what a view of the newest
+        rows lays out."""
+        count = sum(1 for e in self.entries.values() if e[F_CALLER] is None)
+        while count < tops:
+            before = set(self._ids)
+            if not self.load_next():
+                break
+            for bucket in set(self._ids) - before:
+                count += sum(1 for i in self._ids[bucket] if self.entries[i][F_CALLER] is None)
+        return sorted(self.entries.values(), key=lambda e: e[F_SEQ])
+
+    def older_nodes(self) -> int:
+        """How many nodes the buckets not loaded yet hold (from their totals)."""
+        if not self._pending:
+            return 0
+        oldest_loaded = min(self._ids, key=int) if self._ids else None
+        return int(self.bucket_totals(oldest_loaded)["nodes"])
+
+    def bucket_totals(self, older_than: str | None = None) -> Totals:
+        """The totals (:mod:`indextotals`) of the session's buckets — of those older than
+        ``older_than`` only, when given — from the loaded entries, else the cached totals
+        of a sealed bucket at its tree in HEAD, else its committed index; a bucket that is
+        none of these is loaded."""
+        trees = self._head_trees()
+        cached = read_totals(self.root)
+        changed = False
+        total = empty()
+        names = self._bucket_names(trees)
+        if older_than is not None:
+            names = [b for b in names if int(b) < int(older_than)]
+        for bucket in names:
+            tree = trees.get(bucket)
+            hit = cached.get(bucket)
+            if (
+                hit is not None
+                and tree is not None
+                and hit["tree"] == tree.hex()
+                and (
+                    bucket not in self._ids
+                    or (bucket in self._sealed and self._trees[bucket] == tree)
+                )
+            ):
+                add(total, hit)
+                continue
+            part: Totals | None = None
+            if bucket not in self._ids and tree is not None:
+                columns = sealed_columns(self.repo, self.root, bucket, tree, set())
+                if columns is not None:
+                    part = totals_of(zip(*columns, strict=True))
+            if part is None:
+                while bucket not in self._ids and self.load_next(trees):
+                    pass
+                part = totals_of(self.entries[i] for i in self._ids.get(bucket, ()))
+                sealed = bucket in self._sealed and self._trees.get(bucket) == tree
+            else:
+                sealed = True
+            if sealed and tree is not None:
+                cached[bucket] = {**part, "tree": tree.hex()}
+                changed = True
+            add(total, part)
+        if changed:
+            try:
+                write_totals(self.root, cached)
+            except OSError:  # a cache: summed again next time
+                pass
+        return total
 
     def loaded_entries(self) -> Iterator[Entry]:
         return iter(self.entries.values())

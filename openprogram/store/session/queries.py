@@ -85,6 +85,35 @@ class SessionQueries:
         needs, without reading a node file."""
         return [_light(e) for e in self._all_entries()]
 
+    def light_window(self, tops: int) -> tuple[list[dict[str, Any]], int]:
+        """The newest nodes as :meth:`light_nodes` makes them — whole buckets, newest first,
+        until they hold ``tops`` turn-level nodes (or the whole session) — and how many
+        nodes are older than them.  A node whose predecessor is older is listed without it
+        (``metadata.cut``: the view starts there); no node file is read."""
+        with self._mu:
+            entries = self._index.window(tops)
+            older = self._index.older_nodes()
+        light = [_light(e) for e in entries]
+        known = {e[0] for e in entries}
+        kept = []
+        for node in light:
+            if node["caller"] is not None and node["caller"] not in known:
+                older += 1  # called from an older turn (a background run): not in the window
+                continue
+            if node["predecessor"] is not None and node["predecessor"] not in known:
+                node["predecessor"] = None
+                node["metadata"]["cut"] = True
+            kept.append(node)
+        return kept, older
+
+    def totals(self) -> dict[str, Any]:
+        """Counts of the whole session from its index (nodes, ``tops`` turn-level nodes,
+        ``turns``, ``kinds``, ``statuses``) and what its ``llm`` nodes used (``calls``,
+        ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``): no node file read,
+        the totals of sealed buckets kept in the local index cache."""
+        with self._mu:
+            return self._index.bucket_totals()
+
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``);
         copies, as :meth:`get`'s."""
