@@ -41,6 +41,7 @@ class Script:
         self.agent_calls = 0
         self.judge_calls: list[LLMRequest] = []
         self.other_calls = 0  # a title written after a few turns
+        self.agent_requests: list[LLMRequest] = []
 
     def __call__(self, request: LLMRequest) -> str:
         if not str(request.messages[0].get("content", "")).startswith(("You check", "You are")):
@@ -54,6 +55,7 @@ class Script:
             return verdict(False, f"only {n} papers so far", "find one more paper")
         n = self.agent_calls
         self.agent_calls += 1
+        self.agent_requests.append(request)
         if self.on_agent is not None:
             self.on_agent(n)
         return f"work {n}"
@@ -98,6 +100,8 @@ def test_a_goal_met_on_the_third_continuation_runs_four_turns_and_stops_there() 
         assert judge.kind == "function" and judge.status == "completed"
         assert [c.kind for c in under(result.session_id, judge.id)] == ["llm"]
     assert "The assistant's latest reply:\nwork 3" in script.judge_calls[-1].messages[-1]["content"]
+    # the checks are asides: later prompts show the turns' replies, never the judge's words
+    assert not [r for r in script.agent_requests if "goal_judge" in str(r.messages)]
     meta = default_db().open(result.session_id).meta
     assert meta["goal"]["status"] == "met"  # what `%openprogram goal` shows
     goal_events = [e["state"]["status"] for e in events if e["type"] == "goal"]

@@ -78,7 +78,9 @@ def answer(node: Call) -> str:
 
 def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
     """One earlier turn of the conversation as a user/assistant pair; a compaction's
-    summary node (``metadata.covers``) as the one message standing for the turns it covers."""
+    summary node (``metadata.covers``) as the one message standing for the turns it covers.
+    Calls made about the turn, not in it (``metadata.aside``: the goal's judge, a title,
+    a summary) are left out of it."""
     if "covers" in node.metadata:
         return summary_messages(node)
     if node.kind in ("turn", "reply"):
@@ -86,7 +88,7 @@ def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Me
         parts = [
             _child_part(c)
             for c in children(node)
-            if c.kind in ("function", "tool", "reply") and "covers" not in c.metadata
+            if c.kind in ("function", "tool", "reply") and not c.metadata.get("aside")
         ]
         if node.output not in (None, ""):
             parts.append(clip(as_text(node.output)))

@@ -174,6 +174,7 @@ def compact(
         SUMMARY_NAME,
         input={"turns": len(newly), "after": previous.id if previous else None},
         caller=caller,
+        aside=True,  # a later prompt shows it in place of what it covers, not in its turn
     )
     node = writer.append(node)
     limit = max(200, budget // SUMMARY_SHARE * 3)  # characters: tokens are chars / 3

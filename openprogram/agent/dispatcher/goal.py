@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from openprogram.agentic_programming.function import agentic_function, using_call_id
+from openprogram.agent.dispatcher.aside import run_aside
+from openprogram.agentic_programming.function import agentic_function
 from openprogram.agentic_programming.stopping import RunStopped, stop_requested
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import UserError
@@ -140,9 +141,10 @@ def judge_turn(prepared: PreparedTurn, request: TurnRequest, result: TurnResult)
     goal = as_goal(request.goal)
     assert goal is not None
     reply = result.text if len(result.text) <= REPLY_CHARS else result.text[:REPLY_CHARS] + "…"
+    reply = reply or "(no reply)"
     try:
-        with using_call_id(prepared.writer.head_for_finalize()):
-            said = judge_goal(goal.text, reply or "(no reply)")
+        writer = prepared.writer
+        said = run_aside(writer.nodes, writer.head_for_finalize(), judge_goal, goal.text, reply)
     except RunStopped:  # a stop during the check: the turn stands, the run ends
         return Verdict(False, "stopped during the goal check", status=STOPPED)
     except Exception as exc:  # the check failed (provider down...): the turn stands

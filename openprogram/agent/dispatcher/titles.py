@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openprogram.agentic_programming.function import agentic_function, using_call_id
+from openprogram.agent.dispatcher.aside import run_aside
+from openprogram.agentic_programming.function import agentic_function
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import UserError
 
@@ -86,8 +87,7 @@ def after_turn(prepared: PreparedTurn) -> None:
         return
     conversation = "\n".join(_turn_line(session, n.id) for n in reversed(chain[:RETITLE_AFTER]))
     try:
-        with using_call_id(user.id):
-            title = clean_title(write_title(conversation))
+        title = clean_title(run_aside(prepared.writer.nodes, user.id, write_title, conversation))
     except Exception:  # no model, a provider error: the first message's title stays
         return
     if title:
