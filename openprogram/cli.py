@@ -410,6 +410,7 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         replay=args.replay or args.record_misses,
         record_misses=args.record_misses,
+        only_stale=args.only_stale,
     )
     print(f"session: {result.session_id}")
     print(f"wrote {result.path}")
@@ -435,6 +436,11 @@ def add_run_parser(sub: SubParsers) -> None:
         "--record-misses",
         action="store_true",
         help="with --replay: calls not recorded go to the configured provider and are recorded",
+    )
+    p.add_argument(
+        "--only-stale",
+        action="store_true",
+        help="replay unchanged cells; run the stale ones (cell, docstring, model changed) live",
     )
     p.set_defaults(handler=run_notebook_cmd)
 

@@ -50,12 +50,15 @@ def run_notebook(
     kernel_name: str | None = None,
     replay: bool = False,
     record_misses: bool = False,
+    only_stale: bool = False,
 ) -> RunResult:
     """Execute the notebook, continuing its session; with ``replay`` every LLM call is
     answered from that session's recording (no key needed), the run's turns forming a
     new branch from the session's root — so each prompt is rendered as in the recorded
     run — and with ``record_misses`` a call not recorded is answered by the provider the
-    notebook asks for (recorded on that branch) instead of failing."""
+    notebook asks for (recorded on that branch) instead of failing; ``only_stale``: a
+    replay whose stale cells (cell text, a docstring or code, the provider or model
+    changed since recorded) run live, every call of them, and the rest replay."""
     import nbformat
 
     from openprogram_magics.kernels import QuietClient
@@ -66,8 +69,12 @@ def run_notebook(
     parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
     env: dict[str, str] = {}
     mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
+    if only_stale:
+        replay = record_misses = True
     if replay:
         stored, env = replay_setup(parsed, source.name, record_misses)
+        if only_stale:
+            env["OPENPROGRAM_REPLAY_STALE"] = "1"
         mode = {"session_id": stored["session_id"], "record_misses": record_misses}
     else:
         stored = with_last_turn(stored, nb.cells)

@@ -92,7 +92,8 @@ def _forced_replay(session_id: str, asked: str | Provider | None, model: str | N
     fallback = None
     if os.environ.get("OPENPROGRAM_REPLAY_MISSES") and asked not in (None, "replay"):
         fallback = create_provider(asked, model) if isinstance(asked, str) else asked
-    return ReplayProvider(session_id, fallback=fallback)
+    stale = bool(os.environ.get("OPENPROGRAM_REPLAY_STALE"))  # `run --only-stale`
+    return ReplayProvider(session_id, fallback=fallback, live_stale=stale)
 
 
 def create_runtime(

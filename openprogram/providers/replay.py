@@ -185,12 +185,21 @@ class ReplayProvider:
     name = "replay"
 
     def __init__(
-        self, session_id: str, *, db: Any = None, fallback: Provider | None = None
+        self,
+        session_id: str,
+        *,
+        db: Any = None,
+        fallback: Provider | None = None,
+        live_stale: bool = False,
     ) -> None:
         session = (db or default_db()).open(session_id)
         self.session_id = session_id
         self.model = "replay"
         self.fallback = fallback
+        # `openprogram run --only-stale`: every call of a stale cell goes to ``fallback``
+        self.live_stale = live_stale and fallback is not None
+        self._stale_turns: dict[str, bool] = {}
+        self._recorded = _recorded_cells(session.nodes()) if self.live_stale else {}
 
         def messages_of(node: Any) -> Any:
             return sent_messages(session, node)
@@ -219,6 +228,8 @@ class ReplayProvider:
         self._places[group] = place + 1
         own = redact_secrets(prompt_text(own_messages(request)))
         prompt = redact_secrets(prompt_text(request.messages))
+        if self.live_stale and self.fallback is not None and self._is_stale(cell, frame, session):
+            return self.fallback.complete(request, on_delta)
         found = self._take(cell, function, place, own, prompt)
         if found is not None:
             if on_delta is not None:
@@ -227,6 +238,34 @@ class ReplayProvider:
         if self.fallback is not None:
             return self.fallback.complete(request, on_delta)
         raise ReplayMiss(self._miss(cell, function, place, own, prompt))
+
+    def _is_stale(self, cell: Cell, frame: str | None, session: Any) -> bool:
+        """Whether the cell a call is made in is stale: no recording of its text, a
+        function in the call's chain whose docstring or code differ from every recording
+        of it in that cell, or another provider or model than the cell recorded.  Once
+        stale, every later call of that turn is too."""
+        key = cell.turn or ""
+        if self._stale_turns.get(key):
+            return True
+        recorded = self._recorded.get(cell.hash)
+        stale = recorded is None
+        node_id = frame
+        seen: set[str] = set()
+        while not stale and node_id is not None and node_id not in seen:
+            seen.add(node_id)
+            node = _get(session, node_id)
+            if node is None:
+                break
+            if node.kind == "function":
+                known = recorded.functions.get(node.name) if recorded else None
+                now = (node.metadata.get("doc_hash"), node.metadata.get("source_hash"))
+                stale = known is not None and now[0] is not None and now not in known
+            node_id = node.caller
+        if not stale and recorded is not None and recorded.models and self.fallback is not None:
+            now_model = (self.fallback.name, getattr(self.fallback, "model", None))
+            stale = now_model not in recorded.models
+        self._stale_turns[key] = stale
+        return stale
 
     def _take(
         self, cell: Cell, function: str, place: int, own: str, prompt: str
@@ -272,6 +311,35 @@ class ReplayProvider:
             detail = f"its prompt differs from the closest recording, {_named(near)}:\n"
             detail += prompt_diff(near.own, own)
         return f"{head}; {detail}\n{how}"
+
+
+@dataclass
+class RecordedCell:
+    """What a cell's recorded turns ran: each function's (doc_hash, source_hash) and the
+    (provider, model) of its answered calls (replayed answers left out)."""
+
+    functions: dict[str, set[tuple[Any, Any]]]
+    models: set[tuple[str, Any]]
+
+
+def _recorded_cells(nodes: list[Any]) -> dict[str, RecordedCell]:
+    by_id = {node.id: node for node in nodes}
+    cells: dict[str, RecordedCell] = {}
+    for node in nodes:
+        if node.kind in ("turn",):
+            cells.setdefault(cell_of(node).hash, RecordedCell({}, set()))
+        if node.kind not in ("function", "llm"):
+            continue
+        top = _top(node.caller, by_id.get)
+        if top is None or top.kind != "turn":
+            continue
+        cell = cells.setdefault(cell_of(top).hash, RecordedCell({}, set()))
+        if node.kind == "function":
+            hashes = (node.metadata.get("doc_hash"), node.metadata.get("source_hash"))
+            cell.functions.setdefault(node.name, set()).add(hashes)
+        elif node.name != "replay":
+            cell.models.add((node.name, node.metadata.get("model")))
+    return cells
 
 
 def _named(rec: Recorded) -> str:
