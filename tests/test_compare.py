@@ -48,7 +48,6 @@ def reply(request: LLMRequest) -> str:
     return "bug" if "crash" in last else "feature"
 
 
-
 @pytest.fixture
 def shell(bare_shell: Shell) -> Shell:
     bare_shell.magics.history_turns = 20
@@ -147,8 +146,10 @@ def test_same_prompts_different_answers_is_non_determinism(shell: Shell) -> None
     report = shell.line(f"diff {tip} head --lines").report
     loose = [r for r in report.rows if r.cause == "nondeterministic"]
     assert len(loose) == 2 and all(not r.prompt_diff for r in loose)
-    assert any("same prompt, different answer: the model is not deterministic" in f
-               for f in report.findings)
+    assert any(
+        "same prompt, different answer: the model is not deterministic" in f
+        for f in report.findings
+    )
 
 
 def test_from_a_node_that_is_not_there_is_one_line(shell: Shell) -> None:
@@ -175,3 +176,26 @@ def test_diff_of_turns_and_bad_input(shell: Shell, capsys: pytest.CaptureFixture
     assert "no node 'n_nothere00'" in capsys.readouterr().err
 
 
+def test_the_saved_diff_survives_a_reopen_and_nbconvert(shell: Shell, tmp_path: Any) -> None:
+    """The diff's static form is in the saved output: read back with no kernel, and
+    nbconvert's HTML shows it (checked without a browser)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    shell.use_provider(reply)
+    run_cells(shell, OLD_DOC, CELLS[:2])
+    tip = turns_of(session_id(shell))[-1].id
+    run_cells(shell, NEW_DOC, CELLS[:2], first="root")
+    bundle = shell.line(f"diff {tip} head --lines").bundle()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(f"%openprogram diff {tip} head --lines")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=bundle)]
+    nb.cells = [cell]
+    path = tmp_path / "diff.ipynb"
+    nbformat.write(nb, path)
+    reopened = nbformat.read(path, as_version=4)  # no kernel
+    data = reopened.cells[0].outputs[0]["data"]
+    assert data[DIFF_MIME]["counts"]["paired"] == 6
+    html, _ = HTMLExporter().from_notebook_node(reopened)
+    assert "the docstring of `triage` changed, and 1 answer changed with it" in html
+    assert f"A: the line ending at {tip}" in html
