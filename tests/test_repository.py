@@ -184,12 +184,24 @@ def test_concurrent_writers_each_land_their_commit_or_see_it_moved(repo: Reposit
     fsck(repo.worktree)
 
 
+def test_a_commit_is_one_pack_git_reads_and_fsck_finds_clean(repo: Repository) -> None:
+    before = set(os.listdir(repo.git_dir / "objects" / "pack"))
+    repo.commit({f"history/0000/000001/{i}.json": b"node %d" % i for i in range(8)}, "turn")
+    added = set(os.listdir(repo.git_dir / "objects" / "pack")) - before
+    assert sorted(name.rsplit(".", 1)[1] for name in added) == ["idx", "pack"]
+    assert loose_objects(repo.git_dir) == []
+    assert git(repo.worktree, "show", "HEAD:history/0000/000001/5.json") == "node 5"
+    assert git(repo.worktree, "log", "--format=%s").splitlines()[0] == "turn"
+    fsck(repo.worktree)
+    assert repo.blob_at("history/0000/000001/7.json") == b"node 7"  # gitdb reads it too
+
+
 def test_packing_leaves_no_loose_object_and_everything_readable(repo: Repository) -> None:
     shas = [repo.store(b"blob", b"blob %d" % i) for i in range(30)]
     repo.commit({f"d/{i}": b"file %d" % i for i in range(30)}, "many")
-    assert loose_objects(repo.git_dir)
+    assert len(loose_objects(repo.git_dir)) == 30  # a commit's own objects are one pack
     packed = pack_loose(repo.worktree)
-    assert packed > 60
+    assert packed == 30
     assert loose_objects(repo.git_dir) == []
     assert all(repo.read(sha) == b"blob %d" % i for i, sha in enumerate(shas))
     assert git(repo.worktree, "show", "HEAD:d/7") == "file 7"

@@ -1,19 +1,31 @@
-"""Loose objects and packs of a session repository: writing one loose object (``zlib`` of
-``<kind> <size>\\0<data>``, named by its SHA-1, as git writes them) on a commit's path, and
-packing them later — run by the detached maintenance, never on a commit's path.
+"""Loose objects and packs of a session repository.
+
+A commit's objects are written as one small pack (:func:`write_pack`: git's documented
+pack v2 and index v2 formats, undeltified), so a turn creates two object files whatever
+its number of nodes; the index is renamed into place before the pack, so a reader that
+lists packs (git looks for ``.idx`` files with a ``.pack``, gitdb for ``.pack`` files)
+never sees a pack without its index, and the ref moves only after both.  One loose object
+(``zlib`` of ``<kind> <size>\\0<data>``, named by its SHA-1, as git writes them) is what
+other writers (a merge, tests) store.  The detached maintenance merges the small packs and
+packs loose objects (:func:`pack_loose`), never on a commit's path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import struct
 import threading
+import time
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 
 from openprogram.store.session.safegit import run_git
 
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
+PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+STRAY_INDEX_S = 3600.0  # an .idx without its .pack older than this: a writer died between
 
 
 def write_loose(objects: str, kind: bytes, data: bytes) -> bytes:
@@ -45,6 +57,125 @@ def write_loose(objects: str, kind: bytes, data: bytes) -> bytes:
     return binsha
 
 
+def _pack_entry(kind: bytes, data: bytes) -> bytes:
+    """One undeltified object of a pack: its type-and-size header, then ``zlib(data)``."""
+    size = len(data)
+    byte = (PACK_TYPES[kind] << 4) | (size & 0x0F)
+    size >>= 4
+    header = bytearray()
+    while size:
+        header.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    header.append(byte)
+    return bytes(header) + zlib.compress(data, 1)
+
+
+def pack_index(entries: list[tuple[bytes, int, int]], pack_sha: bytes) -> bytes:
+    """The v2 ``.idx`` of a pack: ``entries`` are (binsha, crc32, offset) of its objects."""
+    entries = sorted(entries)
+    fanout = [0] * 256
+    for binsha, _crc, _offset in entries:
+        fanout[binsha[0]] += 1
+    total = 0
+    for i in range(256):
+        total += fanout[i]
+        fanout[i] = total
+    large: list[int] = []
+    offsets = []
+    for _sha, _crc, offset in entries:
+        if offset < 0x80000000:
+            offsets.append(offset)
+        else:  # past 2 GiB: an index into the table of 8-byte offsets
+            offsets.append(0x80000000 | len(large))
+            large.append(offset)
+    body = b"".join(
+        [
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            b"".join(e[0] for e in entries),
+            struct.pack(f">{len(entries)}I", *(e[1] for e in entries)),
+            struct.pack(f">{len(offsets)}I", *offsets),
+            struct.pack(f">{len(large)}Q", *large),
+            pack_sha,
+        ]
+    )
+    return body + hashlib.sha1(body).digest()
+
+
+def write_pack(objects: str, items: Iterable[tuple[bytes, bytes, bytes]]) -> str | None:
+    """Write ``items`` ((binsha, kind, data) each) as one pack with its index into
+    ``objects/pack``; returns the pack's name (``pack-<sha>``), None when there was nothing.
+
+    The ``.idx`` is renamed into place first, then the ``.pack``: git uses a pack only once
+    both exist, gitdb lists ``.pack`` files; the caller moves its ref after this returns,
+    so what a ref names is always in a complete pack."""
+    parts: list[bytes] = []
+    entries: list[tuple[bytes, int, int]] = []
+    offset = 12
+    seen: set[bytes] = set()
+    for binsha, kind, data in items:
+        if binsha in seen:
+            continue
+        seen.add(binsha)
+        entry = _pack_entry(kind, data)
+        entries.append((binsha, zlib.crc32(entry), offset))
+        parts.append(entry)
+        offset += len(entry)
+    if not entries:
+        return None
+    body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
+    pack_sha = hashlib.sha1(body).digest()
+    name = f"pack-{pack_sha.hex()}"
+    folder = f"{objects}/pack"
+    tag = f"{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
+    done = []
+    try:
+        for suffix, data in ((".idx", pack_index(entries, pack_sha)), (".pack", body + pack_sha)):
+            tmp = f"{folder}/tmp_{suffix[1:]}_{tag}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            except FileNotFoundError:  # no pack folder yet (a repository made by hand)
+                os.makedirs(folder, exist_ok=True)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            done.append(tmp)
+            os.rename(tmp, f"{folder}/{name}{suffix}")
+            done[-1] = ""
+    finally:
+        for tmp in done:
+            if tmp:
+                os.unlink(tmp)
+    return name
+
+
+def remove_stray_indexes(git_dir: Path, older_than_s: float = STRAY_INDEX_S) -> int:
+    """Delete ``.idx`` files whose ``.pack`` never arrived (a writer killed between the two
+    renames of :func:`write_pack`); returns how many."""
+    folder = git_dir / "objects" / "pack"
+    try:
+        names = set(os.listdir(folder))
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    now = time.time()
+    for name in names:
+        if name.endswith(".idx") and name[:-4] + ".pack" not in names:
+            try:
+                if now - os.lstat(folder / name).st_mtime > older_than_s:
+                    os.unlink(folder / name)
+                    removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
 def loose_objects(git_dir: Path) -> list[str]:
     """The hex names of the loose objects."""
     names = []
@@ -61,6 +192,7 @@ def pack_loose(worktree: Path) -> int:
     deltas, again without a walk).  Returns how many objects were packed.  Concurrent
     commits are safe: only loose objects that are in a pack are deleted."""
     git_dir = worktree / ".git"
+    remove_stray_indexes(git_dir)
     names = loose_objects(git_dir)
     if names:
         stdin = ("\n".join(names) + "\n").encode()

@@ -2,10 +2,11 @@
 (:mod:`refs`) and loose objects and packs (:mod:`packing`).
 
 The only part of the store that knows git's formats (with :mod:`refs` and :mod:`packing`).
-Objects are written loose (:func:`packing.write_loose`) and read through gitdb's public
-``stream()`` (loose or packed); trees and commits are git's documented object formats; a
-ref moves by compare-and-swap under git's own lock protocol (:func:`refs.update_ref`).
-Every git subprocess runs through :func:`safegit.run_git`.
+A commit's objects are written as one small pack (:func:`packing.write_pack`) before its
+ref moves; an object stored outside a commit is written loose (:func:`packing.write_loose`);
+both are read through gitdb's public ``stream()`` (loose or packed); trees and commits
+are git's documented object formats; a ref moves by compare-and-swap under git's own
+lock protocol (:func:`refs.update_ref`).  Every git subprocess runs through :func:`safegit.run_git`.
 
 A turn is committed without git's index (which costs O(tracked files) per commit): only
 the blobs and the trees on the paths that changed are written, so with the history sharded
@@ -15,14 +16,16 @@ the blobs and the trees on the paths that changed are written, so with the histo
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import MAX_FILE_BYTES
-from openprogram.store.session.packing import write_loose
+from openprogram.store.session.packing import write_loose, write_pack
 from openprogram.store.session.refs import MAIN_REF, read_ref, update_ref
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
@@ -61,18 +64,19 @@ def parse_tree(data: bytes) -> TreeEntries:
     return entries
 
 
+def _git_order(item: tuple[str, tuple[bytes, int]]) -> bytes:
+    """Git's order of tree entries: by name, a folder compared as if it ended in ``/``."""
+    name, (_sha, mode) = item
+    return (name + "/" if mode == TREE_MODE else name).encode("utf-8", "surrogateescape")
+
+
 def tree_data(entries: TreeEntries, *, ordered: bool = False) -> bytes:
     """The content of the tree object holding ``entries`` (``ordered``: already in git's
     order, as :func:`parse_tree` returns them).  Git orders entries by name, comparing a
     folder as if its name ended in ``/``."""
     items = entries.items()
     if not ordered:
-
-        def key(item: tuple[str, tuple[bytes, int]]) -> bytes:
-            name, (_sha, mode) = item
-            return (name + "/" if mode == TREE_MODE else name).encode("utf-8", "surrogateescape")
-
-        items = sorted(items, key=key)  # type: ignore[assignment]
+        items = sorted(items, key=_git_order)  # type: ignore[assignment]
     return b"".join(
         b"%o %s\0%s" % (mode, name.encode("utf-8", "surrogateescape"), sha)
         for name, (sha, mode) in items
@@ -118,11 +122,33 @@ class Repository:
         self._odb: GitDB | None = None  # made on first read: importing gitdb takes time
         self._trees: dict[bytes, TreeEntries] = {}
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
+        self._local = threading.local()  # .pending: this thread's batch (sha -> kind, data)
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
-        """Write one loose object; returns its binary sha (:func:`packing.write_loose`)."""
-        return write_loose(self._objects, kind, data)
+        """Store one object; returns its binary sha.  Inside :meth:`batch` it is kept for
+        the batch's pack, else written loose (:func:`packing.write_loose`)."""
+        pending: dict[bytes, tuple[bytes, bytes]] | None = getattr(self._local, "pending", None)
+        if pending is None:
+            return write_loose(self._objects, kind, data)
+        binsha = object_sha(kind, data)
+        pending[binsha] = (kind, data)
+        return binsha
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Objects stored by this thread in the block are written as one pack when it ends
+        (nothing when it raises); nested blocks join the outer one."""
+        if getattr(self._local, "pending", None) is not None:
+            yield
+            return
+        pending: dict[bytes, tuple[bytes, bytes]] = {}
+        self._local.pending = pending
+        try:
+            yield
+        finally:
+            self._local.pending = None
+        write_pack(self._objects, ((sha, kind, data) for sha, (kind, data) in pending.items()))
 
     @property
     def odb(self) -> GitDB:
@@ -134,6 +160,12 @@ class Repository:
     def read(self, binsha: bytes, limit: int | None = None) -> bytes:
         """The content of an object, loose or packed (one over ``limit`` bytes is refused
         with :class:`CorruptedFile` before it is inflated)."""
+        pending = getattr(self._local, "pending", None)
+        if pending is not None and binsha in pending:  # stored in this batch, not written yet
+            data = pending[binsha][1]
+            if limit is not None and len(data) > limit:
+                raise CorruptedFile(binsha.hex(), f"an object of {len(data)} bytes (refused)")
+            return data
         try:
             stream = self.odb.stream(binsha)
         except Exception:
@@ -155,8 +187,11 @@ class Repository:
             self._remember(binsha, cached)
         return dict(cached)
 
-    def write_tree(self, entries: TreeEntries) -> bytes:
-        binsha = self.store(b"tree", tree_data(entries))
+    def write_tree(self, entries: TreeEntries, *, ordered: bool = False) -> bytes:
+        """Store the tree of ``entries`` (``ordered``: already in git's order)."""
+        if not ordered:  # remembered in git's order too: a later edit keeps it
+            entries = dict(sorted(entries.items(), key=_git_order))
+        binsha = self.store(b"tree", tree_data(entries, ordered=True))
         self._remember(binsha, dict(entries))
         return binsha
 
@@ -231,9 +266,11 @@ class Repository:
     ) -> bytes:
         """Commit ``files`` (path -> content; None deletes) on top of ``ref`` and move it
         there by compare-and-swap; returns the commit's binary sha.  ``author``: who made
-        the change (``Name <email>``; the openprogram actor when None)."""
+        the change (``Name <email>``; the openprogram actor when None).  Its new objects
+        are one pack, complete with its index before the ref moves."""
         parent = self.read_ref(ref)
-        binsha = self.make_commit(files, message, parent, when=when, author=author)
+        with self.batch():
+            binsha = self.make_commit(files, message, parent, when=when, author=author)
         self.update_ref(ref, binsha, parent)
         return binsha
 
@@ -268,6 +305,9 @@ class Repository:
         return self._merge(self.read_tree(tree), nested)
 
     def _merge(self, entries: TreeEntries, changes: Mapping[str, object]) -> bytes:
+        # entries come in git's order (parse_tree); replacing a name keeps its place, so
+        # only a tree that gains a name is sorted again (history/ gains one per bucket)
+        ordered = all(name in entries for name in changes)
         for name, change in changes.items():
             if isinstance(change, dict):
                 old = entries.get(name)
@@ -278,7 +318,7 @@ class Repository:
             else:
                 assert isinstance(change, bytes)
                 entries[name] = (self.store(b"blob", change), BLOB_MODE)
-        return self.write_tree(entries)
+        return self.write_tree(entries, ordered=ordered)
 
     def read_paths(self, paths: list[str], ref: str = MAIN_REF) -> dict[str, bytes]:
         """The contents of many files of ``ref`` at once, inflated by git rather than Python:

@@ -278,12 +278,13 @@ class Session(SessionQueries):
     def commit(self, message: str) -> str | None:
         """Write this process's changed nodes and ``meta.json``, and make one commit.
 
-        The node files and their blobs are written before taking the session lock (they
+        The node files are written before taking the session lock (they
         are this process's own); under it only ``meta.json``, the trees, the commit and the
-        ref are written — what another writer waits for.  A maintenance it asks for is
-        started after the lock is released."""
+        ref are written — what another writer waits for.  The commit's objects are one
+        pack (:meth:`Repository.commit`), not a loose file each.  A maintenance it asks
+        for is started after the lock is released."""
         with self._mu:
-            written, _made = self._node_files({}, store=True)
+            written, _made = self._node_files({})
         with self.lock, self._mu:
             sha, maintain = self._commit_locked(message, written)
         if maintain and maintenance.spawn(self.path):
@@ -293,11 +294,10 @@ class Session(SessionQueries):
         return sha
 
     def _node_files(
-        self, written: dict[str, bytes | None], *, store: bool = False
+        self, written: dict[str, bytes | None]
     ) -> tuple[dict[str, bytes | None], set[str]]:
         """The files of this process's changed nodes (path -> content), each written to disk
-        (and, with ``store``, as a git blob) unless ``written`` has that content already;
-        and their turn folders."""
+        unless ``written`` has that content already; and their turn folders."""
         files: dict[str, bytes | None] = {}
         made: set[str] = set()
         left_out: dict[str, bool] = {}
@@ -316,8 +316,6 @@ class Session(SessionQueries):
                     except FileNotFoundError:  # a maintenance just left the folder out
                         ensure_dir(self.path, rel_dir)
                         atomic_write(self.path / rel, data)
-                if store:
-                    self.git.store(b"blob", data)
             made.add(rel_dir)
             files[rel] = data
         return files, made
@@ -326,7 +324,7 @@ class Session(SessionQueries):
         self, message: str, written: dict[str, bytes | None] | None = None
     ) -> tuple[str | None, bool]:
         """The commit (the caller holds the lock); returns its sha and whether a
-        maintenance is due.  ``written``: node files already on disk, blobs stored."""
+        maintenance is due.  ``written``: node files already on disk."""
         if not self._dirty:
             return None, False
         for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
