@@ -11,23 +11,11 @@ import pytest
 
 from openprogram.cli import main as cli_main
 from openprogram.store.session.store import SessionStore
+from tests.test_compare import AGENTS, OLD_DOC
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
-DEFS = '''%load_ext openprogram_magics
-%openprogram provider test
-from openprogram import agentic_function
-
-@agentic_function
-def triage(ticket: str, runtime=None) -> str:
-    """Classify the support ticket as bug, feature or question."""
-    return runtime.exec(ticket)
-
-@agentic_function
-def summarize(text: str, runtime=None) -> str:
-    """{doc}"""
-    return runtime.exec(text)
-'''
+DEFS = "%load_ext openprogram_magics\n%openprogram provider test\n" + AGENTS
 CELLS = [
     '%%openprogram\ntriage("the app crashes on save")',
     '%%openprogram\ntriage("add a dark mode")',
@@ -38,7 +26,11 @@ CELLS = [
 def notebook(path: Path, doc: str, cells: list[str]) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nb.cells = [nbformat.v4.new_code_cell(DEFS.replace("{doc}", doc))]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            DEFS.replace("{doc}", OLD_DOC).replace("Summarize the day's tickets in one line.", doc)
+        )
+    ]
     nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
     nbformat.write(nb, path)
     return path

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
+from openprogram.compare.diffs import prompt_text as prompt_text  # one rendering of a prompt
 from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ReplayMiss as ReplayMiss  # moved; old path kept
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider
@@ -43,19 +43,6 @@ from openprogram.store.vars import get_call_id, get_store, get_turn_id
 Key = tuple[str, str, str]  # (cell hash, function, own prompt hash)
 MAX_DIFF_LINES = 12
 TURN_FRAME = "<turn>"
-
-
-def prompt_text(messages: Any) -> str:
-    """The rendered prompt as text, one ``role: content`` block per message."""
-    if not isinstance(messages, list):
-        return ""
-    parts = []
-    for message in messages:
-        if isinstance(message, dict):
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
-            parts.append(f"{message.get('role')}: {text}")
-    return "\n".join(parts)
 
 
 def text_hash(text: str) -> str:
