@@ -59,12 +59,23 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
     return {"boolean": True, "null": None}.get(kind, "a")
 
 
+REQUESTS_KEPT = 256  # the newest requests an offline provider keeps (a kernel runs for days)
+
+
+def _keep(requests: list[LLMRequest], request: LLMRequest) -> None:
+    """Remember ``request``, forgetting the oldest beyond :data:`REQUESTS_KEPT`."""
+    requests.append(request)
+    if len(requests) > REQUESTS_KEPT:
+        del requests[: len(requests) - REQUESTS_KEPT]
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text.split()))
 
 
 class TestProvider:
-    """Deterministic offline model.  ``requests`` holds every request received."""
+    """Deterministic offline model.  ``requests`` holds the newest requests received (the
+    last :data:`REQUESTS_KEPT`)."""
 
     __test__ = False  # not a pytest test class
     name = "test"
@@ -119,7 +130,7 @@ class TestProvider:
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
-        self.requests.append(request)
+        _keep(self.requests, request)
         calls = self._calls(request)
         if calls:
             prompt = sum(_tokens(str(m.get("content", ""))) for m in request.messages)
@@ -183,7 +194,7 @@ class FunctionProvider:
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
-        self.requests.append(request)
+        _keep(self.requests, request)
         out = self.fn(request)
         if isinstance(out, list) and all(isinstance(c, ToolCall) for c in out):
             out = LLMResponse("", tool_calls=out, finish_reason="tool_calls")
