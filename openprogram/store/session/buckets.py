@@ -61,13 +61,19 @@ def _blob_or_file(repo: Repository, blob: bytes, path: str) -> bytes:
 
 
 def sealed_columns(
-    repo: Repository, root: Path, bucket: str, tree: bytes, turns_on_disk: set[str] | None
+    repo: Repository,
+    root: Path,
+    bucket: str,
+    tree: bytes,
+    turns_on_disk: set[str] | None,
+    fetched: bytes | None = None,
 ) -> list[list[Any]] | None:
     """The entries (columns) of the committed index of ``bucket`` whose tree is ``tree``,
     or None when there is none, it is malformed, or it does not match the tree (or, unless
     ``turns_on_disk`` is None, a folder on disk is not one of the tree's: files the tree
     lacks; folders of the tree missing on disk are fine, their nodes are read from git).
-    With ``turns_on_disk`` None only the header is checked and ``[]`` means sealed."""
+    With ``turns_on_disk`` None only the header is checked and ``[]`` means sealed.
+    ``fetched``: the index's content read already (used when it is the committed blob)."""
     try:
         contents = repo.read_tree(tree)
         index = contents.pop(BUCKET_INDEX, None)
@@ -75,7 +81,10 @@ def sealed_columns(
             return None
         if turns_on_disk is not None and not turns_on_disk <= contents.keys():
             return None
-        data = _blob_or_file(repo, index[0], f"{root}/history/{bucket}/{BUCKET_INDEX}")
+        if fetched is not None and object_sha(b"blob", fetched) == index[0]:
+            data = fetched  # read with others by one `git cat-file --batch` (deltas in C)
+        else:
+            data = _blob_or_file(repo, index[0], f"{root}/history/{bucket}/{BUCKET_INDEX}")
         head, _, body = data.partition(b"\n")
         header = loads(head)
         if (
