@@ -77,9 +77,10 @@ def belongs_to(meta: dict[str, Any]) -> str:
     chat — from ``meta.json``'s title and source (a problem reading it wins)."""
     if meta.get("problem"):
         return str(meta["problem"])
-    if meta.get("place"):  # where this machine last used it (the notebook where it is now)
-        return str(meta["place"])
     title, source = str(meta.get("title") or ""), str(meta.get("source") or "")
+    if meta.get("place"):  # where this machine last used it (the notebook where it is now)
+        named = meta.get("title_source") in ("model", "user")  # a chat's title, or yours
+        return f"{title} · {meta['place']}" if named and title else str(meta["place"])
     if title and title != meta.get("id"):
         if source == "cli" and str(meta.get("id", "")).startswith("research"):
             return f"research: {title}"
@@ -519,6 +520,7 @@ def chat_cmd(args: argparse.Namespace) -> int:
     from openprogram.providers import create_runtime
     from openprogram.store.session.ids import mint_session_id, validate_session_id
 
+    goal = chat_goal(args)  # a bad limit: one line, before anything else
     runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
     session_id = validate_session_id(args.session) if args.session else mint_session_id("chat")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
@@ -535,9 +537,11 @@ def chat_cmd(args: argparse.Namespace) -> int:
             return 0
         if not text.strip():
             continue
-        result, streamed = chat_turn(text, session_id=session_id, runtime=runtime)
+        result, streamed = chat_turn(text, session_id=session_id, runtime=runtime, goal=goal)
         if not streamed:
             print(result.text)
+        if result.goal is not None and result.goal["status"] != "question":
+            goal = None  # the run ended (met, a limit, a stop): later messages are plain
         if result.status != "completed":
             print(f"openprogram: the reply ended {result.status}: {result.error}", file=sys.stderr)
             if messages is not None:
@@ -555,7 +559,26 @@ def add_chat_parser(sub: SubParsers) -> None:
         metavar="TEXT",
         help="send TEXT and exit (repeatable); without it, read messages from the terminal",
     )
+    p.add_argument(
+        "--goal",
+        metavar="TEXT",
+        help="keep working on TEXT: after each reply a check decides whether it is met; "
+        "if not, a continuation turn follows",
+    )
+    p.add_argument(
+        "--goal-turns", type=int, default=None, metavar="N", help="at most N continuation turns"
+    )
     p.set_defaults(handler=chat_cmd)
+
+
+def chat_goal(args: argparse.Namespace) -> Any:
+    """``--goal`` as a ``Goal`` (None without one); a bad limit is a one-line error."""
+    from openprogram.agent.dispatcher.goal import DEFAULT_MAX_TURNS, Goal
+
+    if args.goal is None:
+        return None
+    turns = DEFAULT_MAX_TURNS if args.goal_turns is None else args.goal_turns
+    return Goal(args.goal, max_turns=turns)
 
 
 # -- the command table -------------------------------------------------------------------------

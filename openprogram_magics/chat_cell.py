@@ -24,6 +24,7 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     from openprogram.agent.session_db import default_db
     from openprogram.errors import UserError
     from openprogram_magics.ask import notebook_ask_handler
+    from openprogram_magics.chatcommands import goal_done, notebook_goal
     from openprogram_magics.notebook import MIME_TYPE
     from openprogram_magics.turn import chained_after
 
@@ -44,9 +45,11 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
             tools=tools_in(shell.user_ns),
             after=after,
             ask=notebook_ask_handler,
+            goal=notebook_goal(magics),
         )
     except UserError as exc:
         raise UsageError(str(exc)) from None
+    goal_done(magics, result.goal)
     done = replace(meta, last_turn_id=result.user_node_id)
     magics.turn_done(done, pinned)
     if not streamed and result.text:
@@ -56,7 +59,11 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     header = f"openprogram · session {result.session_id} · chat turn · {result.status}"
     if result.error:
         header += f" · {result.error}"
+    if result.goal is not None:
+        header += f" · goal {result.goal['status']} ({result.goal['continuations']} continuations)"
     payload = {**done.to_json(), "status": result.status}
+    if result.goal is not None:  # the run's turns, for a reader of the saved outputs
+        payload["goal"] = {k: result.goal[k] for k in ("text", "status", "continuations", "turns")}
     if pinned:  # not the notebook's session: readers of saved outputs skip it
         payload["pinned"] = True
     display({"text/plain": header, MIME_TYPE: payload}, raw=True)

@@ -472,6 +472,10 @@ def stop(host: Host, args: Namespace) -> str:
     return said
 
 
+# commands kept in their own modules (registered on import, listed before help)
+from openprogram_magics import chatcommands as _chatcommands  # noqa: E402, F401
+
+
 @command("help", "this text")
 def help_(host: Host, args: Namespace) -> None:
     print(help_text())

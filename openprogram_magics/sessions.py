@@ -120,6 +120,12 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
             turns=count_turns(session.index()),  # counted as everywhere (index.counts_as_turn)
             head=session.head_id,
         )
+        title = session.meta.get("title")
+        if title and title != session.id:
+            info["title"] = title
+        goal = session.meta.get("goal")
+        if isinstance(goal, dict):  # the last goal run (%openprogram goal shows more)
+            info["goal"] = f"{goal.get('status')} after {goal.get('continuations')} continuation(s)"
         from openprogram.store.session.syncmerge import lines
 
         others = lines(session)  # another person's (or notebook copy's) line of the session

@@ -512,6 +512,9 @@ def show_dag(
 
             session = default_db().open(session_id)
             head_id = session.head_id if head_id is None else head_id
+            named = session.meta.get("title")
+            if title is None and named and named != session_id:
+                title = f"{session_id} · {named}"
             light = session.light_nodes()
             if len(light) > eager_max:
                 nodes, load = light, _loader(session)

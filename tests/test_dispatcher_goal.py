@@ -180,3 +180,39 @@ def test_a_goal_needs_words() -> None:
         Goal("  ")
     with pytest.raises(UserError, match="goal= takes text or a Goal"):
         D.process_user_turn(D.TurnRequest(None, "x", goal=3))
+
+
+def test_openprogram_chat_goal_in_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """The offline ``test`` provider's judge never writes the JSON asked for: not met, so
+    the one continuation allowed runs and the run ends at its limit, saying so."""
+    from openprogram.cli import main
+
+    argv = ["chat", "--provider", "test", "--goal", "name a heron", "--goal-turns", "1"]
+    assert main([*argv, "-m", "what bird is grey and tall?"]) == 0
+    out = capsys.readouterr().out
+    assert "[goal not met yet: the check's reply was not the JSON asked for" in out
+    assert "— continuation 1]" in out and "[goal turn limit after 1 continuation(s)" in out
+    sid = out.split()[1]
+    assert [t.name for t in chain_turns(sid)] == ["user", "continuation"]
+    assert main(["chat", "--goal-turns", "-1", "--goal", "x", "-m", "hi"]) == 2
+    assert "a goal's turn limit must be 0 or more" in capsys.readouterr().err
+
+
+def test_the_goal_command_sets_shows_and_clears_the_notebooks_goal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = Script(met_at=1)
+    done = D.process_user_turn(goal_request(script, "two facts"))
+    host = SimpleNamespace(current_session_id=lambda: done.session_id)
+    set_ = commands.run(host, 'goal "three facts about herons" --turns 2')  # type: ignore[arg-type]
+    assert set_ == Goal("three facts about herons", max_turns=2) and host.chat_goal == set_
+    capsys.readouterr()
+    state = commands.run(host, "goal")  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "goal: three facts about herons (at most 2 continuation turns)" in out
+    assert "last run: two facts: goal met after 1 continuation(s)" in out
+    assert state["status"] == "met"
+    commands.run(host, "goal --clear")  # type: ignore[arg-type]
+    assert host.chat_goal is None
+    with pytest.raises(UserError, match="a goal needs words"):
+        commands.run(host, 'goal " "')  # type: ignore[arg-type]

@@ -49,15 +49,20 @@ def chat_turn(
     after: str | None = None,
     ask: AskHandler | None = None,
     out: TextIO | None = None,
+    goal: Any = None,
 ) -> tuple[TurnResult, bool]:
     """Send ``text`` as the user message of a turn of ``session_id`` (after node ``after``,
     else HEAD); the reply streams to ``out`` (default stdout) piece by piece.  Returns the
-    turn's result and whether any text was streamed."""
+    turn's result and whether any text was streamed.  With ``goal`` (text or a ``Goal``)
+    the goal's continuation turns follow, each reply streamed, a line between them saying
+    what the goal's check found; the result is the last turn's."""
     echo = Echo("", out)  # bound to the reply's frame once it opens
 
     def on_event(event: dict[str, Any]) -> None:
         if event.get("type") == "reply_started":
             echo.frame_id = str(event["node_id"])
+        elif event.get("type") == "goal":
+            say_goal(event["state"], out)
 
     request = TurnRequest(
         session_id=session_id,
@@ -66,8 +71,27 @@ def chat_turn(
         on_event=on_event,
         fork_from=after,
         tools=dict(tools or {}),
+        goal=goal,
     )
     asking = using_ask_user_handler(ask) if ask is not None else nullcontext()
     with using_echo(echo), asking:
         result = process_user_turn(request)
     return result, echo.total > 0
+
+
+def say_goal(state: dict[str, Any], out: TextIO | None = None) -> None:
+    """One line between a goal run's turns (and at its end), as the user sees it."""
+    import sys
+
+    from openprogram.context.secrets import redact_secrets
+    from openprogram.view.inert import terminal_text
+
+    status = str(state.get("status", ""))
+    n = state.get("continuations", 0)
+    why = f": {state['reason']}" if state.get("reason") else ""
+    if status == "active":
+        line = f"[goal not met yet{why} — continuation {int(n) + 1}]"
+    else:
+        line = f"[goal {status.replace('_', ' ')} after {n} continuation(s){why}]"
+    stream = out if out is not None else sys.stdout
+    print("\n" + terminal_text(redact_secrets(line)), file=stream, flush=True)

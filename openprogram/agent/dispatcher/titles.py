@@ -66,10 +66,11 @@ def write_title(conversation: str, runtime: Runtime | None = None) -> str:
 
 def clean_title(text: str) -> str:
     """The model's reply as a title: its first line, without quotes or a closing stop."""
-    line = default_title(text).strip().strip("\"'`*").strip()
+    line = default_title(text).strip()
     if line.lower().startswith("title:"):
-        line = line[6:].strip()
-    return one_line(line.rstrip(".").strip())
+        line = line[6:]
+    line = line.strip().strip("\"'`*#").strip().rstrip(".").strip("\"'`*").strip()
+    return one_line(line)
 
 
 def after_turn(prepared: PreparedTurn) -> None:
