@@ -473,6 +473,7 @@ def stop(host: Host, args: Namespace) -> str:
 
 
 # commands kept in their own modules (registered on import, listed before help)
+from openprogram_magics import call_command as _call_command  # noqa: E402, F401
 from openprogram_magics import chatcommands as _chatcommands  # noqa: E402, F401
 
 

@@ -8,10 +8,13 @@ else the terminal when stdin is interactive.  With no one to answer, the node en
 
 from __future__ import annotations
 
-import sys
-
-from openprogram.agentic_programming.questions import ask_plain
-from openprogram.store.vars import AskHandler, get_ask_handler
+from openprogram.agentic_programming.questions import (
+    ask_plain,
+    current_ask_user_handler,
+    set_default_ask_user_handler,
+    terminal_handler,
+)
+from openprogram.store.vars import AskHandler
 from openprogram.store.vars import using_ask_handler as using_ask_user_handler
 
 __all__ = [
@@ -22,29 +25,6 @@ __all__ = [
     "terminal_handler",
     "using_ask_user_handler",
 ]
-
-_default_handler: AskHandler | None = None
-
-
-def terminal_handler(question: str, choices: list[str] | None) -> str | None:
-    """Ask on the terminal when there is one; None when stdin is not interactive."""
-    if not (sys.stdin and sys.stdin.isatty()):
-        return None
-    hint = f" [{'/'.join(choices)}]" if choices else ""
-    try:
-        return input(f"{question}{hint} ")
-    except EOFError:
-        return None
-
-
-def set_default_ask_user_handler(handler: AskHandler | None) -> None:
-    global _default_handler
-    _default_handler = handler
-
-
-def current_ask_user_handler() -> AskHandler:
-    """The handler a question asked here and now would go to (context, default, terminal)."""
-    return get_ask_handler() or _default_handler or terminal_handler
 
 
 def ask_user(question: str, *, choices: list[str] | None = None) -> str | None:

@@ -23,6 +23,7 @@ A form is one node; its fields are asked one after the other through the same ha
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from openprogram.agentic_programming.function import run_in_session
 from openprogram.context.nodes import ANSWERED, AWAITING, UNANSWERED, Call, make_call
 from openprogram.context.outcome import finish
 from openprogram.errors import UserError
-from openprogram.store.vars import AskHandler, get_call_id, get_store
+from openprogram.store.vars import AskHandler, get_ask_handler, get_call_id, get_store
 
 DECLINE = "/decline"
 ATTEMPTS = 3  # answers that do not fit before the question gives up (the default)
@@ -95,11 +96,32 @@ class _Deadline:
         return None if self.at is None else max(0.0, self.at - time.monotonic())
 
 
-# -- the handler ---------------------------------------------------------------------------------
-def current_handler() -> AskHandler:
-    from openprogram.agentic_programming.ask_user import current_ask_user_handler
+# -- the handler (who answers: the context's, the process default, the terminal) ----------
+_default_handler: AskHandler | None = None
 
-    return current_ask_user_handler()
+
+def terminal_handler(question: str, choices: list[str] | None) -> str | None:
+    """Ask on the terminal when there is one; None when stdin is not interactive."""
+    if not (sys.stdin and sys.stdin.isatty()):
+        return None
+    hint = f" [{'/'.join(choices)}]" if choices else ""
+    try:
+        return input(f"{question}{hint} ")
+    except EOFError:
+        return None
+
+
+def set_default_ask_user_handler(handler: AskHandler | None) -> None:
+    global _default_handler
+    _default_handler = handler
+
+
+def current_ask_user_handler() -> AskHandler:
+    """The handler a question asked here and now would go to (context, default, terminal)."""
+    return get_ask_handler() or _default_handler or terminal_handler
+
+
+current_handler = current_ask_user_handler
 
 
 def _call(handler: AskHandler, asking: _Asking, deadline: _Deadline) -> str | _Unanswered | None:

@@ -8,6 +8,8 @@ sibling module:
 3    ``turn_context.bind``              ``session_context`` (commits the turn on exit)
 3a   ``compaction.before_turn``         a summary node when the history would not fit
 3b   ``TurnWriter.open_placeholder``    the ``reply`` node, running
+3c   ``runtime_attach.runtime_blocks``  agentic tools as child-process runtime blocks
+     ``approval_registry.gated``        (``tools_in_process``); tools the rules hold ask first
 4    ``_run_loop_blocking``             the agent loop in the reply's frame (a context
                                         overflow: one compaction, one retry)
 5    ``persistence.persist_reply``      the reply's text
@@ -23,6 +25,8 @@ The test seam ``_run_loop_blocking`` is a module global looked up at call time, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from openprogram.agent.dispatcher import (
     compaction,
     error_path,
@@ -30,10 +34,13 @@ from openprogram.agent.dispatcher import (
     goal,
     persistence,
     prep,
+    runtime_attach,
     titles,
     turn_context,
 )
+from openprogram.agent.dispatcher.approval import ApprovalRegistry, approval_registry
 from openprogram.agent.dispatcher.compaction import trigger_compaction
+from openprogram.agent.dispatcher.forced_tool import dispatch_forced_tool_call
 from openprogram.agent.dispatcher.loop_runner import run_loop_blocking as _run_loop_blocking
 from openprogram.agent.dispatcher.turn_writer import TurnWriter
 from openprogram.agent.dispatcher.types import (
@@ -47,11 +54,14 @@ from openprogram.agent.dispatcher.types import (
 
 __all__ = [
     "DEFAULT_SYSTEM",
+    "ApprovalRegistry",
     "Event",
     "EventCallback",
     "TurnRequest",
     "TurnResult",
     "TurnWriter",
+    "approval_registry",
+    "dispatch_forced_tool_call",
     "process_user_turn",
     "trigger_compaction",
 ]
@@ -74,8 +84,10 @@ def _process_turn_once(request: TurnRequest, state: goal.GoalState | None = None
             summary = compaction.before_turn(prepared)  # 3a, None when the history fits
             reply = prepared.writer.open_placeholder(request.agent_id, request.system)  # 3b
             emit(request, {"type": "reply_started", "node_id": reply.id})
+            tools = approval_registry.gated(runtime_attach.runtime_blocks(request))  # 3c
+            tooled = replace(request, tools=tools)
             outcome = compaction.retry_on_overflow(  # 4, once more after a compaction
-                prepared, lambda: _run_loop_blocking(request, handle, reply)
+                prepared, lambda: _run_loop_blocking(tooled, handle, reply)
             )
             persistence.persist_reply(prepared.writer, outcome)  # 5
             result = finalize.finalize_turn(prepared)  # 6

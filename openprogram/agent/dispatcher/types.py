@@ -38,11 +38,22 @@ class TurnRequest:
     # if not, a continuation turn follows (``dispatcher/goal.py``)
     goal: Any = None
     continuation: dict[str, Any] | None = None  # set on a continuation turn: {"goal", "n"}
+    # the agentic tools (``@agentic_function``s importable by module path) run each call
+    # in a child process (``runtime_attach``): killable on a stop, the turn consistent
+    tools_in_process: bool = False
+
+
+#: Why a turn failed (``TurnResult.reason``): one taxonomy, mapped in ``error_path``.
+REASONS = ("provider", "budget", "context_overflow", "tool", "cancelled", "user_error", "bug")
 
 
 @dataclass
 class TurnResult:
-    """How the turn ended: ``status`` is ``completed``, ``error`` or ``cancelled``."""
+    """How the turn ended: ``status`` is ``completed``, ``error`` or ``cancelled``.
+
+    A turn that did not complete says why: ``reason`` is one of :data:`REASONS`,
+    ``retryable`` whether the same request may succeed as it is, and ``retry_after_s``
+    how long to wait first when the provider said so."""
 
     session_id: str
     user_node_id: str
@@ -53,6 +64,9 @@ class TurnResult:
     created: bool = False  # the turn created the session
     goal: dict[str, Any] | None = None  # the goal's state after this turn (goal.GoalState)
     compacted: str | None = None  # the summary node written for this turn's prompt
+    reason: str | None = None
+    retryable: bool = False
+    retry_after_s: float | None = None
 
 
 def emit(request: TurnRequest, event: Event) -> None:
