@@ -103,6 +103,45 @@ def test_choices_garbage_every_time_is_a_clear_error(op_home: Path):
     assert fn.status == "error" and "ChoiceError" in fn.metadata["error"]
 
 
+ESSAY = (
+    "There are many ways to look at this ticket. Some would say it is a bug, others that "
+    "it is really a feature request in disguise, and the rest would ask a question first."
+)
+
+
+@pytest.mark.parametrize(
+    "reply, pick",
+    [
+        ("feature", "feature"),
+        ("  **Feature**.", "feature"),
+        ("'question'", "question"),
+        ("Let me think about it.\nbug", "bug"),  # a final line that is a choice
+        ('{"choice": "bug"}', "bug"),  # what the constrained (enum) modes return
+        ('"feature"', "feature"),
+        ("This looks like a feature request to me", None),  # mentions one: not an answer
+        ("Answer: feature.\nbut maybe a bug", None),
+        (ESSAY, None),
+        ("", None),
+    ],
+)
+def test_a_reply_counts_only_when_it_is_a_choice(reply: str, pick: str | None) -> None:
+    from openprogram.agentic_programming.validate import pick_choice
+
+    assert pick_choice(reply, CHOICES) == pick
+
+
+def test_the_first_request_names_the_choices_and_an_essay_is_asked_again(op_home: Path):
+    provider = scripted(ESSAY, "question")
+    with session_context(runtime=runtime(provider)) as handle:
+        assert classify("how do I export?") == "question"
+    first = provider.requests[0].messages
+    assert first[-1] == {"role": "user", "content": "how do I export?"}  # the content last
+    assert first[-2]["content"].endswith("Allowed answers: bug, feature, question.")
+    llms = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert [n.status for n in llms] == ["error", "completed"]
+    assert llms[0].metadata["rejected"] is True
+
+
 class Ticket(BaseModel):
     kind: str
     priority: int
@@ -306,6 +345,32 @@ def test_sdk_docstring_and_500_then_success(kind: str, wire: WireServer, op_home
     (llm,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
     assert llm.status == "completed" and len(llm.metadata["retries"]) == 1
     assert "500" in llm.metadata["retries"][0]
+
+
+@pytest_wire
+def test_openai_choices_go_out_as_an_enum_and_step_down_when_refused(
+    wire: WireServer, op_home: Path
+) -> None:
+    """Choices are constrained where the server can: a JSON schema enum first; a server that
+    refuses it (HTTP 400 naming response_format) gets JSON mode with the same enum."""
+    from openprogram.providers import capabilities
+
+    capabilities.forget_profiles(wire.openai_base_url)
+    wire.reply(
+        Reply(status=400, error_message="response_format json_schema is not supported"),
+        Reply(text='{"choice": "bug"}'),
+    )
+    with session_context(runtime=runtime(sdk_provider("openai", wire))) as handle:
+        assert classify("the app crashes") == "bug"
+    refused, sent = (r.body for r in wire.requests)
+    enum = {"type": "string", "enum": CHOICES}
+    assert refused["response_format"]["type"] == "json_schema"
+    assert refused["response_format"]["json_schema"]["schema"]["properties"]["choice"] == enum
+    assert sent["response_format"]["type"] == "json_object"
+    assert sent["response_format"]["schema"]["properties"]["choice"] == enum
+    (llm,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
+    assert llm.metadata["output_mode"] == "json_object"
+    capabilities.forget_profiles(wire.openai_base_url)
 
 
 @pytest_wire

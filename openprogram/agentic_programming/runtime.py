@@ -7,7 +7,8 @@ and which earlier turns it was given, not their text again.  ``choices=`` and
 ``response_format=`` are code gates: a reply that fails them is sent back with feedback a
 bounded number of times (each attempt is its own node), then a clear error is raised.
 The first request already names the allowed choices, and a reply counts only when it *is*
-one (:func:`~openprogram.agentic_programming.validate.pick_choice`).  Transient provider errors are retried with exponential backoff.
+one (:func:`~openprogram.agentic_programming.validate.pick_choice`).  Transient provider
+errors are retried with exponential backoff.
 
 ``exec`` returns a :class:`~openprogram.agentic_programming.provider.Reply`: the reply text
 (a ``str``) carrying the tool calls with their exact arguments, usage and finish reason.
@@ -257,13 +258,15 @@ class Runtime:
         if echo is not None and on_delta is None:
             on_delta = echo  # a plain exec in a cell's (or chat's) own frame streams there
         prompt = self._render(content, context)
-        base = prompt.messages
+        own = prompt.own
+        if choices:  # the allowed choices go out with the first request, just before the
+            # content (the provider may also constrain decoding to them: openai_provider)
+            said = {"role": "user", "content": validate.choice_instruction(choices)}
+            own = [*own[:-1], said, own[-1]]
+        at = prompt.record["at"]
+        base = own[:at] + prompt.history + own[at:]
         schema = validate.schema_of(response_format) if response_format is not None else None
-        # the allowed choices go out with the first request (the provider may also constrain
-        # decoding to them: openai_provider's choice schema), not only in retry feedback
         extra: list[Message] = []
-        if choices:
-            extra.append({"role": "user", "content": validate.choice_instruction(choices)})
         answers: list[str] = []
         problems: list[str] = []
         usage = None
@@ -290,7 +293,7 @@ class Runtime:
                 self.provider.name,
                 input={"content": sanitize(content), "choices": choices, "attempt": attempt},
                 caller=frame_id,
-                messages=prompt.own + extra,  # the history is named in context, not copied
+                messages=own + extra,  # the history is named in context, not copied
                 context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
                 model=self.model,
             )

@@ -6,21 +6,45 @@ import json
 import re
 from typing import Any
 
+_DECORATION = "`'\"*_.,!:;()[] \t\n"  # quotes, emphasis and punctuation around a bare word
+
 
 def pick_choice(reply: str, choices: list[str]) -> str | None:
-    """The choice ``reply`` names, or None if it names none or several.
+    """The choice ``reply`` *is*, or None.
 
-    Accepts the bare choice, any case, with quotes or punctuation around it, or a short
-    sentence containing exactly one of the choices as a word.
+    Accepted: the bare choice in any case, with quotes, emphasis or punctuation around it;
+    the same on the reply's last non-empty line (a model that reasons first, then answers);
+    the JSON a constrained mode returns (``{"choice": "bug"}`` or ``"bug"``).  A reply that
+    merely mentions a choice (``"This looks like a feature request to me"``) is not one.
     """
-    text = reply.strip().strip("`'\".,!*: \n").strip()
     lowered = {c.lower(): c for c in choices}
-    if text.lower() in lowered:
-        return lowered[text.lower()]
-    found = {
-        c for c in choices if re.search(rf"(?<![\w-]){re.escape(c.lower())}(?![\w-])", text.lower())
-    }
-    return found.pop() if len(found) == 1 else None
+
+    def exact(text: str) -> str | None:
+        return lowered.get(text.strip().strip(_DECORATION).strip().lower())
+
+    text = reply.strip()
+    if not text:
+        return None
+    pick = exact(text)
+    if pick is None and text[0] in '{"':
+        try:
+            data = json.loads(text, strict=False)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and len(data) == 1:
+            data = next(iter(data.values()))
+        if isinstance(data, str):
+            pick = exact(data)
+    if pick is None:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > 1:
+            pick = exact(lines[-1])
+    return pick
+
+
+def choice_instruction(choices: list[str]) -> str:
+    """What the first request says about the allowed answers."""
+    return f"Reply with just the answer, nothing else. Allowed answers: {', '.join(choices)}."
 
 
 def choice_feedback(reply: str, choices: list[str]) -> str:

@@ -9,7 +9,9 @@ request does not ask again:
   the schema in the prompt and in the ``schema`` field that llama.cpp-style servers use to
   constrain decoding), ``prompted`` (the schema in the prompt only; the Runtime parses the
   reply and re-asks when it does not fit).  A server that refuses a mode is stepped down to
-  the next one; a call may name its mode (``runtime.exec(..., output_mode="prompted")``);
+  the next one; a call may name its mode (``runtime.exec(..., output_mode="prompted")``).
+  ``choices`` climb the same ladder with :func:`choice_schema` (an enum: the reply is
+  ``{"choice": "bug"}``); in ``prompted`` mode they are asked as plain text;
 * **streaming with tools**: only OpenAI's own API is sent streamed requests that carry
   tools (llama-cpp-python's server streams a tool choice as plain text, or an empty reply);
   a server whose stream with tools comes back empty is asked without streaming from then
@@ -111,6 +113,17 @@ def unsupported_parameter(body: str) -> str | None:
         if name in lowered:
             return name
     return None
+
+
+def choice_schema(choices: list[str]) -> dict[str, Any]:
+    """The JSON schema that constrains a ``choices`` reply: ``{"choice": <one of them>}``
+    (an object: OpenAI's native mode wants one at the root)."""
+    return {
+        "type": "object",
+        "properties": {"choice": {"type": "string", "enum": [str(c) for c in choices]}},
+        "required": ["choice"],
+        "additionalProperties": False,
+    }
 
 
 def schema_instruction(schema: dict[str, Any]) -> str:

@@ -53,6 +53,7 @@ DEFAULT_MAX_TOKENS = 1024  # every request carries one; OPENPROGRAM_MAX_TOKENS o
 # passed through from runtime.exec(...) options when given
 GENERATION_SETTINGS = ("temperature", "top_p", "stop", "seed", "presence_penalty")
 _MODE_KEY = "_openprogram_output_mode"  # request.extra: the output mode of this attempt
+_CHOICE_KEY = "_openprogram_choice"  # request.extra: the schema is the choices' enum
 
 
 def default_max_tokens() -> int:
@@ -98,6 +99,8 @@ class OpenAIProvider(SDKProvider):
         messages = [dict(m) for m in request.messages]
         mode = request.extra.get(_MODE_KEY) or "native"
         schema = request.response_format
+        if request.extra.get(_CHOICE_KEY) and mode == "prompted":
+            schema = None  # choices asked as plain text: the Runtime's prompt names them
         if schema is not None and mode != "native":  # JSON mode, prompted: say the schema
             messages = capabilities.with_instruction(
                 messages, capabilities.schema_instruction(schema)
@@ -152,10 +155,17 @@ class OpenAIProvider(SDKProvider):
         return capabilities.profile_for(self.name, self.base_url)
 
     def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
-        """Send ``request``; a ``response_format`` goes out in the output mode the server's
-        profile (or the call's ``output_mode``) says, stepping down when the server refuses
-        it (:mod:`openprogram.providers.capabilities`)."""
-        if request.response_format is None:
+        """Send ``request``; a ``response_format`` — or the enum of a call's ``choices`` —
+        goes out in the output mode the server's profile (or the call's ``output_mode``)
+        says, stepping down when the server refuses it
+        (:mod:`openprogram.providers.capabilities`)."""
+        choices = request.extra.get("choices")
+        if request.response_format is None and choices and not request.tools:
+            # choices: constrained to an enum where the server can (native, JSON mode)
+            schema = capabilities.choice_schema(choices)
+            extra = {**request.extra, _CHOICE_KEY: True}
+            request = replace(request, response_format=schema, extra=extra)
+        elif request.response_format is None:
             return super().complete(request, on_delta)
         profile = self.profile()
         forced = capabilities.checked_mode(request.extra.get("output_mode"))
