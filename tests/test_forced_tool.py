@@ -5,11 +5,12 @@ anchored on the failed turn's predecessor; ``%openprogram call NAME key=value…
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_magic_commands import Host as CommandHost
 
 from openprogram import agentic_function, create_runtime, tool
 from openprogram.agent import dispatcher as D
@@ -138,25 +139,10 @@ def test_an_importable_function_can_be_named_by_its_path() -> None:
 
 # -- %openprogram call ----------------------------------------------------------------------------
 @dataclass
-class Host:
-    provider: str = "test"
-    model: str = ""
-    auto: bool = False
-    meta: NotebookMeta | None = None
-    rt: Runtime = field(default_factory=lambda: create_runtime(TestProvider()))
+class Host(CommandHost):
+    """test_magic_commands' host, with the shell whose namespace holds the tools."""
+
     shell: Any = None
-
-    def runtime(self) -> Runtime:
-        return self.rt
-
-    def current_meta(self) -> NotebookMeta | None:
-        return self.meta
-
-    def current_session_id(self) -> str | None:
-        return self.meta.session_id if self.meta else None
-
-    def set_session(self, meta: NotebookMeta) -> None:
-        self.meta = meta
 
 
 def test_parse_arguments_reads_literals_else_strings() -> None:
