@@ -179,3 +179,34 @@ def test_deciding_that_no_compaction_is_needed_reads_only_the_turns_a_prompt_wou
     assert not compaction.needed(session, session.head_id, ContextPolicy(tokens=1000))
     assert compaction.is_context_overflow(ProviderError(OVERFLOW))
     assert not compaction.is_context_overflow(ProviderError("rate limited"))
+
+
+def test_long_tool_results_age_out_of_the_prompt_and_stay_in_their_node() -> None:
+    pages = {"a": "A" * 3000, "b": "B" * 3000, "c": "short"}
+
+    def fetch(name: str) -> str:
+        """Fetch a page."""
+        return pages[name]
+
+    from openprogram.providers.base import LLMResponse, ToolCall
+
+    order = iter(["a", "b", "c"])
+
+    def reader(request: LLMRequest) -> LLMResponse:
+        name = next(order, None)
+        if name is None:
+            return LLMResponse("read them all")
+        return LLMResponse("", tool_calls=[ToolCall(f"c{name}", "fetch", {"name": name})])
+
+    rt, provider = runtime(reader)
+    result = D.process_user_turn(
+        D.TurnRequest(None, "read a, b, c", runtime=rt, tools={"fetch": fetch})
+    )
+    assert result.text == "read them all"
+    last = "\n".join(str(m["content"]) for m in provider.requests[-1].messages)
+    assert "AAAA" not in last and "[3000 chars, seen earlier; kept in node n_" in last
+    assert "BBBB" in last  # one model call old: still shown (clipped as before)
+    assert "fetch(name='c') -> short" in last
+    session = default_db().open(result.session_id)
+    (tool_a,) = [n for n in session.nodes() if n.kind == "tool" and n.input == {"name": "a"}]
+    assert tool_a.output == "A" * 3000 and tool_a.id in last

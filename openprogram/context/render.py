@@ -135,10 +135,27 @@ def render_messages(
         messages.append({"role": "system", "content": visible.doc})
     for node in visible.history:
         messages.extend(turn_messages(node, children))
+    rounds = sum(1 for node in visible.steps if node.kind == "llm")
     for node in visible.steps:
-        messages.extend(step_messages(node))
+        rounds -= node.kind == "llm"  # model calls made after this step
+        aged = rounds >= AGE_ROUNDS and node.kind == "tool"
+        messages.extend(aged_step(node) if aged else step_messages(node))
     messages.append({"role": "user", "content": as_text(content)})
     return messages
+
+
+AGE_ROUNDS = 2  # a tool result this many model calls old is shown by its size and node
+AGE_CHARS = 400  # ... when it is longer than this
+
+
+def aged_step(node: Call) -> list[Message]:
+    """A long tool result the model has seen for a while: its size and the node keeping
+    it, not its text (short results and errors stay as they are)."""
+    text = as_text(node.output)
+    if node.status != "completed" or len(text) <= AGE_CHARS:
+        return step_messages(node)
+    shown = f"[{len(text)} chars, seen earlier; kept in node {node.id}]"
+    return [{"role": "user", "content": f"Earlier step: {call_line(node)} -> {shown}"}]
 
 
 def full_messages(
