@@ -19,7 +19,10 @@ handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)
 append it to :data:`COMMANDS`.  Keep imports inside the handlers so ``openprogram --help``
 stays fast.  A handler reports a mistake the user can fix by raising :class:`CliError` (or
 any :class:`~openprogram.errors.UserError` / ``SessionError``): ``main`` prints it as one
-line on stderr and exits with status 2.
+line on stderr and exits with status 2.  A provider's or a reply's failure
+(:class:`~openprogram.errors.OpenProgramError`) is two lines (what failed; how to see more)
+and status 1; ``openprogram --traceback COMMAND`` (or ``OPENPROGRAM_TRACEBACK=1``) raises it
+with its traceback instead.
 """
 
 from __future__ import annotations
@@ -616,6 +619,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where sessions live (default: $OPENPROGRAM_HOME or ~/.openprogram)",
     )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="show the traceback of a provider's or a reply's error (default: one line; "
+        "also OPENPROGRAM_TRACEBACK=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
@@ -636,11 +645,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpenProgramError as exc:  # a provider's or a reply's failure: one line, not a trace
         import os
 
-        if os.environ.get("OPENPROGRAM_TRACEBACK"):
+        if getattr(args, "traceback", False) or os.environ.get("OPENPROGRAM_TRACEBACK"):
             raise
         print(
             f"openprogram: {type(exc).__name__}: {one_line(str(exc))[:600]}\n"
-            "  (OPENPROGRAM_TRACEBACK=1 shows the traceback)",
+            "  (openprogram --traceback ... shows the traceback)",
             file=sys.stderr,
         )
         return 1

@@ -188,3 +188,47 @@ def test_without_a_provider_or_a_task_the_cli_says_what_to_do(
     assert main(["research", "--work-dir", str(tmp_path / "new"), "--provider", "test"]) == 2
     assert "no task given" in capsys.readouterr().err
     assert not (op_home / "sessions").exists()  # nothing written
+
+
+@pytest.mark.timeout(60)
+def test_the_cli_says_what_failed_in_two_lines_and_the_traceback_is_one_flag_away(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    op_home: Path,
+    wire: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reply that never fits the stage's schema, then a refused key, through the real
+    ``openai`` SDK: the CLI prints what failed (the format problem itself, not the reply)
+    and how to see more; ``--traceback`` raises the error instead."""
+    from wire_server import Reply
+
+    from openprogram.errors import ResponseFormatError
+    from openprogram.providers.network import allow_model_requests
+
+    monkeypatch.setenv("OPENAI_BASE_URL", wire.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wire-cli")
+    monkeypatch.delenv("OPENPROGRAM_TRACEBACK", raising=False)
+    research = ["research", "why?", "--work-dir", str(tmp_path / "w"), "--provider", "openai"]
+    wire.reply(*[Reply(text="Here you go: no JSON today.")] * 3)
+    with allow_model_requests(True):
+        assert main(research) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith("openprogram: ResponseFormatError: ")
+    assert "last problem: the reply is not valid JSON" in err[0]
+    assert "no JSON today" not in err[0]  # the problem, not the reply
+    assert err[1] == "  (openprogram --traceback ... shows the traceback)"
+
+    wire.reset()
+    wire.reply(Reply(status=401, error_message="Incorrect API key provided"))
+    with allow_model_requests(True):
+        assert main(research) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "ProviderError" in err[0] and "401" in err[0], err
+    assert "Traceback" not in "\n".join(err)
+
+    wire.reset()
+    wire.reply(*[Reply(text="still not JSON")] * 3)
+    with allow_model_requests(True), pytest.raises(ResponseFormatError):
+        main(["--traceback", *research])
