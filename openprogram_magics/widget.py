@@ -13,16 +13,24 @@ Protocol (custom messages, JSON):
 - browser → kernel ``{"type": "rows", "ids": [...]}``: rows drawn whose summary is ``light``
   (built from the session's index: no preview, duration, tokens or run); the kernel reads
   those nodes and sends their full summaries as an ``upsert``.
+- browser → kernel ``{"type": "older"}`` (scrolled to the top of a view of the newest
+  window); kernel → browser ``{"type": "older", "nodes": [summary, ...], "older": n}``: the
+  view widened by the previous window (every summary whose row moved), ``n`` nodes still
+  older.
 
-A large session is drawn from its index (:func:`show_dag`): node files are read only for
-the rows a view shows (the last :data:`SHOWN_ROWS` visible rows, rows the browser asks
-for, a clicked node).  Above :data:`ALL_SUMMARIES_MAX` nodes, the calls a fold hides are
-summarized when they are unfolded, not up front.
+A large session is drawn from its index (:func:`show_dag`): only its newest window (whole
+index buckets holding at least :data:`WINDOW_TOPS` turn-level nodes, ``older`` counts the
+rest), widened by :data:`OLDER_TOPS` turn-level nodes each time the browser scrolls to the
+top; node files are read only for the rows a view shows (the last :data:`SHOWN_ROWS`
+visible rows, rows the browser asks for, a clicked node).  Above
+:data:`ALL_SUMMARIES_MAX` nodes, and in a window, the calls a fold hides are summarized
+when they are unfolded, not up front.
 
 Synced traits: ``summary`` (every node's summary, row order), ``head_id``, ``title``,
-``folded`` (ids; the browser folds and unfolds locally and saves this trait), ``selected``
-and ``detail``.  During live updates the ``summary`` trait is *not* re-synced per node —
-that would re-send the whole graph each time; :meth:`DagWidget.upsert` sends the diff as
+``folded`` (ids; the browser folds and unfolds locally and saves this trait), ``selected``,
+``detail`` and ``older`` (nodes of the session older than the view holds).  During live
+updates the ``summary`` trait is *not* re-synced per node — that would re-send the whole
+graph each time; :meth:`DagWidget.upsert` sends the diff as
 a message and marks the trait stale, and :meth:`DagWidget.flush` (called automatically
 after the running cell, through IPython's ``post_execute`` event) syncs it once, so views
 opened later start from the current graph.  ``flush`` also refreshes the static fallback
@@ -67,8 +75,12 @@ ALL_SUMMARIES_MAX = 5_000  # up to this many nodes, even folded-away ones are su
 ROWS_PER_REQUEST = 200  # light rows the browser may ask for at once
 SEARCH_SENT_MAX = 1_000  # summaries a search sends at most
 EAGER_MAX = 5_000  # show_dag reads every node of a session up to this size
+WINDOW_TOPS = SHOWN_ROWS  # a larger session's view starts with this many turn-level nodes
+OLDER_TOPS = SHOWN_ROWS  # and widens by this many each time the browser asks for older rows
 
 Loader = Callable[[list[str]], Mapping[str, Mapping[str, Any]]]  # ids -> the readable ones
+# turn-level nodes wanted -> (the newest light nodes holding them, how many nodes are older)
+Pager = Callable[[int], tuple[list[dict[str, Any]], int]]
 
 __all__ = ["DagWidget", "SavedDag", "show_dag"]
 
@@ -85,6 +97,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     folded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     selected = traitlets.Unicode(None, allow_none=True).tag(sync=True)
     detail = traitlets.Dict(default_value=None, allow_none=True).tag(sync=True)
+    older = traitlets.Int(0).tag(sync=True)
 
     def __init__(
         self,
@@ -95,12 +108,19 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         session_id: str | None = None,
         *,
         load: Loader | None = None,
+        pager: Pager | None = None,
+        tops: int = 0,
         **kwargs: Any,
     ) -> None:
         """``load`` (ids → the full dicts of the readable ones) makes ``nodes`` *light* ones
-        (``Session.light_nodes()``): read whole only when a view shows them."""
+        (``Session.light_nodes()``): read whole only when a view shows them.  ``pager``
+        (with ``load``) says ``nodes`` are the newest window of a session
+        (``Session.light_window(tops)``, ``older`` nodes before it): :meth:`load_older`
+        widens it."""
         self._lock = threading.RLock()
         self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
+        self._pager, self._tops = pager, tops
+        self._widening = False  # load_older sets the folds of the rows it adds
         self._nodes: list[Mapping[str, Any]] = list(nodes)
         self._load = load
         if load is None:
@@ -248,13 +268,56 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                 self.send({"type": "upsert", "nodes": found})
             return found
 
+    def load_older(self) -> list[dict]:
+        """Widen a view of the newest window by the previous :data:`OLDER_TOPS` turn-level
+        nodes (what scrolling to the top asks): those come folded, as the older turns of
+        the first window; sends every summary that changed (rows move down) and the count
+        of nodes still older; returns those summaries.  Node files are not read."""
+        with self._lock, paused_gc():
+            if self._pager is None or not self.older:
+                self.send({"type": "older", "nodes": [], "older": self.older})
+                return []
+            self._tops += OLDER_TOPS
+            window, older = self._pager(self._tops)
+            where, light = self._where, self._light
+            added = [n for n in window if n["id"] not in where]
+            # the window's rows in seq order (the one-pass layout's input): nodes read whole
+            # stay whole, light ones take the new entry (a predecessor cut at the old edge
+            # is known now); a node the index does not list (yet) keeps its place last
+            listed = {n["id"] for n in window}
+            nodes = [
+                n if n["id"] not in where or n["id"] in light else self._nodes[where[n["id"]]]
+                for n in window
+            ]
+            nodes += [n for n in self._nodes if n.get("id") not in listed]
+            self._nodes = nodes
+            self._where = dict(zip(map(itemgetter("id"), nodes), count(), strict=False))
+            self._light = light | {n["id"] for n in added}
+            folds = set(self.folded) | {n["id"] for n in added if n.get("caller") is None}
+            layout = self._layout = compute_layout(nodes, self.head_id, folded=folds)
+            self._widening = True
+            try:
+                self.folded = sorted(f for f in layout.folded if f in layout.placed)
+            finally:
+                self._widening = False
+            old = self._current
+            self._current = self._summaries(layout, old)
+            changed = [s for nid, s in self._current.items() if old.get(nid) != s]
+            self.older = older
+            self._dirty = True
+            self._schedule_flush()
+            self.send({"type": "older", "nodes": changed, "older": older})
+            return changed
+
     # -- static fallback ------------------------------------------------------------------
 
     def to_html(self) -> str:
-        return render_static_html((), self.head_id, title=self.title, layout=self._layout)
+        return render_static_html(
+            (), self.head_id, title=self.title, layout=self._layout, older=self.older
+        )
 
     def to_text(self) -> str:
-        return render_text_tree((), self.head_id, layout=self._layout)
+        return render_text_tree((), self.head_id, layout=self._layout, older=self.older)
 
     def to_saved(self, budget: int = SESSION_BUDGET) -> dict[str, Any]:
         """The :data:`DAG_MIME` payload: what the extension draws once the kernel is gone."""
@@ -266,6 +329,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
                 summaries=list(self._current.values()),
                 widget=self.model_id,
                 light=self._light,
+                older=self.older,
             )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
@@ -287,8 +351,8 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def _summaries(self, layout: Layout, shown: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Summaries of the visible nodes and of those in ``shown`` (sent before); of every
-        node while the graph has at most :data:`ALL_SUMMARIES_MAX`."""
-        if len(layout.placed) <= ALL_SUMMARIES_MAX:
+        node while the graph has at most :data:`ALL_SUMMARIES_MAX` and is not a window."""
+        if self._pager is None and len(layout.placed) <= ALL_SUMMARIES_MAX:
             return {p.id: self._summary(p) for p in layout.placed.values()}
         places = layout.visible()
         if shown:
@@ -386,7 +450,8 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             place = layout.placed[nid]
             place.kind, place.status = node_kind(node), node_status(node)
             content = self._content[nid] = content_summary(node)
-            if nid not in self._current and place.hidden and len(layout.placed) > ALL_SUMMARIES_MAX:
+            lazy = self._pager is not None or len(layout.placed) > ALL_SUMMARIES_MAX
+            if nid not in self._current and place.hidden and lazy:
                 continue  # folded away and never sent: sent when unfolded
             summary = {**position_summary(place), **content}
             if self._current.get(nid) != summary:
@@ -432,7 +497,8 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def _on_folded(self, change: Mapping[str, Any]) -> None:
         # The browser re-flows rows itself when folding; only keep our copy in step.
-        self._refresh(send=False)
+        if not self._widening:
+            self._refresh(send=False)
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "rows":
@@ -440,6 +506,9 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             return
         if isinstance(content, dict) and content.get("type") == "search":
             self.search(str(content.get("q", "")))
+            return
+        if isinstance(content, dict) and content.get("type") == "older":
+            self.load_older()
             return
         if not isinstance(content, dict) or not isinstance(content.get("id"), str):
             return
@@ -498,10 +567,14 @@ def show_dag(
     """A :class:`DagWidget` of a stored session (by id) or of the given ``nodes``.
 
     Only the last ``last_turns`` turns start unfolded (``None`` unfolds everything).  A
-    session of more than ``eager_max`` nodes is drawn from its index: node files are read
-    only for the rows shown (see :class:`DagWidget`'s ``load``).
+    session of more than ``eager_max`` nodes is drawn from its index, its newest window
+    first (:data:`WINDOW_TOPS` turn-level nodes, or ``last_turns`` if more; older rows on
+    scroll): node files are read only for the rows shown (see :class:`DagWidget`'s
+    ``load`` and ``pager``).
     """
     load: Loader | None = None
+    pager: Pager | None = None
+    tops = older = 0
     with paused_gc():
         if nodes is None:
             if session_id is None:
@@ -515,9 +588,10 @@ def show_dag(
             named = session.meta.get("title")
             if title is None and named and named != session_id:
                 title = f"{session_id} · {named}"
-            light = session.light_nodes()
-            if len(light) > eager_max:
-                nodes, load = light, _loader(session)
+            if session.totals()["nodes"] > eager_max:  # from the index: no node read
+                tops = max(WINDOW_TOPS, last_turns or 0)
+                nodes, older = session.light_window(tops)
+                load, pager = _loader(session), session.light_window
             else:
                 nodes = [c.to_dict() for c in session.nodes()]
         return DagWidget(
@@ -527,6 +601,9 @@ def show_dag(
             last_turns=last_turns,
             session_id=session_id,
             load=load,
+            pager=pager,
+            tops=tops,
+            older=older,
         )
 
 

@@ -24,8 +24,9 @@ string as it is.
 
 Payload keys: ``v`` (1), ``title``, ``head_id``, ``summary``, ``folded``, ``details``
 (id → :func:`node_detail` at ``detail_limit``), ``detail_limit``, ``nodes`` (how many the
-view has), ``omitted`` (summaries left out), ``details_omitted``, and ``widget`` (the live
-widget's model id, when one exists: the extension then shows the live view instead).
+view has), ``omitted`` (summaries left out), ``details_omitted``, ``widget`` (the live
+widget's model id, when one exists: the extension then shows the live view instead), and
+``older`` (when the view holds only the session's newest window: the nodes older than it).
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def saved_view(
     summaries: list[dict[str, Any]] | None = None,
     widget: str | None = None,
     light: Collection[str] = (),
+    older: int = 0,
 ) -> dict[str, Any]:
     """The :data:`DAG_MIME` payload for ``layout``, at most ``budget`` bytes of JSON.
 
     Pass ``summaries`` when they are already computed (the live widget has them).  Nodes
-    in ``light`` are index entries (not read whole): they get no detail.
+    in ``light`` are index entries (not read whole): they get no detail.  ``older``: the
+    nodes of the session older than the view's window (a view of its newest rows).
     """
     rows = summaries if summaries is not None else summarize(layout)
     total = len(rows)
@@ -89,6 +92,8 @@ def saved_view(
     }
     if widget:
         payload["widget"] = widget
+    if older:
+        payload["older"] = older
     left = budget - _size(payload) - kept_size - 64
     payload["summary"] = kept
     newest_first = [s["id"] for s in reversed(kept) if s["id"] not in light]

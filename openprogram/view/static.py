@@ -55,6 +55,10 @@ _STYLE: Final = {
     "margin:2px 0;padding:4px",
 }
 STATIC_DETAILS_BUDGET: Final = 96 * 1024  # characters of <details> entries per drawing
+OLDER_NOTE: Final = (
+    "{older} older nodes of the session are not in this view"
+    " (`openprogram sessions show ID --page 2` lists them)"
+)
 
 
 def render_static_html(
@@ -66,11 +70,13 @@ def render_static_html(
     last_turns: int | None = None,
     max_rows: int = 300,
     layout: Layout | None = None,
+    older: int = 0,
 ) -> str:
     """The DAG as one self-contained HTML fragment (inline SVG + a ``<details>`` list).
 
     Only the last ``max_rows`` visible rows are drawn (a long session would otherwise put
-    megabytes into the notebook); a line says how many earlier rows were left out.
+    megabytes into the notebook); a line says how many earlier rows were left out, and the
+    ``older`` nodes of the session a view of its newest window does not hold.
     Pass ``layout`` to reuse one already computed from these nodes.
     """
     lay = layout or compute_layout(nodes, head_id, folded=folded, last_turns=last_turns)
@@ -79,7 +85,7 @@ def render_static_html(
     head = lay.placed.get(lay.head_id) if lay.head_id else None
     name_of = content_summary(lay.source[head.id])["name"] if head else None
     header = [f"<b>{escape(title)}</b>" if title else "<b>session DAG</b>"]
-    header.append(f"{len(lay.placed)} nodes")
+    header.append(f"{len(lay.placed) + older} nodes")
     if lay.rows < len(lay.placed):
         header.append(f"{len(lay.placed) - lay.rows} folded away")
     if head is not None:
@@ -90,6 +96,8 @@ def render_static_html(
     ]
     if start:
         parts.append(f"<div><i>{start} earlier rows not shown (live widget shows all)</i></div>")
+    if older:
+        parts.append(f"<div><i>{OLDER_NOTE.format(older=older)}</i></div>")
     parts.append(f'<div class="op-static-canvas" style="{_STYLE["canvas"]}">')
     parts.append(_svg(lay, window, start))
     parts.append("</div>")

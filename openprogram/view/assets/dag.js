@@ -6,8 +6,9 @@
 // A long graph is virtualized: the SVG keeps its full height (so the scrollbar is right)
 // but only the rows in or near the viewport have elements, made or reused on scroll.
 // Stable hooks for browser tests: g.op-node[data-id][data-kind][data-status], .op-detail,
-// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search; .op-dag[data-rows] is the
-// number of rows laid out (drawn or not).
+// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search, .op-older; .op-dag[data-rows]
+// is the number of rows laid out (drawn or not), .op-dag[data-older] the nodes of the
+// session older than the view holds (a view of its newest window asks for them on scroll).
 
 import STYLE from "./style.json";
 
@@ -22,6 +23,7 @@ const OVERSCAN = 20; // rows drawn above and below the viewport
 const VIEW_GUESS = 600; // px: the viewport's height while the canvas has no layout yet
 const POOL_MAX = 200; // detached node elements kept for reuse
 const CANVAS_MAX = 520; // px: .op-canvas max-height in dag.css
+const OLDER_AT = 3 * ROW; // px from the top of the canvas where older rows are asked for
 const KIND_COLORS = STYLE.kindColors;
 const LANE_COLORS = STYLE.laneColors;
 // dag.css reads these: one source for the colours of both drawings
@@ -120,6 +122,8 @@ class DagView {
     this.cursor = -1; // row of the last search hit shown by Enter
     this.frame = 0;
     this.asked = new Set(); // light rows (index only) whose whole summary was asked for
+    this.older = model.get("older") || 0; // nodes older than this view's window
+    this.olderAsked = false; // an older window was asked for and has not come yet
     this.handlers = [];
     this.build(el);
     this.listen("change:summary", () => this.reconcile(model.get("summary") || []));
@@ -128,9 +132,11 @@ class DagView {
     this.listen("change:title", () => this.renderTitle());
     this.listen("change:selected", () => this.markSelected(model.get("selected")));
     this.listen("change:detail", () => this.maybeShowDetail(model.get("detail")));
+    this.listen("change:older", () => this.setOlder(model.get("older") || 0));
     this.listen("msg:custom", (msg) => this.onMessage(msg));
     this.reconcile(model.get("summary") || []);
     this.renderTitle();
+    this.renderOlder();
     if (this.selected) {
       const detail = model.get("detail");
       if (detail && detail.id === this.selected) this.renderDetail(this.selected, detail);
@@ -177,6 +183,8 @@ class DagView {
       if (ev.key === "Enter") this.revealMatch(this.cursor + 1);
     });
     this.countEl = htmlEl("span", "op-count", null, bar);
+    this.olderEl = htmlEl("button", "op-older op-hidden", null, bar);
+    this.olderEl.addEventListener("click", () => this.askOlder());
     const body = htmlEl("div", "op-body", null, root);
     this.canvas = htmlEl("div", "op-canvas", null, body);
     this.svg = svgEl("svg", { class: "op-svg", width: 10, height: 10 }, this.canvas);
@@ -193,6 +201,7 @@ class DagView {
       () => {
         this.card.classList.add("op-hidden"); // it described a row that has moved
         this.schedulePaint();
+        if (this.canvas.scrollTop < OLDER_AT) this.askOlder();
       },
       { passive: true },
     );
@@ -455,6 +464,55 @@ class DagView {
     if (stroke !== e.stroke) e.path.setAttribute("stroke", (e.stroke = stroke));
   }
 
+  // -- older rows -------------------------------------------------------------------------
+
+  // A view of a session's newest window: scrolled to the top (or the button clicked), the
+  // kernel widens it by the previous window, sent as an "older" message.
+  askOlder() {
+    if (!this.older || this.olderAsked || this.model.get("saved")) return;
+    this.olderAsked = true;
+    this.renderOlder();
+    this.model.send({ type: "older" });
+  }
+
+  // The older rows come above those shown: the row at the top of the viewport stays there.
+  applyOlder(msg) {
+    const top = Math.max(0, Math.floor((this.canvas.scrollTop - PAD) / ROW));
+    const anchor = this.rows[Math.min(top, this.rows.length - 1)];
+    const before = anchor !== undefined ? this.pos.get(anchor) : undefined;
+    const was = before ? before.y : 0;
+    this.apply(msg.nodes || [], []);
+    const after = anchor !== undefined ? this.pos.get(anchor) : undefined;
+    if (after && after.y !== was) {
+      this.canvas.scrollTop += (after.y - was) * ROW;
+      this.paint();
+    }
+    this.olderAsked = false;
+    this.setOlder(typeof msg.older === "number" ? msg.older : 0);
+  }
+
+  setOlder(n) {
+    this.older = n;
+    this.renderOlder();
+    this.showCount();
+  }
+
+  renderOlder() {
+    const el = this.olderEl;
+    this.root.dataset.older = String(this.older);
+    el.classList.toggle("op-hidden", !this.older);
+    if (!this.older) return;
+    const saved = this.model.get("saved");
+    el.disabled = Boolean(saved) || this.olderAsked;
+    if (saved) {
+      el.textContent = `${this.older} older nodes not in this view`;
+      el.title = "`openprogram sessions show ID --page 2` lists them";
+    } else {
+      el.textContent = this.olderAsked ? "loading older rows…" : `↑ ${this.older} older nodes`;
+      el.title = "scroll to the top, or click, for the rows before these";
+    }
+  }
+
   // -- search, fold, HEAD ----------------------------------------------------------------
 
   // A large session's calls under folds reach the browser when unfolded: the kernel sends
@@ -635,6 +693,7 @@ class DagView {
   onMessage(msg) {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "upsert") this.apply(msg.nodes || [], msg.removed || []);
+    else if (msg.type === "older") this.applyOlder(msg);
     else if (msg.type === "detail" && msg.id === this.selected) {
       if (msg.detail) this.renderDetail(msg.id, msg.detail);
       else this.renderError(msg.error || "no detail");
@@ -744,6 +803,7 @@ function savedModel(data) {
     head_id: data.head_id ?? null,
     title: data.title || "",
     folded: data.folded || [],
+    older: data.older || 0,
     selected: null,
     detail: null,
     saved: true,

@@ -26,6 +26,13 @@
 .op-count {
   color: var(--jp-ui-font-color2, #6b7280);
 }
+.op-older {
+  font: inherit;
+  cursor: pointer;
+}
+.op-older:disabled {
+  cursor: default;
+}
 .op-body {
   display: flex;
   flex-wrap: wrap;
