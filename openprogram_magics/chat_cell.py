@@ -49,6 +49,9 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
         )
     except UserError as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:  # Ctrl-C ends a goal run as a stop does
+        goal_done(magics, {"status": "stopped"})
+        raise
     goal_done(magics, result.goal)
     done = replace(meta, last_turn_id=result.user_node_id)
     magics.turn_done(done, pinned)

@@ -216,3 +216,22 @@ def test_the_goal_command_sets_shows_and_clears_the_notebooks_goal(
     assert host.chat_goal is None
     with pytest.raises(UserError, match="a goal needs words"):
         commands.run(host, 'goal " "')  # type: ignore[arg-type]
+
+
+def test_ctrl_c_in_a_continuation_cancels_that_turn_and_ends_the_run() -> None:
+    def interrupt(n: int) -> None:
+        if n == 1:
+            raise KeyboardInterrupt
+
+    script = Script(met_at=None, on_agent=interrupt)
+    request = goal_request(script, "never done")
+    with pytest.raises(KeyboardInterrupt):
+        D.process_user_turn(request)
+    (sid,) = [m["id"] for m in default_db().list_sessions()]
+    turns = chain_turns(sid)
+    assert [t.name for t in turns] == ["user", "continuation"]
+    (reply,) = [c for c in under(sid, turns[1].id) if c.kind == "reply"]
+    assert reply.status == "cancelled"
+    on_disk = json.loads((default_db().open(sid).path / "meta.json").read_text())
+    assert on_disk["goal"]["status"] == "stopped"  # committed
+    assert on_disk["goal"]["reason"] == "interrupted during a turn"

@@ -4,6 +4,7 @@ and ``%openprogram status`` show it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -85,6 +86,8 @@ def test_a_users_rename_sticks(capsys: pytest.CaptureFixture[str]) -> None:
     host = _Host(sid)
     assert commands.run(host, 'title "Field notes: herons"') == "Field notes: herons"  # type: ignore[arg-type]
     assert (meta(sid)["title"], meta(sid)["title_source"]) == ("Field notes: herons", "user")
+    on_disk = json.loads((default_db().open(sid).path / "meta.json").read_text())
+    assert on_disk["title"] == "Field notes: herons"  # committed at once
     turns(RETITLE_AFTER + 1, model, sid)
     assert model.titles == []  # never asked: the user's title stays
     assert meta(sid)["title"] == "Field notes: herons"

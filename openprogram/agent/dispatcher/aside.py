@@ -30,3 +30,17 @@ def run_aside(nodes: SessionNodeWriter, caller: str, fn: Callable[..., T], *args
                 node = nodes.get(child_id)
                 node.metadata[ASIDE] = True
                 nodes.update(node)
+
+
+def commit_meta(session_id: str, message: str, **fields: Any) -> None:
+    """Write ``fields`` to the session's ``meta.json`` now, as a commit of its own (a
+    rename, a goal run ended between turns).  The store commits what a process changed,
+    so the session's HEAD node is recorded again unchanged beside the new ``meta.json``."""
+    from openprogram.agent.session_db import default_db
+
+    session = default_db().open(session_id)
+    session.set_meta(**fields)
+    head = session.head_id
+    if head is not None:
+        session.update(session.get(head))
+    session.commit(message)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from openprogram.agent.dispatcher.aside import run_aside
+from openprogram.agent.dispatcher.aside import commit_meta, run_aside
 from openprogram.agentic_programming.function import agentic_function
 from openprogram.agentic_programming.stopping import RunStopped, stop_requested
 from openprogram.context.policy import ContextPolicy
@@ -254,15 +254,33 @@ def keep_working(
     from openprogram.agent.dispatcher.types import emit
 
     request = replace(request, goal=as_goal(request.goal))
-    result = run_turn(request, new_state(request))
-    while result.goal is not None and result.goal["status"] == ACTIVE:
-        state = GoalState(**result.goal)
-        emit(request, {"type": "goal", "state": state.to_dict()})
-        request = continuation_request(request, state, result)
+    state = new_state(request)
+    try:
         result = run_turn(request, state)
+        while result.goal is not None and result.goal["status"] == ACTIVE:
+            state = GoalState(**result.goal)
+            emit(request, {"type": "goal", "state": state.to_dict()})
+            request = continuation_request(request, state, result)
+            result = run_turn(request, state)
+    except KeyboardInterrupt:  # Ctrl-C, a stop: the turn is recorded cancelled; so is the run
+        record_stopped(request.session_id, state)
+        raise
     if result.goal is None:  # the turn failed before its check
         status = STOPPED if result.status == "cancelled" else FAILED
         why = f"the turn ended {result.status}: {result.error or ''}".strip(": ")
         result.goal = GoalState(new_state(request).text, status, reason=why).to_dict()
     emit(request, {"type": "goal", "state": result.goal})
     return result
+
+
+def record_stopped(session_id: str | None, state: GoalState) -> None:
+    """The run ended by an interrupt mid-turn: ``meta.json`` says so (its own commit)."""
+    from openprogram.agent.session_db import default_db
+
+    if session_id is None or not default_db().exists(session_id):
+        return
+    state.status, state.reason = STOPPED, "interrupted during a turn"
+    try:
+        commit_meta(session_id, "goal stopped", goal=state.to_dict())
+    except Exception:  # never hide the interrupt behind a bookkeeping error
+        pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from openprogram.agent.dispatcher.aside import run_aside
+from openprogram.agent.dispatcher.aside import commit_meta, run_aside
 from openprogram.agentic_programming.function import agentic_function
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import UserError
@@ -117,9 +117,7 @@ def rename(session_id: str, title: str) -> str:
     db = default_db()
     if not db.exists(session_id):
         raise UserError(f"session {session_id} has no turns yet: name it after its first turn")
-    session = db.open(session_id)
-    session.set_meta(title=line, title_source=USER)
-    session.commit(f"title: {line}")
+    commit_meta(session_id, f"title: {line}", title=line, title_source=USER)
     return line
 
 
