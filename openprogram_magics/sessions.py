@@ -161,9 +161,9 @@ def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = F
     turns the notebook's context policy lets through, counted back from the turn its next
     cell chains after (the notebook's last turn; the session's HEAD when the notebook has
     not written to it), their estimated tokens, what was left out, then the messages
-    (clipped to 300 characters unless ``full``).  When the session's HEAD has moved on
-    past the notebook's last turn (another notebook or process wrote), it says so: the
-    next cell forks and does not see those turns."""
+    (on one line, clipped to 300 characters; ``full``: the exact text, line by line).
+    When the session's HEAD has moved on past the notebook's last turn (another notebook
+    or process wrote), it says so: the next cell forks and does not see those turns."""
     from openprogram.agent.session_db import default_db
     from openprogram.agentic_programming.prompt import history_after
     from openprogram.context.policy import ContextPolicy, effective
@@ -200,9 +200,17 @@ def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = F
         )
     lines.append("  [system]    (the called function's docstring, if any)")
     for message in seen.messages:
+        role = str(message.get("role"))
+        head = f"  [{role}]{' ' * (10 - len(role))}"
+        if full:  # the exact text, line by line (continuation lines indented under it)
+            text = terminal_text(str(message.get("content", "")), keep_newlines=True)
+            first, *rest = text.split("\n")
+            lines.append(head + first)
+            lines.extend(" " * len(head) + line for line in rest)
+            continue
         text = terminal_text(" ".join(str(message.get("content", "")).split()))
-        if not full and len(text) > 300:
+        if len(text) > 300:
             text = text[:299] + "…"
-        lines.append(f"  [{message.get('role')}]{' ' * (10 - len(str(message.get('role'))))}{text}")
+        lines.append(head + text)
     lines.append("  [user]      (the call's content)")
     return lines

@@ -22,6 +22,7 @@ def shell(bare_shell: Shell) -> Shell:
 
 
 DOC = "Classify the support ticket as bug, feature or question."
+CHOICES = "Reply with just the answer, nothing else. Allowed answers: bug, feature, question."
 
 
 def requests(shell: Shell) -> list[list[dict[str, str]]]:
@@ -45,6 +46,7 @@ def test_history_0_turns_sends_only_the_docstring_and_the_content(shell: Shell) 
     shell.run('%%openprogram\ntriage("the second ticket")')
     expected = [
         {"role": "system", "content": DOC},
+        {"role": "user", "content": CHOICES},  # the call's own: its allowed answers
         {"role": "user", "content": "the second ticket"},
     ]
     assert requests(shell)[-1] == expected
@@ -114,8 +116,15 @@ def test_context_shows_what_this_notebooks_next_call_sends_when_the_session_move
     sent = requests(shell)[-1]
     assert sent[0] == {"role": "system", "content": DOC}
     assert sent[-1] == {"role": "user", "content": "delta ticket"}
-    shown = [ln for ln in lines if ln.startswith("  [")][1:-1]  # between docstring and content
-    assert shown == [
-        f"  [{m['role']}]{' ' * (10 - len(m['role']))}{' '.join(m['content'].split())}"
-        for m in sent[1:-1]
-    ]
+    assert sent[-2] == {"role": "user", "content": CHOICES}  # the call's own, not history
+    # between the docstring and the content: the earlier turns' exact text, line by line
+    shown = "\n".join(
+        lines[lines.index("  [system]    (the called function's docstring, if any)") + 1 : -1]
+    )
+    assert shown == "\n".join(
+        f"  [{m['role']}]{' ' * (10 - len(m['role']))}"
+        + m["content"].replace("\n", "\n" + " " * 14)
+        for m in sent[1:-2]
+    )
+    assert "%%openprogram" not in shown and "(done)" not in shown  # plain statements
+    assert "- triage was called with ticket='alpha ticket' and returned 'bug'." in shown

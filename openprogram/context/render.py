@@ -1,7 +1,10 @@
 """Render what a frame sees (:class:`~openprogram.context.graph.Visible`) as chat messages.
 
-Pure: no I/O.  The docstring becomes the one system message; earlier turns become
-user/assistant pairs; earlier steps of the frame follow; the new content comes last.
+Pure: no I/O.  The docstring becomes the one system message; earlier turns become plain
+statements of what was asked and what came back (a chat turn: the user's words and the
+reply; a cell: what it called and got back, never its source with ``%%openprogram``; see
+:func:`turn_text`); earlier steps of the frame follow; the new content comes last.
+``%openprogram context --full`` prints the exact text.
 
 An ``llm`` node stores only its frame's own messages plus the ids of the earlier turns it
 was given (``metadata["context"]``, see :mod:`openprogram.context.policy`), so a session
@@ -77,33 +80,113 @@ def answer(node: Call) -> str:
 
 
 def turn_messages(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
-    """One earlier turn of the conversation as a user/assistant pair; a compaction's
+    """One earlier turn as plain statements (:func:`turn_text`; a chat turn as the user's
+    words and the reply, a top-level exec as its exchange); a compaction's
     summary node (``metadata.covers``) as the one message standing for the turns it covers.
     Calls made about the turn, not in it (``metadata.aside``: the goal's judge, a title,
     a summary) are left out of it."""
     if "covers" in node.metadata:
         return summary_messages(node)
-    if node.kind in ("turn", "reply"):
-        said = as_text(node.input.get("text") if isinstance(node.input, dict) else node.input)
-        parts = [
-            _child_part(c)
-            for c in children(node)
-            if c.kind in ("function", "tool", "reply") and not c.metadata.get("aside")
-        ]
-        if node.output not in (None, ""):
-            parts.append(clip(as_text(node.output)))
-        role = "assistant" if node.kind == "reply" else "user"
-        messages: list[Message] = [{"role": role, "content": clip(said)}]
-        if role == "user":
-            messages.append({"role": "assistant", "content": "\n".join(parts) or "(done)"})
-        return messages
+    if node.kind == "turn":
+        return _turn_history(node, children)
+    if node.kind == "reply":
+        return [{"role": "assistant", "content": clip(_asked(node))}]
     if node.kind == "llm":  # a top-level exec; the tools its reply called follow it
         tools = [step_messages(c) for c in children(node) if c.kind == "tool" and not c.is_open]
         return step_messages(node) + [m for part in tools for m in part]
+    return [{"role": "user", "content": f"Earlier, {statement(node)}."}]
+
+
+# -- earlier turns as plain statements ----------------------------------------------------------
+#
+# A weak model imitates the forms it is shown, so an earlier turn is not shown as code
+# (a cell's source with its ``%%openprogram`` line, ``f(x) -> value``, ``(done)``) but as
+# plain sentences of what was asked and what came back, in a user message:
+#
+#     Earlier (cell [2]):
+#     - triage was called with ticket='the app crashes on save' and returned 'bug'.
+#     - The model was asked 'Say hi.' and answered 'Hello!'.
+#     - The cell's result: 3
+#
+# A cell that made no recorded call says which code ran.  A chat turn stays a conversation:
+# the user's words, what its tools did (a user message of sentences like the above), then
+# the reply as the assistant's message.  A top-level function call is one sentence
+# ("Earlier, greet was called with name='Ada' and returned 'Hello, Ada.'.").
+# :func:`turn_text` is the same text as one string (for a summary of earlier turns).
+
+
+def statement(node: Call) -> str:
+    """One call as a plain sentence: ``name was called with a='x' and returned 'y'``,
+    ``... and failed: ValueError: ...``; a model call as what it was asked and answered."""
+    if node.kind == "llm":
+        content = node.input.get("content") if isinstance(node.input, dict) else node.input
+        said = clip(as_text(node.output), 1000)
+        return f"The model was asked {clip(as_text(content), 1000)!r} and answered {said!r}"
+    args = node.input if isinstance(node.input, dict) else {}
+    shown = ", ".join(f"{k}={clip(as_text(v), 200)!r}" for k, v in args.items())
+    called = f"{node.name} was called" + (f" with {shown}" if shown else "")
+    if node.status not in ("completed", "answered"):
+        error = as_text(node.metadata.get("error")) or node.status
+        return f"{called} and failed: {clip(error, 1000)}"
+    if node.output in (None, ""):
+        return f"{called} and returned nothing"
+    return f"{called} and returned {clip(as_text(node.output), 1000)!r}"
+
+
+def _asked(node: Call) -> str:
+    """What a turn's text asked: a chat message as written, a cell's source without its
+    ``%%`` magic line."""
+    text = as_text(node.input.get("text") if isinstance(node.input, dict) else node.input)
+    lines = text.strip().splitlines()
+    if lines and lines[0].lstrip().startswith("%%"):
+        lines = lines[1:]
+    return "\n".join(lines).strip()
+
+
+def _statements(kids: list[Call], chat: bool = False) -> list[str]:
+    """The calls made in a turn (its functions, tools and — not in a chat turn, whose reply
+    says it — model calls; not asides, not rejected attempts), each as a sentence."""
+    kinds = ("function", "tool") if chat else ("function", "tool", "llm")
     return [
-        {"role": "user", "content": call_line(node)},
-        {"role": "assistant", "content": clip(as_text(node.output or node.metadata.get("error")))},
+        statement(c) + "."
+        for c in kids
+        if c.kind in kinds and not c.metadata.get("aside") and not c.metadata.get("rejected")
     ]
+
+
+def _turn_history(node: Call, children: Callable[[Call], list[Call]]) -> list[Message]:
+    kids = children(node)
+    replies = [c for c in kids if c.kind == "reply" and not c.metadata.get("aside")]
+    done = _statements(kids, chat=bool(replies))
+    if replies:  # a chat message: a conversation
+        messages: list[Message] = [{"role": "user", "content": clip(_asked(node))}]
+        if done:
+            messages.append({"role": "user", "content": clip("\n".join(["Meanwhile:", *done]))})
+        said = "\n".join(_child_part(r) for r in replies)
+        return [*messages, {"role": "assistant", "content": said}]
+    return [{"role": "user", "content": clip(turn_text(node, lambda _n: kids))}]
+
+
+def turn_text(node: Call, children: Callable[[Call], list[Call]]) -> str:
+    """An earlier turn as plain statements: what was asked and what came back (see above).
+    For a chat turn: the user's words, what its tools did, the reply."""
+    kids = children(node)
+    replies = [_child_part(c) for c in kids if c.kind == "reply" and not c.metadata.get("aside")]
+    done = _statements(kids, chat=bool(replies))
+    asked = _asked(node)
+    if replies:
+        lines = [f"The user said: {asked}", *done, *(f"The reply: {r}" for r in replies)]
+        return "\n".join(lines)
+    if node.output not in (None, ""):
+        done.append(f"The {_what(node)}'s result: {clip(as_text(node.output), 1000)}")
+    if not done:
+        ended = "" if node.status == "completed" else f" ({node.status})"
+        return f"Earlier ({node.name}), this code ran{ended} and returned nothing:\n{asked}"
+    return "\n".join([f"Earlier ({node.name}):", *(f"- {line}" for line in done)])
+
+
+def _what(node: Call) -> str:
+    return "cell" if str(node.name).startswith("cell") else "turn"
 
 
 def summary_messages(node: Call) -> list[Message]:
