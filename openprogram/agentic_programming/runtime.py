@@ -285,7 +285,10 @@ class Runtime:
             )
             check_stop()  # a background run asked to stop: before the next call, not during
             if self.budget is not None:  # raises, with an error node, before anything is sent
-                room = self.budget.admit(writer, request, self.provider.name, frame_id)
+                vendor = getattr(self.provider, "vendor_endpoint", True)
+                room = self.budget.admit(
+                    writer, request, self.provider.name, frame_id, vendor_endpoint=vendor
+                )
                 if room is not None and (request.max_tokens or room) >= room:
                     request.max_tokens = room if room < UNCAPPED_ROOM else request.max_tokens
             node = make_call(

@@ -103,9 +103,19 @@ class Budget:
 
     # -- the check -------------------------------------------------------------------------
     def admit(
-        self, writer: SessionNodeWriter, request: Priced, provider: str, caller: str | None
+        self,
+        writer: SessionNodeWriter,
+        request: Priced,
+        provider: str,
+        caller: str | None,
+        *,
+        vendor_endpoint: bool = True,
     ) -> int | None:
-        """The ``max_tokens`` the request may use, or raise (after recording why)."""
+        """The ``max_tokens`` the request may use, or raise (after recording why).
+
+        ``vendor_endpoint=False`` (a custom base URL): a dollar budget counts only a price
+        the user set (:func:`~openprogram.usage.prices.set_price`); without one the call is
+        refused before it is sent, saying so — the vendor's table is never assumed there."""
         if not self.active:
             return None
         spent = self.spent(writer)
@@ -115,10 +125,11 @@ class Budget:
         if self.tokens is not None:
             allowed.append(self.tokens - spent.tokens - needed)
         if self.usd is not None:
-            price = price_of(request.model, provider)
+            price = price_of(request.model, provider, vendor_endpoint=vendor_endpoint)
             if price is None:
+                where = "" if vendor_endpoint else " at a custom base URL (unpriced there)"
                 problem = (
-                    f"a budget in dollars needs a price for model {request.model!r}: "
+                    f"a budget in dollars needs a price for model {request.model!r}{where}: "
                     "openprogram.usage.set_price(model, input, output) or prices.json"
                 )
             else:

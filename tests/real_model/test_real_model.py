@@ -231,3 +231,95 @@ def test_the_research_cli_starts_and_records_its_first_stage(
     assert first.metadata["output_mode"] == "json_object"
     assert len(first.metadata["output_refused"]) == 1
     assert first.metadata["usage"]["input_tokens"] > 0
+
+
+CHOICES = ["bug", "feature", "question"]
+
+
+@agentic_function
+def triage(ticket: str, runtime: Runtime | None = None) -> Any:
+    """Classify the support ticket as bug, feature or question."""
+    assert runtime is not None
+    return runtime.exec(ticket, choices=CHOICES, max_tokens=12)
+
+
+def test_choices_go_out_in_the_first_request_constrained_to_the_enum(
+    real_server: RealServer, op_home: Path
+) -> None:
+    """The allowed answers are in the first request, as text and as an enum schema; this
+    server refuses the native schema once (HTTP 500) and constrains JSON mode to the enum,
+    so the answer is a choice whatever the 135M model thinks of the ticket."""
+    since = len(real_server.exchanges)
+    with session_context(runtime=runtime_for(real_server)) as s:
+        first = triage("The app crashes when I press save.")
+        second = triage("Please add a dark mode.")
+    assert first in CHOICES and second in CHOICES
+    chats = real_server.chats(since)
+    assert [(c.body["response_format"]["type"], c.status) for c in chats[:2]] == [
+        ("json_schema", 500),
+        ("json_object", 200),
+    ]
+    enum = {"type": "string", "enum": CHOICES}
+    assert chats[1].body["response_format"]["schema"]["properties"]["choice"] == enum
+    said = [m["content"] for m in chats[0].body["messages"]]
+    assert "Allowed answers: bug, feature, question." in said[-2]  # before the content
+    assert said[-1] == "The app crashes when I press save."
+    nodes = llm_nodes(s.session_id)
+    assert {n.metadata["output_mode"] for n in nodes} == {"json_object"}
+
+
+def test_a_dollar_budget_at_a_custom_base_url_needs_a_price_the_user_set(
+    real_server: RealServer, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A custom base URL is unpriced: a dollar budget there refuses the first call (nothing
+    is sent) and says to set a price; with a price set, calls are priced and it stops them."""
+    from openprogram.usage import prices
+
+    since = len(real_server.exchanges)
+    rt = runtime_for(real_server, budget=Budget(usd=0.5, per="run"))
+    with session_context(runtime=rt), pytest.raises(BudgetExceeded) as info:
+        rt.exec("Say hello.", max_tokens=4)
+    assert "custom base URL (unpriced there)" in str(info.value)
+    assert "set_price" in str(info.value)
+    assert real_server.chats(since) == []  # refused before anything was sent
+
+    # a made-up, steep price so that a few calls spend the budget
+    monkeypatch.setitem(prices._user, ALIAS, prices.Price(1000.0, 1000.0, "user"))
+    rt = runtime_for(real_server, budget=Budget(usd=0.5, per="run"))
+    with session_context(runtime=rt) as s, pytest.raises(BudgetExceeded):
+        for _ in range(10):
+            rt.exec("Say hello.", max_tokens=4)
+    nodes = llm_nodes(s.session_id)
+    done = [n for n in nodes if n.status == "completed"]
+    assert 0 < len(done) < 10
+    assert all(n.metadata["cost"] > 0 for n in done)  # priced at the user's price
+    assert sum(n.metadata["cost"] for n in done) <= 0.5 + 1e-9
+
+
+def test_a_recorded_run_replays_with_no_server(real_server: RealServer, op_home: Path) -> None:
+    """Recorded on the real server, replayed from the session with the provider behind it
+    pointing at a dead port: every answer comes back the same and nothing is sent."""
+    from real_server import free_port
+
+    from openprogram.providers.replay import ReplayProvider
+
+    rt = runtime_for(real_server)
+    with session_context(runtime=rt) as recorded:
+        live = [
+            greet("Ada"),
+            triage("The app crashes when I press save."),
+            count_legs("a cat"),
+            str(rt.exec("Say hello.", stream=True, on_delta=lambda _d: None, max_tokens=6)),
+        ]
+    since = len(real_server.exchanges)
+    dead = OpenAIProvider(ALIAS, base_url=f"http://127.0.0.1:{free_port()}/v1")
+    replay = create_runtime(ReplayProvider(recorded.session_id, fallback=dead), max_retries=0)
+    with session_context(runtime=replay):
+        again = [
+            greet("Ada"),
+            triage("The app crashes when I press save."),
+            count_legs("a cat"),
+            str(replay.exec("Say hello.", stream=True, on_delta=lambda _d: None, max_tokens=6)),
+        ]
+    assert again == live
+    assert real_server.exchanges[since:] == []
