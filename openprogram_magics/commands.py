@@ -293,9 +293,10 @@ def context(host: Host, args: Namespace) -> list[str]:
     arg("--last", type=int, default=50, metavar="N", help="unfold only the last N turns"),
 )
 def dag(host: Host, args: Namespace) -> Any:
-    from openprogram_magics.widget import SavedDag, show_dag
+    from openprogram_magics.stale_command import marked_dag  # stale turns marked
+    from openprogram_magics.widget import SavedDag
 
-    return SavedDag(show_dag(session_or_current(host, args.session_id), last_turns=args.last))
+    return SavedDag(marked_dag(host, session_or_current(host, args.session_id), args.last))
 
 
 @command(
@@ -475,6 +476,7 @@ def stop(host: Host, args: Namespace) -> str:
 # commands kept in their own modules (registered on import, listed before help)
 from openprogram_magics import call_command as _call_command  # noqa: E402, F401
 from openprogram_magics import chatcommands as _chatcommands  # noqa: E402, F401
+from openprogram_magics import stale_command as _stale_command  # noqa: E402, F401
 
 
 @command("help", "this text")

@@ -317,6 +317,7 @@ def agentic_function(
             wrapper = sync_wrapper
         wrapper.__agentic__ = True  # type: ignore[attr-defined]
         wrapper.__agentic_hashes__ = hashes  # type: ignore[attr-defined]
+        wrapper.__agentic_name__ = label  # type: ignore[attr-defined]  # its nodes' name
         return wrapper
 
     return decorate(fn) if fn is not None else decorate

@@ -27,13 +27,16 @@ and recorded as usual.
 from __future__ import annotations
 
 import difflib
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.compare.diffs import prompt_text as prompt_text  # one rendering of a prompt
+from openprogram.compare.stale import Cell as Cell
+from openprogram.compare.stale import cell_of as cell_of
+from openprogram.compare.stale import recorded_cells, stale_reasons, top_of
+from openprogram.compare.stale import text_hash as text_hash
 from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ReplayMiss as ReplayMiss  # moved; old path kept
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider
@@ -45,10 +48,6 @@ MAX_DIFF_LINES = 12
 TURN_FRAME = "<turn>"
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def own_messages(request: LLMRequest) -> list[Any]:
     """The request's messages without the session's earlier turns (``request.history``)."""
     span = request.history
@@ -56,16 +55,6 @@ def own_messages(request: LLMRequest) -> list[Any]:
         return list(request.messages)
     start, end = span
     return [*request.messages[:start], *request.messages[end:]]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """Where a call was made: the cell's source hash ("" outside a notebook cell), a label a
-    person recognises (``cell [3] (triage("the app…"))``) and the turn's node id."""
-
-    hash: str
-    label: str
-    turn: str | None
 
 
 @dataclass
@@ -77,20 +66,6 @@ class Recorded:
     own: str  # the call's own prompt (docstring, earlier steps, content)
     prompt: str  # the whole prompt it was sent (with the earlier turns)
     reply: str
-
-
-def cell_of(top: Any) -> Cell:
-    """The cell whose turn is ``top`` (the top of a call's chain of callers), or no cell."""
-    if top is None:
-        return Cell("", "a call outside any turn", None)
-    text = top.input.get("text") if isinstance(top.input, dict) else None
-    if top.kind != "turn" or not isinstance(text, str):
-        return Cell("", f"the turn of {top.name}", top.id)
-    lines = [ln.rstrip() for ln in text.strip().splitlines()]
-    body = [ln for ln in lines if ln.strip() and not ln.startswith("%%")]
-    first = body[0].strip()[:60] if body else ""
-    label = f"{top.name} ({first})" if first else str(top.name)
-    return Cell(text_hash("\n".join(lines)), label, top.id)
 
 
 def frame_name(node: Any) -> str:
@@ -113,7 +88,7 @@ def recorded_calls(nodes: list[Any], messages_of: Callable[[Any], Any]) -> list[
             continue
         frame = by_id.get(node.caller) if node.caller is not None else None
         function = frame_name(frame) if node.caller is None or frame else "<unknown>"
-        top = _top(node.caller, by_id.get)
+        top = top_of(node.caller, by_id.get)
         if top is None:
             cell = cell_of(None)
         else:
@@ -128,19 +103,6 @@ def recorded_calls(nodes: list[Any], messages_of: Callable[[Any], Any]) -> list[
         prompt = prompt_text(messages_of(node))
         out.append(Recorded(node.id, cell, function, place, own, prompt, str(node.output)))
     return out
-
-
-def _top(node_id: str | None, lookup: Callable[[str], Any]) -> Any:
-    """The top of ``node_id``'s chain of callers (its turn), or None."""
-    top = None
-    seen: set[str] = set()
-    while node_id is not None and node_id not in seen:
-        seen.add(node_id)
-        node = lookup(node_id)
-        if node is None:
-            break
-        top, node_id = node, node.caller
-    return top
 
 
 def closest(prompt: str, candidates: list[Recorded], part: str = "own") -> Recorded | None:
@@ -186,7 +148,7 @@ class ReplayProvider:
         # `openprogram run --only-stale`: every call of a stale cell goes to ``fallback``
         self.live_stale = live_stale and fallback is not None
         self._stale_turns: dict[str, bool] = {}
-        self._recorded = _recorded_cells(session.nodes()) if self.live_stale else {}
+        self._recorded = recorded_cells(session.nodes()) if self.live_stale else {}
 
         def messages_of(node: Any) -> Any:
             return sent_messages(session, node)
@@ -208,7 +170,7 @@ class ReplayProvider:
         frame = get_call_id()
         frame_node = _get(session, frame) if frame is not None else None
         function = frame_name(frame_node) if frame is None or frame_node else "<unknown>"
-        top = _top(frame, lambda node_id: _get(session, node_id))
+        top = top_of(frame, lambda node_id: _get(session, node_id))
         cell = cell_of(top)
         group = (top.id if top is not None else f"turn {get_turn_id()}", function)
         place = self._places.get(group, 0)
@@ -227,30 +189,29 @@ class ReplayProvider:
         raise ReplayMiss(self._miss(cell, function, place, own, prompt))
 
     def _is_stale(self, cell: Cell, frame: str | None, session: Any) -> bool:
-        """Whether the cell a call is made in is stale: no recording of its text, a
-        function in the call's chain whose docstring or code differ from every recording
-        of it in that cell, or another provider or model than the cell recorded.  Once
-        stale, every later call of that turn is too."""
+        """Whether the cell a call is made in is stale (:func:`stale_reasons`: no recording
+        of its text, a function in the call's chain whose docstring or code differ from
+        every recording of it in that cell, or another provider or model than the cell
+        recorded).  Once stale, every later call of that turn is too."""
         key = cell.turn or ""
         if self._stale_turns.get(key):
             return True
-        recorded = self._recorded.get(cell.hash)
-        stale = recorded is None
+        chain: list[tuple[str, Any, Any]] = []
         node_id = frame
         seen: set[str] = set()
-        while not stale and node_id is not None and node_id not in seen:
+        while node_id is not None and node_id not in seen:
             seen.add(node_id)
             node = _get(session, node_id)
             if node is None:
                 break
             if node.kind == "function":
-                known = recorded.functions.get(node.name) if recorded else None
-                now = (node.metadata.get("doc_hash"), node.metadata.get("source_hash"))
-                stale = known is not None and now[0] is not None and now not in known
+                meta = node.metadata
+                chain.append((node.name, meta.get("doc_hash"), meta.get("source_hash")))
             node_id = node.caller
-        if not stale and recorded is not None and recorded.models and self.fallback is not None:
-            now_model = (self.fallback.name, getattr(self.fallback, "model", None))
-            stale = now_model not in recorded.models
+        model = None
+        if self.fallback is not None:
+            model = (self.fallback.name, getattr(self.fallback, "model", None))
+        stale = bool(stale_reasons(self._recorded.get(cell.hash), chain, model))
         self._stale_turns[key] = stale
         return stale
 
@@ -298,35 +259,6 @@ class ReplayProvider:
             detail = f"its prompt differs from the closest recording, {_named(near)}:\n"
             detail += prompt_diff(near.own, own)
         return f"{head}; {detail}\n{how}"
-
-
-@dataclass
-class RecordedCell:
-    """What a cell's recorded turns ran: each function's (doc_hash, source_hash) and the
-    (provider, model) of its answered calls (replayed answers left out)."""
-
-    functions: dict[str, set[tuple[Any, Any]]]
-    models: set[tuple[str, Any]]
-
-
-def _recorded_cells(nodes: list[Any]) -> dict[str, RecordedCell]:
-    by_id = {node.id: node for node in nodes}
-    cells: dict[str, RecordedCell] = {}
-    for node in nodes:
-        if node.kind in ("turn",):
-            cells.setdefault(cell_of(node).hash, RecordedCell({}, set()))
-        if node.kind not in ("function", "llm"):
-            continue
-        top = _top(node.caller, by_id.get)
-        if top is None or top.kind != "turn":
-            continue
-        cell = cells.setdefault(cell_of(top).hash, RecordedCell({}, set()))
-        if node.kind == "function":
-            hashes = (node.metadata.get("doc_hash"), node.metadata.get("source_hash"))
-            cell.functions.setdefault(node.name, set()).add(hashes)
-        elif node.name != "replay":
-            cell.models.add((node.name, node.metadata.get("model")))
-    return cells
 
 
 def _named(rec: Recorded) -> str:

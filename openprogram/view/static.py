@@ -161,6 +161,7 @@ def render_text_tree(
         bits += [f"▸ +{p.hidden_count} folded"] if p.folded else []
         bits += [f"⚠ {', '.join(p.flags)}"] if p.flags else []
         bits += ["← HEAD"] if p.id == lay.head_id else []
+        bits += ["⟳ stale"] if "stale" in s else []
         bits += [f"· {clip(s['preview'], 60)}"] if "preview" in s else []
         lines.append(terminal_text(" ".join(bits)))  # names, previews: a session's text
     if stop < lay.rows:
@@ -308,6 +309,8 @@ def _node_svg(lay: Layout, p: Placed, start: int) -> str:
     )
     head_tag = f' <tspan fill="{STYLE["colors"]["head"]}" font-weight="bold">HEAD</tspan>'
     head = head_tag if p.id == lay.head_id else ""
+    if "stale" in s:
+        head += ' <tspan fill="#b45309" font-weight="bold">⟳ stale</tspan>'
     parts.append(
         f'<text x="{_label_x(lay, p)}" y="{cy + 4}" fill="#111827">'
         f'<tspan font-weight="600">{escape(clip(label, LABEL_CHARS))}</tspan>{head}'
@@ -331,6 +334,8 @@ def _card(p: Placed, s: Mapping[str, Any]) -> str:
         lines.append(_duration(s["ms"]))
     if p.flags:
         lines.append("flags: " + ", ".join(p.flags))
+    if "stale" in s:
+        lines.append(f"stale: {s['stale']}")
     if "preview" in s:
         lines.append(s["preview"])
     return "\n".join(lines)
@@ -348,6 +353,11 @@ def _details(lay: Layout, p: Placed) -> str:
         rows.append(f"<b>tokens</b> {t['input']} in / {t['output']} out")
     if p.flags:
         rows.append(f"<b>flags</b> {escape(', '.join(p.flags))}")
+    stale = _meta_text(lay.source[p.id], "stale")
+    if stale:
+        rows.append(f"<b>stale</b> {escape(clip(stale, 200))}")
+    if p.kind in ("turn", "reply"):  # copy into a cell: a branch from this turn
+        rows.append(f"<b>continue from here</b> <code>%%openprogram --from {escape(p.id)}</code>")
     for key in ("doc", "input", "output", "error", "traceback"):
         if key in d:
             rows.append(f"<b>{key}</b>{_pre(d[key])}")
@@ -362,6 +372,12 @@ def _details(lay: Layout, p: Placed) -> str:
         f'<details style="{_STYLE["node"]}"><summary>{indent}{escape(str(summary))}</summary>'
         f"{'<br>'.join(rows)}</details>"
     )
+
+
+def _meta_text(node: Mapping[str, Any], key: str) -> str:
+    meta = node.get("metadata")
+    value = meta.get(key) if isinstance(meta, Mapping) else None
+    return value if isinstance(value, str) else ""
 
 
 def _pre(field: Mapping[str, Any]) -> str:

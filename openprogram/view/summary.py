@@ -12,7 +12,8 @@ calls), ``desc`` (all nested calls below), ``flags`` (bad data, unknown kind...)
 for turn-level kinds (``turn root reply``) ``at`` (when it ran, epoch seconds) and ``run``
 (``metadata.run``: the kernel process that ran it, so views can mark restarts and re-runs);
 ``by`` (``metadata.author``'s name, on a turn's top node: who ran it, so the lines of a
-shared session differ).
+shared session differ); ``stale`` (``metadata.stale``, set on the copy ``%openprogram dag``
+draws: why the turn would not replay as recorded, :mod:`openprogram.compare.stale`).
 A view drawn from the session's index adds ``light`` to the nodes it has not read whole
 (no preview, duration, tokens, cost or run yet; see ``openprogram_magics.widget``).
 
@@ -163,6 +164,9 @@ def content_summary(node: Mapping[str, Any]) -> dict[str, Any]:
         run = _meta(node).get("run")
         if isinstance(run, str) and run:
             out["run"] = clip(run, 40)
+    stale = _meta(node).get("stale")  # set on a drawn copy: why the turn is stale now
+    if isinstance(stale, str) and stale:
+        out["stale"] = clip(stale, 200)
     by = author_name(node)  # recorded on the nodes that make a turn (top-level ones)
     if by:
         out["by"] = by

@@ -33,6 +33,7 @@ const CSS_COLORS = Object.entries(STYLE.colors).map(([k, v]) => [
 ]);
 const OPEN = new Set(["running", "awaiting"]);
 const FADED = new Set(["cancelled", "interrupted"]);
+const TURN_LEVEL = new Set(["turn", "reply"]); // "continue from here" starts a branch there
 const FIELDS = [
   ["doc", "Docstring", "op-detail-doc"],
   ["input", "Inputs", "op-detail-input"],
@@ -405,6 +406,7 @@ class DagView {
       svgEl("tspan", { class: "op-badge" }, label).textContent = ` (+${s.desc} folded)`;
     }
     if (s.id === this.headId) svgEl("tspan", { class: "op-head-tag" }, label).textContent = " HEAD";
+    if (s.stale) svgEl("tspan", { class: "op-stale-tag" }, label).textContent = " ⟳ stale";
     if (this.runStarts.has(s.id)) {
       svgEl("tspan", { class: "op-run-tag" }, label).textContent = " ↻ new kernel";
     }
@@ -645,6 +647,7 @@ class DagView {
     htmlEl("div", "op-card-meta", bits.filter(Boolean).join(" · "), c);
     if (s.kids) htmlEl("div", "op-card-meta", `${s.kids} calls, ${s.desc} below`, c);
     if (s.flags) htmlEl("div", "op-card-flags", `⚠ ${s.flags.join(", ")}`, c);
+    if (s.stale) htmlEl("div", "op-card-flags", `stale: ${s.stale}`, c);
     if (s.preview) htmlEl("div", "op-card-preview", s.preview, c);
     if (s.at) htmlEl("div", "op-card-meta", `ran ${new Date(s.at * 1000).toLocaleString()}`, c);
     if (s.by) htmlEl("div", "op-card-meta", `by ${s.by}`, c);
@@ -732,6 +735,7 @@ class DagView {
       ["cost", d.cost !== undefined ? `$${d.cost}` : ""],
       ["seq", d.seq],
       ["turn", d.turn],
+      ["continue from here", TURN_LEVEL.has(d.kind) ? `%%openprogram --from ${d.id}` : ""],
     ];
     const dl = htmlEl("dl", "op-detail-facts", null, p);
     for (const [k, v] of facts) {
