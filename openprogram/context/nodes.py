@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import math
 import os
+import random
 import re
 import time
 from collections.abc import Mapping
@@ -82,9 +83,16 @@ MAX_STRING: Final = 200_000  # characters kept of one string value in a node
 _PLAIN: Final = frozenset({str, int, bool})  # returned as is by ``sanitize`` (fast path)
 
 
+# node ids: 40 random bits from a generator seeded from the OS (again in a forked child),
+# not a getrandom() system call per node
+_ids = random.Random(os.urandom(16))
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(16)))
+
+
 def new_id(prefix: str = "n") -> str:
     """A short random node id, e.g. ``n_3f9c2a71d0``."""
-    return f"{prefix}_{os.urandom(5).hex()}"
+    return f"{prefix}_{_ids.getrandbits(40):010x}"
 
 
 def sanitize(value: Any, *, _depth: int = 0) -> Any:

@@ -42,6 +42,8 @@ def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None
     """``(input tokens, output tokens, cost)`` of a node as the index keeps them: input
     tokens None when the node records no ``usage`` at all, cost None when it has no price
     (the rules of ``usage.totals.Totals.add``; a value of another type counts as 0)."""
+    if "usage" not in metadata and "cost" not in metadata:  # most nodes: the fast path
+        return None, 0, None
     usage = metadata.get("usage")
     value = metadata.get("cost")
     cost = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -35,6 +35,9 @@ from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, 
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import (
     F_KIND,
+    F_PATH,
+    F_SEQ,
+    F_TURN,
     clean_meta,
     counts_as_turn,
     entry_of,
@@ -50,6 +53,10 @@ from openprogram.store.session.safegit import make_safe
 from openprogram.store.session.statefiles import Counters, Journal, SessionLock
 
 META_VERSION = 1
+# seqs a process leases at once: the shared counter moves by a block under the lock and the
+# process hands out numbers from it without the lock (a block left when it ends is a gap:
+# nothing assumes seqs are contiguous, only unique and ordered)
+SEQ_BLOCK = 64
 PLACE_FILE = "place"  # .state/place: where this machine last used the session
 MAX_PLACE_BYTES = 4096
 
@@ -81,13 +88,15 @@ class Session(SessionQueries):
         self._journal: Journal | None = None
         self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
         self._new_turns: set[str] = set()  # turns of this process not committed yet
-        self._synced_seq = -1  # the shared seq counter when this view was last complete
+        self._synced = (-1, -1)  # (seq counter, commits) when this view was last complete
+        self._lease_mu = threading.Lock()
+        self._lease = [0, 0]  # [next, end): seqs leased by this process, not handed out yet
         with self.lock:
             self._load_meta()
             self._index.open()
             self._ensure_counters()
             self._recover()
-            self._synced_seq = self._counters()[0]
+            self._synced = self.counters.stamp()
         if checkout.never_refreshed(path, self._counters()[1] - 1):
             maintenance.spawn(path)  # leaves older turns out of the working tree
 
@@ -150,13 +159,14 @@ class Session(SessionQueries):
             path.unlink(missing_ok=True)
 
     def sync(self) -> None:
-        """Refresh this view if another process wrote to the session since (one read of the
-        shared counter when nothing changed).  Called when a turn begins."""
+        """Refresh this view if another process wrote to the session since: leased seqs or
+        committed (one read of the shared counters when nothing changed).  Called when a
+        turn begins."""
         with self.lock:
-            seq = self._counters()[0]
-            if seq != self._synced_seq:
+            stamp = self.counters.stamp()
+            if stamp != self._synced:
                 self.refresh()
-                self._synced_seq = seq
+                self._synced = stamp
 
     def refresh(self) -> None:
         """Pick up what other processes committed since (new turns, rewritten buckets),
@@ -215,38 +225,80 @@ class Session(SessionQueries):
     def append(self, call: Call, *, turn: int, advance_head: bool = False) -> Call:
         """Give ``call`` a seq and record it.  A turn-level write (``advance_head``) links
         the call after HEAD (unless a predecessor is given) and moves HEAD to it, atomically.
-        """
+        A nested node takes its seq from this process's leased block (no lock)."""
+        call.turn = turn
+        if not advance_head:
+            call.seq = self._take_seqs(1)
+            self._record(call)
+            return call
+        if counts_as_turn(call.caller, call.kind):
+            call.metadata.setdefault("author", current_author().to_json())
         with self.lock:
-            seq, next_turn, head = self._counters()
-            if seq == self._synced_seq:  # nobody else wrote since: our view stays complete
-                self._synced_seq = seq + 1
-            call.seq = seq
-            call.turn = turn
-            if advance_head:
-                if counts_as_turn(call.caller, call.kind):
-                    self._new_turns.add(call.id)
-                    call.metadata.setdefault("author", current_author().to_json())
-                head = chain_after_head(call, head)  # the one rule, shared with memory.py
-            self.counters.write(seq + 1, next_turn, head)
+            counter, next_turn, head = self._counters()
+            call.seq, counter = self._lease_locked(1, counter)
+            if counts_as_turn(call.caller, call.kind):
+                self._new_turns.add(call.id)
+            head = chain_after_head(call, head)  # the one rule, shared with memory.py
+            self.counters.write(counter, next_turn, head)
         self._record(call)
         return call
 
     def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
         """Append ``calls`` (nested nodes: none moves HEAD) in one go: consecutive seqs in
-        their order under one hold of the lock, and one journal write for all of them.
-        What :meth:`append` costs per node, paid once per batch (a map's returned nodes)."""
+        their order and one journal write for all of them.  What :meth:`append` costs per
+        node, paid once per batch (a map's returned nodes)."""
         if not calls:
             return []
-        with self.lock:
-            seq, next_turn, head = self._counters()
-            if seq == self._synced_seq:
-                self._synced_seq = seq + len(calls)
-            for offset, call in enumerate(calls):
-                call.seq = seq + offset
-                call.turn = turn
-            self.counters.write(seq + len(calls), next_turn, head)
+        seq = self._take_seqs(len(calls))
+        for offset, call in enumerate(calls):
+            call.seq = seq + offset
+            call.turn = turn
         self._record(*calls)
         return list(calls)
+
+    def _take_seqs(self, count: int) -> int:
+        """The first of ``count`` consecutive seqs for nested nodes: from this process's
+        leased block when it has them (no lock, no file), else from a block leased now."""
+        with self._lease_mu:
+            start, end = self._lease
+            if end - start >= count:
+                self._lease[0] = start + count
+                return start
+        with self.lock:
+            counter, next_turn, head = self._counters()
+            start, moved = self._lease_locked(count, counter)
+            if moved != counter:
+                self.counters.write(moved, next_turn, head)
+        return start
+
+    def _lease_locked(self, count: int, counter: int) -> tuple[int, int]:
+        """(The lock held; ``counter`` the shared next seq.)  The first of ``count`` seqs
+        for a node written now, and the counter after: from the leased block while no
+        other process leased after it (so a turn-level node's seq is above every seq
+        handed out before HEAD moved to it), else from a new block at the counter."""
+        with self._lease_mu:
+            start, end = self._lease
+            if counter != end or end - start < count:
+                start, end = counter, counter + max(SEQ_BLOCK, count)
+                seq, commits = self._synced
+                if seq == counter:  # nobody else wrote since: our view stays complete
+                    self._synced = (end, commits)
+            self._lease = [start + count, end]
+            return start, end
+
+    def _return_lease(self) -> None:
+        """Give the unused part of the leased block back when no other process leased
+        after it (the counter still at its end): a process that closes leaves no gap."""
+        with self.lock, self._lease_mu:
+            start, end = self._lease
+            self._lease = [0, 0]
+            state = self.counters.read()
+            if state is None or start >= end or state[0] != end:
+                return
+            self.counters.write(start, state[1], state[2])
+            seq, commits = self._synced
+            if seq == end:
+                self._synced = (start, commits)
 
     def update(self, call: Call) -> None:
         """Record a new state of a node already appended (output, status...)."""
@@ -271,7 +323,12 @@ class Session(SessionQueries):
 
     def _put(self, call: Call) -> None:
         self._cache(call)
-        is_new = self._index.put(entry_of(call, node_relpath(call)))
+        known = self._index.entries.get(call.id)
+        if known is not None and known[F_SEQ] == call.seq and known[F_TURN] == call.turn:
+            path = known[F_PATH]  # a new state of a node the index has: the same file
+        else:
+            path = node_relpath(call)
+        is_new = self._index.put(entry_of(call, path))
         if is_new and self._children is not None:
             self._children.setdefault(call.caller, []).append(call.id)
 
@@ -352,6 +409,9 @@ class Session(SessionQueries):
         if not self._open and self._journal is not None:
             self._journal.truncate()
         commits, maintained = self.counters.bump_commits()  # counted across processes
+        seq, synced_commits = self._synced
+        if synced_commits == commits - 1:  # only ours since the view was complete
+            self._synced = (seq, commits)
         return sha.hex(), commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
 
     def _committed(self, call: Call) -> bool:
@@ -407,6 +467,10 @@ class Session(SessionQueries):
                 self.commit("flush on close")
             try:
                 self.save_index()
+            except OSError:
+                pass
+            try:
+                self._return_lease()
             except OSError:
                 pass
             if self._journal is not None:

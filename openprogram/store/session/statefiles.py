@@ -3,14 +3,17 @@ session lock, the shared counters, and each process's journal of node events (an
 claiming and reading the journals of writers that died).
 
 Everything here survives ``SIGKILL`` of the writing process: the counters live in one
-small file updated in place under an ``flock``, and each process appends node events to
-its own journal with one ``write()`` per event, so the page cache holds them even if the
-process dies right after.
+small file updated in place under an ``flock`` (through a shared memory map: the page
+cache, no system call per read or write), and each process appends node events to
+its own journal, each event copied into a shared memory map of the file before the call
+that made it goes on: the page cache holds it even if the process dies right after, as
+it would after a ``write()``, without a system call per event.
 """
 
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import struct
 import threading
@@ -28,6 +31,9 @@ from openprogram.store.session.files import (
 )
 
 MAX_JOURNAL_BYTES = 256 << 20  # a dead writer's journal is read up to this
+JOURNAL_MAP_BYTES = 1 << 20  # a journal's first map (a sparse file; doubled when full)
+_ZERO_CHUNK = 4096
+_ZEROS = bytes(_ZERO_CHUNK)
 
 
 class SessionLock:
@@ -63,21 +69,27 @@ _STATE = struct.Struct("<qq48s")  # next seq, next turn, head id
 _MAINT = struct.Struct("<qq")  # after _STATE: commits made, commits at the last maintenance
 
 
+_SIZE = _STATE.size + _MAINT.size
+
+
 class Counters:
     """``next seq``, ``next turn`` and HEAD, shared by every process writing a session.
 
-    Read and written in place (one ``pread``/``pwrite``) while the session lock is held.
+    Read and written in place while the session lock is held, through a shared map of the
+    file (the file is first grown to its full size with zeros, which read as missing: a new
+    file reads as before, ``None``).  ``next seq`` is the end of the last block of seqs a
+    process leased (see ``Session``), not the next seq handed out.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = open_state_file(path, os.O_RDWR)
+        if os.fstat(self._fd).st_size < _SIZE:  # never shrinks: grows what another wrote
+            os.ftruncate(self._fd, _SIZE)
+        self._map = mmap.mmap(self._fd, _SIZE)
 
     def read(self) -> tuple[int, int, str | None] | None:
-        raw = os.pread(self._fd, _STATE.size, 0)
-        if len(raw) != _STATE.size:
-            return None
-        seq, turn, head = _STATE.unpack(raw)
+        seq, turn, head = _STATE.unpack_from(self._map, 0)
         try:
             head_id = head.rstrip(b"\0").decode() or None
         except UnicodeDecodeError:
@@ -87,54 +99,84 @@ class Counters:
         return seq, turn, head_id
 
     def write(self, seq: int, turn: int, head_id: str | None) -> None:
-        os.pwrite(self._fd, _STATE.pack(seq, turn, (head_id or "").encode()[:48]), 0)
+        _STATE.pack_into(self._map, 0, seq, turn, (head_id or "").encode()[:48])
+
+    def stamp(self) -> tuple[int, int]:
+        """(next seq, commits made): what moves when any process leases seqs or commits."""
+        return _STATE.unpack_from(self._map, 0)[0], _MAINT.unpack_from(self._map, _STATE.size)[0]
 
     def bump_commits(self) -> tuple[int, int]:
         """Count one more commit (by any process); returns (commits, commits at last maintain)."""
-        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
-        commits, maintained = _MAINT.unpack(raw) if len(raw) == _MAINT.size else (0, 0)
-        os.pwrite(self._fd, _MAINT.pack(commits + 1, maintained), _STATE.size)
+        commits, maintained = _MAINT.unpack_from(self._map, _STATE.size)
+        _MAINT.pack_into(self._map, _STATE.size, commits + 1, maintained)
         return commits + 1, maintained
 
     def commits(self) -> int:
         """Commits made so far (by any process)."""
-        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
-        return _MAINT.unpack(raw)[0] if len(raw) == _MAINT.size else 0
+        return int(_MAINT.unpack_from(self._map, _STATE.size)[0])
 
     def set_maintained(self) -> None:
-        raw = os.pread(self._fd, _MAINT.size, _STATE.size)
-        commits = _MAINT.unpack(raw)[0] if len(raw) == _MAINT.size else 0
-        os.pwrite(self._fd, _MAINT.pack(commits, commits), _STATE.size)
+        commits = _MAINT.unpack_from(self._map, _STATE.size)[0]
+        _MAINT.pack_into(self._map, _STATE.size, commits, commits)
 
     def close(self) -> None:
+        self._map.close()
         os.close(self._fd)
 
 
 class Journal:
     """This process's append-only log of node states for one session.
 
-    The journal is ``flock``-ed while its process lives: another process that can lock it
-    knows its writer is gone and replays it (crash recovery).
+    JSON lines copied into a shared map of the file (sized ahead, zeros after the last
+    line: a reader takes what ends in a newline, see :func:`read_journal`).  The journal
+    is ``flock``-ed while its process lives: another process that can lock it knows its
+    writer is gone and replays it (crash recovery).  The caller serialises appends.
     """
 
     def __init__(self, directory: Path) -> None:
         ensure_dir(directory.parent, directory.name)
         self.path = directory / f"{os.getpid()}-{os.urandom(4).hex()}.jsonl"
-        self._fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND)
+        self._fd = open_state_file(self.path, os.O_RDWR)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._used = 0
+        self._map = self._mapped(JOURNAL_MAP_BYTES)
+
+    def _mapped(self, size: int) -> mmap.mmap:
+        os.ftruncate(self._fd, size)
+        return mmap.mmap(self._fd, size)
 
     def append(self, record: bytes) -> None:
-        os.write(self._fd, record + b"\n")
+        end = self._used + len(record) + 1
+        if end > len(self._map):  # full: a map twice as large (the lines stay in place)
+            size = len(self._map)
+            while size < end:
+                size *= 2
+            self._map.close()
+            self._map = self._mapped(size)
+        self._map[self._used : end - 1] = record
+        self._map[end - 1] = 10  # b"\n": the line counts from here on
+        self._used = end
 
     def truncate(self) -> None:
-        os.ftruncate(self._fd, 0)
+        """Forget every line: zeroed in place, the last page first (the pages stay mapped:
+        no fault on the next turn's lines).  A kill meanwhile leaves whole older lines
+        before the zeros, states already committed: replaying them changes nothing."""
+        end = self._used
+        while end > 0:
+            start = max(0, end - _ZERO_CHUNK)
+            self._map[start:end] = _ZEROS[: end - start]
+            end = start
+        self._used = 0
 
     def close(self, *, remove: bool) -> None:
+        self._map.close()
         if remove:
             try:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
+        else:  # kept for recovery: only its lines
+            os.ftruncate(self._fd, self._used)
         os.close(self._fd)
 
 
@@ -176,7 +218,7 @@ def read_journal(fd: int) -> tuple[list[dict[str, Any]], int]:
     records = []
     skipped = 0
     lines = b"".join(chunks).split(b"\n")
-    for line in lines[:-1]:  # the last is empty, or torn by a kill mid-write: not damage
+    for line in lines[:-1]:  # the last is empty, zeros, or torn by a kill: not damage
         try:
             record = loads(line)
         except ValueError:
