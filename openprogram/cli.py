@@ -7,6 +7,7 @@
     openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
     openprogram sessions delete ID [--yes]
     openprogram sessions export ID -o FILE    a git bundle of the session
+    openprogram sessions export ID --appendix -o methods.md   a methods appendix
     openprogram sessions import FILE [--as NEW_ID]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
@@ -259,6 +260,10 @@ def sessions_delete(args: argparse.Namespace) -> int:
 
 
 def sessions_export(args: argparse.Namespace) -> int:
+    if args.appendix:
+        return sessions_appendix(args)
+    if args.line is not None:
+        raise CliError("--line goes with --appendix")
     from openprogram.store.session.sync import export_bundle
 
     path = export_bundle(open_store(args), args.session_id, args.output)
@@ -266,6 +271,42 @@ def sessions_export(args: argparse.Namespace) -> int:
         f"wrote {path} ({path.stat().st_size} bytes); import it with "
         f"`openprogram sessions import {path.name}`"
     )
+    return 0
+
+
+def sessions_appendix(args: argparse.Namespace) -> int:
+    """A methods appendix of a line (``openprogram.compare.appendix``): Markdown, or HTML
+    when the file ends in ``.html``."""
+    from pathlib import Path
+
+    from openprogram.agentic_programming.prompt import sent_messages
+    from openprogram.compare.appendix import (
+        build_appendix,
+        render_html,
+        render_markdown,
+        turn_commits,
+    )
+    from openprogram.store.session.gitlog import commit_log
+
+    session = _open_session(args)
+    nodes = session.nodes()
+    log = commit_log(session.path)
+    app = build_appendix(
+        nodes,
+        session_id=args.session_id,
+        tip=args.line or "head",
+        head_id=session.head_id,
+        title=str(session.meta.get("title") or ""),
+        commits=turn_commits([(e.sha, e.summary) for e in log]),
+        head_commit=log[0].sha if log else "",
+        messages_of=lambda node: sent_messages(session, node),
+    )
+    target = Path(args.output)
+    html = target.suffix.lower() in (".html", ".htm")
+    text = render_html(app, nodes, session.head_id) if html else render_markdown(app)
+    target.write_text(text, encoding="utf-8")
+    calls = sum(len(t.calls) for t in app.turns)
+    print(f"wrote {target} (methods appendix: {len(app.turns)} turns, {calls} LLM calls)")
     return 0
 
 
@@ -360,9 +401,17 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p.set_defaults(handler=sessions_delete)
-    p = commands.add_parser("export", help="write a session as a git bundle")
+    p = commands.add_parser(
+        "export", help="write a session as a git bundle (--appendix: a methods appendix)"
+    )
     p.add_argument("session_id", metavar="ID")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
+    p.add_argument(
+        "--appendix",
+        action="store_true",
+        help="write a methods appendix of a line instead: Markdown, or HTML for FILE.html",
+    )
+    p.add_argument("--line", metavar="NODE", help="with --appendix: the line ending at NODE")
     p.set_defaults(handler=sessions_export)
     p = commands.add_parser("diff", help="compare two turns, lines (--lines) or runs (--runs)")
     p.add_argument("session_id", metavar="ID")

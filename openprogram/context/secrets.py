@@ -111,6 +111,24 @@ def redact_secrets(text: str) -> str:
     return _mask(text, refresh_secrets())
 
 
+# what a credential looks like in text, wherever it came from (a session recorded on another
+# machine, a key pasted into a prompt): vendor key prefixes, bearer tokens, `api_key=...`
+KEY_LIKE: Final = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{16,}|sk_(?:live|test)_[A-Za-z0-9]{16,}|AKIA[0-9A-Z]{16}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{30,})"
+    r"|(?<=Bearer )[A-Za-z0-9._~+/=-]{16,}"
+    r"|(?i:(?<=api_key=)|(?<=api-key: )|(?<=apikey=))[^\s\"',;]{8,}"
+)
+
+
+def redact_key_like(text: str) -> str:
+    """``text`` with whatever looks like a credential (:data:`KEY_LIKE`) replaced by
+    ``***``: for text published from a session (a methods appendix), where the key may
+    not be one this machine knows."""
+    return KEY_LIKE.sub(REDACTED, text)
+
+
 def _mask(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***`` (the longest first, so a
     secret holding another is masked whole)."""

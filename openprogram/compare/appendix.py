@@ -1,0 +1,344 @@
+"""A methods appendix of one line of a session: what a paper's supplement says was run.
+
+``openprogram sessions export ID --appendix -o methods.md`` (or ``methods.html``): every
+turn of the line (the cell as written, the session commit that recorded it), every LLM
+call (the function it was made in, provider, model, tokens, cost, the whole prompt it was
+sent and its answer), each function's docstring with its ``doc_hash`` / ``source_hash``,
+and the totals by provider and model.  Everything from the session is redacted first
+(:func:`openprogram.context.secrets.redact_value`: known credentials, and
+:func:`~openprogram.context.secrets.redact_key_like`: text that looks like a key).
+
+Markdown, and HTML drawn like the DAG page's static form: the line's DAG
+(:func:`openprogram.view.static.render_static_html`), then the same sections, inline
+styles only, no script.  Pure: nodes in, text out (the CLI reads the session).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any, Final
+
+from openprogram.compare.diffs import prompt_text
+from openprogram.compare.sides import Nodes
+from openprogram.context.nodes import Call
+from openprogram.context.secrets import redact_key_like, redact_value, refresh_secrets
+from openprogram.usage.totals import Totals
+
+MessagesOf = Callable[[Call], Any]  # an llm node -> the whole prompt it was sent
+TURN_COMMIT: Final = re.compile(r"^turn (\d+)\b")
+
+
+def redact(value: Any) -> str:
+    """``value`` as text with the known credentials (read by :func:`refresh_secrets`, once
+    per appendix) and whatever looks like a key masked."""
+    return redact_key_like(redact_value(value if isinstance(value, str) else str(value)))
+
+
+def redact_tree(value: Any) -> Any:
+    """``value`` (JSON-like) with :func:`redact` applied to every string, keys too."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_tree(k): redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v) for v in value]
+    return value
+
+
+@dataclass
+class CallEntry:
+    path: str  # "triage › llm 1"
+    provider: str
+    model: str
+    totals: Totals
+    prompt: str
+    answer: str
+
+
+@dataclass
+class TurnEntry:
+    number: int | None
+    node_id: str
+    name: str
+    commit: str  # the session commit that recorded it ("" when not found)
+    cell: str
+    run: str
+    calls: list[CallEntry] = field(default_factory=list)
+
+
+@dataclass
+class FunctionEntry:
+    name: str
+    doc: str
+    doc_hash: str
+    source_hash: str
+
+
+@dataclass
+class Appendix:
+    session_id: str
+    title: str
+    tip: str  # the node the line ends at
+    head_commit: str
+    turns: list[TurnEntry]
+    functions: list[FunctionEntry]
+    total: Totals
+    by_model: dict[tuple[str, str], Totals]
+
+
+def turn_commits(summaries: Sequence[tuple[str, str]]) -> dict[int, str]:
+    """Turn number -> the sha of the commit that recorded it, from ``(sha, summary)`` pairs
+    of a session's log (newest first: a turn committed twice keeps its first commit)."""
+    out: dict[int, str] = {}
+    for sha, summary in reversed(summaries):
+        found = TURN_COMMIT.match(summary)
+        if found:
+            out.setdefault(int(found.group(1)), sha)
+    return out
+
+
+def build_appendix(
+    nodes: Sequence[Call],
+    *,
+    session_id: str,
+    tip: str = "head",
+    head_id: str | None = None,
+    title: str = "",
+    commits: Mapping[int, str] | None = None,
+    head_commit: str = "",
+    messages_of: MessagesOf | None = None,
+) -> Appendix:
+    """The appendix of the line ending at ``tip`` (a node id, turn number or ``head``)."""
+    refresh_secrets()
+    index = Nodes(nodes, head_id)
+    line = index.line(index.find(tip))
+    in_line = {t.id for t in line}
+    under: dict[str, list[Call]] = {}
+    for node in index.all:
+        if node.kind in ("llm", "function") and node.caller is not None:
+            top = index.turn_of(node)
+            if top.id in in_line:
+                under.setdefault(top.id, []).append(node)
+    total = Totals()
+    by_model: dict[tuple[str, str], Totals] = {}
+    functions: dict[str, FunctionEntry] = {}
+    turns: list[TurnEntry] = []
+    for turn in line:
+        text = turn.input.get("text") if isinstance(turn.input, dict) else turn.input
+        entry = TurnEntry(
+            turn.turn,
+            turn.id,
+            redact(turn.name),
+            (commits or {}).get(turn.turn, "") if turn.turn is not None else "",
+            redact(text if text is not None else ""),
+            redact(turn.metadata.get("run") or ""),
+        )
+        counters: dict[str, int] = {}
+        for node in under.get(turn.id, []):
+            if node.kind == "function":
+                _add_function(functions, node)
+                continue
+            chain = _chain(index, node)
+            counters[chain] = counters.get(chain, 0) + 1
+            messages = messages_of(node) if messages_of else node.metadata.get("messages")
+            provider, model = str(node.name), str(node.metadata.get("model") or "")
+            used = Totals()
+            used.add(node)
+            total.add(node)
+            by_model.setdefault((provider, model), Totals()).add(node)
+            entry.calls.append(
+                CallEntry(
+                    f"{chain} › llm {counters[chain]}" if chain else f"llm {counters[chain]}",
+                    redact(provider),
+                    redact(model),
+                    used,
+                    redact(prompt_text(messages)),
+                    redact(node.output if node.output is not None else ""),
+                )
+            )
+        turns.append(entry)
+    return Appendix(
+        session_id,
+        redact(title),
+        tip,
+        head_commit,
+        turns,
+        sorted(functions.values(), key=lambda f: f.name),
+        total,
+        by_model,
+    )
+
+
+def _add_function(functions: dict[str, FunctionEntry], node: Call) -> None:
+    meta = node.metadata
+    key = f"{node.name} {meta.get('doc_hash')} {meta.get('source_hash')}"
+    if key not in functions:
+        functions[key] = FunctionEntry(
+            redact(node.name),
+            redact(meta.get("doc") or ""),
+            str(meta.get("doc_hash") or "-"),
+            str(meta.get("source_hash") or "-"),
+        )
+
+
+def _chain(index: Nodes, node: Call) -> str:
+    """The functions a call was made in, outermost first (``handle › triage``)."""
+    names: list[str] = []
+    seen: set[str] = set()
+    up = index.by_id.get(node.caller) if node.caller else None
+    while up is not None and up.kind == "function" and up.id not in seen:
+        seen.add(up.id)
+        names.append(str(up.name))
+        up = index.by_id.get(up.caller) if up.caller else None
+    return redact(" › ".join(reversed(names)))
+
+
+def _usage(t: Totals) -> tuple[str, str, str, str]:
+    return str(t.calls), str(t.input_tokens), str(t.output_tokens), t.cost_text()
+
+
+def _fence(text: str, lang: str = "text") -> str:
+    """``text`` in a Markdown code fence longer than any run of backticks inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _title(app: Appendix) -> str:
+    return f"Methods appendix: session {app.session_id}" + (f" — {app.title}" if app.title else "")
+
+
+def render_markdown(app: Appendix) -> str:
+    out = [f"# {_title(app)}"]
+    calls = sum(len(t.calls) for t in app.turns)
+    out.append(
+        f"\nRecorded with OpenProgram. The line ending at `{app.tip}`: {len(app.turns)} turn(s), "
+        f"{calls} LLM call(s)"
+        + (f"; session commit `{app.head_commit[:12]}`." if app.head_commit else ".")
+        + " Credentials and key-like text are masked as `***`."
+    )
+    out.append("\n## Totals\n")
+    out.append("| provider | model | calls | input tokens | output tokens | cost |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    for (provider, model), used in sorted(app.by_model.items()):
+        names = f"| {_md_cell(provider)} | {_md_cell(model or '-')} | "
+        out.append(names + " | ".join(_usage(used)) + " |")
+    out.append("| **all** | | " + " | ".join(_usage(app.total)) + " |")
+    if app.functions:
+        out.append("\n## Functions (docstrings as sent)\n")
+        for f in app.functions:
+            out.append(f"### `{f.name}` (doc_hash `{f.doc_hash}`, source_hash `{f.source_hash}`)\n")
+            out.append(_fence(f.doc))
+    out.append("\n## Turns\n")
+    for t in app.turns:
+        commit = f" · commit `{t.commit[:12]}`" if t.commit else ""
+        run = f" · run `{t.run}`" if t.run else ""
+        out.append(f"### Turn {t.number} — {_md_cell(t.name)} (`{t.node_id}`){commit}{run}\n")
+        if t.cell:
+            out.append(_fence(t.cell, "python"))
+        for i, c in enumerate(t.calls, 1):
+            _, tin, tout, cost = _usage(c.totals)
+            out.append(
+                f"\n#### Call {i}: `{c.path}` — provider `{c.provider}`, model "
+                f"`{c.model or '-'}`, {tin} input / {tout} output tokens, {cost}\n"
+            )
+            out.append("Prompt:\n\n" + _fence(c.prompt))
+            out.append("\nAnswer:\n\n" + _fence(c.answer))
+    return "\n".join(out) + "\n"
+
+
+_CSS: Final = {
+    "root": "font:13px/1.45 system-ui,sans-serif;color:#1f2937;max-width:980px",
+    "table": "border-collapse:collapse",
+    "cell": "border:1px solid #e5e7eb;padding:3px 8px;text-align:left",
+    "pre": "white-space:pre-wrap;background:#f8fafc;padding:6px;margin:4px 0;"
+    "font:12px/1.35 ui-monospace,monospace",
+}
+
+
+def render_html(app: Appendix, nodes: Sequence[Call] = (), head_id: str | None = None) -> str:
+    """One self-contained HTML document: the line's DAG drawn as the DAG page's static form
+    (``nodes``: the session's, when given), then the appendix; no script."""
+    from openprogram.view.static import render_static_html
+
+    refresh_secrets()
+    css = _CSS
+    title = _title(app)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(title)}</title></head>",
+        f'<body><div class="op-appendix" style="{css["root"]}">',
+        f"<h1>{escape(title)}</h1>",
+    ]
+    calls = sum(len(t.calls) for t in app.turns)
+    commit = (
+        f"; session commit <code>{escape(app.head_commit[:12])}</code>" if app.head_commit else ""
+    )
+    parts.append(
+        f"<p>Recorded with OpenProgram. The line ending at <code>{escape(app.tip)}</code>: "
+        f"{len(app.turns)} turn(s), {calls} LLM call(s){commit}. Credentials and key-like "
+        "text are masked as <code>***</code>.</p>"
+    )
+    if nodes:
+        line = {t.node_id for t in app.turns}
+        index = Nodes(nodes, head_id)
+        drawn = [
+            redact_tree(n.to_dict())
+            for n in index.all
+            if n.kind == "root" or index.turn_of(n).id in line
+        ]
+        parts.append("<h2>The line</h2>")
+        parts.append(render_static_html(drawn, head_id, title=f"session {app.session_id}"))
+    parts.append("<h2>Totals</h2>")
+    head = ("provider", "model", "calls", "input tokens", "output tokens", "cost")
+    rows = [(p, m or "-", *_usage(used)) for (p, m), used in sorted(app.by_model.items())]
+    rows.append(("all", "", *_usage(app.total)))
+    parts.append(_table(head, rows))
+    if app.functions:
+        parts.append("<h2>Functions (docstrings as sent)</h2>")
+        for f in app.functions:
+            parts.append(
+                f"<h3><code>{escape(f.name)}</code> (doc_hash <code>{escape(f.doc_hash)}</code>, "
+                f"source_hash <code>{escape(f.source_hash)}</code>)</h3>{_pre(f.doc)}"
+            )
+    parts.append("<h2>Turns</h2>")
+    for t in app.turns:
+        bits = [f"<code>{escape(t.node_id)}</code>"]
+        bits += [f"commit <code>{escape(t.commit[:12])}</code>"] if t.commit else []
+        bits += [f"run <code>{escape(t.run)}</code>"] if t.run else []
+        parts.append(f"<h3>Turn {t.number} — {escape(t.name)} · {' · '.join(bits)}</h3>")
+        if t.cell:
+            parts.append(_pre(t.cell))
+        for i, c in enumerate(t.calls, 1):
+            _, tin, tout, cost = _usage(c.totals)
+            parts.append(
+                f"<h4>Call {i}: <code>{escape(c.path)}</code> — provider "
+                f"<code>{escape(c.provider)}</code>, model <code>{escape(c.model or '-')}</code>, "
+                f"{tin} input / {tout} output tokens, {escape(cost)}</h4>"
+            )
+            parts.append(f"<div>Prompt:</div>{_pre(c.prompt)}<div>Answer:</div>{_pre(c.answer)}")
+    parts.append("</div></body></html>")
+    return "\n".join(parts)
+
+
+def _pre(text: str) -> str:
+    return f'<pre style="{_CSS["pre"]}">{escape(text)}</pre>'
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    cell = _CSS["cell"]
+    out = [f'<table style="{_CSS["table"]}"><tr>']
+    out += [f'<th style="{cell}">{escape(h)}</th>' for h in head]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td style="{cell}">{escape(v)}</td>' for v in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
