@@ -21,7 +21,9 @@ from typing import Any
 
 from openprogram.context.nodes import (
     AWAITING,
+    COMPLETED,
     INTERRUPTED,
+    OPEN_STATUSES,
     RUNNING,
     UNANSWERED,
     Call,
@@ -231,12 +233,13 @@ class Session(SessionQueries):
             call.seq = self._take_seqs(1)
             self._record(call)
             return call
-        if counts_as_turn(call.caller, call.kind):
+        is_turn = counts_as_turn(call.caller, call.kind)
+        if is_turn:
             call.metadata.setdefault("author", current_author().to_json())
         with self.lock:
             counter, next_turn, head = self._counters()
             call.seq, counter = self._lease_locked(1, counter)
-            if counts_as_turn(call.caller, call.kind):
+            if is_turn:
                 self._new_turns.add(call.id)
             head = chain_after_head(call, head)  # the one rule, shared with memory.py
             self.counters.write(counter, next_turn, head)
@@ -305,12 +308,15 @@ class Session(SessionQueries):
         self._record(call)
 
     def _record(self, *calls: Call) -> None:
-        records = b"\n".join(node_record(call) for call in calls)
+        if len(calls) == 1:
+            records = node_record(calls[0])
+        else:
+            records = b"\n".join([node_record(call) for call in calls])
         with self._mu:
             for call in calls:
                 self._put(call)
                 self._dirty[call.id] = call
-                if call.is_open:
+                if call.metadata.get("status", COMPLETED) in OPEN_STATUSES:  # is_open
                     self._open.add(call.id)
                 else:
                     self._open.discard(call.id)

@@ -31,7 +31,7 @@ from openprogram.store.session.files import (
 )
 
 MAX_JOURNAL_BYTES = 256 << 20  # a dead writer's journal is read up to this
-JOURNAL_MAP_BYTES = 1 << 20  # a journal's first map (a sparse file; doubled when full)
+JOURNAL_MAP_BYTES = 256 << 10  # a journal's first map (doubled when full)
 _ZERO_CHUNK = 4096
 _ZEROS = bytes(_ZERO_CHUNK)
 
@@ -142,7 +142,10 @@ class Journal:
         self._map = self._mapped(JOURNAL_MAP_BYTES)
 
     def _mapped(self, size: int) -> mmap.mmap:
-        os.ftruncate(self._fd, size)
+        try:  # blocks allocated now, not at the first write to each page
+            os.posix_fallocate(self._fd, 0, size)
+        except OSError:  # a file system without it: grown sparse
+            os.ftruncate(self._fd, size)
         return mmap.mmap(self._fd, size)
 
     def append(self, record: bytes) -> None:
