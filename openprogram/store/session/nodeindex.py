@@ -57,8 +57,7 @@ from openprogram.store.session.indextotals import (
     totals_of,
     write_totals,
 )
-from openprogram.store.session.repository import TREE_MODE, Repository
-from openprogram.store.session.safegit import run_git
+from openprogram.store.session.repository import TREE_MODE, Repository, cat_file_batch
 
 PREFETCH_MIN = 4  # buckets about to load whose committed indexes are read by one git run
 
@@ -144,25 +143,13 @@ class NodeIndex:
         commit = self.repo.read_ref()
         if len(buckets) < PREFETCH_MIN or commit is None:
             return
-        names = b"".join(
-            b"%s:history/%s/%s\n" % (commit.hex().encode(), b.encode(), BUCKET_INDEX.encode())
+        names = [
+            b"%s:history/%s/%s" % (commit.hex().encode(), b.encode(), BUCKET_INDEX.encode())
             for b in buckets
-        )
-        done = run_git(self.root, "cat-file", "--batch", input=names, check=False)
-        if done.returncode:  # git cannot read it: each is read by itself
-            return
-        data, pos = done.stdout, 0
-        for bucket in buckets:  # "<sha> blob <size>\n<content>\n", or "<name> missing\n"
-            eol = data.find(b"\n", pos)
-            if eol < 0:
-                return
-            header = data[pos:eol].split()
-            pos = eol + 1
-            if len(header) == 3 and header[1] == b"blob":
-                size = int(header[2])
-                if size <= MAX_FILE_BYTES:
-                    self._fetched[bucket] = data[pos : pos + size]
-                pos += size + 1
+        ]
+        for bucket, got in zip(buckets, cat_file_batch(self.root, names), strict=True):
+            if got is not None and got[1] == b"blob" and len(got[2]) <= MAX_FILE_BYTES:
+                self._fetched[bucket] = got[2]  # (one git cannot read: read by itself)
 
     def find(self, node_id: str) -> Entry | None:
         """The entry of ``node_id``, loading older buckets until it is found."""

@@ -109,6 +109,37 @@ def commit_tree(data: bytes) -> bytes:
     return bytes.fromhex(first[5:].decode())
 
 
+def cat_file_batch(
+    worktree: Path, names: list[bytes], *, sanitize: bool = True
+) -> list[tuple[bytes, bytes, bytes] | None]:
+    """The objects ``names`` (hex shas, or ``<rev>:<path>``) of the repository at
+    ``worktree``, read by one ``git cat-file --batch`` (git inflates them and resolves
+    packed deltas in C; gitdb does it in Python): per name, its (hex sha, type, content),
+    or None when git has none by that name — every one None when git cannot read the
+    repository (the caller reads one by one).  ``sanitize``: as :func:`safegit.run_git`."""
+    out: list[tuple[bytes, bytes, bytes] | None] = [None] * len(names)
+    if not names:
+        return out
+    done = run_git(
+        worktree, "cat-file", "--batch", input=b"".join(n + b"\n" for n in names),
+        check=False, sanitize=sanitize,
+    )  # fmt: skip
+    if done.returncode:
+        return out
+    data, pos = done.stdout, 0
+    for i in range(len(names)):  # "<sha> <type> <size>\n<content>\n", or "<name> missing\n"
+        eol = data.find(b"\n", pos)
+        if eol < 0:
+            break
+        header = data[pos:eol].split(b" ")
+        pos = eol + 1
+        if len(header) == 3 and header[2].isdigit() and len(header[0]) == 40:
+            size = int(header[2])
+            out[i] = (header[0], header[1], data[pos : pos + size])
+            pos += size + 1
+    return out
+
+
 class Repository:
     """Objects, trees, refs and commits of one session repository (``<worktree>/.git``).
 
@@ -123,6 +154,7 @@ class Repository:
         self._trees: dict[bytes, TreeEntries] = {}
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
         self._local = threading.local()  # .pending: this thread's batch (sha -> kind, data)
+        self._ahead: Mapping[bytes, bytes] = {}  # sha -> content read ahead (reading_ahead)
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
@@ -166,6 +198,11 @@ class Repository:
             if limit is not None and len(data) > limit:
                 raise CorruptedFile(binsha.hex(), f"an object of {len(data)} bytes (refused)")
             return data
+        ahead = self._ahead.get(binsha)
+        if ahead is not None:
+            if limit is not None and len(ahead) > limit:
+                raise CorruptedFile(binsha.hex(), f"an object of {len(ahead)} bytes (refused)")
+            return ahead
         try:
             stream = self.odb.stream(binsha)
         except Exception:
@@ -176,6 +213,17 @@ class Repository:
         if limit is not None and stream.size > limit:
             raise CorruptedFile(binsha.hex(), f"an object of {stream.size} bytes (refused)")
         return bytes(stream.read())
+
+    @contextmanager
+    def reading_ahead(self, objects: Mapping[bytes, bytes]) -> Iterator[None]:
+        """Inside the block, :meth:`read` returns the objects of ``objects`` (binary sha ->
+        content, read already: what a pull received, by :func:`cat_file_batch`) without
+        looking them up; nothing is kept after it."""
+        self._ahead = objects
+        try:
+            yield
+        finally:
+            self._ahead = {}
 
     def read_tree(self, binsha: bytes | None) -> TreeEntries:
         """The entries of a tree (a copy: callers may change it); empty for None."""
@@ -344,21 +392,9 @@ class Repository:
             if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
                 blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
         wanted = [(path, blobs[path]) for path in paths if path in blobs]
-        fetched = run_git(
-            self.worktree, "cat-file", "--batch", input=b"\n".join(sha for _p, sha in wanted),
-            check=False,
-        )  # fmt: skip
-        if fetched.returncode:
-            return {}
-        data = fetched.stdout
-        out: dict[str, bytes] = {}
-        pos = 0
-        for path, _sha in wanted:
-            eol = data.index(b"\n", pos)
-            size = int(data[pos:eol].rsplit(b" ", 1)[-1])
-            out[path] = data[eol + 1 : eol + 1 + size]
-            pos = eol + 2 + size
-        return out
+        fetched = cat_file_batch(self.worktree, [sha for _p, sha in wanted])
+        pairs = zip(wanted, fetched, strict=True)
+        return {path: got[2] for (path, _sha), got in pairs if got is not None}
 
     def close(self) -> None:
         self._odb = None

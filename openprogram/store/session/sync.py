@@ -22,26 +22,27 @@ untouched.  Only an explicit call contacts a remote.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openprogram.store.session import quarantines
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.incoming import Caps, read_bundle_header
-from openprogram.store.session.safegit import init_repository, local_transport_options
+from openprogram.store.session.refs import read_ref
+from openprogram.store.session.repository import cat_file_batch
+from openprogram.store.session.safegit import local_transport_options
 from openprogram.store.session.syncgit import (
     INCOMING,
     QUARANTINE_PREFIX,
     git,
     git_fail,
-    git_out,
     index_pack,
     main_commit,
     own_objects,
 )
-from openprogram.store.session.syncmerge import Received, receive
+from openprogram.store.session.syncmerge import Arrived, Received, receive
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from openprogram.store.session.store import SessionStore
 
 LOCAL = "refs/openprogram/local"
+READ_AHEAD = 8 << 20  # blobs that arrived, read with its trees when they add up to no more
 
 __all__ = [
     "Received",
@@ -70,16 +72,18 @@ __all__ = [
 
 # -- the quarantine ------------------------------------------------------------------------
 @contextmanager
-def _quarantine(store: SessionStore) -> Iterator[Path]:
-    """An empty repository under the sessions folder, deleted afterwards."""
+def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[Path]:
+    """An empty repository under the sessions folder (the spare the last pull of session
+    ``session_id`` left, :mod:`quarantines`), emptied and kept as its next spare after."""
     store.root.mkdir(parents=True, exist_ok=True)
     store.remove_debris()  # quarantines a killed pull or import left behind
     path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
-    init_repository(path)
+    local = store.session_path(session_id) if session_id is not None else None
+    quarantines.make(path, local)
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        quarantines.put_away(path, local)
 
 
 def _borrow(quarantine: Path, local: Path) -> str | None:
@@ -97,45 +101,62 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     return tip
 
 
-def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
+def _check_history(
+    repo: Path, tip: str, session_id: str, caps: Caps, *, ahead: bool = False
+) -> Arrived:
     """Every object that arrived (in the quarantine itself, not borrowed) has the session's
-    shape (the trees reachable from its commits),
-    and together they stay under ``caps`` (a fetch is counted here, after git received
-    and fsck'ed it; a bundle was counted before, as it streamed to git)."""
+    shape (the trees reachable from its commits), and together they stay under ``caps`` (a
+    fetch is counted here, after git received and fsck'ed it; a bundle was counted before,
+    as it streamed to git); ``tip`` is a commit whose ``meta.json`` names ``session_id``.
+    Two git runs: the types and sizes of what arrived, then the commits, the trees and
+    ``meta.json`` (and, ``ahead``, the blobs when they are few: what joining them to a
+    session reads) by one ``git cat-file --batch``."""
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
-    # what the quarantine holds itself (not what it borrows): what arrived
-    checks = git(repo, "cat-file", fmt, input=own_objects(repo)).stdout.split()
-    kinds = dict(zip(checks[0::3], checks[1::3], strict=True))
-    sizes = {
-        bytes.fromhex(s.decode()): int(n) for s, n in zip(checks[0::3], checks[2::3], strict=True)
-    }
+    # what the quarantine holds itself (not what it borrows): what arrived; then the tip
+    listed = git(repo, "cat-file", fmt, input=own_objects(repo) + f"{tip}\n".encode()).stdout
+    *lines, last = listed.splitlines()
+    if last.split(b" ")[1:2] != [b"commit"]:
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    kinds: dict[bytes, bytes] = {}
+    sizes: dict[bytes, int] = {}
+    for line in lines:
+        sha, kind, size = line.split(b" ")
+        binsha = bytes.fromhex(sha.decode())
+        kinds[binsha], sizes[binsha] = kind, int(size)
     bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
     if bad:
         raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
     caps.check_total(sum(sizes.values()), len(sizes))
     for sha, kind in kinds.items():
-        caps.check_object(kind.decode(), sizes[bytes.fromhex(sha.decode())])
-    wanted = b"".join(s + b"\n" for s, kind in kinds.items() if kind in (b"commit", b"tree"))
+        caps.check_object(kind.decode(), sizes[sha])
+    blobs = ahead and sum(n for s, n in sizes.items() if kinds[s] == b"blob") <= READ_AHEAD
+    wanted = [s for s, k in kinds.items() if k != b"blob" or blobs]
+    names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
+    *found, meta = cat_file_batch(repo, names, sanitize=False)
+    arrived = Arrived(tip)
     trees: dict[bytes, bytes] = {}
     roots: list[bytes] = []
-    data = git(repo, "cat-file", "--batch", input=wanted).stdout
-    pos = 0
-    while pos < len(data):
-        eol = data.index(b"\n", pos)
-        sha, kind, size = data[pos:eol].split()
-        body = data[eol + 1 : eol + 1 + int(size)]
-        pos = eol + 2 + int(size)
+    for sha, got in zip(wanted, found, strict=True):
+        if got is None:
+            raise SyncError(f"refused: git cannot read the object {sha.hex()} that arrived")
+        _hex, kind, body = got
         if kind == b"tree":
-            trees[bytes.fromhex(sha.decode())] = body
-        else:  # a commit: its first line names its tree
-            roots.append(bytes.fromhex(body.split(b"\n", 1)[0].split(b" ")[1].decode()))
+            trees[sha] = body
+        elif kind == b"commit":  # its header: "tree <sha>", then "parent <sha>" lines
+            head = body.split(b"\n\n", 1)[0].split(b"\n")
+            roots.append(bytes.fromhex(head[0][5:].decode()))
+            arrived.parents[sha] = [
+                bytes.fromhex(h[7:].decode()) for h in head[1:] if h.startswith(b"parent ")
+            ]
+        if ahead:
+            arrived.objects[sha] = body
     checker = HistoryCheck(trees, sizes)
     for root in roots:
         checker.root(root)
-    meta = git(repo, "cat-file", "blob", f"{tip}:meta.json", check=False)
-    if meta.returncode != 0:
+    if meta is None or meta[1] != b"blob":
         raise SyncError("refused: it has no meta.json (not a session)")
-    check_meta(meta.stdout, session_id)
+    check_meta(meta[2], session_id)
+    return arrived
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -190,21 +211,22 @@ def import_bundle(
         bundled = validate_session_id(named[0])
         check_refs(refs, bundled)
         target = as_id or bundled
-        with _quarantine(store) as quarantine:
+        with _quarantine(store, target) as quarantine:
             local = store.session_path(target)
-            if (local / ".git").is_dir():
+            joining = (local / ".git").is_dir()
+            if joining:
                 _borrow(quarantine, local)
-            verify = git(quarantine, "bundle", "verify", str(path), check=False)
-            if verify.returncode != 0:  # a prerequisite this session lacks
-                raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
+            if header.prerequisites:  # commits it builds on: this session must have them
+                verify = git(quarantine, "bundle", "verify", str(path), check=False)
+                if verify.returncode != 0:
+                    raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
             try:
                 index_pack(quarantine, stream, caps)
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
-            git(quarantine, "update-ref", INCOMING, header.refs[0][0])
-            tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
-            _check_history(quarantine, tip, bundled, caps)
-            return receive(store, quarantine, target, tip)
+            tip = header.refs[0][0]
+            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining)
+            return receive(store, quarantine, target, arrived)
 
 
 def _fetch_and_receive(
@@ -220,18 +242,21 @@ def _fetch_and_receive(
     if (local / ".git").is_dir():
         _borrow(quarantine, local)  # a fetch then brings only what is new
     local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
-    fetched = git(
-        quarantine, "fetch", "--no-tags", "--no-write-fetch-head", *local_side, "--", url,
-        f"+{ref}:{INCOMING}", check=False, network=network,
+    fetched = git(  # a pack kept whatever its size (loose objects are a file each)
+        quarantine, "-c", "fetch.unpackLimit=1", "fetch", "--no-tags", "--no-write-fetch-head",
+        *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=network,
     )  # fmt: skip
     if fetched.returncode != 0:
         text = fetched.stderr.decode(errors="replace")
         if "couldn't find remote ref" in text:
             raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
         raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
-    tip = git_out(quarantine, "rev-parse", f"{INCOMING}^{{commit}}")
-    _check_history(quarantine, tip, recorded_id, Caps.from_env())
-    return receive(store, quarantine, session_id, tip)
+    found = read_ref(quarantine / ".git", INCOMING)
+    if found is None:
+        raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
+    joining = (local / ".git").is_dir()
+    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env(), ahead=joining)
+    return receive(store, quarantine, session_id, arrived)
 
 
 # -- remotes ---------------------------------------------------------------------------------
@@ -265,5 +290,5 @@ def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Rece
     """Fetch ``refs/openprogram/sessions/<id>`` from ``url`` (only that ref) and join it."""
     validate_session_id(session_id)
     ref = session_ref(session_id)
-    with _quarantine(store) as quarantine:
+    with _quarantine(store, session_id) as quarantine:
         return _fetch_and_receive(store, quarantine, url, ref, session_id, session_id, protocols)

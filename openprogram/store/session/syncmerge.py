@@ -26,13 +26,15 @@ from openprogram.store.session.files import (
 )
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import count_turns, counts_as_turn
+from openprogram.store.session.refs import MAIN_REF, update_ref
 from openprogram.store.session.repository import (
     TREE_MODE,
     Repository,
     TreeEntries,
     commit_data,
+    commit_tree,
 )
-from openprogram.store.session.syncgit import INCOMING, git, git_out, main_commit
+from openprogram.store.session.syncgit import INCOMING, git, main_commit
 from openprogram.store.session.syncrules import (
     ROOT_DIR,
     Line,
@@ -71,14 +73,43 @@ class Received:
         return text
 
 
+@dataclass
+class Arrived:
+    """What a quarantine received, checked (``sync._check_history``): the tip, the parents
+    of each commit that arrived, and contents read already (binary sha -> content: the
+    commits, trees and blobs a join reads; empty when none were read)."""
+
+    tip: str
+    parents: dict[bytes, list[bytes]] = field(default_factory=dict)
+    objects: dict[bytes, bytes] = field(default_factory=dict)
+
+    def descends_from(self, commit: str) -> bool:
+        """Whether ``commit`` is the tip or reached from it through commits that arrived
+        (then the tip fast-forwards it); False when that is not known from them."""
+        goal = bytes.fromhex(commit)
+        todo, seen = [bytes.fromhex(self.tip)], set()
+        while todo:
+            sha = todo.pop()
+            if sha == goal:
+                return True
+            if sha not in seen:
+                seen.add(sha)
+                todo.extend(self.parents.get(sha, ()))
+        return False
+
+
 def _adopt_objects(quarantine: Path, local: Path) -> None:
-    """Move what the quarantine received (checked already) into the session's objects."""
+    """Move what the quarantine received (checked already) into the session's objects:
+    its packs renamed (the same disk; copied otherwise), any loose object copied."""
     src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
     for pack in sorted((src / "pack").glob("*.pack")):
         for suffix in (".pack", ".rev", ".idx"):  # the index last: git looks for it
             part = pack.with_suffix(suffix)
             if part.exists():
-                shutil.copyfile(part, dst / "pack" / part.name)
+                try:
+                    os.rename(part, dst / "pack" / part.name)
+                except OSError:
+                    shutil.copyfile(part, dst / "pack" / part.name)
     for fan in src.iterdir():
         if len(fan.name) == 2 and fan.is_dir():
             (dst / fan.name).mkdir(exist_ok=True)
@@ -88,82 +119,93 @@ def _adopt_objects(quarantine: Path, local: Path) -> None:
                     shutil.copyfile(obj, target)
 
 
-def receive(store: SessionStore, quarantine: Path, session_id: str, tip: str) -> Received:
-    """Join the checked history ``tip`` (in ``quarantine``) to session ``session_id``."""
+def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arrived) -> Received:
+    """Join the checked history ``arrived`` (in ``quarantine``) to session ``session_id``."""
     local = store.session_path(session_id)
+    tip = arrived.tip
     if not (local / ".git").is_dir():
-        moves = f"update refs/heads/main {tip}\ndelete {INCOMING}\n".encode()
-        git(quarantine, "update-ref", "--stdin", input=moves)
-        arrived = Repository(quarantine)
+        _name_main(quarantine, tip)
+        repo = Repository(quarantine)
         try:  # only the newest turns are checked out, as in any session
-            checkout.write_window(quarantine, arrived, bytes.fromhex(tip))
+            checkout.write_window(quarantine, repo, bytes.fromhex(tip))
         finally:
-            arrived.close()
+            repo.close()
         git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
         try:
             os.rename(quarantine, local)
         except OSError:
             raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
-        quarantine.mkdir()  # for the caller's cleanup
         session = store.open(session_id)  # starts a maintenance if buckets are sealed
-        return Received(session_id, "new", _turns(session), lines(session))
+        entries = session.index()
+        return Received(session_id, "new", count_turns(entries), _lines(session, entries))
     session = store.open(session_id)
-    with session.lock:
+    with session.lock, session.git.reading_ahead(arrived.objects):
         _adopt_objects(quarantine, local)
         ours = main_commit(local)
         assert ours is not None
-        found = git(local, "merge-base", ours, tip, check=False).stdout.decode().strip()
-        base = found or None  # one question answers all three cases
+        if tip == ours or arrived.descends_from(ours):  # known from what arrived
+            base: str | None = ours
+        else:  # one question answers the other cases
+            found = git(local, "merge-base", ours, tip, check=False).stdout.decode().strip()
+            base = found or None
         if base == tip:
             return Received(session_id, "up to date", 0, lines(session))
-        before = {e["id"] for e in session.index() if counts_as_turn(e["caller"], e["kind"])}
+        entries = session.index()
+        before = _turn_ids(entries)
         joined: int | None = None
         if base == ours:
             new, status = tip, "fast-forward"
         else:
-            new, joined = _merge(local, ours, tip, base, session.index())
+            new, joined = _merge(session.git, ours, tip, base, entries)
             status = "merged" if joined is None else "joined"
-        git(local, "update-ref", "-m", f"openprogram: {status}", "refs/heads/main", new, ours)
-        _materialise(local, ours, new)
-        _settle(session, follow=status == "fast-forward")
+        session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
+        _materialise(local, session.git, ours, new)
+        entries = _settle(session, follow=status == "fast-forward")
         maintenance.spawn(local)  # seals what arrived (after the lock is released)
-        after = [
-            e
-            for e in session.index()
-            if counts_as_turn(e["caller"], e["kind"]) and e["id"] not in before
-        ]
-        return Received(session_id, status, len(after), lines(session))
+        arrived_turns = len(_turn_ids(entries) - before)
+        return Received(session_id, status, arrived_turns, _lines(session, entries))
+
+
+def _turn_ids(entries: list[dict[str, Any]]) -> set[str]:
+    return {e["id"] for e in entries if counts_as_turn(e["caller"], e["kind"])}
+
+
+def _name_main(quarantine: Path, tip: str) -> None:
+    """A quarantine becoming the session: its ``main`` names ``tip``, no other ref left."""
+    git_dir = quarantine / ".git"
+    if (git_dir / "packed-refs").exists():  # not made by a fetch into a fresh repository
+        moves = f"update {MAIN_REF} {tip}\ndelete {INCOMING}\n".encode()
+        git(quarantine, "update-ref", "--stdin", input=moves)
+        return
+    (git_dir / INCOMING).unlink(missing_ok=True)
+    update_ref(git_dir, MAIN_REF, bytes.fromhex(tip), None)
 
 
 def _merge(
-    local: Path, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
+    writer: Repository, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
 ) -> tuple[str, int | None]:
     """The merge commit of ``ours`` and ``theirs`` (``base``: their merge base, None when
     they share no history), and how many of our nodes were joined from an unrelated start
     (None when the two share history)."""
-    trees = git_out(local, "rev-parse", *(f"{c}^{{tree}}" for c in (base, ours, theirs) if c))
-    tree_shas = [bytes.fromhex(t) for t in trees.split()]
+    commits = [bytes.fromhex(c) for c in (base, ours, theirs) if c]
+    tree_shas = [commit_tree(writer.read(c)) for c in commits]  # what arrived: read already
     base_tree = tree_shas[0] if base else None
-    writer = Repository(local)
     joined: int | None = None
-    try:
-        ours_tree, theirs_tree = tree_shas[-2], tree_shas[-1]
-        if base is None:  # began here before it was pulled: theirs is the session's start
-            ours_tree, joined = _reroot(writer, ours_tree, theirs_tree, entries)
-            ours_tree = _with_meta_of(writer, ours_tree, theirs_tree)
-        tree = merge_trees(base_tree, ours_tree, theirs_tree, writer.read_tree, writer.write_tree)
-        tree = _count_both_lines(writer, tree, base_tree, tree_shas[-2], tree_shas[-1])
-        message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
-        if joined is not None:
-            message = (
-                f"pull: join the history ending at {theirs[:10]}, which this copy had begun "
-                "without (its line now a branch from the session's root)"
-            )
-        parents = [bytes.fromhex(ours), bytes.fromhex(theirs)]
-        data = commit_data(tree, parents, message, int(time.time()), current_author().ident)
-        return writer.store(b"commit", data).hex(), joined  # by who pulled, as a turn's
-    finally:
-        writer.close()
+    ours_tree, theirs_tree = tree_shas[-2], tree_shas[-1]
+    if base is None:  # began here before it was pulled: theirs is the session's start
+        ours_tree, joined = _reroot(writer, ours_tree, theirs_tree, entries)
+        ours_tree = _with_meta_of(writer, ours_tree, theirs_tree)
+    tree = merge_trees(base_tree, ours_tree, theirs_tree, writer.read_tree, writer.write_tree)
+    tree = _count_both_lines(writer, tree, base_tree, tree_shas[-2], tree_shas[-1])
+    message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
+    if joined is not None:
+        message = (
+            f"pull: join the history ending at {theirs[:10]}, which this copy had begun "
+            "without (its line now a branch from the session's root)"
+        )
+    parents = [bytes.fromhex(ours), bytes.fromhex(theirs)]
+    data = commit_data(tree, parents, message, int(time.time()), current_author().ident)
+    return writer.store(b"commit", data).hex(), joined  # by who pulled, as a turn's
 
 
 def _subtree(repo: Repository, tree: bytes, path: tuple[str, ...]) -> TreeEntries:
@@ -252,29 +294,25 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _materialise(local: Path, old: str, new: str) -> None:
+def _materialise(local: Path, repo: Repository, old: str, new: str) -> None:
     """Bring the session folder to the new commit where it holds files: a changed file
     whose folder is on disk is rewritten (or removed), so nothing on disk is stale; a file
     in a folder that is not (a turn that arrived whole) stays in git only, where the store
     reads it, until the maintenance the caller starts checks the newest turns out — as
     after a turn, ``git status`` lists them until it ran."""
-    writer = Repository(local)
-    try:
-        trees = [writer.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
-        for rel, blob in changed_files(trees[0], trees[1], writer.read_tree):
-            target = local / rel
-            if blob is None:
-                target.unlink(missing_ok=True)
-            elif is_real_dir(target.parent):
-                atomic_write(target, writer.read(blob))
-    finally:
-        writer.close()
+    trees = [repo.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
+    for rel, blob in changed_files(trees[0], trees[1], repo.read_tree):
+        target = local / rel
+        if blob is None:
+            target.unlink(missing_ok=True)
+        elif is_real_dir(target.parent):
+            atomic_write(target, repo.read(blob))
 
 
-def _settle(session: Session, *, follow: bool) -> None:
+def _settle(session: Session, *, follow: bool) -> list[dict[str, Any]]:
     """Make the open session see what arrived, and its counters account for it: seq and
     turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
-    line that arrived (``follow``: a plain fast-forward)."""
+    line that arrived (``follow``: a plain fast-forward).  Returns its index then."""
     session.refresh()
     seq, turn, head = session.counters.read() or (0, 1, None)
     entries = session.index()
@@ -286,6 +324,7 @@ def _settle(session: Session, *, follow: bool) -> None:
     elif isinstance(arrived, str) and head not in {e["id"] for e in entries}:
         head = arrived  # ours was the root a join left out (nothing had been run here)
     session.counters.write(max(seq, top_seq + 1), max(turn, top_turn + 1), head)
+    return entries
 
 
 def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> bool:
@@ -300,10 +339,10 @@ def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> 
     return target is None
 
 
-def _turns(session: Session) -> int:
-    return count_turns(session.index())
-
-
 def lines(session: Session) -> list[Line]:
     """The session's lines other than the one its HEAD ends (see ``syncrules.other_lines``)."""
-    return other_lines(session.index(), session.head_id)
+    return _lines(session, session.index())
+
+
+def _lines(session: Session, entries: list[dict[str, Any]]) -> list[Line]:
+    return other_lines(entries, session.head_id)
