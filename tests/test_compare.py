@@ -54,8 +54,10 @@ def shell(bare_shell: Shell) -> Shell:
     return bare_shell
 
 
-def run_cells(shell: Shell, doc: str, cells: list[str], first: str | None = None) -> None:
-    shell.run(AGENTS.replace("{doc}", doc))
+def run_cells(
+    shell: Shell, doc: str, cells: list[str], first: str | None = None, agents: str = AGENTS
+) -> None:
+    shell.run(agents.replace("{doc}", doc))
     for i, cell in enumerate(cells):
         if i == 0 and first is not None:
             cell = cell.replace("%%openprogram", f"%%openprogram --from {first}", 1)

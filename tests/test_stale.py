@@ -13,6 +13,8 @@ from openprogram.compare.stale import Now, RecordedCell, stale_reasons, stale_tu
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.test import FunctionProvider
+from tests.test_compare import run_cells as compare_cells
+from tests.test_compare import session_id as session_id
 from tests.test_magics import Shell, turns_of
 
 # `handle`'s docstring is not in the prompt `triage` sends: an edit of it changes no prompt
@@ -39,17 +41,7 @@ def reply(request: LLMRequest) -> str:
 
 
 def run_cells(shell: Shell, doc: str, *, first: str | None = None) -> None:
-    shell.run(AGENTS.replace("{doc}", doc))
-    for i, cell in enumerate(CELLS):
-        if i == 0 and first is not None:
-            cell = cell.replace("%%openprogram", f"%%openprogram --from {first}", 1)
-        shell.run(cell)
-
-
-def session_id(shell: Shell) -> str:
-    meta = shell.magics.kernel_meta
-    assert meta is not None
-    return meta.session_id
+    compare_cells(shell, doc, CELLS, first, agents=AGENTS)
 
 
 def test_the_rule_docstring_code_and_provider() -> None:

@@ -22,7 +22,8 @@ _CSS: Final = {
     "root": "font:12px/1.4 system-ui,sans-serif;color:#1f2937",
     "table": "border-collapse:collapse;width:100%;table-layout:fixed",
     "th": "text-align:left;padding:4px;border-bottom:1px solid #e5e7eb;background:#f8fafc",
-    "td": "vertical-align:top;padding:4px;border-bottom:1px solid #f1f5f9;width:50%",
+    "td": "vertical-align:top;text-align:left;padding:4px;border-bottom:1px solid #f1f5f9;"
+    "width:50%",
     "pre": "white-space:pre-wrap;margin:2px 0;font:11px/1.35 ui-monospace,monospace",
     "-": "background:#fee2e2;color:#991b1b",
     "+": "background:#dcfce7;color:#166534",
@@ -122,7 +123,8 @@ def render_html(report: Report, *, title: str = "openprogram diff") -> str:
     """The static, side-by-side drawing (no script; survives sanitizers and nbconvert)."""
     css = _CSS
     parts = [
-        f'<div class="op-diff" style="{css["root"]}">',
+        # tex2jax_ignore: JupyterLab's MathJax would read "$0.01 → $0.02" as TeX
+        f'<div class="op-diff tex2jax_ignore mathjax_ignore" style="{css["root"]}">',
         f'<div style="font-weight:600;margin:4px 0">{escape(title)}</div>',
     ]
     parts += [

@@ -279,6 +279,20 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+def nbconvert_html(server: LabServer, notebook: Path) -> Path:
+    """``jupyter nbconvert --to html`` of ``notebook`` (with ``server``'s environment); the
+    HTML file it wrote."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(notebook)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=server.env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return notebook.with_suffix(".html")
+
+
 def write_notebook(path: Path, cells: list[str], metadata: dict[str, Any] | None = None) -> Path:
     """Write a minimal nbformat 4.5 notebook with python3 kernelspec and code ``cells``."""
     nb_meta: dict[str, Any] = {

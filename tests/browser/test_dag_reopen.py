@@ -24,7 +24,7 @@ import pytest
 from openprogram.view.saved import read_saved
 
 from .agents import AGENTS, LOAD, TRIAGE_DOC
-from .jupyterlab import NOTEBOOK, LabPage, NotebookPage, write_notebook
+from .jupyterlab import NOTEBOOK, LabPage, NotebookPage, nbconvert_html, write_notebook
 
 CELLS = [
     LOAD,
@@ -119,15 +119,7 @@ def test_lab_saved_notebook_reopened_without_its_kernel_draws_every_dag(
     print(f"screenshot: {shot}")
 
     # nbconvert of the same file draws the static DAG and needs no widget script
-    proc = subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=lab.server.env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    html = path.with_suffix(".html").read_text()
+    html = nbconvert_html(lab.server, path).read_text()
     svgs = re.findall(r"<svg.*?</svg>", html, re.S)
     assert len(svgs) == 2 and ">triage</tspan>" in svgs[0], len(svgs)
     assert "unpkg.com" not in html and "widget-view" not in html
