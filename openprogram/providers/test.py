@@ -59,7 +59,7 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
     return {"boolean": True, "null": None}.get(kind, "a")
 
 
-REQUESTS_KEPT = 256  # the newest requests an offline provider keeps (a kernel runs for days)
+REQUESTS_KEPT = 64  # the newest requests an offline provider keeps (a kernel runs for days)
 
 
 def _keep(requests: list[LLMRequest], request: LLMRequest) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from openprogram.store.session.index import ENTRY_FIELDS, F_CALLER, F_PATH, F_SE
 from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 
-NODE_CACHE_MAX = 1024  # parsed nodes kept beyond this process's unsaved ones
+# parsed nodes kept beyond this process's unsaved ones, the least recently used dropped
+# first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
+NODE_CACHE_MAX = 256
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -51,8 +54,9 @@ class SessionQueries:
         """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
         reaches the session, and a node read while its call runs stays as it was read."""
         with self._mu:
-            call = self._nodes.get(node_id)
+            call = self._nodes.pop(node_id, None)
             if call is not None:
+                self._nodes[node_id] = call  # the most recently used now
                 return call.copy()
             entry = self._index.find(node_id)
         if entry is None:
@@ -171,8 +175,13 @@ class SessionQueries:
             return None
 
     def _cache(self, call: Call) -> None:
-        # bounded memory: past NODE_CACHE_MAX saved nodes keep only the unsaved ones (counted
-        # beside the unsaved, so a long turn's own nodes do not make every insert prune)
-        if len(self._nodes) >= NODE_CACHE_MAX + len(self._dirty):
-            self._nodes = {k: v for k, v in self._nodes.items() if k in self._dirty}
-        self._nodes[call.id] = call
+        # bounded memory: NODE_CACHE_MAX saved nodes beside the unsaved ones (which stay: the
+        # commit writes them), the least recently used dropped first (dicts keep order)
+        nodes = self._nodes
+        nodes.pop(call.id, None)
+        nodes[call.id] = call
+        dirty = self._dirty
+        excess = len(nodes) - NODE_CACHE_MAX - len(dirty)
+        if excess > 0:
+            for node_id in list(islice((k for k in nodes if k not in dirty), excess)):
+                del nodes[node_id]

@@ -181,6 +181,8 @@ class Repository:
         finally:
             self._local.pending = None
         write_pack(self._objects, ((sha, kind, data) for sha, (kind, data) in pending.items()))
+        if self._odb is not None:  # the packs a maintenance removed are dropped (and unmapped)
+            self._odb.update_cache()
 
     @property
     def odb(self) -> GitDB:

@@ -346,10 +346,16 @@ def init_repository(path: Path) -> None:
 
 def object_db(objects_dir: Path) -> GitDB:
     """A gitdb object database on ``objects_dir`` (loose objects and packs) that never
-    reads ``info/alternates``: objects outside the folder are not the session's."""
+    reads ``info/alternates``: objects outside the folder are not the session's.
+
+    When it looks at the packs again (:meth:`update_cache`), the mapped windows no pack in
+    use holds are unmapped: gitdb drops the packs a maintenance removed, but smmap's map
+    manager keeps their windows (deleted files, resident memory) until its limits — a
+    kernel that commits a pack per turn kept ~5 KiB of them per cell."""
     from gitdb.db import GitDB
     from gitdb.db.loose import LooseObjectDB
     from gitdb.db.pack import PackedDB
+    from gitdb.util import mman
 
     class LocalGitDB(GitDB):  # type: ignore[misc]
         def _set_cache_(self, attr: str) -> Any:
@@ -360,5 +366,13 @@ def object_db(objects_dir: Path) -> GitDB:
             self._dbs = [PackedDB(packs), loose] if os.path.isdir(packs) else [loose]
             self._loose_db = loose
             return None
+
+        def update_cache(self, force: bool = False) -> bool:
+            changed = bool(super().update_cache(force))
+            mman.collect()
+            files = mman._fdict  # path -> its windows; a removed pack's list stays, empty
+            for gone in [p for p, rl in files.items() if not rl and not os.path.exists(p)]:
+                del files[gone]
+            return changed
 
     return LocalGitDB(str(objects_dir))
