@@ -345,15 +345,19 @@ class Session(SessionQueries):
         are this process's own); under it only ``meta.json``, the trees, the commit and the
         ref are written — what another writer waits for.  The commit's objects are one
         pack (:meth:`Repository.commit`), not a loose file each.  A maintenance it asks
-        for is started after the lock is released."""
+        for is started after the lock is released; one running already takes the request
+        (one more round) and the next is due ``MAINTAIN_EVERY`` commits later: a busy
+        writer never keeps maintenances running back to back."""
         with self._mu:
             written, _made = self._node_files({})
         with self.lock, self._mu:
             sha, maintain = self._commit_locked(message, written)
-        if maintain and maintenance.spawn(self.path):
+        if maintain:
+            started = maintenance.spawn(self.path)
             self.counters.set_maintained()
-            with self._mu:
-                self._index.save()  # O(the tracked buckets): the newest one or two
+            if started:
+                with self._mu:
+                    self._index.save()  # O(the tracked buckets): the newest one or two
         return sha
 
     def _node_files(

@@ -1,0 +1,275 @@
+"""A turn on the disk where ``OPENPROGRAM_HOME`` lives, beside git, and a long-lived writer
+(issue 23's benchmarks, item 1 and 2), side by side in one run.
+
+    python benchmarks/bench_store_disk.py [--sizes 100,5000,20000] [--big] [--samples 30]
+                                          [--long 3000] [--cache DIR] [--tmpfs /dev/shm]
+
+1. The disk: the folder the sessions are built in (default under ``~/.cache``, the disk of
+   ``~/.openprogram``), its file system (``df -T``), and what creating a small file costs
+   there (create + write 300 bytes + close, in fresh folders of 10), measured now.
+2. Per size (sessions bulk-built with ``bench_views.build``'s ``git fast-import`` builder,
+   cached; ``--big`` adds 100,000 turns): ``--samples`` times open + a turn of 5 nodes +
+   commit + close (one ``SessionStore`` each, a fresh process for the series), median and
+   p99 in ms, beside ``git add`` + ``git commit`` of the same 6 files (5 nodes and
+   ``meta.json``) in a repository holding the session's tree (``read-tree``: an index of
+   the same size) on the same disk; the files and folders a turn leaves (the folder
+   diffed around one turn, ``.git`` included; temporary files renamed into place count
+   once).  Then the same on tmpfs (``--tmpfs``) for reference.  Each series runs on a
+   copy of the cached session.
+3. A long-lived writer: one process, ``--long`` turns, each its own ``session_context``
+   (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
+   turns up to turn 100 and over the last 100, with the store's detached maintenance (every
+   50 commits) and with it switched off (``maintenance.spawn`` returning False), to see
+   whether it is what grows the cost.
+
+Figures only; no assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for entry in (str(ROOT), str(ROOT / "benchmarks")):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+from bench_views import build, disk_of  # noqa: E402  (the fast-import builder)
+
+CACHE = Path.home() / ".cache" / "openprogram-bench" / "store_disk"
+
+TURNS_PROBE = r"""
+import json, os, sys, time
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from bench_store import write_turn
+from openprogram.store.session.store import SessionStore
+from openprogram.store.session import maintenance
+path = os.path.join(HOME, "sessions", SID)
+def tree():
+    found = set()
+    for top, dirs, files in os.walk(path):
+        found.update(os.path.join(top, n) for n in dirs + files)
+    return found
+times = []
+created = None
+for i in range(SAMPLES):
+    before = tree() if i == 1 else None
+    t = time.perf_counter()
+    store = SessionStore(HOME)
+    session = store.open(SID)
+    write_turn(session, 10**7 + i)
+    store.close()
+    times.append((time.perf_counter() - t) * 1000)
+    if before is not None:
+        new = sorted(p[len(path) + 1:] for p in tree() - before)
+        created = {"count": len(new), "paths": new}
+print("RESULT " + json.dumps({"times": times, "created": created}))
+"""
+
+LONG_PROBE = r"""
+import json, os, sys, time
+os.environ["OPENPROGRAM_HOME"] = HOME
+from openprogram import agentic_function, create_runtime, session_context
+from openprogram.providers.test import TestProvider
+from openprogram.store.session import maintenance
+spawned = [0]
+real_spawn = maintenance.spawn
+def spawn(*args, **kwargs):
+    if not MAINTAIN:
+        return False
+    started = real_spawn(*args, **kwargs)
+    spawned[0] += started
+    return started
+maintenance.spawn = spawn
+@agentic_function
+def leaf(x):
+    "A nested step."
+    return x
+@agentic_function
+def step(x):
+    "A turn of five nodes."
+    return [leaf(x + k) for k in range(4)]
+runtime = create_runtime(TestProvider())
+times = []
+for i in range(TURNS):
+    t = time.perf_counter()
+    with session_context(SID, runtime=runtime):
+        step(i)
+    times.append((time.perf_counter() - t) * 1000)
+print("RESULT " + json.dumps({"times": times, "spawned": spawned[0]}))
+"""
+
+
+def run_probe(code: str, **values: Any) -> dict[str, Any]:
+    header = "".join(f"{k} = {v!r}\n" for k, v in {"ROOT": str(ROOT), **values}.items())
+    done = subprocess.run(
+        [sys.executable, "-c", header + code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])  # type: ignore[no-any-return]
+    raise RuntimeError(f"probe failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+
+
+def file_creation_us(where: Path, count: int = 400) -> float:
+    """Median µs to create, write and close a 300-byte file, 10 to a fresh folder."""
+    scratch = Path(tempfile.mkdtemp(prefix="create_", dir=where))
+    data = b"x" * 300
+    times = []
+    try:
+        for i in range(count):
+            folder = scratch / f"{i // 10:04d}"
+            folder.mkdir(exist_ok=True)
+            started = time.perf_counter_ns()
+            fd = os.open(folder / f"{i}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, data)
+            os.close(fd)
+            times.append((time.perf_counter_ns() - started) / 1000)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return statistics.median(times)
+
+
+def git_turns(session_path: Path, scratch: Path, samples: int) -> list[float]:
+    """``git add`` + ``git commit`` of 6 new files in a repository whose index holds the
+    session's whole tree (as a repository of that size has)."""
+    repo = scratch / "git"
+    quiet = {"capture_output": True, "check": True}
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(session_path), str(repo)], **quiet)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@b",
+        "GIT_COMMITTER_NAME": "b",
+    }
+    env["GIT_COMMITTER_EMAIL"] = "b@b"
+    subprocess.run(["git", "read-tree", "HEAD"], cwd=repo, **quiet)
+    times = []
+    for i in range(samples):
+        folder = repo / "history" / "9999" / f"{i:06d}"
+        folder.mkdir(parents=True)
+        started = time.perf_counter()
+        names = []
+        for k in range(5):
+            (folder / f"{k:08d}-c-n_{i:05d}{k}.json").write_bytes(b'{"node": %d}' % (i * 5 + k))
+            names.append(str((folder / f"{k:08d}-c-n_{i:05d}{k}.json").relative_to(repo)))
+        (repo / "meta.json").write_text(json.dumps({"turns": i}))
+        subprocess.run(["git", "add", "--", *names, "meta.json"], cwd=repo, env=env, **quiet)
+        subprocess.run(["git", "commit", "-q", "-m", f"turn {i}"], cwd=repo, env=env, **quiet)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def med(values: list[float]) -> str:
+    return f"{statistics.median(values):6.1f} (p99 {p99(values):6.1f})"
+
+
+def wait_for_maintenance(path: Path) -> None:
+    import fcntl
+
+    lock = path / ".state" / "maintain.lock"
+    if lock.exists():
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            os.close(fd)
+
+
+def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
+    """open + turn + commit + close and git, on a copy of the session under ``where``."""
+    scratch = Path(tempfile.mkdtemp(prefix="disk_", dir=where))
+    try:
+        copy = scratch / "home"
+        shutil.copytree(home, copy, symlinks=True)
+        got = run_probe(TURNS_PROBE, HOME=str(copy), SID=sid, SAMPLES=samples)
+        wait_for_maintenance(copy / "sessions" / sid)
+        got["git"] = git_turns(copy / "sessions" / sid, scratch, samples)
+        return got
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
+    scratch = Path(tempfile.mkdtemp(prefix="long_", dir=where))
+    try:
+        got = run_probe(LONG_PROBE, HOME=str(scratch), SID="long", TURNS=turns, MAINTAIN=maintain)
+        wait_for_maintenance(scratch / "sessions" / "long")
+        return got
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100,5000,20000")
+    parser.add_argument("--big", action="store_true", help="add the 100,000-turn session")
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--long", type=int, default=3000, help="turns of the long writer")
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    parser.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"))
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")] + ([100_000] if args.big else [])
+    args.cache.mkdir(parents=True, exist_ok=True)
+    places = [("disk", args.cache)] + ([("tmpfs", args.tmpfs)] if args.tmpfs.is_dir() else [])
+    print(f"load {os.getloadavg()[0]:.1f}; {args.samples} samples per series")
+    for label, where in places:
+        print(
+            f"{label}: {disk_of(where)} ({where}); a file created: "
+            f"{file_creation_us(where):.0f} µs median"
+        )
+    print(
+        f"\n{'turns':>7} {'where':>6} {'open+turn+commit+close ms':>26} "
+        f"{'git add+commit ms':>22} {'ratio':>6} {'files/turn':>10}"
+    )
+    created: list[str] = []
+    for size in sizes:
+        home, sid = build(size, args.cache / "sessions")
+        for label, where in places:
+            got = series(home, sid, where, args.samples)
+            ratio = statistics.median(got["times"]) / statistics.median(got["git"])
+            count = got["created"]["count"] if got["created"] else "?"
+            print(
+                f"{size:>7} {label:>6} {med(got['times']):>26} {med(got['git']):>22} "
+                f"{ratio:6.2f} {count:>10}",
+                flush=True,
+            )
+            if got["created"] and not created:
+                created = got["created"]["paths"]
+    if created:
+        print("  a turn's new paths: " + ", ".join(created))
+    if args.long:
+        print(f"\nlong-lived writer, {args.long} turns in one process (5 nodes each), disk")
+        for maintain in (True, False):
+            got = long_writer(args.cache, args.long, maintain)
+            times = got["times"]
+            first, last = times[:100], times[-100:]
+            growth = statistics.median(last) / statistics.median(first)
+            print(
+                f"  maintenance {'on ' if maintain else 'off'}: turns 1-100 {med(first)} ms, "
+                f"last 100 {med(last)} ms, last/first {growth:.2f}"
+                f" ({got['spawned']} maintenances started)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
