@@ -371,8 +371,10 @@ def object_db(objects_dir: Path) -> GitDB:
             changed = bool(super().update_cache(force))
             mman.collect()
             files = mman._fdict  # path -> its windows; a removed pack's list stays, empty
-            for gone in [p for p, rl in files.items() if not rl and not os.path.exists(p)]:
-                del files[gone]
+            # smmap's manager is shared by every thread's database: take a snapshot (one C
+            # call under the GIL) and drop entries with pop, another thread may map meanwhile
+            for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
+                files.pop(gone, None)
             return changed
 
     return LocalGitDB(str(objects_dir))
