@@ -397,7 +397,7 @@ def _show_magic_line(filename: str, line: str) -> None:
     import linecache
 
     entry = linecache.cache.get(filename)
-    if entry is None or len(entry) != 4 or not entry[2] or "_cell_guard(" not in entry[2][0]:
+    lines = entry[2] if isinstance(entry, tuple) and len(entry) == 4 else None
+    if not isinstance(lines, list) or not lines or "_cell_guard(" not in lines[0]:
         return
-    size, mtime, lines, name = entry
-    linecache.cache[filename] = (size, mtime, [line + "\n", *lines[1:]], name)
+    lines[0] = line + "\n"  # in place: no second list and entry kept per cell

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
-TREE_CACHE_MAX = 256  # parsed trees kept (bounded memory; a commit reuses ~4)
+# parsed trees kept, the least recently used dropped first: a commit reuses ~4 (root,
+# history, bucket, turn); a bucket's tree (~100 turns) is ~10 KiB parsed, a new one a commit
+TREE_CACHE_MAX = 64
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
@@ -234,7 +236,7 @@ class Repository:
         cached = self._trees.get(binsha)
         if cached is None:
             cached = parse_tree(self.read(binsha))
-            self._remember(binsha, cached)
+        self._remember(binsha, cached)  # the most recently used now
         return dict(cached)
 
     def write_tree(self, entries: TreeEntries, *, ordered: bool = False) -> bytes:
@@ -246,9 +248,11 @@ class Repository:
         return binsha
 
     def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
-        if len(self._trees) >= TREE_CACHE_MAX:
-            self._trees.clear()
-        self._trees[binsha] = entries
+        trees = self._trees
+        trees.pop(binsha, None)
+        trees[binsha] = entries
+        if len(trees) > TREE_CACHE_MAX:
+            del trees[next(iter(trees))]
 
     def forget(self) -> None:
         """Drop cached trees and where objects live (after packing, or to free memory)."""
