@@ -12,12 +12,19 @@
  *     execute_request that hands the kernel `{metadata, path}` as base64'd JSON.
  *     It is queued ahead of any cell the user can run on that kernel.
  *
+ *  3. DAG view -> notebook, no kernel: the "continue from here" button of a turn's
+ *     detail (dag.js, live or saved) dispatches a bubbling, cancelable DOM event
+ *     `openprogram-insert-cell` with `detail: {source: "%%openprogram --from NODE"}`; we
+ *     insert a code cell with that source below the cell holding the view and cancel
+ *     the event (so dag.js knows; without this extension it copies the line instead).
+ *     Only that one line is accepted.
+ *
  * It also draws the session DAG a notebook saved (see renderer.ts): for every notebook
  * the renderer is registered on the notebook's own rendermime registry, so it can hand
  * over to the live widget while the kernel has it.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
@@ -134,6 +141,40 @@ function attach(
   sendState(panel, kernel);
 }
 
+const INSERT_CELL_EVENT = 'openprogram-insert-cell';
+/** The one cell text a view may insert: a turn's "continue from here". */
+const CONTINUE_SOURCE = /^%%openprogram --from [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
+/** Insert a code cell with `source` below the cell holding `target` (else the active one). */
+function insertBelow(panel: NotebookPanel, target: EventTarget | null, source: string): void {
+  const notebook = panel.content;
+  const holder = notebook.widgets.findIndex(
+    cell => target instanceof Node && cell.node.contains(target)
+  );
+  if (holder >= 0) {
+    notebook.activeCellIndex = holder;
+  }
+  NotebookActions.insertBelow(notebook);
+  if (notebook.activeCell?.model.type !== 'code') {
+    NotebookActions.changeCellType(notebook, 'code');
+  }
+  notebook.activeCell?.model.sharedModel.setSource(source + '\n');
+  notebook.activeCell?.node.scrollIntoView({ block: 'nearest' });
+}
+
+/** Answer the DAG views' "continue from here" inside `panel`. */
+function watchInserts(panel: NotebookPanel): void {
+  panel.node.addEventListener(INSERT_CELL_EVENT, event => {
+    const source = (event as CustomEvent<{ source?: unknown }>).detail?.source;
+    if (typeof source !== 'string' || !CONTINUE_SOURCE.test(source) || !panel.model) {
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    insertBelow(panel, event.target, source);
+  });
+}
+
 /** Hook one notebook panel: its current kernel, later kernels, and readiness. */
 function watchPanel(panel: NotebookPanel): void {
   const seen = new WeakSet<Kernel.IKernelConnection>();
@@ -160,6 +201,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const own = panel.content.rendermime;
       own.addFactory(dagRendererFactory(own), RANK);
       watchPanel(panel);
+      watchInserts(panel);
     };
     tracker.forEach(hook);
     tracker.widgetAdded.connect((_, panel) => hook(panel));

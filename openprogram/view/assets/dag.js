@@ -6,9 +6,10 @@
 // A long graph is virtualized: the SVG keeps its full height (so the scrollbar is right)
 // but only the rows in or near the viewport have elements, made or reused on scroll.
 // Stable hooks for browser tests: g.op-node[data-id][data-kind][data-status], .op-detail,
-// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search, .op-older; .op-dag[data-rows]
-// is the number of rows laid out (drawn or not), .op-dag[data-older] the nodes of the
-// session older than the view holds (a view of its newest window asks for them on scroll).
+// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search, .op-older, .op-continue;
+// .op-dag[data-rows] is the number of rows laid out (drawn or not), .op-dag[data-older] the
+// nodes of the session older than the view holds (a view of its newest window asks for
+// them on scroll).
 
 import STYLE from "./style.json";
 
@@ -34,6 +35,9 @@ const CSS_COLORS = Object.entries(STYLE.colors).map(([k, v]) => [
 const OPEN = new Set(["running", "awaiting"]);
 const FADED = new Set(["cancelled", "interrupted"]);
 const TURN_LEVEL = new Set(["turn", "reply"]); // "continue from here" starts a branch there
+// what the "continue from here" button dispatches (bubbling, cancelable; detail {source}):
+// the notebook extension inserts the cell and cancels it (labextension/src/index.ts)
+export const INSERT_CELL_EVENT = "openprogram-insert-cell";
 const FIELDS = [
   ["doc", "Docstring", "op-detail-doc"],
   ["input", "Inputs", "op-detail-input"],
@@ -743,6 +747,7 @@ class DagView {
       htmlEl("dt", null, k, dl);
       htmlEl("dd", null, v, dl);
     }
+    if (TURN_LEVEL.has(d.kind)) this.continueButton(p, `%%openprogram --from ${d.id}`);
     for (const [key, title, cls] of FIELDS) {
       if (!d[key]) continue;
       const name = key === "output" && (d.kind === "llm" || d.kind === "reply") ? "Reply" : title;
@@ -750,6 +755,28 @@ class DagView {
       if (key === "messages") this.renderMessages(p, id, d.messages, full);
       else this.renderField(p, id, key, name, cls, d[key], full);
     }
+  }
+
+  // "continue from here": the notebook extension (labextension/src/index.ts) inserts a
+  // cell with `source` below the cell holding this view; without it (a page, VS Code) the
+  // line is copied to the clipboard.  Works the same on a saved view: no kernel is asked.
+  continueButton(parent, source) {
+    const b = htmlEl("button", "op-continue", "continue from here", parent);
+    b.title = `insert a cell below: ${source}`;
+    b.addEventListener("click", () => {
+      const ask = new CustomEvent(INSERT_CELL_EVENT, {
+        bubbles: true,
+        cancelable: true,
+        detail: { source },
+      });
+      if (!b.dispatchEvent(ask)) {
+        b.textContent = "cell inserted below";
+        return;
+      }
+      const copied = navigator.clipboard ? navigator.clipboard.writeText(source) : null;
+      b.textContent = copied ? "copied: paste it into a new cell" : source;
+      if (copied) copied.catch(() => (b.textContent = source));
+    });
   }
 
   renderField(parent, id, key, title, cls, field, full) {

@@ -84,6 +84,9 @@
   stroke: var(--op-muted);
   stroke-dasharray: 3 2;
 }
+.op-stale-tag {
+  fill: #b45309;
+}
 .op-node.op-flagged .op-name {
   text-decoration: underline wavy #d97706;
 }
@@ -267,6 +270,11 @@ div.op-detail-error {
   50% {
     fill-opacity: 0.1;
   }
+}
+.op-continue {
+  margin: 2px 0 4px;
+  font: inherit;
+  cursor: pointer;
 }
 `,""]),r.d(e,{},{A:p})},646(o,e,r){var t=r(601),a=r.n(t),n=r(314),p=r.n(n),i=r(615),s=p()(a());s.i(i.A),s.push([o.id,`/* The session DAG's styles: the same file the live widget (anywidget) loads. */
 `,""]),r.d(e,{},{A:s})},314(o){o.exports=function(o){var e=[];return e.toString=function(){return this.map(function(e){var r="",t=void 0!==e[5];return e[4]&&(r+="@supports (".concat(e[4],") {")),e[2]&&(r+="@media ".concat(e[2]," {")),t&&(r+="@layer".concat(e[5].length>0?" ".concat(e[5]):""," {")),r+=o(e),t&&(r+="}"),e[2]&&(r+="}"),e[4]&&(r+="}"),r}).join("")},e.i=function(o,r,t,a,n){"string"==typeof o&&(o=[[null,o,void 0]]);var p={};if(t)for(var i=0;i<this.length;i++){var s=this[i][0];null!=s&&(p[s]=!0)}for(var l=0;l<o.length;l++){var d=[].concat(o[l]);t&&p[d[0]]||(void 0!==n&&(void 0===d[5]||(d[1]="@layer".concat(d[5].length>0?" ".concat(d[5]):""," {").concat(d[1],"}")),d[5]=n),r&&(d[2]&&(d[1]="@media ".concat(d[2]," {").concat(d[1],"}")),d[2]=r),a&&(d[4]?(d[1]="@supports (".concat(d[4],") {").concat(d[1],"}"),d[4]=a):d[4]="".concat(a)),e.push(d))}},e}},601(o){o.exports=function(o){return o[1]}},665(o,e,r){r.r(e);var t=r(72),a=r.n(t),n=r(825),p=r.n(n),i=r(659),s=r.n(i),l=r(56),d=r.n(l),c=r(540),f=r.n(c),u=r(113),h=r.n(u),v=r(646),m={};m.styleTagTransform=h(),m.setAttributes=d(),m.insert=s().bind(null,"head"),m.domAPI=p(),m.insertStyleElement=f(),a()(v.A,m);let g=v.A&&v.A.locals?v.A.locals:void 0;r.d(e,{},{default:g})},72(o){var e=[];function r(o){for(var r=-1,t=0;t<e.length;t++)if(e[t].identifier===o){r=t;break}return r}function t(o,t){for(var a={},n=[],p=0;p<o.length;p++){var i=o[p],s=t.base?i[0]+t.base:i[0],l=a[s]||0,d="".concat(s," ").concat(l);a[s]=l+1;var c=r(d),f={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==c)e[c].references++,e[c].updater(f);else{var u=function(o,e){var r=e.domAPI(e);return r.update(o),function(e){e?(e.css!==o.css||e.media!==o.media||e.sourceMap!==o.sourceMap||e.supports!==o.supports||e.layer!==o.layer)&&r.update(o=e):r.remove()}}(f,t);t.byIndex=p,e.splice(p,0,{identifier:d,updater:u,references:1})}n.push(d)}return n}o.exports=function(o,a){var n=t(o=o||[],a=a||{});return function(o){o=o||[];for(var p=0;p<n.length;p++){var i=r(n[p]);e[i].references--}for(var s=t(o,a),l=0;l<n.length;l++){var d=r(n[l]);0===e[d].references&&(e[d].updater(),e.splice(d,1))}n=s}}},659(o){var e={};o.exports=function(o,r){var t=function(o){if(void 0===e[o]){var r=document.querySelector(o);if(window.HTMLIFrameElement&&r instanceof window.HTMLIFrameElement)try{r=r.contentDocument.head}catch(o){r=null}e[o]=r}return e[o]}(o);if(!t)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");t.appendChild(r)}},540(o){o.exports=function(o){var e=document.createElement("style");return o.setAttributes(e,o.attributes),o.insert(e,o.options),e}},56(o,e,r){o.exports=function(o){var e=r.nc;e&&o.setAttribute("nonce",e)}},825(o){o.exports=function(o){if("u"<typeof document)return{update:function(){},remove:function(){}};var e=o.insertStyleElement(o);return{update:function(r){var t,a,n;t="",r.supports&&(t+="@supports (".concat(r.supports,") {")),r.media&&(t+="@media ".concat(r.media," {")),(a=void 0!==r.layer)&&(t+="@layer".concat(r.layer.length>0?" ".concat(r.layer):""," {")),t+=r.css,a&&(t+="}"),r.media&&(t+="}"),r.supports&&(t+="}"),(n=r.sourceMap)&&"u">typeof btoa&&(t+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(n))))," */")),o.styleTagTransform(t,e,o.options)},remove:function(){var o;null===(o=e).parentNode||o.parentNode.removeChild(o)}}}},113(o){o.exports=function(o,e){if(e.styleSheet)e.styleSheet.cssText=o;else{for(;e.firstChild;)e.removeChild(e.firstChild);e.appendChild(document.createTextNode(o))}}}}]);
