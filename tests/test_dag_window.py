@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from benchmarks.bench_views import bulk_commit
 from openprogram.store.session import maintenance
-from openprogram.store.session.session import Session
 from openprogram.store.session.store import SessionStore
 from openprogram.view.saved import read_saved
 from openprogram_magics.widget import DAG_MIME, OLDER_TOPS, SHOWN_ROWS, SavedDag, show_dag
+from tests.test_whole_session_views import reads  # noqa: F401  (the fixture: nodes read whole)
 
 TURNS = 2_000  # 9,996 nodes: past show_dag's EAGER_MAX (5,000), 20 index buckets
 BUNDLE_MAX = 700_000  # bytes of the whole display bundle (the whole session's was 4.6 MB
@@ -38,37 +35,15 @@ def build(home: Path, sid: str, turns: int = TURNS) -> None:
     maintenance.run_now(path)
 
 
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Ids of the nodes read whole; reading every node fails the test."""
-    got: list[str] = []
-    real_get, real_get_many = Session.get, Session.get_many
-
-    def get(self: Session, node_id: str) -> Any:
-        got.append(node_id)
-        return real_get(self, node_id)
-
-    def get_many(self: Session, node_ids: Any) -> Any:
-        ids = list(node_ids)
-        got.extend(ids)
-        return real_get_many(self, ids)
-
-    def nodes(self: Session) -> Any:
-        raise AssertionError("the DAG of a big session read every node")
-
-    monkeypatch.setattr(Session, "get", get)
-    monkeypatch.setattr(Session, "get_many", get_many)
-    monkeypatch.setattr(Session, "nodes", nodes)
-    yield got
-
-
 def custom(sent: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     msgs = [m["content"] for m in sent if m.get("method") == "custom"]
     return [m for m in msgs if m["type"] == kind]
 
 
 def test_a_big_session_sends_its_newest_window_and_older_rows_on_request(
-    op_home: Path, db: Any, reads: list[str]
+    op_home: Path,
+    db: Any,
+    reads: list[str],  # noqa: F811  (the fixture imported above)
 ) -> None:
     build(op_home, "big")
     total = db.open("big").totals()["nodes"]
