@@ -447,6 +447,7 @@ def usage(host: Host, args: Namespace) -> dict[str, Any]:
     arg("--lines", action="store_true", help="the lines (branches) ending at A and B"),
     arg("--runs", action="store_true", help="two runs of this notebook (default: the last two)"),
     arg("--all", action="store_true", help="list the unchanged calls too"),
+    arg("--widget", action="store_true", help="side by side in a widget (pairs open and close)"),
     arg("--session", default=None, metavar="ID", help="another session than the notebook's"),
 )
 def diff(host: Host, args: Namespace) -> Any:
@@ -458,7 +459,12 @@ def diff(host: Host, args: Namespace) -> Any:
     if not default_db().exists(sid):
         raise CommandError(f"session {sid} has no turns yet")
     report = diff_session(default_db().open(sid), args.a, args.b, mode_of(args.lines, args.runs))
-    return DiffView(report, title=f"openprogram diff · session {sid}", all_rows=args.all)
+    title = f"openprogram diff · session {sid}"
+    if args.widget:
+        from openprogram_magics.diff_widget import DiffWidget, SavedDiff
+
+        return SavedDiff(DiffWidget(report, title=title), all_rows=args.all)
+    return DiffView(report, title=title, all_rows=args.all)
 
 
 @command("stop", "stop the background run after its current call (again: kill it now)")

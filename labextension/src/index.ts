@@ -28,7 +28,7 @@ import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/no
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
-import { RANK, dagRendererFactory } from './renderer';
+import { RANK, dagRendererFactory, diffRendererFactory } from './renderer';
 
 const COMM_TARGET = 'openprogram.metadata';
 const METADATA_KEY = 'openprogram';
@@ -197,9 +197,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ): void => {
     // everywhere (output views, consoles): the saved view; in notebooks: live hand-over too
     rendermime.addFactory(dagRendererFactory(null), RANK);
+    rendermime.addFactory(diffRendererFactory(null), RANK);
     const hook = (panel: NotebookPanel): void => {
       const own = panel.content.rendermime;
       own.addFactory(dagRendererFactory(own), RANK);
+      own.addFactory(diffRendererFactory(own), RANK);
       watchPanel(panel);
       watchInserts(panel);
     };

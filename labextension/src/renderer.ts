@@ -13,13 +13,36 @@ import { IRenderMime, IRenderMimeRegistry, MimeModel } from '@jupyterlab/renderm
 import { Panel, Widget } from '@lumino/widgets';
 
 import { renderSaved } from '../../openprogram/view/assets/dag.js';
+import { renderSaved as renderSavedDiff } from '../../openprogram/view/assets/diff.js';
 
 export const DAG_MIME = 'application/vnd.openprogram.dag+json';
+/** `%openprogram diff --widget`'s data (openprogram_magics/diff_widget.py). */
+export const DIFF_VIEW_MIME = 'application/vnd.openprogram.diff-view+json';
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 /** Ahead of the widget view (-10) and of HTML (50). */
 export const RANK = -20;
 
 type SavedDag = { widget?: unknown };
+
+/** A saved view: its mime type, how it draws its data, and what its live view draws. */
+type SavedKind = {
+  mime: string;
+  draw: (el: HTMLElement, data: unknown) => () => void;
+  drawn: string; // a selector present once the live view has drawn
+  css: string;
+};
+const DAG_KIND: SavedKind = {
+  mime: DAG_MIME,
+  draw: renderSaved,
+  drawn: '.op-dag',
+  css: 'op-dag-output'
+};
+const DIFF_KIND: SavedKind = {
+  mime: DIFF_VIEW_MIME,
+  draw: renderSavedDiff,
+  drawn: '.op-diffw',
+  css: 'op-diff-output'
+};
 
 export class DagRenderer extends Panel implements IRenderMime.IRenderer {
   private saved = new Widget();
@@ -29,10 +52,11 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
 
   constructor(
     private options: IRenderMime.IRendererOptions,
-    private registry: IRenderMimeRegistry | null
+    private registry: IRenderMimeRegistry | null,
+    private kind: SavedKind = DAG_KIND
   ) {
     super();
-    this.addClass('op-dag-output');
+    this.addClass(kind.css);
     this.addWidget(this.saved);
   }
 
@@ -40,14 +64,14 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
     // Read `model.data` once: a notebook output's getter deep-copies every object-valued
     // part of the bundle (JSON stringify + parse) on each access.
     const bundle = model.data;
-    const raw = bundle[DAG_MIME];
+    const raw = bundle[this.kind.mime];
     // a large view is saved as JSON text: the output model passes strings without copying
     const data = (typeof raw === 'string' ? JSON.parse(raw) : (raw ?? {})) as SavedDag;
     this.dropLive();
     this.teardown?.();
     this.saved.node.replaceChildren();
     this.saved.show();
-    this.teardown = renderSaved(this.saved.node, data);
+    this.teardown = this.kind.draw(this.saved.node, data);
     const view = bundle[WIDGET_MIME] as { model_id?: unknown } | undefined;
     const modelId = typeof data.widget === 'string' ? data.widget : view?.model_id;
     if (typeof modelId === 'string' && modelId) {
@@ -70,7 +94,7 @@ export class DagRenderer extends Panel implements IRenderMime.IRenderer {
       if (this.live !== live) {
         return;
       }
-      if (live.node.querySelector('.op-dag')) {
+      if (live.node.querySelector(this.kind.drawn)) {
         this.observer?.disconnect();
         this.teardown?.();
         this.teardown = null;
@@ -118,5 +142,17 @@ export function dagRendererFactory(
     mimeTypes: [DAG_MIME],
     defaultRank: RANK,
     createRenderer: options => new DagRenderer(options, registry)
+  };
+}
+
+/** The same for `%openprogram diff --widget` (drawn by diff.js). */
+export function diffRendererFactory(
+  registry: IRenderMimeRegistry | null
+): IRenderMime.IRendererFactory {
+  return {
+    safe: true,
+    mimeTypes: [DIFF_VIEW_MIME],
+    defaultRank: RANK,
+    createRenderer: options => new DagRenderer(options, registry, DIFF_KIND)
   };
 }
