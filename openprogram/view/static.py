@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from openprogram.context.nodes import OPEN_STATUSES
+from openprogram.view.branches import branch_lines
 from openprogram.view.inert import terminal_text
 from openprogram.view.layout import KNOWN_KINDS, Layout, Placed, compute_layout
 from openprogram.view.summary import clip, content_summary, node_detail
@@ -98,6 +99,7 @@ def render_static_html(
         parts.append(f"<div><i>{start} earlier rows not shown (live widget shows all)</i></div>")
     if older:
         parts.append(f"<div><i>{OLDER_NOTE.format(older=older)}</i></div>")
+    parts += [_branch_html(lane, text) for lane, text in branch_lines(lay)]
     parts.append(f'<div class="op-static-canvas" style="{_STYLE["canvas"]}">')
     parts.append(_svg(lay, window, start))
     parts.append("</div>")
@@ -144,6 +146,7 @@ def render_text_tree(
         more = f" and {older} older nodes" if older else ""
         next_page = f" (--page {page + 1})"
         lines.append(f"… {start} earlier rows{more} not shown{next_page}")
+    lines += [terminal_text(f"  {'⑂' if lane >= 0 else ' '} {t}") for lane, t in branch_lines(lay)]
     starts = run_starts(lay, start)
     for p in lay.visible(start, stop):
         s = content_summary(lay.source[p.id])
@@ -167,6 +170,12 @@ def render_text_tree(
     if stop < lay.rows:
         lines.append(f"… {lay.rows - stop} newer rows (--page {page - 1})")
     return "\n".join(lines)
+
+
+def _branch_html(lane: int, text: str) -> str:
+    """One branch of the view, in its lane's colour (see :mod:`openprogram.view.branches`)."""
+    dot = f'<span style="color:{lane_color(lane)}">●</span> ' if lane >= 0 else ""
+    return f'<div class="op-static-branch" style="margin:1px 0">{dot}{escape(text)}</div>'
 
 
 def run_starts(lay: Layout, start: int = 0) -> set[str]:

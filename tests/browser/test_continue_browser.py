@@ -5,14 +5,16 @@ then its "continue from here" button: a code cell ``%%openprogram --from <that t
 appears right below the cell holding the DAG (the extension's ``openprogram-insert-cell``
 action, no kernel asked).  Give it a body and run it: its turn continues from the first
 turn, beside the second (a branch).  After a reopen with no kernel, the saved DAG's
-button inserts the same cell.
+button inserts the same cell.  The session's DAG then names both branches (who ran each,
+when) above its lanes.
 
-Screenshot to look at: ``/tmp/op-continue.png``.
+Screenshots to look at: ``/tmp/op-continue.png``, ``/tmp/op-branches.png``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,13 @@ def test_continue_from_here_inserts_the_cell_and_running_it_branches(
     assert "Traceback" not in out and "Error" not in out, out
     type_into(lab, 6, "%openprogram dag")
     lab.run_cell_expect(6, 7, timeout=60_000)
+    # the whole-session view names the two branches side by side: who ran them, when
+    branches = lab.cell(6).locator(".op-dag .op-branch")
+    branches.nth(1).wait_for()
+    assert branches.count() == 2, branches.all_inner_texts()
+    side = lab.cell(6).locator(".op-branch[data-lane='1']").inner_text()
+    assert re.search(r"branch from cell \[3\] · 1 turn · by \S", side), side
+    lab.cell(6).locator(".op-dag").first.screenshot(path="/tmp/op-branches.png")
     lab.save()
     saved = json.loads(path.read_text())
     assert "".join(saved["cells"][5]["source"]) == f'{line}\ntriage("and to json")'

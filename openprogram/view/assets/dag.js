@@ -6,7 +6,8 @@
 // A long graph is virtualized: the SVG keeps its full height (so the scrollbar is right)
 // but only the rows in or near the viewport have elements, made or reused on scroll.
 // Stable hooks for browser tests: g.op-node[data-id][data-kind][data-status], .op-detail,
-// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search, .op-older, .op-continue;
+// .op-detail-doc, .op-detail-messages, .op-toggle, .op-search, .op-older, .op-continue,
+// .op-branch[data-lane][data-first] (one per branch: who ran it, when);
 // .op-dag[data-rows] is the number of rows laid out (drawn or not), .op-dag[data-older] the
 // nodes of the session older than the view holds (a view of its newest window asks for
 // them on scroll).
@@ -24,6 +25,7 @@ const OVERSCAN = 20; // rows drawn above and below the viewport
 const VIEW_GUESS = 600; // px: the viewport's height while the canvas has no layout yet
 const POOL_MAX = 200; // detached node elements kept for reuse
 const CANVAS_MAX = 520; // px: .op-canvas max-height in dag.css
+const BRANCHES_MAX = 12; // branches named above the canvas (the newest)
 const OLDER_AT = 3 * ROW; // px from the top of the canvas where older rows are asked for
 const KIND_COLORS = STYLE.kindColors;
 const LANE_COLORS = STYLE.laneColors;
@@ -190,6 +192,7 @@ class DagView {
     this.countEl = htmlEl("span", "op-count", null, bar);
     this.olderEl = htmlEl("button", "op-older op-hidden", null, bar);
     this.olderEl.addEventListener("click", () => this.askOlder());
+    this.branchesEl = htmlEl("div", "op-branches op-hidden", null, root);
     const body = htmlEl("div", "op-body", null, root);
     this.canvas = htmlEl("div", "op-canvas", null, body);
     this.svg = svgEl("svg", { class: "op-svg", width: 10, height: 10 }, this.canvas);
@@ -286,6 +289,58 @@ class DagView {
     this.root.dataset.rows = String(rows);
     this.paint();
     this.showCount();
+    this.renderBranches(list);
+  }
+
+  // Branches side by side: the lanes are drawn next to each other; this names each one
+  // (a chain of turns in one lane; a turn whose predecessor is in another lane starts one)
+  // with who ran its turns and when, in its lane's colour.  The same rule as
+  // openprogram/view/branches.py (the static views).  Only when there are two or more.
+  renderBranches(list) {
+    const found = [];
+    const of = new Map();
+    for (const s of list) {
+      if (s.caller !== undefined) continue;
+      const lane = s.lane || 0;
+      let b = s.pred !== undefined ? of.get(s.pred) : undefined;
+      if (!b || b.lane !== lane || b.tip !== s.pred) {
+        const fork = s.pred !== undefined ? this.nodes.get(s.pred) : undefined;
+        let where = fork ? `branch from ${fork.name}` : "from older turns";
+        const cut = s.flags && s.flags.includes("missing-predecessor");
+        if (s.pred === undefined && !cut) where = "from the start";
+        b = { lane, first: s.id, tip: s.id, where, turns: 0, by: [], at: [] };
+        found.push(b);
+      }
+      of.set(s.id, b);
+      b.tip = s.id;
+      if (s.kind !== "root") b.turns += 1;
+      if (s.by && !b.by.includes(s.by)) b.by.push(s.by);
+      if (s.at) b.at.push(s.at);
+    }
+    const lines = (found.length < 2 ? [] : found.slice(-BRANCHES_MAX)).map((b) => {
+      const bits = [b.where, `${b.turns} turn${b.turns === 1 ? "" : "s"}`];
+      if (b.by.length) bits.push(`by ${b.by.join(", ")}`);
+      const first = fmtAt(Math.min(...b.at));
+      const last = fmtAt(Math.max(...b.at));
+      if (b.at.length) bits.push(first === last ? first : `${first} – ${last}`);
+      return [b, bits.join(" · ")];
+    });
+    const key = JSON.stringify(lines.map(([b, text]) => [b.lane, b.first, text]));
+    if (key === this.branchesKey) return;
+    this.branchesKey = key;
+    const el = this.branchesEl;
+    el.replaceChildren();
+    el.classList.toggle("op-hidden", !lines.length);
+    const earlier = found.length - BRANCHES_MAX;
+    if (earlier > 0) htmlEl("div", "op-branch", `… ${earlier} earlier branches`, el);
+    for (const [b, text] of lines) {
+      const line = htmlEl("div", "op-branch", null, el);
+      line.dataset.lane = String(b.lane);
+      line.dataset.first = b.first;
+      const dot = htmlEl("span", "op-branch-dot", "●", line);
+      dot.style.color = LANE_COLORS[b.lane % LANE_COLORS.length];
+      htmlEl("span", null, ` ${text}`, line);
+    }
   }
 
   // -- rows -> SVG -----------------------------------------------------------------------

@@ -276,6 +276,10 @@ div.op-detail-error {
   font: inherit;
   cursor: pointer;
 }
+.op-branches {
+  margin: 0 0 4px;
+  color: var(--jp-ui-font-color2, #6b7280);
+}
 `,""]),r.d(e,{},{A:n})},422(o,e,r){var t=r(601),a=r.n(t),p=r(314),n=(r.n(p))()(a());n.push([o.id,`/* %openprogram diff --widget (diff.js); colours as the static form (compare/render.py) */
 .op-diffw {
   font: 12px/1.4 var(--jp-code-font-family, monospace);
