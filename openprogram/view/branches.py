@@ -12,11 +12,12 @@ and the time of its first and last turn.  ``dag.js`` finds the same from the sum
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 from openprogram.view.layout import FLAG_MISSING_PREDECESSOR
-from openprogram.view.placed import Layout
+from openprogram.view.placed import Layout, Placed
 from openprogram.view.summary import author_name, content_summary
 
 MAX_BRANCHES: Final = 12  # lines a static view lists (the newest branches)
@@ -37,12 +38,13 @@ class Branch:
     last_at: float | None = None
 
 
-def branches(lay: Layout) -> list[Branch]:
-    """The branches of ``lay`` in the order their first turns appear."""
+def branches(lay: Layout, rows: Iterable[Placed] | None = None) -> list[Branch]:
+    """The branches of ``lay``'s ``rows`` (its visible rows by default; a static view
+    passes the rows it draws) in the order their first turns appear."""
     out: list[Branch] = []
     of: dict[str, Branch] = {}  # turn-level id -> its branch
     lanes: dict[str, int] = {}
-    for p in lay.visible():
+    for p in lay.visible() if rows is None else rows:
         if p.depth:
             continue
         lanes[p.id] = p.lane
@@ -72,10 +74,12 @@ def _when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else ""
 
 
-def branch_lines(lay: Layout, limit: int = MAX_BRANCHES) -> list[tuple[int, str]]:
-    """``(lane, text)`` for each branch, when the view has more than one (else none):
-    ``trunk`` or ``from <turn>``, the number of turns, by whom, from when to when."""
-    found = branches(lay)
+def branch_lines(
+    lay: Layout, rows: Iterable[Placed] | None = None, limit: int = MAX_BRANCHES
+) -> list[tuple[int, str]]:
+    """``(lane, text)`` for each branch of ``rows``, when there is more than one (else
+    none): where it starts, the number of turns, by whom, from when to when."""
+    found = branches(lay, rows)
     if len(found) < 2:
         return []
     lines = []

@@ -99,7 +99,7 @@ def render_static_html(
         parts.append(f"<div><i>{start} earlier rows not shown (live widget shows all)</i></div>")
     if older:
         parts.append(f"<div><i>{OLDER_NOTE.format(older=older)}</i></div>")
-    parts += [_branch_html(lane, text) for lane, text in branch_lines(lay)]
+    parts += [_branch_html(lane, text) for lane, text in branch_lines(lay, window)]
     parts.append(f'<div class="op-static-canvas" style="{_STYLE["canvas"]}">')
     parts.append(_svg(lay, window, start))
     parts.append("</div>")
@@ -146,9 +146,11 @@ def render_text_tree(
         more = f" and {older} older nodes" if older else ""
         next_page = f" (--page {page + 1})"
         lines.append(f"… {start} earlier rows{more} not shown{next_page}")
-    lines += [terminal_text(f"  {'⑂' if lane >= 0 else ' '} {t}") for lane, t in branch_lines(lay)]
+    rows = lay.visible(start, stop)
+    named = branch_lines(lay, rows)
+    lines += [terminal_text(f"  {'⑂' if lane >= 0 else ' '} {t}") for lane, t in named]
     starts = run_starts(lay, start)
-    for p in lay.visible(start, stop):
+    for p in rows:
         s = content_summary(lay.source[p.id])
         if p.id in starts:
             lines.append("── new kernel (a restart, or the notebook run again) ──")

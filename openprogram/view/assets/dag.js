@@ -308,21 +308,20 @@ class DagView {
         let where = fork ? `branch from ${fork.name}` : "from older turns";
         const cut = s.flags && s.flags.includes("missing-predecessor");
         if (s.pred === undefined && !cut) where = "from the start";
-        b = { lane, first: s.id, tip: s.id, where, turns: 0, by: [], at: [] };
+        b = { lane, first: s.id, tip: s.id, where, turns: 0, by: [], from: 0, to: 0 };
         found.push(b);
       }
       of.set(s.id, b);
       b.tip = s.id;
       if (s.kind !== "root") b.turns += 1;
       if (s.by && !b.by.includes(s.by)) b.by.push(s.by);
-      if (s.at) b.at.push(s.at);
+      if (s.at) [b.from, b.to] = [b.from ? Math.min(b.from, s.at) : s.at, Math.max(b.to, s.at)];
     }
     const lines = (found.length < 2 ? [] : found.slice(-BRANCHES_MAX)).map((b) => {
       const bits = [b.where, `${b.turns} turn${b.turns === 1 ? "" : "s"}`];
       if (b.by.length) bits.push(`by ${b.by.join(", ")}`);
-      const first = fmtAt(Math.min(...b.at));
-      const last = fmtAt(Math.max(...b.at));
-      if (b.at.length) bits.push(first === last ? first : `${first} – ${last}`);
+      const [first, last] = [fmtAt(b.from), fmtAt(b.to)];
+      if (first) bits.push(first === last ? first : `${first} – ${last}`);
       return [b, bits.join(" · ")];
     });
     const key = JSON.stringify(lines.map(([b, text]) => [b.lane, b.first, text]));
