@@ -18,24 +18,10 @@ from typing import Any
 import pytest
 
 from openprogram_magics.diff_widget import DIFF_VIEW_MIME
+from tests.browser.agents import AGENTS, LOAD, TRIAGE_DOC
 from tests.test_bridge_frontend import REPO, _execute, _stdout
 
 NEW_DOC = "Sort the ticket into bug, feature or question; when unsure, say question."
-OLD_DOC = "Classify the ticket as bug, feature or question."
-AGENTS = '''
-from openprogram import agentic_function
-
-@agentic_function
-def triage(ticket: str, runtime=None) -> str:
-    """{doc}"""
-    return runtime.exec(ticket, choices=["bug", "feature", "question"])
-
-@agentic_function
-def handle(ticket: str, runtime=None) -> str:
-    """Draft a one-sentence reply."""
-    kind = triage(ticket)
-    return runtime.exec(f"The ticket is a {kind}: {ticket}")
-'''
 DIFF_MIME = "application/vnd.openprogram.diff+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -66,10 +52,10 @@ def run(kc: Any, code: str) -> list[dict]:
 @pytest.mark.kernel
 @pytest.mark.timeout(120)
 def test_the_widget_gets_every_pair_and_the_output_keeps_the_static_form(kc: Any) -> None:
-    run(kc, "%load_ext openprogram_magics\n%openprogram provider test")
-    run(kc, AGENTS.replace("{doc}", OLD_DOC))
+    run(kc, LOAD)
+    run(kc, AGENTS)
     run(kc, '%%openprogram --no-dag\nhandle("the app crashes on save")')
-    run(kc, AGENTS.replace("{doc}", NEW_DOC))
+    run(kc, AGENTS.replace(TRIAGE_DOC, NEW_DOC))
     run(kc, '%%openprogram --no-dag\nhandle("the app crashes on save")')
     msgs = run(kc, "%openprogram diff 1 2 --widget")
 
@@ -92,7 +78,7 @@ def test_the_widget_gets_every_pair_and_the_output_keeps_the_static_form(kc: Any
     (edited,) = [r for r in view["rows"] if any(t == "docstring" for t, _ in r["sections"])]
     assert "triage" in edited["path"] and edited["state"] == "differs"
     doc = dict(edited["sections"])["docstring"]
-    assert f"-{OLD_DOC}" in doc and f"+{NEW_DOC}" in doc
+    assert f"-{TRIAGE_DOC}" in doc and f"+{NEW_DOC}" in doc
     handle_fn = next(r for r in view["rows"] if r["path"].endswith("› handle"))
     assert not any(t == "docstring" for t, _ in handle_fn["sections"])  # its doc is the same
     assert state["show_same"] is False
