@@ -33,7 +33,7 @@ def agent_requests(requests: list[LLMRequest]) -> list[LLMRequest]:
 
 
 def runtime(fn: Any, policy: ContextPolicy | None = None) -> tuple[Runtime, FunctionProvider]:
-    provider = FunctionProvider(fn)
+    provider = FunctionProvider(fn, keep=None)  # every request: the test reads them all
     rt = create_runtime(provider, backoff=0.0, max_retries=0, context=policy)
     return rt, provider
 

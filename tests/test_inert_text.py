@@ -134,7 +134,9 @@ def test_the_notebook_commands_show_escapes_too(op_home: Path) -> None:
     from openprogram_magics.notebook import NotebookMeta
 
     lines = context_lines(NotebookMeta(session_id="from_nb"), create_runtime("test"))
-    assert any(f"src {EVIL_SHOWN}" in line for line in lines), lines
+    # earlier turns are statements of their calls (render.turn_text): the hostile function
+    # name and output are shown, escaped
+    assert any(f"- fn {EVIL_SHOWN}" in line for line in lines), lines
     assert not any(char in line for line in lines for char in RAW)
 
 

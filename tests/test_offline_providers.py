@@ -112,7 +112,8 @@ def test_replay_answers_from_a_recorded_session_in_order():
         # its prompt (three earlier steps) differs from the closest recorded one
         with pytest.raises(ReplayMiss, match=r"LLM call 1 of function answer") as miss:
             answer("q1")
-        assert "\n+assistant: third answer" in str(miss.value)
+        shown = "+user: Earlier, answer was called with question='q1' and returned 'third answer'"
+        assert shown in str(miss.value)  # the earlier step the closest recording lacked
         with pytest.raises(
             ProviderError, match=r"(?s)LLM call 1 of function answer.*real provider"
         ):

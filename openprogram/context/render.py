@@ -123,14 +123,19 @@ def statement(node: Call) -> str:
         said = clip(as_text(node.output), 1000)
         return f"The model was asked {clip(as_text(content), 1000)!r} and answered {said!r}"
     args = node.input if isinstance(node.input, dict) else {}
-    shown = ", ".join(f"{k}={clip(as_text(v), 200)!r}" for k, v in args.items())
+    shown = ", ".join(f"{k}={_value(v, 200)}" for k, v in args.items())
     called = f"{node.name} was called" + (f" with {shown}" if shown else "")
     if node.status not in ("completed", "answered"):
         error = as_text(node.metadata.get("error")) or node.status
         return f"{called} and failed: {clip(error, 1000)}"
     if node.output in (None, ""):
         return f"{called} and returned nothing"
-    return f"{called} and returned {clip(as_text(node.output), 1000)!r}"
+    return f"{called} and returned {_value(node.output, 1000)}"
+
+
+def _value(value: Any, limit: int) -> str:
+    """A value in a statement: text quoted (``'bug'``), anything else as written (``42``)."""
+    return repr(clip(value, limit)) if isinstance(value, str) else clip(as_text(value), limit)
 
 
 def _asked(node: Call) -> str:

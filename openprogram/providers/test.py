@@ -62,11 +62,11 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
 REQUESTS_KEPT = 64  # the newest requests an offline provider keeps (a kernel runs for days)
 
 
-def _keep(requests: list[LLMRequest], request: LLMRequest) -> None:
-    """Remember ``request``, forgetting the oldest beyond :data:`REQUESTS_KEPT`."""
+def _keep(requests: list[LLMRequest], request: LLMRequest, keep: int | None) -> None:
+    """Remember ``request``, forgetting the oldest beyond ``keep`` (None: keep them all)."""
     requests.append(request)
-    if len(requests) > REQUESTS_KEPT:
-        del requests[: len(requests) - REQUESTS_KEPT]
+    if keep is not None and len(requests) > keep:
+        del requests[: len(requests) - keep]
 
 
 def _tokens(text: str) -> int:
@@ -87,8 +87,10 @@ class TestProvider:
         model: str = "test",
         tool_calls: list[ToolCall | tuple[str, dict[str, Any]]] | str | None = None,
         tool_rounds: int = 1,
+        keep: int | None = REQUESTS_KEPT,
     ) -> None:
         self.model = model
+        self.keep = keep  # how many of the newest requests ``requests`` holds (None: all)
         self.reply = reply
         if isinstance(tool_calls, str) and tool_calls != "sample":
             raise ValueError(f"tool_calls is a list of calls or 'sample', not {tool_calls!r}")
@@ -130,7 +132,7 @@ class TestProvider:
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
-        _keep(self.requests, request)
+        _keep(self.requests, request, self.keep)
         calls = self._calls(request)
         if calls:
             prompt = sum(_tokens(str(m.get("content", ""))) for m in request.messages)
@@ -186,15 +188,18 @@ class FunctionProvider:
 
     name = "function"
 
-    def __init__(self, fn: Replier, *, model: str = "function") -> None:
+    def __init__(
+        self, fn: Replier, *, model: str = "function", keep: int | None = REQUESTS_KEPT
+    ) -> None:
         self.fn = fn
         self.model = model
+        self.keep = keep  # how many of the newest requests ``requests`` holds (None: all)
         self.requests: list[LLMRequest] = []
 
     def complete(
         self, request: LLMRequest, on_delta: Callable[[str], None] | None = None
     ) -> LLMResponse:
-        _keep(self.requests, request)
+        _keep(self.requests, request, self.keep)
         out = self.fn(request)
         if isinstance(out, list) and all(isinstance(c, ToolCall) for c in out):
             out = LLMResponse("", tool_calls=out, finish_reason="tool_calls")
