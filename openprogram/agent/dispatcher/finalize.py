@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
 
 
-
 def finalize_turn(prepared: PreparedTurn) -> TurnResult:
     writer = prepared.writer
     reply = writer.reply
