@@ -113,6 +113,7 @@ def start_background_cell(
         assert turn.handle is not None and turn.node is not None
         begun["turn_id"] = turn.node.id
         run.attach(turn.handle.session_id, turn.node.turn)
+        announced.wait()  # the cell says it runs in the background before the body prints
         error: BaseException | None = None
         try:
             if code.co_flags & inspect.CO_COROUTINE:  # awaits: on an event loop of this thread
@@ -126,12 +127,17 @@ def start_background_cell(
         finally:
             turn.end(error)
 
+    announced = threading.Event()
     run = BackgroundRun(target, label=label)
     run.on_progress(line.update)
     run.start(contextvars.copy_context())
-    run.wait_attached(30)
-    if "turn_id" in begun:  # the notebook's next cell chains after this turn (unless pinned)
-        magics.turn_done(replace(meta, last_turn_id=begun["turn_id"]), pinned)
+    try:
+        run.wait_attached(30)
+        if "turn_id" in begun:  # the notebook's next cell chains after this turn (unless pinned)
+            magics.turn_done(replace(meta, last_turn_id=begun["turn_id"]), pinned)
+        print("openprogram: running in the background; `%openprogram stop` stops it")
+    finally:
+        announced.set()
 
     def tick() -> None:
         while run.running:
@@ -140,5 +146,4 @@ def start_background_cell(
         line.update(run.progress())
 
     threading.Thread(target=tick, name="openprogram-bg-progress", daemon=True).start()
-    print("openprogram: running in the background; `%openprogram stop` stops it")
     return run
