@@ -45,7 +45,8 @@ class Reply:
     ``chunks`` are the streamed text pieces (default: ``text`` in one chunk).  A tool call is
     ``(name, arguments)`` where ``arguments`` is a dict (sent as JSON) or a raw string (to
     send malformed JSON).  ``status`` >= 400 sends an error in the vendor's error format.
-    ``stall_after=n`` pauses ``stall_for`` seconds after ``n`` stream events;
+    ``stall_after=n`` pauses ``stall_for`` seconds after ``n`` stream events, or until
+    ``release`` (a ``threading.Event`` the test sets) is set;
     ``die_after=n`` drops the connection after ``n`` events mid-body; ``end_after=n`` ends
     the HTTP body cleanly after ``n`` events (no ``[DONE]`` / ``message_stop``);
     ``error_event_after=n`` sends the vendor's in-band stream error (type ``error_type``)
@@ -65,6 +66,7 @@ class Reply:
     finish_reason: str | None = None
     stall_after: int | None = None
     stall_for: float = 30.0
+    release: threading.Event | None = None  # ends a stall when the test sets it
     die_after: int | None = None
     end_after: int | None = None
     error_event_after: int | None = None  # send an in-band stream error after n events
@@ -289,7 +291,7 @@ class _Wire:
             self.finish_stream()
             raise _Abort
         if reply.stall_after is not None and self._sent == reply.stall_after:
-            self._stall(reply.stall_for)
+            self._stall(reply.stall_for, reply.release)
         if reply.pace:  # event n leaves at start + n * pace (no drift from sleep overshoot)
             if not self._sent:
                 self._t0 = time.monotonic()
@@ -298,14 +300,17 @@ class _Wire:
         self._sent += 1
         time.sleep(0)  # let the client see chunks as separate reads
 
-    def _stall(self, seconds: float) -> None:
-        """Send nothing for ``seconds``; stop early (and count it) if the client hangs up."""
+    def _stall(self, seconds: float, release: threading.Event | None = None) -> None:
+        """Send nothing for ``seconds`` or until ``release`` is set; stop early (and count
+        it) if the client hangs up."""
         stop = self.server._stop
         conn = self.h.connection
         deadline = time.monotonic() + seconds
         poller = select.poll()  # not select.select: a long test run has fds past 1024
         poller.register(conn, select.POLLIN)
         while time.monotonic() < deadline:
+            if release is not None and release.is_set():
+                return
             if stop.wait(0.01):
                 raise _Abort
             readable = poller.poll(0)

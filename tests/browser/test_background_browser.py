@@ -10,6 +10,7 @@ Screenshots: ``/tmp/op-background.png``, ``/tmp/op-background-ask.png``.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -130,16 +131,17 @@ def test_streamed_text_grows_in_the_dom_before_the_call_finishes(
     lab.wait_kernel_idle()
     lab.run_cell_expect(0, 1)
     assert "Error" not in lab.run_cell_expect(1, 2)
-    # three pieces, then the server holds the rest for 4 s
-    wire.reply(
-        Reply(chunks=["Streaming ", "into ", "the cell", " — done."], stall_after=4, stall_for=4)
-    )
+    # three pieces, then the server holds the rest until the test has looked
+    held = threading.Event()
+    chunks = ["Streaming ", "into ", "the cell", " — done."]
+    wire.reply(Reply(chunks=chunks, stall_after=4, stall_for=120, release=held))
     cell = lab.cell(2)
     cell.locator(".jp-InputPrompt").click()
     lab.page.keyboard.press("Shift+Enter")
     lab.wait_output(2, "Streaming into the cell", timeout=20_000)
     assert cell.locator(".jp-InputPrompt").inner_text().strip() == "[*]:"  # still running
     assert "done" not in lab.output_text(2)
+    held.set()
     cell.locator(".jp-InputPrompt", has_text="[3]").wait_for(timeout=30_000)
     assert "Streaming into the cell — done." in lab.output_text(2)
 
