@@ -23,7 +23,7 @@ import anywidget
 import traitlets
 
 from openprogram.compare.diffs import Report, Row
-from openprogram.compare.render import _delta, _sections, summary_lines
+from openprogram.compare.render import delta_text, row_sections, summary_lines
 from openprogram.view.page import ASSETS
 from openprogram_magics.diff_view import DiffView
 
@@ -50,8 +50,8 @@ def widget_view(report: Report, *, title: str) -> dict[str, Any]:
             "state": _state(r),
             "kind": r.pair.node.kind,
             "note": r.note,
-            "sections": [[t, d] for t, d in _sections(r)],
-            "deltas": " · ".join(_delta(k, *v) for k, v in r.deltas.items()),
+            "sections": [[t, d] for t, d in row_sections(r)],
+            "deltas": " · ".join(delta_text(k, *v) for k, v in r.deltas.items()),
         }
         for r in report.rows[:MAX_WIDGET_ROWS]
     ]

@@ -26,6 +26,7 @@ from typing import Any, Final
 from openprogram.compare.pairing import Pair, build_trees, pair_lines
 from openprogram.compare.sides import Nodes, Side
 from openprogram.context.nodes import Call
+from openprogram.store.session.index import usage_of
 
 MAX_DIFF_LINES: Final = 40
 MAX_LINE: Final = 200
@@ -276,10 +277,9 @@ def _deltas(a: Call, b: Call) -> dict[str, tuple[float, float]]:
 
 
 def _tokens(node: Call) -> float | None:
-    usage = node.metadata.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    return float(int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0))
+    """Input + output tokens by the one usage rule (``usage_of``); None: no usage recorded."""
+    input_tokens, output_tokens, _ = usage_of(node.metadata)
+    return None if input_tokens is None else float(input_tokens + output_tokens)
 
 
 def _latency(node: Call) -> float | None:
@@ -288,8 +288,7 @@ def _latency(node: Call) -> float | None:
 
 
 def _cost(node: Call) -> float | None:
-    value = node.metadata.get("cost")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return usage_of(node.metadata)[2]
 
 
 def _totals(nodes: Any) -> Totals:

@@ -33,7 +33,7 @@ _CSS: Final = {
 }
 
 
-def _delta(name: str, a: float, b: float) -> str:
+def delta_text(name: str, a: float, b: float) -> str:
     if name == "cost":
         return f"cost ${a:.4f} → ${b:.4f} ({b - a:+.4f})"
     if name == "latency_ms":
@@ -56,7 +56,7 @@ def summary_lines(report: Report) -> list[str]:
     head.append(
         "  "
         + " · ".join(
-            _delta(k, va, vb)
+            delta_text(k, va, vb)
             for k, va, vb in (
                 ("tokens", ta.tokens, tb.tokens),
                 ("latency_ms", ta.latency_ms, tb.latency_ms),
@@ -97,15 +97,15 @@ def _text_row(row: Row) -> list[str]:
     elif row.note:
         line += f"  — {row.note}"
     out = [line]
-    for title, diff in _sections(row):
+    for title, diff in row_sections(row):
         out.append(f"      {title}:")
         out += [f"        {d}" for d in diff]
     if row.deltas:
-        out.append("      " + " · ".join(_delta(k, *v) for k, v in row.deltas.items()))
+        out.append("      " + " · ".join(delta_text(k, *v) for k, v in row.deltas.items()))
     return out
 
 
-def _sections(row: Row) -> list[tuple[str, list[str]]]:
+def row_sections(row: Row) -> list[tuple[str, list[str]]]:
     return [
         (title, diff)
         for title, diff in (
@@ -161,14 +161,14 @@ def _html_row(row: Row) -> str:
     head = escape(row.path)
     badge = {"added": " [added: only in B]", "removed": " [removed: only in A]"}.get(row.state, "")
     note = f'<div style="{css["note"]}">{escape(row.note)}</div>' if row.note else ""
-    deltas = " · ".join(_delta(k, *v) for k, v in row.deltas.items())
+    deltas = " · ".join(delta_text(k, *v) for k, v in row.deltas.items())
     deltas_html = f'<div style="{css[" "]}">{escape(deltas)}</div>' if deltas else ""
     cells = [
         f'<tr><td colspan="2" style="{css["th"]}"><b>{head}</b>{escape(badge)}{note}'
         f"{deltas_html}</td></tr>"
     ]
     left, right = [], []
-    for title, diff in _sections(row):
+    for title, diff in row_sections(row):
         left.append(_side(title, diff, "-"))
         right.append(_side(title, diff, "+"))
     if row.state == "added":
