@@ -11,11 +11,12 @@ import pytest
 from openprogram import ContextPolicy, agentic_function, create_runtime, session_context
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.prompt import sent_messages
+from openprogram.agentic_programming.provider import LLMRequest, ProviderError
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call, make_call
 from openprogram.context.policy import effective, estimate_tokens, select_history
 from openprogram.context.render import turn_messages
-from openprogram.providers.test import TestProvider
+from openprogram.providers.test import FunctionProvider, TestProvider
 
 DOC = "Summarise the text in one sentence."
 
@@ -59,12 +60,12 @@ def pick(nodes: dict[str, Call], head: Call, **policy: Any) -> Any:
 
 # -- the pure selection ----------------------------------------------------------------------
 def test_the_defaults_are_documented_numbers() -> None:
-    assert effective() == ContextPolicy(turns=20, tokens=4000, failed=False)
+    assert effective() == ContextPolicy(turns=20, tokens=4000, failed=False, overflow="shrink")
 
 
 def test_narrower_layers_win_field_by_field() -> None:
     merged = effective(ContextPolicy(tokens=10), ContextPolicy(turns=3, tokens=99), None)
-    assert merged == ContextPolicy(turns=3, tokens=10, failed=False)
+    assert merged == ContextPolicy(turns=3, tokens=10, failed=False, overflow="shrink")
 
 
 @pytest.mark.parametrize("bad", [{"turns": -1}, {"tokens": "many"}, {"failed": "yes"}])
@@ -181,3 +182,62 @@ def test_a_failed_turn_is_absent_from_the_next_prompt() -> None:
     assert "the good one" in text and "UNLUCKY TEXT" not in text
     context = llm_nodes("s_fail")[-1].metadata["context"]
     assert len(context["left_out"]["failed"]) == 1
+
+
+# -- a prompt the model's window cannot hold -------------------------------------------------
+WINDOW = "the maximum context length is 600 tokens, 830 in the messages"
+
+
+def small_window(request: LLMRequest) -> str:
+    """A model with a 600-token window (as llama.cpp's server answers HTTP 400)."""
+    if estimate_tokens(request.messages) > 600:
+        raise ProviderError(WINDOW)
+    return "fits"
+
+
+def test_a_cell_whose_prompt_overflows_the_window_is_sent_once_more_with_half_the_history() -> None:
+    provider = FunctionProvider(small_window, keep=None)
+    runtime = create_runtime(provider, max_retries=0, backoff=0.0)
+    texts = [f"passage {i}: " + "words " * 60 for i in range(8)]  # ~100 tokens of history each
+    run_turns("s_window", runtime, texts)
+
+    nodes = llm_nodes("s_window")
+    failed = [n for n in nodes if n.status == "error"]
+    assert failed and all("maximum context length" in n.metadata["error"] for n in failed)
+    assert [n.status for n in nodes[-2:]] == ["error", "completed"]  # the last cell retried
+    first, retry = (n.metadata["context"] for n in nodes[-2:])
+    assert retry["tokens"] <= first["tokens"] // 2 and len(retry["turns"]) < len(first["turns"])
+    assert retry["policy"]["overflow"] == "raise"  # a second overflow is the cell's error
+    session = default_db().open("s_window")
+    assert sent_messages(session, nodes[-1]) == provider.requests[-1].messages
+    assert estimate_tokens(provider.requests[-1].messages) <= 600
+    assert len(failed) == 3  # cells 6, 7 and 8 overflowed, each retried once
+
+
+def test_a_second_overflow_or_overflow_raise_is_the_calls_error_not_a_loop() -> None:
+    def tiny(request: LLMRequest) -> str:
+        if len(request.messages) > 2:  # any history at all overflows
+            raise ProviderError(WINDOW)
+        return "fits"
+
+    provider = FunctionProvider(tiny, keep=None)
+    run_turns("s_tiny", create_runtime(provider, max_retries=0), ["one"])
+    for policy, sent in ((None, 2), (ContextPolicy(overflow="raise"), 1)):
+        before = len(provider.requests)
+        rt = create_runtime(provider, max_retries=0)
+        with (
+            pytest.raises(ProviderError, match="maximum context length"),
+            session_context("s_tiny", runtime=rt),
+        ):
+            summarise_with("two", policy)
+        assert len(provider.requests) - before == sent
+
+
+def summarise_with(text: str, policy: ContextPolicy | None) -> str:
+    @agentic_function(context=policy)
+    def summarise(text: str, runtime: Runtime | None = None) -> str:
+        """Summarise the text in one sentence."""
+        assert runtime is not None
+        return str(runtime.exec(text))
+
+    return summarise(text)

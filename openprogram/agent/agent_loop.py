@@ -20,6 +20,7 @@ from openprogram.agentic_programming.tool_loop import CONTINUE, run_tool
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.context.policy import ContextPolicy
 
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -41,6 +42,7 @@ def agent_loop(
     tools: Mapping[str, Tool] | None = None,
     on_event: EventCallback | None = None,
     max_iterations: int = 8,
+    context: ContextPolicy | None = None,
 ) -> LoopResult:
     """Exec ``content`` with ``tools``: the tools the model calls run and it is asked again,
     at most ``max_iterations`` times (the last call offers no tools, so the model has to
@@ -51,6 +53,7 @@ def agent_loop(
         tools=dict(tools or {}) or None,
         max_iterations=max_iterations,
         on_tool_event=notify,
+        context=context,
     )
     text = str(reply or "")
     notify({"type": "text", "text": text})

@@ -4,11 +4,15 @@ A provider turns an :class:`LLMRequest` (rendered chat messages plus options) in
 :class:`LLMResponse`.  Providers are synchronous; the Runtime runs them on the calling
 thread, so a sync ``runtime.exec`` works inside Jupyter's running event loop and Ctrl-C
 reaches a streamed reply.  Transient failures (rate limits, 5xx, timeouts) are raised as
-:class:`TransientProviderError` so the Runtime can retry them with backoff.
+:class:`TransientProviderError` so the Runtime can retry them with backoff; an error
+that says the prompt does not fit the model's context window is known by
+:func:`is_context_overflow` (the Runtime retries once with less history, a chat turn
+compacts).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -18,6 +22,18 @@ from openprogram.errors import ProviderError as ProviderError  # moved; old path
 from openprogram.errors import TransientProviderError as TransientProviderError
 
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
+
+_OVERFLOW = re.compile(
+    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
+    r"context_length_exceeded|exceeds? the (model'?s? )?(maximum|context)|input is too long|"
+    r"reduce the length",
+    re.I,
+)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether a provider's error says the prompt does not fit the model's context."""
+    return isinstance(exc, Exception) and bool(_OVERFLOW.search(str(exc)))
 
 
 @dataclass(frozen=True)

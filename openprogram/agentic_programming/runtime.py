@@ -41,12 +41,13 @@ from openprogram.agentic_programming.provider import (
     Reply,
     TransientProviderError,
     add_usage,
+    is_context_overflow,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
 from openprogram.agentic_programming.stopping import check_stop, killable
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
 from openprogram.context.outcome import error_text, finish
-from openprogram.context.policy import ContextPolicy, estimate_tokens
+from openprogram.context.policy import ContextPolicy, estimate_tokens, shrunk
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.store.vars import default_runtime, get_store
 from openprogram.usage.prices import price_call
@@ -257,20 +258,15 @@ class Runtime:
         echo = None if choices or response_format is not None else echo_for(frame_id)
         if echo is not None and on_delta is None:
             on_delta = echo  # a plain exec in a cell's (or chat's) own frame streams there
-        prompt = self._render(content, context)
-        own = prompt.own
-        if choices:  # the allowed choices go out with the first request, just before the
-            # content (the provider may also constrain decoding to them: openai_provider)
-            said = {"role": "user", "content": validate.choice_instruction(choices)}
-            own = [*own[:-1], said, own[-1]]
-        at = prompt.record["at"]
-        base = own[:at] + prompt.history + own[at:]
+        prompt, own, base = self._prompt(content, context, choices)
         schema = validate.schema_of(response_format) if response_format is not None else None
         extra: list[Message] = []
         answers: list[str] = []
         problems: list[str] = []
         usage = None
-        for attempt in range(1, self.gate_attempts + 1):
+        attempt = 0
+        while attempt < self.gate_attempts:
+            attempt += 1
             request = LLMRequest(
                 messages=base + extra,
                 model=self.model,
@@ -305,6 +301,15 @@ class Runtime:
             writer.append(node, turn_level=frame_id is None)
             try:
                 response = self._call(node, request, on_delta)
+            except Exception as exc:
+                narrower = shrunk(context, prompt.record) if is_context_overflow(exc) else None
+                if narrower is None:
+                    raise
+                # the prompt did not fit the model's window: once more with half the history
+                # (this node stays, an error saying so; the retry is not a gate attempt)
+                context, attempt = narrower, attempt - 1
+                prompt, own, base = self._prompt(content, context, choices)
+                continue
             finally:
                 if echo is not None:
                     echo.end()
@@ -343,6 +348,19 @@ class Runtime:
         if choices:
             raise ChoiceError(list(choices), answers)
         raise ResponseFormatError(problems)
+
+    def _prompt(
+        self, content: Any, context: ContextPolicy | None, choices: list[str] | None
+    ) -> tuple[Prompt, list[Message], list[Message]]:
+        """The rendered prompt, the frame's own messages (with the allowed ``choices`` just
+        before the content: the first request carries them) and the messages sent."""
+        prompt = self._render(content, context)
+        own = prompt.own
+        if choices:  # the provider may also constrain decoding to them: openai_provider
+            said = {"role": "user", "content": validate.choice_instruction(choices)}
+            own = [*own[:-1], said, own[-1]]
+        at = prompt.record["at"]
+        return prompt, own, own[:at] + prompt.history + own[at:]
 
     def _call(self, node: Call, request: LLMRequest, on_delta: DeltaCallback | None) -> LLMResponse:
         """Ask the provider (retrying transient errors) and finish ``node`` either way."""

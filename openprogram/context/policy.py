@@ -7,7 +7,10 @@ Pure: no I/O.  The rules, as documented in the README ("What a call sees"):
   walking back from the newest turn, the first turn that does not fit ends the history;
 * turns that failed (``error``, ``cancelled``, ``interrupted``) are left out unless
   ``failed=True``;
-* every message of a turn is clipped at 4,000 characters (``render.MAX_MESSAGE_CHARS``).
+* every message of a turn is clipped at 4,000 characters (``render.MAX_MESSAGE_CHARS``);
+* when the provider says the prompt does not fit the model's context window, the call is
+  sent once more with half the history's tokens (``overflow="shrink"``, the default; see
+  :func:`shrunk`); ``overflow="raise"`` leaves it to the caller (a chat turn compacts).
 
 A policy is set in layers; the narrowest one that sets a field wins: the call
 (``runtime.exec(x, context=ContextPolicy(turns=0))``), then the function
@@ -32,6 +35,7 @@ from openprogram.context.nodes import CANCELLED, ERROR, INTERRUPTED, Call
 DEFAULT_TURNS: Final = 20
 DEFAULT_TOKENS: Final = 4000
 FAILED_STATUSES: Final = frozenset({ERROR, CANCELLED, INTERRUPTED})
+OVERFLOW_RULES: Final = ("shrink", "raise")
 MAX_SKIPPED: Final = 200  # failed turns stepped over before the walk gives up
 
 Message = dict[str, Any]
@@ -48,12 +52,15 @@ class ContextPolicy:
     """What an ``exec`` sees of earlier turns; ``None`` fields inherit from the wider layer.
 
     ``turns``: at most this many earlier turns (0: none).  ``tokens``: at most this many
-    estimated tokens of history.  ``failed``: include turns that failed.
+    estimated tokens of history.  ``failed``: include turns that failed.  ``overflow``:
+    ``"shrink"`` (one retry with half the history when the model's context overflows) or
+    ``"raise"``.
     """
 
     turns: int | None = None
     tokens: int | None = None
     failed: bool | None = None
+    overflow: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("turns", "tokens"):
@@ -64,6 +71,10 @@ class ContextPolicy:
                 raise ValueError(f"ContextPolicy.{name} must be ≥ 0, got {value}")
         if self.failed is not None and not isinstance(self.failed, bool):
             raise TypeError(f"ContextPolicy.failed must be a bool or None, got {self.failed!r}")
+        if self.overflow not in (None, *OVERFLOW_RULES):
+            raise ValueError(
+                f"ContextPolicy.overflow must be 'shrink' or 'raise', got {self.overflow!r}"
+            )
 
     def over(self, wider: ContextPolicy | None) -> ContextPolicy:
         """This policy, with the fields it leaves unset taken from ``wider``."""
@@ -84,13 +95,18 @@ class ContextPolicy:
             return None
         try:
             return cls(
-                turns=data.get("turns"), tokens=data.get("tokens"), failed=data.get("failed")
+                turns=data.get("turns"),
+                tokens=data.get("tokens"),
+                failed=data.get("failed"),
+                overflow=data.get("overflow"),
             )
         except (TypeError, ValueError):
             return None
 
 
-DEFAULT_POLICY: Final = ContextPolicy(turns=DEFAULT_TURNS, tokens=DEFAULT_TOKENS, failed=False)
+DEFAULT_POLICY: Final = ContextPolicy(
+    turns=DEFAULT_TURNS, tokens=DEFAULT_TOKENS, failed=False, overflow="shrink"
+)
 
 
 def effective(*layers: ContextPolicy | None) -> ContextPolicy:
@@ -100,6 +116,18 @@ def effective(*layers: ContextPolicy | None) -> ContextPolicy:
         if layer is not None:
             out = layer.over(out)
     return out
+
+
+def shrunk(call: ContextPolicy | None, record: Mapping[str, Any]) -> ContextPolicy | None:
+    """The call's policy for its one retry after a context overflow: the history it was
+    sent (``record``, what :meth:`History.record` kept) cut to half its tokens and at least
+    one turn fewer; None when the policy said ``overflow="raise"`` or no history was sent."""
+    used = ContextPolicy.from_dict(record.get("policy"))
+    turns = len(record.get("turns") or ())
+    if used is None or used.overflow == "raise" or not turns:
+        return None
+    tokens = int(record.get("tokens") or 0) // 2
+    return ContextPolicy(tokens=tokens, turns=turns - 1, overflow="raise").over(call)
 
 
 def frame_policy(chain: list[Call]) -> ContextPolicy | None:

@@ -20,7 +20,6 @@ context is too long (:func:`is_context_overflow`) compacts once and retries once
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -30,6 +29,7 @@ from openprogram.agentic_programming.function import (
     using_call_id,
 )
 from openprogram.agentic_programming.prompt import SUMMARIES_KEY, summary_lookup
+from openprogram.agentic_programming.provider import is_context_overflow as is_context_overflow
 from openprogram.context.nodes import COMPLETED, Call, make_call
 from openprogram.context.policy import ContextPolicy, effective, estimate_tokens
 from openprogram.errors import UserError
@@ -47,18 +47,6 @@ KEEP_RECENT = 4  # turns kept verbatim after a compaction (fewer when they are l
 SUMMARY_SHARE = 4  # a summary takes at most budget / SUMMARY_SHARE tokens
 TURN_CHARS = 600  # of each turn shown to the summarizer
 MAX_INPUT_CHARS = 24_000  # of the turns handed to the summarizer in one call
-
-_OVERFLOW = re.compile(
-    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|"
-    r"context_length_exceeded|exceeds? the (model'?s? )?(maximum|context)|input is too long|"
-    r"reduce the length",
-    re.I,
-)
-
-
-def is_context_overflow(exc: BaseException) -> bool:
-    """Whether a provider's error says the prompt does not fit the model's context."""
-    return isinstance(exc, Exception) and bool(_OVERFLOW.search(str(exc)))
 
 
 def history_policy(runtime: Runtime | None) -> ContextPolicy:

@@ -7,6 +7,11 @@ from typing import TYPE_CHECKING
 from openprogram.agent.agent_loop import agent_loop
 from openprogram.agent.dispatcher.types import emit
 from openprogram.agentic_programming.function import using_call_id
+from openprogram.context.policy import ContextPolicy
+
+# a chat turn whose prompt overflows the model's window compacts (compaction.retry_on_overflow)
+# instead of the Runtime's retry with half the history
+COMPACTS = ContextPolicy(overflow="raise")
 
 if TYPE_CHECKING:
     from openprogram.agent.agent_loop import LoopResult
@@ -24,4 +29,5 @@ def run_loop_blocking(request: TurnRequest, handle: SessionHandle, reply: Call) 
             tools=request.tools,
             on_event=lambda event: emit(request, event),
             max_iterations=request.max_iterations,
+            context=COMPACTS,
         )
