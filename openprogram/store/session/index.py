@@ -5,6 +5,7 @@ node file.  Pure: no I/O here (the store reads and writes the files)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,9 +23,12 @@ _IDS = re.compile(rf"(?:{_NODE_ID.pattern}\n)*")
 
 
 def node_relpath(call: Call) -> str:
-    bucket = call.turn // TURNS_PER_BUCKET
-    letter = ROLE_LETTER.get(call.role, "x")
-    return f"history/{bucket:04d}/{call.turn:06d}/{call.seq:08d}-{letter}-{call.id}.json"
+    return _relpath(call.seq, call.turn, call.role, call.id)
+
+
+def _relpath(seq: int, turn: int, role: str, node_id: str) -> str:
+    letter = ROLE_LETTER.get(role, "x")
+    return f"history/{turn // TURNS_PER_BUCKET:04d}/{turn:06d}/{seq:08d}-{letter}-{node_id}.json"
 
 
 # The light index entry of a node (no inputs or outputs), kept as a tuple: a 5,000-turn
@@ -36,6 +40,87 @@ ENTRY_FIELDS = (
 F_SEQ, F_TURN, F_KIND, F_CALLER, F_PATH = 1, 2, 5, 7, 10
 F_TOKENS_IN, F_TOKENS_OUT, F_COST = 11, 12, 13
 Entry = tuple[Any, ...]
+
+
+# In memory (:class:`nodeindex.NodeIndex`) an entry is *compact*: its path is None when it
+# is the one :func:`node_relpath` names (nearly always: ~100 B a node saved), and its
+# strings are shared — kinds, statuses, roles and names interned, a caller or predecessor
+# the very id object of that node's entry when it was known — so a loaded node costs its
+# tuple, its id and its ``created_at``.  The files (committed and cached indexes) hold full
+# entries: :func:`full_entry`.
+
+
+def entry_path(entry: Entry) -> str:
+    """The node file (relative to the session) of an entry, compact or full."""
+    path = entry[F_PATH]
+    return _relpath(entry[1], entry[2], entry[3], entry[0]) if path is None else path
+
+
+def entry_bucket(entry: Entry) -> str:
+    """The bucket folder an entry's node file is in."""
+    path = entry[F_PATH]
+    return f"{entry[2] // TURNS_PER_BUCKET:04d}" if path is None else path.split("/", 2)[1]
+
+
+def full_entry(entry: Entry) -> Entry:
+    """The entry with its path, as the index files keep it."""
+    if entry[F_PATH] is not None:
+        return entry
+    return (*entry[:F_PATH], entry_path(entry), *entry[F_PATH + 1 :])
+
+
+def compact_columns(columns: list[Any], known: Mapping[str, Entry]) -> list[Entry]:
+    """Compact entries (see above) of full ones given as columns (one list per
+    ``ENTRY_FIELDS``, as a valid bucket index holds them); ``known``: entries already in
+    memory, whose ids a caller or predecessor shares.  Column by column, in C loops but
+    the paths'."""
+    ids, seqs, turns, roles, names, kinds, statuses, callers, preds = columns[:9]
+    own = dict(zip(ids, ids, strict=True))
+    for node_id in {*callers, *preds} - own.keys() - {None}:
+        found = known.get(node_id)
+        if found is not None:
+            own[node_id] = found[0]
+    intern = sys.intern
+    shared = {turn: turn for turn in turns}  # a turn's nodes share one int
+    rows = zip(ids, seqs, turns, roles, columns[F_PATH], strict=True)
+    paths = [None if path == _relpath(s, t, r, i) else path for i, s, t, r, path in rows]
+    return list(
+        zip(
+            ids,
+            seqs,
+            map(shared.__getitem__, turns),
+            map(intern, roles),
+            map(intern, names),
+            map(intern, kinds),
+            map(intern, statuses),
+            map(own.get, callers, callers),
+            map(own.get, preds, preds),
+            *columns[9:F_PATH],
+            paths,
+            *columns[F_PATH + 1 :],
+            strict=True,
+        )
+    )
+
+
+def compact_entry(entry: Entry, known: Mapping[str, Entry]) -> Entry:
+    """One entry made compact (see above); ``known``: the entries in memory."""
+    node_id, seq, turn, role, name, kind, status, caller, pred = entry[:9]
+    same = known.get(node_id)
+    if same is not None:
+        node_id = same[0]  # the id object the index (and other entries) hold already
+    if caller is not None:
+        caller = known[caller][0] if caller in known else caller
+    if pred is not None:
+        pred = known[pred][0] if pred in known else pred
+    path = entry[F_PATH]
+    if path == _relpath(seq, turn, role, node_id):
+        path = None
+    strs = [role, name, kind, status]
+    if all(type(value) is str for value in strs):
+        role, name, kind, status = map(sys.intern, strs)
+    head = (node_id, seq, turn, role, name, kind, status, caller, pred)
+    return (*head, *entry[9:F_PATH], path, *entry[F_PATH + 1 :])
 
 
 def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None]:

@@ -45,8 +45,14 @@ from openprogram.store.session.index import (
     F_PATH,
     F_SEQ,
     TURN_DIR_NAME,
+    TURNS_PER_BUCKET,
     Entry,
+    compact_columns,
+    compact_entry,
+    entry_bucket,
     entry_of,
+    entry_path,
+    full_entry,
 )
 from openprogram.store.session.indexcache import TurnKey, read_cache, same_turn, write_cache
 from openprogram.store.session.indextotals import (
@@ -60,6 +66,7 @@ from openprogram.store.session.indextotals import (
 from openprogram.store.session.repository import TREE_MODE, Repository, cat_file_batch
 
 PREFETCH_MIN = 4  # buckets about to load whose committed indexes are read by one git run
+KIDS_BUCKETS = 4  # buckets whose caller -> children maps are kept (the most recently asked)
 
 
 class NodeIndex:
@@ -76,7 +83,7 @@ class NodeIndex:
         self.repo = repo
         self._problem = problem  # (path, reason) of a node file that does not parse
         self._forget = forget  # a node re-read from disk: drop any cached copy
-        self.entries: dict[str, Entry] = {}
+        self.entries: dict[str, Entry] = {}  # compact entries (see index.compact_entry)
         self._ids: dict[str, set[str]] = {}  # loaded bucket -> ids of its nodes
         self._pending: list[str] = []  # buckets not loaded yet, oldest first
         self._trees: dict[str, bytes | None] = {}  # loaded bucket -> tree in HEAD then
@@ -87,6 +94,13 @@ class NodeIndex:
         self._fetched: dict[str, bytes] = {}  # committed indexes read ahead (_prefetch)
         self.generation = 0  # bumped whenever loading changed which nodes are known
         self._reported: set[str] = set()  # symlinks already reported
+        # bucket -> caller -> its children's ids in seq order, for the few buckets asked
+        # last (not a list per node: the index stays its entries)
+        self._kids: dict[str, dict[str | None, list[str]]] = {}
+        self._kids_gen = -1
+        # loaded bucket -> caller -> ids of its nodes called from outside the bucket (a
+        # background run's), in seq order; only buckets that have some
+        self._foreign: dict[str, dict[str, list[str]]] = {}
 
     # -- loading -----------------------------------------------------------------------
     def open(self) -> None:
@@ -115,8 +129,11 @@ class NodeIndex:
         try:
             trees = self._head_trees() if trees is None else trees
             self._load(bucket, trees.get(bucket))
-            for entry in self._early.pop(bucket, {}).values():  # ours: newer than the files
+            early = self._early.pop(bucket, {})
+            for entry in early.values():  # ours: newer than the files
                 self.put(entry)
+            if early:
+                self._note_foreign(bucket)
         finally:
             if paused:
                 gc.enable()
@@ -137,11 +154,12 @@ class NodeIndex:
             if paused:
                 gc.enable()
 
-    def _prefetch(self, buckets: list[str]) -> None:
-        """Read the committed indexes of many buckets about to load in one go: git
-        inflates them (gitdb resolves a packed delta in Python: 0.2 s an index)."""
+    def _prefetch(self, buckets: list[str], least: int = PREFETCH_MIN) -> None:
+        """Read the committed indexes of many buckets about to load (at least ``least``) in
+        one go: git inflates them (gitdb resolves a packed delta in Python: 0.2 s an
+        index)."""
         commit = self.repo.read_ref()
-        if len(buckets) < PREFETCH_MIN or commit is None:
+        if len(buckets) < least or commit is None:
             return
         names = [
             b"%s:history/%s/%s" % (commit.hex().encode(), b.encode(), BUCKET_INDEX.encode())
@@ -222,15 +240,30 @@ class NodeIndex:
     def _load(self, bucket: str, tree: bytes | None) -> None:
         self._ids[bucket] = set()
         self._trees[bucket] = tree
+        columns = None
         if tree is not None:
             names = self._turn_names(bucket)
             fetched = self._fetched.pop(bucket, None)
             columns = sealed_columns(self.repo, self.root, bucket, tree, names, fetched)
-            if columns is not None:
-                self._add(bucket, list(zip(*columns, strict=True)))
-                self._sealed.add(bucket)
-                return
-        self._load_tracked(bucket, tree)
+        if columns is not None:
+            self._add(bucket, compact_columns(columns, self.entries))
+            self._sealed.add(bucket)
+        else:
+            self._load_tracked(bucket, tree)
+        self._note_foreign(bucket)
+
+    def _note_foreign(self, bucket: str) -> None:
+        """Find the nodes of ``bucket`` called from outside it (see ``_foreign``)."""
+        ids = self._ids.get(bucket, set())
+        rows = [self.entries[i] for i in ids if i in self.entries]
+        outside = {row[F_CALLER] for row in rows} - ids - {None}
+        self._foreign.pop(bucket, None)
+        if outside:
+            found: dict[str, list[str]] = {}
+            for row in sorted(rows, key=lambda e: e[F_SEQ]):
+                if row[F_CALLER] in outside:
+                    found.setdefault(row[F_CALLER], []).append(row[0])
+            self._foreign[bucket] = found
 
     def _turn_names(self, bucket: str) -> set[str]:
         """What a sealed bucket's folder holds besides its index (its turn folders)."""
@@ -249,12 +282,15 @@ class NodeIndex:
         for entry in cached:
             by_turn.setdefault(entry[F_PATH].split("/")[2], []).append(entry)
         self._mtimes[bucket] = {}
+        kept: list[Entry] = []
         for turn, key in keys.items():
             if same_turn(cached_keys.get(turn), key):
-                self._add(bucket, by_turn.get(turn, []))
+                kept += by_turn.get(turn, [])
             else:
                 self.scan(bucket, turn, key)
             self._mtimes[bucket][turn] = key
+        if kept:
+            self._add(bucket, compact_columns(list(zip(*kept, strict=True)), self.entries))
         if cached_keys != keys:
             self._unsaved.add(bucket)
 
@@ -266,7 +302,7 @@ class NodeIndex:
         names: list[str] = []
         if is_real_dir(f"{self.root}/history/{bucket}") and is_real_dir(base):  # no link
             try:
-                names = os.listdir(base)
+                names = sorted(os.listdir(base))  # seq order: callers before their calls
             except OSError:
                 pass
         for name in names:
@@ -312,21 +348,26 @@ class NodeIndex:
             if mtimes is None:
                 continue
             rows = sorted((self.entries[i] for i in self._ids.get(bucket, ())), key=lambda e: e[1])
+            rows = [full_entry(row) for row in rows]
             write_cache(self.root, bucket, mtimes, rows)
         self._unsaved.clear()
 
     # -- changes -----------------------------------------------------------------------
     def _add(self, bucket: str, rows: list[Entry]) -> None:
-        """Entries of a bucket being loaded (no checks: they come from one bucket)."""
+        """Compact entries of a bucket being loaded (no checks: they come from one bucket)."""
         self.entries.update((row[0], row) for row in rows)
         self._ids[bucket].update(row[0] for row in rows)
 
     def put(self, entry: Entry, *, tracked: bool = True) -> bool:
-        """Add or replace an entry; True when the node is new to this index."""
+        """Add or replace an entry (full or compact); True when the node is new to this
+        index."""
+        entry = compact_entry(entry, self.entries)
         node_id = entry[0]
-        bucket = entry[F_PATH].split("/", 2)[1]
+        bucket = entry_bucket(entry)
         is_new = node_id not in self.entries
         self.entries[node_id] = entry
+        if is_new and bucket in self._kids:
+            self._kids[bucket].setdefault(entry[F_CALLER], []).append(node_id)
         ids = self._ids.get(bucket)
         if ids is None:
             if bucket in self._pending:  # not loaded yet: kept over what loading finds
@@ -337,6 +378,9 @@ class NodeIndex:
                 self._mtimes[bucket] = {}
         else:
             ids.add(node_id)
+        caller = entry[F_CALLER]
+        if is_new and caller is not None and caller not in self._ids.get(bucket, (caller,)):
+            self._foreign.setdefault(bucket, {}).setdefault(caller, []).append(node_id)
         if tracked:
             self._unsaved.add(bucket)
         return is_new
@@ -383,6 +427,7 @@ class NodeIndex:
                 self._sealed.discard(bucket)
                 for node_id in self._ids.pop(bucket):
                     self.entries.pop(node_id, None)
+                self._foreign.pop(bucket, None)
                 self._mtimes.pop(bucket, None)
                 self._unsaved.discard(bucket)
                 self._load(bucket, tree)
@@ -403,11 +448,12 @@ class NodeIndex:
             del mtimes[turn]
             self._drop_turn(bucket, turn)
             self._unsaved.add(bucket)
+        self._note_foreign(bucket)
 
     def _drop_turn(self, bucket: str, turn: str) -> None:
         prefix = f"history/{bucket}/{turn}/"
         ids = self._ids[bucket]
-        for node_id in [i for i in ids if self.entries[i][F_PATH].startswith(prefix)]:
+        for node_id in [i for i in ids if entry_path(self.entries[i]).startswith(prefix)]:
             ids.discard(node_id)
             del self.entries[node_id]
 
@@ -417,6 +463,9 @@ class NodeIndex:
         turn-level nodes (or the whole session), in seq order: what a view of the newest
         rows lays out."""
         count = sum(1 for e in self.entries.values() if e[F_CALLER] is None)
+        if count < tops:  # the buckets it will load (~one turn-level node a turn), in one go
+            need = -(-(tops - count) // TURNS_PER_BUCKET) + 1
+            self._prefetch([b for b in self._pending[-need:] if b not in self._fetched], 2)
         while count < tops:
             before = set(self._ids)
             if not self.load_next():
@@ -490,6 +539,39 @@ class NodeIndex:
             except OSError:  # a cache: summed again next time
                 pass
         return total
+
+    def children(self, caller: str | None) -> list[str]:
+        """Ids of the loaded nodes ``caller`` made, in seq order: from the caller's bucket's
+        caller -> children map (built when asked, kept for the ``KIDS_BUCKETS`` buckets asked
+        last) and the nodes other buckets hold called from outside them."""
+        if self._kids_gen != self.generation:  # loading changed which nodes are known
+            self._kids.clear()
+            self._kids_gen = self.generation
+        entry = self.entries.get(caller) if caller is not None else None
+        if entry is None:  # the turn-level nodes, or an unknown caller's: every entry
+            found = [e for e in self.entries.values() if e[F_CALLER] == caller]
+            return [e[0] for e in sorted(found, key=lambda e: e[F_SEQ])]
+        bucket = entry_bucket(entry)
+        kids = self._kids.pop(bucket, None)
+        if kids is None:
+            kids = {}
+            rows = sorted((self.entries[i] for i in self._ids[bucket]), key=lambda e: e[1])
+            for row in rows:
+                if entry_bucket(row) == bucket:  # (an id found in two buckets: once)
+                    kids.setdefault(row[F_CALLER], []).append(row[0])
+        self._kids[bucket] = kids  # the most recently asked last
+        while len(self._kids) > KIDS_BUCKETS:
+            del self._kids[next(iter(self._kids))]
+        out = list(kids.get(caller, ()))
+        more = [
+            node_id
+            for other, called in self._foreign.items()
+            if other != bucket and caller in called
+            for node_id in called[caller]
+        ]
+        if more:  # called from an older bucket (a background run's nodes)
+            out = sorted({*out, *more}, key=lambda i: self.entries[i][F_SEQ])
+        return out
 
     def loaded_entries(self) -> Iterator[Entry]:
         return iter(self.entries.values())

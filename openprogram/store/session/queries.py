@@ -19,7 +19,7 @@ from openprogram.context import graph
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import loads
-from openprogram.store.session.index import ENTRY_FIELDS, F_CALLER, F_PATH, F_SEQ, Entry
+from openprogram.store.session.index import ENTRY_FIELDS, F_SEQ, Entry, entry_path, full_entry
 from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 
@@ -47,8 +47,6 @@ class SessionQueries:
     _dirty: dict[str, Call]  # this process's unsaved nodes
     _index: NodeIndex
     _files: NodeFiles
-    _children: dict[str | None, list[str]] | None
-    _children_gen: int
 
     def get(self, node_id: str) -> Call:
         """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
@@ -61,7 +59,7 @@ class SessionQueries:
             entry = self._index.find(node_id)
         if entry is None:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        return self._read_node(entry[F_PATH])
+        return self._read_node(entry_path(entry))
 
     def _read_node(self, rel: str, data: bytes | None = None) -> Call:
         """The node of file ``rel`` (its content ``data`` when read already), cached; a copy
@@ -81,7 +79,7 @@ class SessionQueries:
 
     def index(self) -> list[dict[str, Any]]:
         """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
-        return [dict(zip(ENTRY_FIELDS, e, strict=True)) for e in self._all_entries()]
+        return [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in self._all_entries()]
 
     def light_nodes(self) -> list[dict[str, Any]]:
         """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no
@@ -133,16 +131,17 @@ class SessionQueries:
     def _read_many(self, entries: list[Entry]) -> dict[str, Call]:
         """Node id -> node; those left out of the working tree read from git in one go."""
         with self._mu:
-            wanted = [e[F_PATH] for e in entries if e[0] not in self._nodes]
+            wanted = [entry_path(e) for e in entries if e[0] not in self._nodes]
         committed = self._files.read_left_out(wanted)
         out: dict[str, Call] = {}
         for entry in entries:
             try:
-                data = committed.pop(entry[F_PATH], None)
+                path = entry_path(entry)
+                data = committed.pop(path, None)
                 if data is None:
                     out[entry[0]] = self.get(entry[0])
                 else:
-                    out[entry[0]] = self._read_node(entry[F_PATH], data)
+                    out[entry[0]] = self._read_node(path, data)
             except CorruptedFile as exc:
                 if str(exc) not in self.problems:
                     self.problems.append(str(exc))
@@ -156,13 +155,7 @@ class SessionQueries:
                 self._index.load_all()
             else:
                 self._index.find(caller)
-            if self._children is None or self._children_gen != self._index.generation:
-                kids: dict[str | None, list[str]] = {}
-                for entry in sorted(self._index.entries.values(), key=lambda e: e[F_SEQ]):
-                    kids.setdefault(entry[F_CALLER], []).append(entry[0])
-                self._children = kids
-                self._children_gen = self._index.generation
-            return list(self._children.get(caller, ()))
+            return self._index.children(caller)
 
     def chain(self, start: str | None, limit: int) -> list[Call]:
         """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""

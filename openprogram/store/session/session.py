@@ -37,12 +37,12 @@ from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, 
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.index import (
     F_KIND,
-    F_PATH,
     F_SEQ,
     F_TURN,
     clean_meta,
     counts_as_turn,
     entry_of,
+    entry_path,
     node_relpath,
 )
 from openprogram.store.session.nodefiles import NodeFiles
@@ -83,8 +83,6 @@ class Session(SessionQueries):
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
         self._index = NodeIndex(path, self.git, self._problem, self._forget)
-        self._children: dict[str | None, list[str]] | None = None
-        self._children_gen = -1
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
         self._journal: Journal | None = None
@@ -331,12 +329,10 @@ class Session(SessionQueries):
         self._cache(call)
         known = self._index.entries.get(call.id)
         if known is not None and known[F_SEQ] == call.seq and known[F_TURN] == call.turn:
-            path = known[F_PATH]  # a new state of a node the index has: the same file
+            path = entry_path(known)  # a new state of a node the index has: the same file
         else:
             path = node_relpath(call)
-        is_new = self._index.put(entry_of(call, path))
-        if is_new and self._children is not None:
-            self._children.setdefault(call.caller, []).append(call.id)
+        self._index.put(entry_of(call, path))
 
     def commit(self, message: str) -> str | None:
         """Write this process's changed nodes and ``meta.json``, and make one commit.
