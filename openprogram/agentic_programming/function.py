@@ -24,10 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from openprogram.context.nodes import (
-    Call,
-    make_call,
-)
+from openprogram.context.nodes import KIND_ROLE, RUNNING, Call, new_id, sanitize
 from openprogram.context.outcome import finish, is_cancellation
 from openprogram.errors import (
     AgenticRecursionError as AgenticRecursionError,  # moved; old path kept
@@ -73,6 +70,7 @@ if TYPE_CHECKING:
     from openprogram.context.policy import ContextPolicy
 
 DEFAULT_MAX_DEPTH = 64
+_ROLE = KIND_ROLE["function"]  # a function node's role
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -178,21 +176,17 @@ class _Frame:
     __slots__ = ("node", "started", "token", "writer")
 
     def __init__(
-        self,
-        name: str,
-        doc: str,
-        inputs: dict[str, Any],
-        max_depth: int,
-        context: dict[str, Any] | None = None,
-        hashes: dict[str, str] | None = None,
+        self, name: str, meta: dict[str, Any], inputs: dict[str, Any], max_depth: int
     ) -> None:
+        """``meta``: the metadata every node of the function starts with (see
+        :func:`start_metadata`), copied."""
         state = current()
         writer = state.writer
         assert writer is not None
         depth, caller = state.depth, state.call_id
-        node = make_call("function", name, input=inputs, caller=caller, doc=doc, **(hashes or {}))
-        if context:  # the function's context policy, read by the execs made inside it
-            node.metadata["context"] = context
+        node = Call(
+            new_id(), _ROLE, name, input=sanitize(inputs), caller=caller, metadata=meta.copy()
+        )
         self.writer = writer
         self.node = writer.append(node, turn_level=caller is None)
         self.started = time.perf_counter()
@@ -264,6 +258,7 @@ def agentic_function(
         label = name or func.__name__
         doc = inspect.getdoc(func) or ""
         hashes = function_hashes(func, doc)  # what `diff` and stale turns compare
+        meta = start_metadata(doc, hashes, policy)
 
         # Plain signatures (no *args/**kwargs/positional-only) are bound by zipping names
         # with the arguments: ``Signature.bind_partial`` is a large share of the overhead.
@@ -298,7 +293,7 @@ def agentic_function(
                 if get_store() is None:
                     with bare_call_turn(label):
                         return await async_wrapper(*args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy, hashes) as frame:
+                with _Frame(label, meta, prepare(args, kwargs), max_depth) as frame:
                     result = await func(*args, **kwargs)
                 return frame.done(result)
 
@@ -310,7 +305,7 @@ def agentic_function(
                 __tracebackhide__ = True
                 if get_store() is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
-                with _Frame(label, doc, prepare(args, kwargs), max_depth, policy, hashes) as frame:
+                with _Frame(label, meta, prepare(args, kwargs), max_depth) as frame:
                     result = func(*args, **kwargs)
                 return frame.done(result)
 
@@ -321,6 +316,18 @@ def agentic_function(
         return wrapper
 
     return decorate(fn) if fn is not None else decorate
+
+
+def start_metadata(
+    doc: str, hashes: dict[str, str], context: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The metadata a ``function`` node starts with (what ``make_call("function", ...)``
+    gives, built once per decorated function): running, the docstring, its hashes and the
+    function's context policy (read by the execs made inside it)."""
+    meta: dict[str, Any] = {"kind": "function", "status": RUNNING, "doc": doc, **hashes}
+    if context:
+        meta["context"] = context
+    return meta
 
 
 def function_hashes(func: Callable[..., Any], doc: str) -> dict[str, str]:

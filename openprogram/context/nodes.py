@@ -106,6 +106,11 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
         return value
     if kind is str:
         return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…[truncated]"
+    if kind is dict and _depth <= 12:  # a call's inputs (before the isinstance tests)
+        try:
+            return _sanitize_mapping(value, _depth)
+        except Exception:  # a key of a hostile str subclass
+            return _safe_repr(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, bool | int):
@@ -120,18 +125,22 @@ def sanitize(value: Any, *, _depth: int = 0) -> Any:
         return _safe_repr(value)
 
 
+def _sanitize_mapping(value: Mapping[Any, Any], _depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        key = k if type(k) is str else str(k) if isinstance(k, str) else _safe_repr(k)
+        if v is not None and is_secret_key(key):
+            out[key] = "***"
+        elif v is None or type(v) in _PLAIN:
+            out[key] = v if type(v) is not str or len(v) <= MAX_STRING else sanitize(v)
+        else:
+            out[key] = sanitize(v, _depth=_depth + 1)
+    return out
+
+
 def _sanitize_object(value: Any, _depth: int) -> Any:
     if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            key = k if type(k) is str else str(k) if isinstance(k, str) else _safe_repr(k)
-            if v is not None and is_secret_key(key):
-                out[key] = "***"
-            elif v is None or type(v) in _PLAIN:
-                out[key] = v if type(v) is not str or len(v) <= MAX_STRING else sanitize(v)
-            else:
-                out[key] = sanitize(v, _depth=_depth + 1)
-        return out
+        return _sanitize_mapping(value, _depth)
     if isinstance(value, list | tuple | set | frozenset):
         return [sanitize(v, _depth=_depth + 1) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -82,7 +82,10 @@ class Session(SessionQueries):
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
-        self._index = NodeIndex(path, self.git, self._problem, self._forget)
+        self._nodeindex = NodeIndex(path, self.git, self._problem, self._forget)
+        # node states recorded since the index was last asked: their entries are put when a
+        # read or the commit needs them (one put a node per turn, none on the write path)
+        self._unindexed: dict[str, Call] = {}
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
         self._journal: Journal | None = None
@@ -122,6 +125,26 @@ class Session(SessionQueries):
         message = str(CorruptedFile(path, reason))
         self.problems.append(message)
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
+
+    @property
+    def _index(self) -> NodeIndex:
+        """The index of the session's nodes, this process's newest states included (what
+        every query reads; the write path uses ``_nodeindex``)."""
+        if self._unindexed:
+            self._index_recorded()
+        return self._nodeindex
+
+    @_index.setter
+    def _index(self, index: NodeIndex) -> None:  # (a query's attribute: a property here)
+        self._nodeindex = index
+
+    def _index_recorded(self) -> None:
+        """Put the entries of the node states recorded and not indexed yet, in seq order."""
+        with self._mu:
+            pending = sorted(self._unindexed.values(), key=lambda c: c.seq)
+            self._unindexed.clear()
+            for call in pending:
+                self._put(call)
 
     def _forget(self, node_id: str) -> None:
         if node_id not in self._dirty:
@@ -229,7 +252,7 @@ class Session(SessionQueries):
         call.turn = turn
         if not advance_head:
             call.seq = self._take_seqs(1)
-            self._record(call)
+            self._record(call, new=True)
             return call
         is_turn = counts_as_turn(call.caller, call.kind)
         if is_turn:
@@ -241,7 +264,7 @@ class Session(SessionQueries):
                 self._new_turns.add(call.id)
             head = chain_after_head(call, head)  # the one rule, shared with memory.py
             self.counters.write(counter, next_turn, head)
-        self._record(call)
+        self._record(call, new=True)
         return call
 
     def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
@@ -254,7 +277,7 @@ class Session(SessionQueries):
         for offset, call in enumerate(calls):
             call.seq = seq + offset
             call.turn = turn
-        self._record(*calls)
+        self._record(*calls, new=True)
         return list(calls)
 
     def _take_seqs(self, count: int) -> int:
@@ -305,34 +328,44 @@ class Session(SessionQueries):
         """Record a new state of a node already appended (output, status...)."""
         self._record(call)
 
-    def _record(self, *calls: Call) -> None:
+    def _record(self, *calls: Call, new: bool = False) -> None:
+        """Journal the states of ``calls`` (a line each, in the page cache before this
+        returns: a SIGKILL right after loses nothing) and hold them for the commit; their
+        index entries wait until a read or the commit asks (see :attr:`_index`).  ``new``:
+        nodes just appended."""
         if len(calls) == 1:
             records = node_record(calls[0])
         else:
             records = b"\n".join([node_record(call) for call in calls])
         with self._mu:
+            unindexed = self._unindexed
             for call in calls:
-                self._put(call)
-                self._dirty[call.id] = call
-                if call.metadata.get("status", COMPLETED) in OPEN_STATUSES:  # is_open
-                    self._open.add(call.id)
+                node_id = call.id
+                if new:  # cached (unsaved: never dropped, so the cache's bound holds)
+                    self._nodes[node_id] = call
                 else:
-                    self._open.discard(call.id)
+                    self._cache(call)
+                unindexed[node_id] = call
+                self._dirty[node_id] = call
+                if call.metadata.get("status", COMPLETED) in OPEN_STATUSES:  # is_open
+                    self._open.add(node_id)
+                else:
+                    self._open.discard(node_id)
             if self._journal is None:
                 self._journal = Journal(self._state / "journal")
             self._journal.append(records)
-        if events.has_listeners():
+        if events._listeners:  # (events.has_listeners(), inline: the hot path)
             for call in calls:
                 events.emit(self.id, call.to_dict())
 
     def _put(self, call: Call) -> None:
         self._cache(call)
-        known = self._index.entries.get(call.id)
+        known = self._nodeindex.entries.get(call.id)
         if known is not None and known[F_SEQ] == call.seq and known[F_TURN] == call.turn:
             path = entry_path(known)  # a new state of a node the index has: the same file
         else:
             path = node_relpath(call)
-        self._index.put(entry_of(call, path))
+        self._nodeindex.put(entry_of(call, path))
 
     def commit(self, message: str) -> str | None:
         """Write this process's changed nodes and ``meta.json``, and make one commit.
