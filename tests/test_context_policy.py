@@ -221,7 +221,7 @@ def test_a_second_overflow_or_overflow_raise_is_the_calls_error_not_a_loop() -> 
         return "fits"
 
     provider = FunctionProvider(tiny, keep=None)
-    run_turns("s_tiny", create_runtime(provider, max_retries=0), ["one"])
+    run_turns("s_tiny", create_runtime(provider, max_retries=0), ["one", "two"])
     for policy, sent in ((None, 2), (ContextPolicy(overflow="raise"), 1)):
         before = len(provider.requests)
         rt = create_runtime(provider, max_retries=0)
@@ -229,7 +229,7 @@ def test_a_second_overflow_or_overflow_raise_is_the_calls_error_not_a_loop() -> 
             pytest.raises(ProviderError, match="maximum context length"),
             session_context("s_tiny", runtime=rt),
         ):
-            summarise_with("two", policy)
+            summarise_with("three", policy)
         assert len(provider.requests) - before == sent
 
 
@@ -241,3 +241,26 @@ def summarise_with(text: str, policy: ContextPolicy | None) -> str:
         return str(runtime.exec(text))
 
     return summarise(text)
+
+
+def test_when_the_server_says_by_how_much_the_retry_cuts_as_much_history_as_that_needs() -> None:
+    def server(request: LLMRequest) -> str:  # 700-token window, 100 of it for the reply
+        sent = estimate_tokens(request.messages)
+        if sent > 600:
+            raise ProviderError(
+                "Error code: 400 - This model's maximum context length is 700 tokens. However, "
+                f"you requested {sent + 100} tokens ({sent} in the messages, 100 in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+        return "fits"
+
+    provider = FunctionProvider(server, keep=None)
+    runtime = create_runtime(provider, max_retries=0)
+    run_turns("s_room", runtime, [f"passage {i}: " + "words " * 60 for i in range(6)])
+    long_input = "a long document " * 60  # the call's own ~330 tokens: half is not enough
+    with session_context("s_room", runtime=runtime):
+        assert summarise(long_input) == "fits"
+
+    first, retry = (n.metadata["context"] for n in llm_nodes("s_room")[-2:])
+    assert retry["tokens"] < first["tokens"] // 2  # cut by the figures, not by half
+    assert estimate_tokens(provider.requests[-1].messages) <= 600

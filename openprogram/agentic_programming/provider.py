@@ -36,6 +36,31 @@ def is_context_overflow(exc: BaseException) -> bool:
     return isinstance(exc, Exception) and bool(_OVERFLOW.search(str(exc)))
 
 
+# how servers say by how much: OpenAI, vLLM and llama-cpp-python ("maximum context length is
+# 4096 tokens. However, you requested 4830 tokens (4510 in the messages, 320 in the
+# completion)"), Anthropic ("prompt is too long: 210000 tokens > 200000 maximum")
+_ROOM_OPENAI = re.compile(
+    r"maximum context length is (\d+) tokens.*?(\d+) in the messages, (\d+) in the completion",
+    re.I | re.S,
+)
+_ROOM_ANTHROPIC = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum", re.I)
+
+
+def overflow_room(exc: BaseException) -> tuple[int, int] | None:
+    """``(room, sent)``: the prompt tokens the model has room for and those it was sent, as
+    the error says (None when it does not say)."""
+    text = str(exc)
+    found = _ROOM_OPENAI.search(text)
+    if found:
+        window, sent, completion = (int(g) for g in found.groups())
+        return max(0, window - completion), sent
+    found = _ROOM_ANTHROPIC.search(text)
+    if found:
+        sent, window = (int(g) for g in found.groups())
+        return window, sent
+    return None
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """A tool the model asked for, with the arguments exactly as it sent them (the ``llm``

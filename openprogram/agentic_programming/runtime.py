@@ -42,12 +42,13 @@ from openprogram.agentic_programming.provider import (
     TransientProviderError,
     add_usage,
     is_context_overflow,
+    overflow_room,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
 from openprogram.agentic_programming.stopping import check_stop, killable
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
 from openprogram.context.outcome import error_text, finish
-from openprogram.context.policy import ContextPolicy, estimate_tokens, shrunk
+from openprogram.context.policy import ContextPolicy, estimate_tokens, history_share, shrunk
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.store.vars import default_runtime, get_store
 from openprogram.usage.prices import price_call
@@ -302,11 +303,14 @@ class Runtime:
             try:
                 response = self._call(node, request, on_delta)
             except Exception as exc:
-                narrower = shrunk(context, prompt.record) if is_context_overflow(exc) else None
+                narrower = _narrower(exc, context, prompt.record, request.messages)
                 if narrower is None:
                     raise
-                # the prompt did not fit the model's window: once more with half the history
-                # (this node stays, an error saying so; the retry is not a gate attempt)
+                # the prompt did not fit the model's window: once more with less history
+                # (this node stays, an error saying so, and is no step of the frame the
+                # retry sees; the retry is not a gate attempt)
+                node.metadata["rejected"] = True
+                writer.update(node)
                 context, attempt = narrower, attempt - 1
                 prompt, own, base = self._prompt(content, context, choices)
                 continue
@@ -427,6 +431,21 @@ class Runtime:
         if self.budget is not None:
             self.budget.record(writer, node)
         return response
+
+
+def _narrower(
+    exc: Exception, call: ContextPolicy | None, record: dict[str, Any], sent: list[Message]
+) -> ContextPolicy | None:
+    """The policy of the one retry after ``exc``, when it says the prompt overflowed the
+    model's window: half the history, or less when the server's figures say half is not
+    enough (none at all when even that would not fit)."""
+    if not is_context_overflow(exc):
+        return None
+    keep, figures = 0.5, overflow_room(exc)
+    if figures is not None:
+        history = int(record.get("tokens") or 0)
+        keep = min(keep, history_share(history, estimate_tokens(sent), *figures))
+    return shrunk(call, record, keep)
 
 
 def _with_retries(

@@ -118,16 +118,29 @@ def effective(*layers: ContextPolicy | None) -> ContextPolicy:
     return out
 
 
-def shrunk(call: ContextPolicy | None, record: Mapping[str, Any]) -> ContextPolicy | None:
+def shrunk(
+    call: ContextPolicy | None, record: Mapping[str, Any], keep: float = 0.5
+) -> ContextPolicy | None:
     """The call's policy for its one retry after a context overflow: the history it was
-    sent (``record``, what :meth:`History.record` kept) cut to half its tokens and at least
-    one turn fewer; None when the policy said ``overflow="raise"`` or no history was sent."""
+    sent (``record``, what :meth:`History.record` kept) cut to ``keep`` of its tokens and at
+    least one turn fewer; None when the policy said ``overflow="raise"`` or no history was
+    sent.  The retry itself says ``overflow="raise"``: a second overflow is an error."""
     used = ContextPolicy.from_dict(record.get("policy"))
     turns = len(record.get("turns") or ())
     if used is None or used.overflow == "raise" or not turns:
         return None
-    tokens = int(record.get("tokens") or 0) // 2
+    tokens = int(int(record.get("tokens") or 0) * min(max(keep, 0.0), 1.0))
     return ContextPolicy(tokens=tokens, turns=turns - 1, overflow="raise").over(call)
+
+
+def history_share(history: int, estimated: int, room: int, sent: int) -> float:
+    """The share of a prompt's history (``history`` of its ``estimated`` tokens) to keep
+    so that it fits ``room`` tokens when the server counted ``sent``: the excess is cut
+    from the history in estimate units, with a tenth more for the estimate's error."""
+    if history <= 0 or sent <= 0:
+        return 0.0
+    cut = (sent - room) / sent * estimated * 1.1
+    return max(0.0, (history - cut) / history)
 
 
 def frame_policy(chain: list[Call]) -> ContextPolicy | None:
