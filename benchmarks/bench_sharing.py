@@ -137,7 +137,11 @@ def bench_checks(tmp: Path, bundle: Path, samples: int, imported: list[float]) -
 
 
 def bench_pull(tmp: Path, samples: int) -> None:
-    print("2. pull of 10 new turns")
+    """Interleaved: each sample makes 10 new turns, pushes them to both remotes, then times
+    ``git fetch`` of those commits into a clone and the two pulls of them, in a rotating
+    order (so a change of the machine's load reaches all three alike); the ratio is taken
+    per sample, then its median."""
+    print(f"2. pull of 10 new turns (interleaved with git fetch; load {load()})")
     crowd = tmp / "crowd.git"
     alone = tmp / "alone.git"
     for remote in (crowd, alone):
@@ -150,47 +154,59 @@ def bench_pull(tmp: Path, samples: int) -> None:
             write_turn(other, i)
         push(others, sid, f"file://{crowd}", "file")
     others.close()
-    alice, bob = SessionStore(tmp / "a"), SessionStore(tmp / "b")
+    alice = SessionStore(tmp / "a")
     session = alice.create_session("s_team")
     for i in range(50):
         write_turn(session, i)
-    results: dict[str, list[float]] = {}
-    for name, remote in (
-        ("remote holding only this session", alone),
-        ("remote holding 100 sessions", crowd),
-    ):
-        url = f"file://{remote}"
+    remotes = {"alone": f"file://{alone}", "crowd": f"file://{crowd}"}
+    pullers = {}
+    for name, url in remotes.items():
         push(alice, "s_team", url, "file")
-        fresh = SessionStore(tmp / f"b-{remote.stem}")
-        pull(fresh, "s_team", url, "file")
-        times = []
-        for _ in range(samples):
-            for i in range(10):
-                write_turn(session, 1000 + i)
-            push(alice, "s_team", url, "file")
-            started = time.perf_counter()
-            got = pull(fresh, "s_team", url, "file")
-            times.append((time.perf_counter() - started) * 1000)
-            assert got.new_turns == 10, got
-        results[name] = times
-        fresh.close()
-    # baseline: git fetching the same ref (10 new turns) into a clone of the session
+        pullers[name] = SessionStore(tmp / f"b-{name}")
+        pull(pullers[name], "s_team", url, "file")
+    # baseline: git fetching the same ref (the same 10 new turns) into a clone of the session
     clone = tmp / "raw-clone"
     git(tmp, "clone", "-q", str(session.path), str(clone))
-    url = f"file://{crowd}"
-    raw = []
-    for _ in range(samples):
+    ref = "refs/openprogram/sessions/s_team"
+
+    def fetch() -> None:
+        git(clone, "fetch", "-q", remotes["crowd"], f"+{ref}:refs/remotes/x")
+
+    def pull_from(name: str) -> Callable[[], None]:
+        def run() -> None:
+            got = pull(pullers[name], "s_team", remotes[name], "file")
+            assert got.new_turns == 10, got
+
+        return run
+
+    steps = {"fetch": fetch, "alone": pull_from("alone"), "crowd": pull_from("crowd")}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    order = list(steps)
+    for k in range(samples):
         for i in range(10):
-            write_turn(session, 2000 + i)
-        push(alice, "s_team", url, "file")
-        started = time.perf_counter()
-        git(clone, "fetch", "-q", url, "refs/openprogram/sessions/s_team:refs/remotes/x")
-        raw.append((time.perf_counter() - started) * 1000)
+            write_turn(session, 1000 + 10 * k + i)
+        for url in remotes.values():
+            push(alice, "s_team", url, "file")
+        for name in order[k % 3 :] + order[: k % 3]:
+            started = time.perf_counter()
+            steps[name]()
+            times[name].append((time.perf_counter() - started) * 1000)
+    raw = times["fetch"]
     row("git fetch of the one ref (100 sessions)", raw)
-    for name, times in results.items():
-        row(f"pull from a {name}"[:46], times, raw)
+    for name, label in (("alone", "remote holding only this session"),
+                        ("crowd", "remote holding 100 sessions")):  # fmt: skip
+        row(f"pull from a {label}"[:46], times[name], raw)
+        ratios = sorted(t / r for t, r in zip(times[name], raw, strict=True))
+        print(f"    per-sample ratio: median {statistics.median(ratios):.2f}x "
+              f"({ratios[0]:.2f}-{ratios[-1]:.2f})")  # fmt: skip
+    print(f"  load after: {load()}")
     alice.close()
-    bob.close()
+    for store in pullers.values():
+        store.close()
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 NOTEBOOK_CELLS = 20

@@ -8,10 +8,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from test_sync import bare, git, state, turns
 
 from openprogram.store.session import maintenance, quarantines
 from openprogram.store.session.sync import pull, push
+from openprogram.store.session.syncgit import own_object_kinds
+from openprogram.store.session.syncrules import SyncError
 
 
 def spare_of(store, sid: str) -> Path:  # type: ignore[no-untyped-def]
@@ -89,3 +92,61 @@ def _write(path: Path, text: str) -> None:
 def _relink(path: Path, target: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=True)
     os.symlink(target, path)
+
+
+def test_a_pull_past_the_caps_is_refused_and_changes_nothing(
+    two, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """What a fetch brings is counted from its pack (git received and checked it): more
+    objects than the cap is one line, the session as it was, the spare kept clean."""
+    alice, bob = two
+    url = f"file://{bare(tmp_path)}"
+    turns(alice, "s_c", "one")
+    push(alice, "s_c", url, "file")
+    pull(bob, "s_c", url, "file")
+    before = state(bob, "s_c")
+    turns(alice, "s_c", "two", "three", "four")
+    push(alice, "s_c", url, "file")
+    monkeypatch.setenv("OPENPROGRAM_INCOMING_MAX_OBJECTS", "5")
+    with pytest.raises(SyncError, match="more than 5 git objects"):
+        pull(bob, "s_c", url, "file")
+    assert state(bob, "s_c") == before
+    assert quarantines.is_skeleton(spare_of(bob, "s_c"))
+    monkeypatch.delenv("OPENPROGRAM_INCOMING_MAX_OBJECTS")
+    assert pull(bob, "s_c", url, "file").new_turns == 3
+
+
+def test_what_arrived_is_read_from_the_pack_headers_as_git_reads_it(tmp_path: Path) -> None:
+    """The types and sizes the caps and the layout check use, read from a pack's headers
+    (ofs-deltas, ref-deltas, chains of them) and loose objects without git, are what
+    ``git cat-file --batch-check`` says of every object."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    text = b"".join(b"line %d of a node file\n" % i for i in range(3000))
+    for i in range(12):
+        (repo / f"f{i % 3}.txt").write_bytes(text[: 2000 * (i + 1)] + b"v%d" % i)
+        git(repo, "add", ".")
+        git(repo, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", f"c{i}")
+    objects = git(repo, "rev-list", "--objects", "--all").encode()
+    pack_dir = repo / ".git" / "objects" / "pack"
+    for n, flags in enumerate(([], ["--no-delta-base-offset"])):  # ofs-, then ref-deltas
+        (tmp_path / f"p{n}").mkdir()
+        subprocess.run(
+            ["git", "pack-objects", "-q", *flags, str(tmp_path / f"p{n}" / "pack")],
+            cwd=repo, input=objects, check=True, capture_output=True,
+        )  # fmt: skip
+    for n in range(2):
+        subprocess.run(["rm", "-rf", str(pack_dir)], check=True)
+        os.rename(tmp_path / f"p{n}", pack_dir)
+        subprocess.run(["git", "prune-packed"], cwd=repo, check=True)
+        (repo / "loose.txt").write_text(f"loose {n}")
+        git(repo, "add", "loose.txt")  # one loose blob beside the pack
+        listed = git(repo, "cat-file", "--batch-all-objects", "--batch-check")
+        want = {
+            bytes.fromhex(sha): (kind.encode(), int(size))
+            for sha, kind, size in (line.split() for line in listed.splitlines())
+        }
+        got = own_object_kinds(repo)
+        assert got == want
+        deltas = git(repo, "verify-pack", "-v", str(next(pack_dir.glob("*.idx"))))
+        assert "chain length = 2" in deltas  # deltas of deltas were read through

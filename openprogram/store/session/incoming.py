@@ -11,7 +11,9 @@ stream; :mod:`sync` runs git.
 
 from __future__ import annotations
 
+import mmap
 import os
+import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,9 @@ from openprogram.store.session.syncrules import SyncError
 _COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
 _KIND = {_COMMIT: "commit", _TREE: "tree", _BLOB: "blob", _TAG: "tag"}
 _CHUNK = 1 << 16
+Buffer = bytes | mmap.mmap  # a pack read whole or mapped
+_NAMES = {kind: name.encode() for kind, name in _KIND.items()}
+Header = tuple[int, int, int, int]  # see _object_header
 
 
 def _env_int(name: str, default: int) -> int:
@@ -197,37 +202,15 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     for _ in range(count):
         start = reader.offset
         reader.ensure(40)  # an object header and an ofs-delta's offset are shorter
-        buf, pos = reader.buffer, reader.pos
         try:
-            byte = buf[pos]
-            kind, size, shift = (byte >> 4) & 7, byte & 15, 4
-            pos += 1
-            while byte & 0x80:
-                byte = buf[pos]
-                pos += 1
-                size |= (byte & 0x7F) << shift
-                shift += 7
-                if shift > 70:
-                    raise SyncError("refused: a malformed object header in the git pack")
-            base_kind: int | None = kind
-            if kind == _OFS_DELTA:
-                byte = buf[pos]
-                pos += 1
-                back = byte & 0x7F
-                while byte & 0x80:
-                    byte = buf[pos]
-                    pos += 1
-                    back = ((back + 1) << 7) | (byte & 0x7F)
-                base_kind = kinds.get(start - back)
-            elif kind == _REF_DELTA:
-                if pos + 20 > len(buf):
-                    raise IndexError
-                pos += 20
-                base_kind = None  # a base in the pack or already here: its type is unknown
-            elif kind not in _KIND:
-                raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
+            kind, size, pos, back = _object_header(reader.buffer, reader.pos)
         except IndexError:
             raise SyncError("refused: a truncated git pack") from None
+        base_kind: int | None = kind
+        if kind == _OFS_DELTA:
+            base_kind = kinds.get(start - back)
+        elif kind == _REF_DELTA:
+            base_kind = None  # a base in the pack or already here: its type is unknown
         reader.offset += pos - reader.pos
         reader.pos = pos
         result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
@@ -238,6 +221,126 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
         caps.check_total(scan.inflated, count)
     reader.drain()
     return scan
+
+
+def _object_header(buf: Buffer, pos: int) -> Header:
+    """The header of the pack object at ``pos``: its type, its size (a delta's: the
+    delta's own), where its data begins, and how far back an ofs-delta's base begins (0
+    for any other; a ref-delta's base is named by the 20 bytes before its data).
+    IndexError when ``buf`` ends first."""
+    byte = buf[pos]
+    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
+    pos += 1
+    while byte & 0x80:
+        byte = buf[pos]
+        pos += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if shift > 70:
+            raise SyncError("refused: a malformed object header in the git pack")
+    back = 0
+    if kind == _OFS_DELTA:
+        byte = buf[pos]
+        pos += 1
+        back = byte & 0x7F
+        while byte & 0x80:
+            byte = buf[pos]
+            pos += 1
+            back = ((back + 1) << 7) | (byte & 0x7F)
+    elif kind == _REF_DELTA:
+        if pos + 20 > len(buf):
+            raise IndexError
+        pos += 20
+    elif kind not in _KIND:
+        raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
+    return kind, size, pos, back
+
+
+def pack_objects(
+    index: bytes, pack: Buffer, scanned: dict[int, Header] | None = None
+) -> dict[bytes, tuple[bytes, int]] | None:
+    """The type and inflated size of each object of a pack git wrote and checked (``index``:
+    its version-2 ``.idx``; ``pack``: its data), by binary sha, from the object headers —
+    a delta's size from the first bytes of its data, its type from its base's — without
+    inflating an object: what ``git cat-file --batch-check`` would say, without running it.
+    ``scanned``: the headers :func:`scan_pack` read as the pack streamed in (offset ->
+    header, a delta's size its result's already).  None when something is not as git
+    writes it (the caller asks git then)."""
+    try:
+        count = int.from_bytes(index[8 + 255 * 4 : 8 + 256 * 4], "big")
+        names = 8 + 256 * 4
+        table = names + 24 * count  # after the names and their CRCs
+        large = table + 4 * count
+        if index[:8] != b"\377tOc\x00\x00\x00\x02" or len(index) < large + 40:
+            return None
+        offsets = list(struct.unpack(f">{count}I", index[table:large]))
+        for i, offset in enumerate(offsets):
+            if offset & 0x80000000:  # past 2 GiB: in the table of 8-byte offsets
+                at = large + 8 * (offset & 0x7FFFFFFF)
+                offsets[i] = int.from_bytes(index[at : at + 8], "big")
+        shas = range(names, names + 20 * count, 20)
+        where = {index[n : n + 20]: o for n, o in zip(shas, offsets, strict=True)}
+        heads = dict(scanned) if scanned is not None else {}
+        for offset in offsets:  # all of them, or what --fix-thin added to a scanned pack
+            if offset not in heads:
+                heads[offset] = _object_header(pack, offset)
+        kinds: dict[int, int] = {}
+        out: dict[bytes, tuple[bytes, int]] = {}
+        for sha, offset in where.items():
+            kind, size, pos, _back = heads[offset]
+            if kind in _NAMES:
+                out[sha] = (_NAMES[kind], size)
+                continue
+            base = _base_kind(offset, heads, where, kinds, pack)
+            made = size if scanned is not None and offset in scanned else _delta_size(pack, pos)
+            if base is None or made is None:
+                return None
+            out[sha] = (_NAMES[base], made)
+        return out
+    except (IndexError, ValueError, SyncError, zlib.error, struct.error):
+        return None
+
+
+def _base_kind(
+    offset: int,
+    heads: dict[int, Header],
+    where: dict[bytes, int],
+    kinds: dict[int, int],
+    pack: Buffer,
+) -> int | None:
+    """The type of the object at ``offset``: its own, or, for a delta, its base's (the
+    chain followed through the pack; ``kinds`` remembers what was found)."""
+    chain: list[int] = []
+    for _ in range(len(heads) + 1):  # a chain longer than the pack: a loop
+        if offset in kinds:
+            kind = kinds[offset]
+            break
+        chain.append(offset)
+        kind, _size, pos, back = heads[offset]
+        if kind == _OFS_DELTA:
+            offset -= back
+        elif kind == _REF_DELTA:
+            offset = where.get(bytes(pack[pos - 20 : pos]), -1)
+        else:
+            break
+        if offset not in heads:
+            return None  # a base outside the pack
+    else:
+        return None
+    for done in chain:
+        kinds[done] = kind
+    return kind
+
+
+def _delta_size(pack: Buffer, pos: int) -> int | None:
+    """The size of the object the delta whose data begins at ``pos`` makes (its header)."""
+    for step in (256, 4096, 1 << 20):
+        inflater = zlib.decompressobj()
+        head = inflater.decompress(pack[pos : pos + step], 32)
+        found = _delta_result(head)
+        if found is not None or len(head) >= 32 or inflater.eof or pos + step >= len(pack):
+            return found
+    return None
 
 
 def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:

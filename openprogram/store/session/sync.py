@@ -22,6 +22,7 @@ untouched.  Only an explicit call contacts a remote.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +41,7 @@ from openprogram.store.session.syncgit import (
     git_fail,
     index_pack,
     main_commit,
+    own_object_kinds,
     own_objects,
 )
 from openprogram.store.session.syncmerge import Arrived, Received, receive
@@ -58,7 +60,12 @@ if TYPE_CHECKING:
     from openprogram.store.session.store import SessionStore
 
 LOCAL = "refs/openprogram/local"
+# the borrowed session's refs, which git would list (a ``git for-each-ref`` in it, twice
+# a fetch) to know what the quarantine has: ``LOCAL`` names that already; a program run
+# directly, no shell (git runs a command without shell characters itself)
+NO_REFS = "true"
 READ_AHEAD = 8 << 20  # blobs that arrived, read with its trees when they add up to no more
+_HEX = re.compile(r"[0-9a-f]{40}")
 
 __all__ = [
     "Received",
@@ -108,21 +115,17 @@ def _check_history(
     shape (the trees reachable from its commits), and together they stay under ``caps`` (a
     fetch is counted here, after git received and fsck'ed it; a bundle was counted before,
     as it streamed to git); ``tip`` is a commit whose ``meta.json`` names ``session_id``.
-    Two git runs: the types and sizes of what arrived, then the commits, the trees and
-    ``meta.json`` (and, ``ahead``, the blobs when they are few: what joining them to a
-    session reads) by one ``git cat-file --batch``."""
-    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
-    # what the quarantine holds itself (not what it borrows): what arrived; then the tip
-    listed = git(repo, "cat-file", fmt, input=own_objects(repo) + f"{tip}\n".encode()).stdout
-    *lines, last = listed.splitlines()
-    if last.split(b" ")[1:2] != [b"commit"]:
-        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    One git run: the types and sizes of what arrived are read from its pack headers
+    (:func:`syncgit.own_object_kinds`), then the commits, the trees and ``meta.json`` (and,
+    ``ahead``, the blobs when they are few: what joining them to a session reads) by one
+    ``git cat-file --batch``."""
     kinds: dict[bytes, bytes] = {}
     sizes: dict[bytes, int] = {}
-    for line in lines:
-        sha, kind, size = line.split(b" ")
-        binsha = bytes.fromhex(sha.decode())
-        kinds[binsha], sizes[binsha] = kind, int(size)
+    for binsha, (kind, size) in _arrived_objects(repo).items():
+        kinds[binsha], sizes[binsha] = kind, size
+    binsha_tip = bytes.fromhex(tip) if _HEX.fullmatch(tip) else b""
+    if kinds.get(binsha_tip, b"commit" if binsha_tip else b"") != b"commit":
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
     bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
     if bad:
         raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
@@ -132,7 +135,12 @@ def _check_history(
     blobs = ahead and sum(n for s, n in sizes.items() if kinds[s] == b"blob") <= READ_AHEAD
     wanted = [s for s, k in kinds.items() if k != b"blob" or blobs]
     names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
-    *found, meta = cat_file_batch(repo, names, sanitize=False)
+    borrowed = binsha_tip not in kinds  # a bundle's tip may be neither: refused then
+    *found, meta = cat_file_batch(repo, [tip.encode()] * borrowed + names, sanitize=False)
+    if borrowed:
+        got_tip = found.pop(0)
+        if got_tip is None or got_tip[1] != b"commit":
+            raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
     arrived = Arrived(tip)
     trees: dict[bytes, bytes] = {}
     roots: list[bytes] = []
@@ -157,6 +165,21 @@ def _check_history(
         raise SyncError("refused: it has no meta.json (not a session)")
     check_meta(meta[2], session_id)
     return arrived
+
+
+def _arrived_objects(repo: Path) -> dict[bytes, tuple[bytes, int]]:
+    """The type and size of each object the quarantine ``repo`` holds itself (what
+    arrived): read from its pack headers, else (a pack not as git writes it) by git."""
+    found = own_object_kinds(repo)
+    if found is not None:
+        return found
+    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
+    listed = git(repo, "cat-file", fmt, input=own_objects(repo)).stdout
+    out: dict[bytes, tuple[bytes, int]] = {}
+    for line in listed.splitlines():
+        sha, kind, size = line.split(b" ")
+        out[bytes.fromhex(sha.decode())] = (kind, int(size))
+    return out
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -243,7 +266,8 @@ def _fetch_and_receive(
         _borrow(quarantine, local)  # a fetch then brings only what is new
     local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
     fetched = git(  # a pack kept whatever its size (loose objects are a file each)
-        quarantine, "-c", "fetch.unpackLimit=1", "fetch", "--no-tags", "--no-write-fetch-head",
+        quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
+        "fetch", "--no-tags", "--no-write-fetch-head",
         *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=network,
     )  # fmt: skip
     if fetched.returncode != 0:

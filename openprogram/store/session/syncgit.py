@@ -6,11 +6,13 @@ failed git command becomes.
 
 from __future__ import annotations
 
+import mmap
 import subprocess
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from openprogram.store.session.incoming import Caps, scan_pack
+from openprogram.store.session.incoming import Caps, pack_objects, scan_pack
 from openprogram.store.session.refs import read_ref
 from openprogram.store.session.safegit import git_command, git_dir_of, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
@@ -77,6 +79,37 @@ def own_objects(repo: Path) -> bytes:
     for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
         names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
     return b"".join(n + b"\n" for n in names)
+
+
+def own_object_kinds(repo: Path) -> dict[bytes, tuple[bytes, int]] | None:
+    """The type and size of each object stored in ``repo`` itself (binary sha -> (type,
+    size)), read here from its packs' headers and its loose objects' — in a quarantine, of
+    what arrived, checked by git as it arrived — or None when one is not as git writes it
+    (then ``git cat-file --batch-check`` of :func:`own_objects` says)."""
+    objects = repo / ".git" / "objects"
+    out: dict[bytes, tuple[bytes, int]] = {}
+    for idx in sorted((objects / "pack").glob("*.idx")):
+        try:
+            with (
+                idx.with_suffix(".pack").open("rb") as f,
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pack,
+            ):
+                found = pack_objects(idx.read_bytes(), pack)
+        except (OSError, ValueError):
+            return None
+        if found is None:
+            return None
+        out.update(found)
+    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
+        for obj in fan.iterdir():
+            try:  # "<type> <size>\0" deflated, then the content
+                with obj.open("rb") as f:
+                    head = zlib.decompressobj().decompress(f.read(512), 32)
+                kind, size = head.split(b"\0", 1)[0].split(b" ")
+                out[bytes.fromhex(fan.name + obj.name)] = (kind, int(size))
+            except (OSError, ValueError, zlib.error):
+                return None
+    return out
 
 
 def is_ancestor(repo: Path, a: str, b: str) -> bool:

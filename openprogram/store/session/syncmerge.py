@@ -25,7 +25,7 @@ from openprogram.store.session.files import (
     strict_dumps,
 )
 from openprogram.store.session.identity import current_author
-from openprogram.store.session.index import count_turns, counts_as_turn
+from openprogram.store.session.index import count_turns
 from openprogram.store.session.refs import MAIN_REF, update_ref
 from openprogram.store.session.repository import (
     TREE_MODE,
@@ -150,24 +150,22 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
             base = found or None
         if base == tip:
             return Received(session_id, "up to date", 0, lines(session))
-        entries = session.index()
-        before = _turn_ids(entries)
+        # the turns counted from the buckets' totals (a sealed bucket's are cached), not a
+        # walk of the whole index: a pull only adds nodes (a join's rerooted ones move)
+        before = session.totals()["turns"]
         joined: int | None = None
         if base == ours:
             new, status = tip, "fast-forward"
         else:
+            entries = session.index() if base is None else []  # a join reroots ours
             new, joined = _merge(session.git, ours, tip, base, entries)
             status = "merged" if joined is None else "joined"
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
         _materialise(local, session.git, ours, new)
         entries = _settle(session, follow=status == "fast-forward")
         maintenance.spawn(local)  # seals what arrived (after the lock is released)
-        arrived_turns = len(_turn_ids(entries) - before)
+        arrived_turns = session.totals()["turns"] - before
         return Received(session_id, status, arrived_turns, _lines(session, entries))
-
-
-def _turn_ids(entries: list[dict[str, Any]]) -> set[str]:
-    return {e["id"] for e in entries if counts_as_turn(e["caller"], e["kind"])}
 
 
 def _name_main(quarantine: Path, tip: str) -> None:
