@@ -341,7 +341,8 @@ class Session(SessionQueries):
             unindexed = self._unindexed
             for call in calls:
                 node_id = call.id
-                if new:  # cached (unsaved: never dropped, so the cache's bound holds)
+                if new or self._nodes.get(node_id) is call:  # unsaved: never dropped, so
+                    # the cache's bound holds without the LRU's bookkeeping
                     self._nodes[node_id] = call
                 else:
                     self._cache(call)

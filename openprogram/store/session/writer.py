@@ -35,7 +35,8 @@ class SessionNodeWriter:
 
     def append(self, call: Call, *, turn_level: bool = False) -> Call:
         """Record a new node; a turn-level node also becomes HEAD."""
-        return self.session.append(call, turn=self.turn, advance_head=turn_level)
+        turn = self._turn if self._turn is not None else self.turn
+        return self.session.append(call, turn=turn, advance_head=turn_level)
 
     def append_many(self, calls: Sequence[Call]) -> list[Call]:
         """Record nested nodes (none moves HEAD) in one batch, seqs in the given order."""
