@@ -12,7 +12,7 @@ import pytest
 from test_sync import bare, git, state, turns
 
 from openprogram.store.session import maintenance, quarantines
-from openprogram.store.session.sync import pull, push
+from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
 from openprogram.store.session.syncgit import own_object_kinds
 from openprogram.store.session.syncrules import SyncError
 
@@ -150,3 +150,20 @@ def test_what_arrived_is_read_from_the_pack_headers_as_git_reads_it(tmp_path: Pa
         assert got == want
         deltas = git(repo, "verify-pack", "-v", str(next(pack_dir.glob("*.idx"))))
         assert "chain length = 2" in deltas  # deltas of deltas were read through
+
+
+def test_an_incremental_bundle_arrives_on_the_copy_that_has_its_start(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A bundle of only the newest turns (its pack thin: git completes it from the
+    session's objects) is typed and sized from its scanned headers and what git added."""
+    alice, bob = two
+    turns(alice, "s_i", "one")
+    import_bundle(bob, export_bundle(alice, "s_i", tmp_path / "full.bundle"))
+    src = alice.session_path("s_i")
+    old = git(src, "rev-parse", "main").strip()
+    turns(alice, "s_i", "two", "three")
+    git(src, "update-ref", "refs/openprogram/sessions/s_i", "main")
+    bundle = tmp_path / "inc.bundle"
+    git(src, "bundle", "create", "-q", str(bundle), "refs/openprogram/sessions/s_i", f"^{old}")
+    got = import_bundle(bob, bundle)
+    assert (got.status, got.new_turns) == ("fast-forward", 2)
+    assert state(bob, "s_i") == state(alice, "s_i")

@@ -16,7 +16,7 @@ import os
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from openprogram.store.session.syncrules import SyncError
@@ -176,10 +176,13 @@ def _varint_le(data: bytes, pos: int) -> tuple[int, int]:
 
 @dataclass
 class PackScan:
-    """Totals of a pack, as far as it was read."""
+    """Totals of a pack, as far as it was read, and its objects' headers (offset -> header
+    as :func:`_object_header` reads it, a delta's size its result's: what
+    :func:`pack_objects` needs of the pack git then writes)."""
 
     objects: int = 0
     inflated: int = 0
+    headers: dict[int, Header] = field(default_factory=dict)
 
 
 def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> PackScan:
@@ -213,7 +216,10 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
             base_kind = None  # a base in the pack or already here: its type is unknown
         reader.offset += pos - reader.pos
         reader.pos = pos
+        data_at = reader.offset
         result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
+        # a delta whose base's type is known recorded as an object of that type
+        scan.headers[start] = (kind if base_kind is None else base_kind, result, data_at, back)
         if base_kind is not None:
             kinds[start] = base_kind
             caps.check_object(_KIND.get(base_kind, "blob"), result)
@@ -264,8 +270,9 @@ def pack_objects(
     a delta's size from the first bytes of its data, its type from its base's — without
     inflating an object: what ``git cat-file --batch-check`` would say, without running it.
     ``scanned``: the headers :func:`scan_pack` read as the pack streamed in (offset ->
-    header, a delta's size its result's already).  None when something is not as git
-    writes it (the caller asks git then)."""
+    header, a delta's size its result's, its type its base's when that was known; what
+    ``--fix-thin`` appended is added to it).  None when something is not as git writes it
+    (the caller asks git then)."""
     try:
         count = int.from_bytes(index[8 + 255 * 4 : 8 + 256 * 4], "big")
         names = 8 + 256 * 4
@@ -280,7 +287,9 @@ def pack_objects(
                 offsets[i] = int.from_bytes(index[at : at + 8], "big")
         shas = range(names, names + 20 * count, 20)
         where = {index[n : n + 20]: o for n, o in zip(shas, offsets, strict=True)}
-        heads = dict(scanned) if scanned is not None else {}
+        if scanned is not None and not set(scanned) <= set(offsets):
+            return None  # not the pack that was scanned
+        heads = scanned if scanned is not None else {}
         for offset in offsets:  # all of them, or what --fix-thin added to a scanned pack
             if offset not in heads:
                 heads[offset] = _object_header(pack, offset)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from openprogram.store.session import quarantines
 from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.incoming import Caps, read_bundle_header
+from openprogram.store.session.incoming import Caps, Header, PackScan, read_bundle_header
 from openprogram.store.session.refs import read_ref
 from openprogram.store.session.repository import cat_file_batch
 from openprogram.store.session.safegit import local_transport_options
@@ -109,7 +109,13 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
 
 
 def _check_history(
-    repo: Path, tip: str, session_id: str, caps: Caps, *, ahead: bool = False
+    repo: Path,
+    tip: str,
+    session_id: str,
+    caps: Caps,
+    *,
+    ahead: bool = False,
+    scanned: PackScan | None = None,
 ) -> Arrived:
     """Every object that arrived (in the quarantine itself, not borrowed) has the session's
     shape (the trees reachable from its commits), and together they stay under ``caps`` (a
@@ -118,10 +124,12 @@ def _check_history(
     One git run: the types and sizes of what arrived are read from its pack headers
     (:func:`syncgit.own_object_kinds`), then the commits, the trees and ``meta.json`` (and,
     ``ahead``, the blobs when they are few: what joining them to a session reads) by one
-    ``git cat-file --batch``."""
+    ``git cat-file --batch``.  ``scanned``: what :func:`syncgit.index_pack` read of a
+    bundle's pack (its headers: no pack read again)."""
     kinds: dict[bytes, bytes] = {}
     sizes: dict[bytes, int] = {}
-    for binsha, (kind, size) in _arrived_objects(repo).items():
+    headers = scanned.headers if scanned is not None else None
+    for binsha, (kind, size) in _arrived_objects(repo, headers).items():
         kinds[binsha], sizes[binsha] = kind, size
     binsha_tip = bytes.fromhex(tip) if _HEX.fullmatch(tip) else b""
     if kinds.get(binsha_tip, b"commit" if binsha_tip else b"") != b"commit":
@@ -167,10 +175,12 @@ def _check_history(
     return arrived
 
 
-def _arrived_objects(repo: Path) -> dict[bytes, tuple[bytes, int]]:
+def _arrived_objects(
+    repo: Path, scanned: dict[int, Header] | None = None
+) -> dict[bytes, tuple[bytes, int]]:
     """The type and size of each object the quarantine ``repo`` holds itself (what
     arrived): read from its pack headers, else (a pack not as git writes it) by git."""
-    found = own_object_kinds(repo)
+    found = own_object_kinds(repo, scanned)
     if found is not None:
         return found
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
@@ -244,11 +254,11 @@ def import_bundle(
                 if verify.returncode != 0:
                     raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
             try:
-                index_pack(quarantine, stream, caps)
+                scan = index_pack(quarantine, stream, caps)
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
-            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining)
+            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining, scanned=scan)
             return receive(store, quarantine, target, arrived)
 
 

@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from openprogram.store.session.incoming import Caps, pack_objects, scan_pack
+from openprogram.store.session.incoming import Caps, Header, PackScan, pack_objects, scan_pack
 from openprogram.store.session.refs import read_ref
 from openprogram.store.session.safegit import git_command, git_dir_of, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
@@ -81,20 +81,26 @@ def own_objects(repo: Path) -> bytes:
     return b"".join(n + b"\n" for n in names)
 
 
-def own_object_kinds(repo: Path) -> dict[bytes, tuple[bytes, int]] | None:
+def own_object_kinds(
+    repo: Path, scanned: dict[int, Header] | None = None
+) -> dict[bytes, tuple[bytes, int]] | None:
     """The type and size of each object stored in ``repo`` itself (binary sha -> (type,
     size)), read here from its packs' headers and its loose objects' — in a quarantine, of
     what arrived, checked by git as it arrived — or None when one is not as git writes it
-    (then ``git cat-file --batch-check`` of :func:`own_objects` says)."""
+    (then ``git cat-file --batch-check`` of :func:`own_objects` says).  ``scanned``: the
+    headers :func:`index_pack` read of the one pack ``repo`` holds."""
     objects = repo / ".git" / "objects"
     out: dict[bytes, tuple[bytes, int]] = {}
-    for idx in sorted((objects / "pack").glob("*.idx")):
+    indexes = sorted((objects / "pack").glob("*.idx"))
+    if scanned is not None and len(indexes) != 1:
+        scanned = None
+    for idx in indexes:
         try:
             with (
                 idx.with_suffix(".pack").open("rb") as f,
                 mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pack,
             ):
-                found = pack_objects(idx.read_bytes(), pack)
+                found = pack_objects(idx.read_bytes(), pack, scanned)
         except (OSError, ValueError):
             return None
         if found is None:
@@ -116,7 +122,7 @@ def is_ancestor(repo: Path, a: str, b: str) -> bool:
     return git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
 
 
-def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> None:
+def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
     """Store the pack read from ``pack`` in ``repo`` (a quarantine) through ``git
     index-pack --strict`` (git's fsck of every object, thin packs completed from the
     borrowed objects), counting it against ``caps`` as it streams: git is stopped the
@@ -139,7 +145,7 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> None:
             pass
 
     try:
-        scan_pack(pack, feed, caps)
+        scan = scan_pack(pack, feed, caps)
     except BaseException:
         proc.kill()
         proc.wait()
@@ -155,3 +161,4 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> None:
         why = next((t for t in lines if t.startswith("error:")), lines[-1] if lines else "")
         failed = subprocess.CompletedProcess[bytes]([], 1, b"", why.encode())
         raise git_fail("refused by git's object check", failed)
+    return scan
