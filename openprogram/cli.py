@@ -5,6 +5,7 @@
                      [--html [-o FILE]]       the DAG as one self-contained interactive page
     openprogram sessions log ID               one line per commit
     openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
+                     [--turns N|all]          the newest N turns by turn (default 50)
     openprogram sessions delete ID [--yes]
     openprogram sessions export ID -o FILE    a git bundle of the session
     openprogram sessions export ID --appendix -o methods.md   a methods appendix
@@ -232,14 +233,34 @@ def sessions_log(args: argparse.Namespace) -> int:
 
 
 def sessions_usage(args: argparse.Namespace) -> int:
-    from openprogram.usage.totals import index_usage_rows, report_table, usage_table
+    from openprogram.usage.totals import (
+        index_usage_report,
+        index_usage_rows,
+        report_table,
+        usage_table,
+    )
 
     session = _open_session(args)
     if args.calls:  # each call's model: the llm nodes are read
         print(usage_table(session.nodes(), calls=True))
-    else:  # from the index's usage columns: no node file read
+    elif args.turns is None:  # every turn: each index entry (no node file read)
         print(report_table(index_usage_rows(session.index())))
+    else:  # the totals the index keeps and its newest buckets: O(newest turns)
+        totals, newest = session.usage_window(args.turns)
+        print(report_table(index_usage_report(totals, newest, args.turns)))
     return 0
+
+
+TURNS_SHOWN = 50  # the newest turns ``sessions usage`` lists by default
+
+
+def _turns_shown(text: str) -> int | None:
+    """``--turns``: how many of the newest turns, or ``all`` (None)."""
+    if text == "all":
+        return None
+    if not text.isdigit() or not 0 < int(text) < 10**9:
+        raise argparse.ArgumentTypeError(f"a number of turns or 'all', not {text!r}")
+    return int(text)
 
 
 def sessions_delete(args: argparse.Namespace) -> int:
@@ -396,6 +417,13 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p = commands.add_parser("usage", help="tokens and cost by function, turn and session")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--calls", action="store_true", help="list every call too")
+    p.add_argument(
+        "--turns",
+        type=_turns_shown,
+        default=TURNS_SHOWN,
+        metavar="N|all",
+        help=f"list the newest N turns by turn (default {TURNS_SHOWN}; all: every turn)",
+    )
     p.set_defaults(handler=sessions_usage)
     p = commands.add_parser("delete", help="delete a session (asks first)")
     p.add_argument("session_id", metavar="ID")

@@ -132,8 +132,19 @@ def test_usage_comes_from_the_index_and_matches_the_nodes(
     assert total is not None
     assert total.group().split()[1:5] == ["250", "25000", "5000", "30000"]
     assert "$0.2500" in total.group()
+    assert "  … 200 older turns not shown (--turns all)" in out
     nodes = SessionStore(session_home).open(SID).nodes()
-    assert out.strip() == usage_table(nodes).strip()  # the same table the nodes give
+    table = usage_table(nodes).strip().splitlines()  # the table the nodes give
+    shown = out.strip().splitlines()
+    turn_rows = [line for line in shown if line.startswith("  turn ")]
+    assert turn_rows == [line for line in table if line.startswith("  turn ")][-50:]
+    assert [line for line in shown if not line.startswith("  turn ") and "…" not in line] == [
+        line for line in table if not line.startswith("  turn ")
+    ]  # every function, the session: the same lines
+    opened.clear()
+    assert main(["sessions", "usage", SID, "--turns", "all"]) == 0
+    assert capsys.readouterr().out.strip() == "\n".join(table)
+    assert opened == []  # every index entry, still no node file
 
 
 def test_a_budgets_first_check_reads_the_index_totals(

@@ -2,17 +2,22 @@
 
 Everything is summed from the ``llm`` nodes' ``metadata.usage`` and ``metadata.cost`` —
 the nodes are the record, so the table always equals the sum of what was recorded.  A
-call without a price counts its tokens and marks the total ``unpriced``.
+call without a price counts its tokens and marks the total ``unpriced``.  Costs are summed
+exactly (``indextotals.exact_add``): the same float whatever the order, so the totals the
+index keeps per bucket (:func:`index_usage_report`) equal a scan of every node.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.context.nodes import Call
 from openprogram.store.session.index import usage_of
+from openprogram.store.session.indextotals import Totals as IndexTotals
+from openprogram.store.session.indextotals import Used, exact_add
 
 
 @dataclass
@@ -22,6 +27,13 @@ class Totals:
     output_tokens: int = 0
     cost: float = 0.0
     unpriced: int = 0  # calls with tokens but no price
+    parts: list[float] = field(default_factory=list, repr=False, compare=False)  # exact cost
+
+    @classmethod
+    def of_used(cls, used: Used) -> Totals:
+        """From the index's totals (``indextotals.Used``)."""
+        parts = list(used[4])
+        return cls(used[0], used[1], used[2], math.fsum(parts), used[3], parts)
 
     @property
     def tokens(self) -> int:
@@ -37,7 +49,8 @@ class Totals:
         self.input_tokens += input_tokens or 0
         self.output_tokens += output_tokens
         if cost is not None:
-            self.cost += cost
+            exact_add(self.parts, cost)
+            self.cost = math.fsum(self.parts)
         elif input_tokens is not None:
             self.unpriced += 1
 
@@ -54,6 +67,7 @@ class UsageReport:
     turns: dict[int, Totals] = field(default_factory=dict)
     functions: dict[str, Totals] = field(default_factory=dict)
     calls: list[tuple[Call, str]] = field(default_factory=list)  # (llm node, its function)
+    older_turns: int = 0  # turns with calls left out of ``turns`` (the newest ones listed)
 
 
 def usage_rows(nodes: Iterable[Call]) -> UsageReport:
@@ -105,6 +119,30 @@ def index_usage_rows(entries: Iterable[Mapping[str, Any]]) -> UsageReport:
     return report
 
 
+def index_usage_report(
+    totals: IndexTotals, entries: Iterable[Mapping[str, Any]], turns: int
+) -> UsageReport:
+    """:func:`index_usage_rows` from the totals the index keeps (``Session.usage_window``:
+    the session's and each function's, every caller named) and the entries of the newest
+    buckets: the newest ``turns`` turns with calls are listed, ``older_turns`` says how many
+    more there are."""
+    report = UsageReport()
+    report.session = Totals(
+        totals["calls"],
+        totals["input_tokens"],
+        totals["output_tokens"],
+        totals["cost"],
+        totals["unpriced"],
+        list(totals["cost_parts"]),
+    )
+    report.functions = {name: Totals.of_used(u) for name, u in totals["functions"].items()}
+    newest = index_usage_rows(entries).turns
+    kept = sorted(newest)[-turns:] if turns > 0 else []
+    report.turns = {turn: newest[turn] for turn in kept}
+    report.older_turns = max(0, totals["llm_turns"] - len(kept))
+    return report
+
+
 def report_table(report: UsageReport, *, calls: bool = False) -> str:
     """A :class:`UsageReport` as text: by function, by turn, the session total (and each
     call, when ``calls`` and the report lists them)."""
@@ -112,6 +150,8 @@ def report_table(report: UsageReport, *, calls: bool = False) -> str:
     lines = [header, "by function"]
     lines += [_line(f"  {name}", t) for name, t in sorted(report.functions.items())]
     lines.append("by turn")
+    if report.older_turns:
+        lines.append(f"  … {report.older_turns} older turns not shown (--turns all)")
     lines += [_line(f"  turn {turn}", t) for turn, t in sorted(report.turns.items())]
     if calls:
         lines.append("by call")

@@ -7,10 +7,18 @@ hold each node's tokens and cost).  Those of a sealed bucket (:mod:`buckets`) ar
 ``.state/index/totals.json`` keyed by the bucket's tree sha, so they are summed once per
 machine; any other bucket (the newest ones, being written) is summed from the entries
 loaded.  The file is a local cache: deleting it (or ``.state/index``) rebuilds it.
+
+What ``sessions usage`` prints comes from them too: ``functions`` (the name of the node an
+``llm`` node was called from -> its :data:`Used`), ``callers`` (the same for callers outside
+the bucket, by id: the reader names them) and ``llm_turns`` (turns with an ``llm`` node).
+Costs are summed exactly (:func:`exact_add`: the partials of Shewchuk's sum, rounded once by
+``math.fsum``), so the totals are the same float whatever the order buckets add up in — the
+one a scan of every node gives.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,19 +30,69 @@ from openprogram.store.session.index import (
     F_KIND,
     F_TOKENS_IN,
     F_TOKENS_OUT,
+    F_TURN,
     Entry,
     counts_as_turn,
 )
 from openprogram.store.session.indexcache import CACHE_DIR
 
 TOTALS_FILE = "totals.json"
-TOTALS_VERSION = 1
-_COUNTS = ("nodes", "tops", "turns", "calls", "input_tokens", "output_tokens", "unpriced")
-Totals = dict[str, Any]  # the _COUNTS (ints), "cost" (float), "kinds"/"statuses" (name -> n)
+TOTALS_VERSION = 2  # 2: functions, callers, llm_turns, cost_parts
+_COUNTS = (
+    "nodes", "tops", "turns", "calls", "input_tokens", "output_tokens", "unpriced", "llm_turns",
+)  # fmt: skip
+# the _COUNTS (ints), "cost" (float) and its exact "cost_parts", "kinds"/"statuses" (name ->
+# n), "functions" (name -> Used), "callers" (id of a caller outside the bucket -> Used)
+Totals = dict[str, Any]
+Used = list[Any]  # [calls, input_tokens, output_tokens, unpriced, cost partials (floats)]
 
 
 def empty() -> Totals:
-    return {**dict.fromkeys(_COUNTS, 0), "cost": 0.0, "kinds": {}, "statuses": {}}
+    return {
+        **dict.fromkeys(_COUNTS, 0), "cost": 0.0, "cost_parts": [], "kinds": {}, "statuses": {},
+        "functions": {}, "callers": {},
+    }  # fmt: skip
+
+
+def exact_add(parts: list[float], x: float) -> None:
+    """Add ``x`` to ``parts``, non-overlapping floats whose exact sum is the exact sum of
+    what was added (Shewchuk; ``math.fsum(parts)`` is that sum correctly rounded)."""
+    i = 0
+    for y in parts:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            parts[i] = lo
+            i += 1
+        x = hi
+    parts[i:] = [x]
+
+
+def _use(into: dict[str, Used], key: str, tokens_in: int | None, out: int, cost: Any) -> None:
+    used = into.get(key)
+    if used is None:
+        used = into[key] = [0, 0, 0, 0, []]
+    used[0] += 1
+    used[1] += tokens_in or 0
+    used[2] += out
+    if cost is not None:
+        exact_add(used[4], cost)
+    elif tokens_in is not None:
+        used[3] += 1
+
+
+def merge_used(into: dict[str, Used], part: dict[str, Used]) -> None:
+    for key, used in part.items():
+        have = into.get(key)
+        if have is None:
+            into[key] = [*used[:4], list(used[4])]
+            continue
+        for i in range(4):
+            have[i] += used[i]
+        for x in used[4]:
+            exact_add(have[4], x)
 
 
 def totals_of(rows: Iterable[Entry]) -> Totals:
@@ -42,9 +100,14 @@ def totals_of(rows: Iterable[Entry]) -> Totals:
     out = empty()
     kinds: dict[str, int] = out["kinds"]
     statuses: dict[str, int] = out["statuses"]
+    functions: dict[str, Used] = out["functions"]
+    outside: dict[str, Used] = out["callers"]
     nodes = tops = turns = calls = tokens_in = tokens_out = unpriced = 0
-    cost = 0.0
+    parts: list[float] = out["cost_parts"]
+    names: dict[str, str] = {}
+    llm_rows = []
     for row in rows:
+        names[row[0]] = row[4]
         nodes += 1
         kind = row[F_KIND]
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -58,22 +121,44 @@ def totals_of(rows: Iterable[Entry]) -> Totals:
             tokens_in += used_in or 0
             tokens_out += row[F_TOKENS_OUT]
             if row[F_COST] is not None:
-                cost += row[F_COST]
+                exact_add(parts, row[F_COST])
             elif used_in is not None:
                 unpriced += 1
+            llm_rows.append(row)
+    for row in llm_rows:  # by the function each was called from (named once all are read)
+        caller = row[F_CALLER]
+        name = "(top level)" if caller is None else names.get(caller)
+        into, key = (outside, caller) if name is None else (functions, name)
+        _use(into, key, row[F_TOKENS_IN], row[F_TOKENS_OUT], row[F_COST])
     out.update(nodes=nodes, tops=tops, turns=turns, calls=calls, unpriced=unpriced)
-    out.update(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost)
+    out.update(input_tokens=tokens_in, output_tokens=tokens_out, cost=math.fsum(parts))
+    out["llm_turns"] = len({row[F_TURN] for row in llm_rows})
     return out
 
 
 def add(total: Totals, part: Totals) -> None:
     for key in _COUNTS:
         total[key] += part[key]
-    total["cost"] += part["cost"]
+    parts = total["cost_parts"]
+    for x in part["cost_parts"]:
+        exact_add(parts, x)
+    total["cost"] = math.fsum(parts)
     for field in ("kinds", "statuses"):
         into = total[field]
         for name, count in part[field].items():
             into[name] = into.get(name, 0) + count
+    for field in ("functions", "callers"):
+        merge_used(total[field], part[field])
+
+
+def _valid_used(used: Any) -> bool:
+    return (
+        type(used) is list
+        and len(used) == 5
+        and all(type(n) is int and n >= 0 for n in used[:4])
+        and type(used[4]) is list
+        and all(type(x) is float and 0 <= x < 1e15 for x in used[4])
+    )
 
 
 def _valid(part: Any) -> bool:
@@ -81,11 +166,16 @@ def _valid(part: Any) -> bool:
         return False
     if any(type(part.get(key)) is not int for key in _COUNTS):
         return False
-    if type(part.get("cost")) is not float:
+    if type(part.get("cost")) is not float or not _valid_used([0, 0, 0, 0, part.get("cost_parts")]):
         return False
-    return all(
+    if not all(
         type(part.get(field)) is dict and all(type(n) is int for n in part[field].values())
         for field in ("kinds", "statuses")
+    ):
+        return False
+    return all(
+        type(part.get(field)) is dict and all(map(_valid_used, part[field].values()))
+        for field in ("functions", "callers")
     )
 
 

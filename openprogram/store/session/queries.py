@@ -19,7 +19,16 @@ from openprogram.context import graph
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import loads
-from openprogram.store.session.index import ENTRY_FIELDS, F_SEQ, Entry, entry_path, full_entry
+from openprogram.store.session.index import (
+    ENTRY_FIELDS,
+    F_KIND,
+    F_SEQ,
+    F_TURN,
+    Entry,
+    entry_path,
+    full_entry,
+)
+from openprogram.store.session.indextotals import merge_used
 from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 
@@ -115,6 +124,29 @@ class SessionQueries:
         the totals of sealed buckets kept in the local index cache."""
         with self._mu:
             return self._index.bucket_totals()
+
+    def usage_window(self, turns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """What ``sessions usage`` prints, from the index: the session's :meth:`totals` (its
+        ``functions`` naming every caller, ``callers`` emptied) and the entries (as
+        :meth:`index` makes them) of the newest buckets, loaded until they hold ``turns``
+        turns with ``llm`` nodes (or all the session has).  No node file is read."""
+        with self._mu:
+            totals = self._index.bucket_totals()
+            functions = totals["functions"]
+            for caller, used in totals.pop("callers").items():  # outside its bucket: found
+                entry = self._index.find(caller)
+                name = "(top level)" if entry is None else entry[4]
+                merge_used(functions, {name: used})
+            totals["callers"] = {}
+            want = min(turns, totals["llm_turns"])
+            tops = max(want, 1)
+            while True:
+                entries = self._index.window(tops)
+                have = len({e[F_TURN] for e in entries if e[F_KIND] == "llm"})
+                if have >= want or self._index.complete:
+                    break
+                tops *= 2  # turns without calls: further back
+        return totals, [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in entries]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``);
