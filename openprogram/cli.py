@@ -233,19 +233,12 @@ def sessions_log(args: argparse.Namespace) -> int:
 
 
 def sessions_usage(args: argparse.Namespace) -> int:
-    from openprogram.usage.totals import (
-        index_usage_report,
-        index_usage_rows,
-        report_table,
-        usage_table,
-    )
+    from openprogram.usage.totals import index_usage_report, report_table, usage_table
 
     session = _open_session(args)
     if args.calls:  # each call's model: the llm nodes are read
         print(usage_table(session.nodes(), calls=True))
-    elif args.turns is None:  # every turn: each index entry (no node file read)
-        print(report_table(index_usage_rows(session.index())))
-    else:  # the totals the index keeps and its newest buckets: O(newest turns)
+    else:  # the totals the index keeps, the calls of its newest buckets: no node file read
         totals, newest = session.usage_window(args.turns)
         print(report_table(index_usage_report(totals, newest, args.turns)))
     return 0

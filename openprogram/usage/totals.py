@@ -120,12 +120,12 @@ def index_usage_rows(entries: Iterable[Mapping[str, Any]]) -> UsageReport:
 
 
 def index_usage_report(
-    totals: IndexTotals, entries: Iterable[Mapping[str, Any]], turns: int
+    totals: IndexTotals, entries: Iterable[Mapping[str, Any]], turns: int | None
 ) -> UsageReport:
     """:func:`index_usage_rows` from the totals the index keeps (``Session.usage_window``:
     the session's and each function's, every caller named) and the entries of the newest
-    buckets: the newest ``turns`` turns with calls are listed, ``older_turns`` says how many
-    more there are."""
+    buckets: the newest ``turns`` turns with calls (None: each) are listed, ``older_turns``
+    says how many more there are."""
     report = UsageReport()
     report.session = Totals(
         totals["calls"],
@@ -137,7 +137,7 @@ def index_usage_report(
     )
     report.functions = {name: Totals.of_used(u) for name, u in totals["functions"].items()}
     newest = index_usage_rows(entries).turns
-    kept = sorted(newest)[-turns:] if turns > 0 else []
+    kept = sorted(newest)[-turns:] if turns is not None else sorted(newest)
     report.turns = {turn: newest[turn] for turn in kept}
     report.older_turns = max(0, totals["llm_turns"] - len(kept))
     return report

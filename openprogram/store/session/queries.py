@@ -125,11 +125,12 @@ class SessionQueries:
         with self._mu:
             return self._index.bucket_totals()
 
-    def usage_window(self, turns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def usage_window(self, turns: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """What ``sessions usage`` prints, from the index: the session's :meth:`totals` (its
-        ``functions`` naming every caller, ``callers`` emptied) and the entries (as
+        ``functions`` naming every caller, ``callers`` emptied) and the ``llm`` entries (as
         :meth:`index` makes them) of the newest buckets, loaded until they hold ``turns``
-        turns with ``llm`` nodes (or all the session has).  No node file is read."""
+        turns with ``llm`` nodes (or all the session has; None: every bucket).  No node
+        file is read."""
         with self._mu:
             totals = self._index.bucket_totals()
             functions = totals["functions"]
@@ -138,15 +139,20 @@ class SessionQueries:
                 name = "(top level)" if entry is None else entry[4]
                 merge_used(functions, {name: used})
             totals["callers"] = {}
-            want = min(turns, totals["llm_turns"])
-            tops = max(want, 1)
-            while True:
-                entries = self._index.window(tops)
-                have = len({e[F_TURN] for e in entries if e[F_KIND] == "llm"})
-                if have >= want or self._index.complete:
-                    break
-                tops *= 2  # turns without calls: further back
-        return totals, [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in entries]
+            if turns is None:
+                self._index.load_all()
+                loaded = list(self._index.loaded_entries())
+            else:
+                want = min(turns, totals["llm_turns"])
+                tops = max(want, 1)
+                while True:
+                    loaded = self._index.window(tops)
+                    have = len({e[F_TURN] for e in loaded if e[F_KIND] == "llm"})
+                    if have >= want or self._index.complete:
+                        break
+                    tops *= 2  # turns without calls: further back
+            calls = sorted((e for e in loaded if e[F_KIND] == "llm"), key=lambda e: e[F_SEQ])
+        return totals, [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in calls]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``);
