@@ -80,15 +80,27 @@ def bench_bundles(tmp: Path, turns: int, samples: int) -> None:
     )
     bundle = tmp / "e0.bundle"
     print(f"  bundle: {bundle.stat().st_size / 1024:.0f} KiB")
-    imported = timed(lambda i: import_bundle(SessionStore(tmp / f"bob{i}"), bundle), samples)
     # the baseline the issue names: git cloning the same bundle, with a full checkout
-    # (a clone of the repository's path would hardlink its objects and index nothing)
+    # (a clone of the repository's path would hardlink its objects and index nothing);
+    # interleaved with the imports, the ratio taken per sample
     ref = "refs/openprogram/sessions/s_big"
-    clone = timed(lambda i: clone_bundle(bundle, ref, tmp / f"clone{i}"), samples)
+    imported, clone = [], []
+    for i in range(samples):
+        pair = [
+            (imported, lambda i=i: import_bundle(SessionStore(tmp / f"bob{i}"), bundle)),
+            (clone, lambda i=i: clone_bundle(bundle, ref, tmp / f"clone{i}")),
+        ]
+        for times, step in pair[i % 2 :] + pair[: i % 2]:
+            started = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - started) * 1000)
     row("git bundle create", raw)
     row("openprogram sessions export", export, raw)
     row("git clone of the bundle (with checkout)", clone)
     row("openprogram sessions import (checked)", imported, clone)
+    ratios = sorted(a / b for a, b in zip(imported, clone, strict=True))
+    print(f"    per-sample ratio: median {statistics.median(ratios):.2f}x "
+          f"({ratios[0]:.2f}-{ratios[-1]:.2f}); load {load()}")  # fmt: skip
     store.close()
     bench_checks(tmp, bundle, samples, imported)
 

@@ -164,7 +164,7 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
         _materialise(local, session.git, ours, new)
         entries = _settle(session, follow=status == "fast-forward")
         maintenance.spawn(local)  # seals what arrived (after the lock is released)
-        arrived_turns = session.totals()["turns"] - before
+        arrived_turns = count_turns(entries) - before  # the same rule as the totals'
         return Received(session_id, status, arrived_turns, _lines(session, entries))
 
 
