@@ -24,6 +24,14 @@ TURNS = 250  # buckets 0000 and 0001 sealed, 0002 (turns 200-249) not
 NODE_FILE = re.compile(r"/history/[0-9]{4,}/[0-9]{6,}/")
 
 
+def complete_turn(session: Any, turn: int, *nodes: Any) -> None:
+    """Mark ``nodes`` (a turn's function and cell) completed and commit the turn."""
+    for node in nodes:
+        node.metadata["status"] = COMPLETED
+        session.update(node)
+    session.commit(f"turn {turn}")
+
+
 @pytest.fixture(scope="module")
 def long_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 250-turn session: a cell, a function and an llm call (100 + 20 tokens, $0.001)."""
@@ -38,10 +46,7 @@ def long_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
         llm.metadata.update(usage={"input_tokens": 100, "output_tokens": 20}, cost=0.001)
         llm.output = f"reply {i}"
         session.append(llm, turn=turn)
-        for node in (fn, cell):
-            node.metadata["status"] = COMPLETED
-            session.update(node)
-        session.commit(f"turn {turn}")
+        complete_turn(session, turn, fn, cell)
     store.close()
     path = home / "sessions" / SID
     maintenance.wait_for(path)

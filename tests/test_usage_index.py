@@ -15,6 +15,7 @@ import pytest
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
+from tests.test_index_views import complete_turn
 
 SID = "s_mixed"
 TURNS = 130  # bucket 0000 (turns 1-99) sealed, 0001 being written
@@ -47,13 +48,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if i % 7 != 2:  # else: no price
                 llm.metadata["cost"] = rng.choice([rng.uniform(0, 0.01), 0.1, 3.0, 1e-9])
             session.append(llm, turn=turn)
-        for node in (fn, cell):
-            node.metadata["status"] = COMPLETED
-            session.update(node)
-        session.commit(f"turn {turn}")
+        complete_turn(session, turn, fn, cell)
     store.close()
-    path = home / "sessions" / SID
-    maintenance.wait_for(path)
+    maintenance.wait_for(home / "sessions" / SID)
     return home
 
 
