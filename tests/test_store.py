@@ -86,6 +86,7 @@ def test_a_corrupted_node_file_is_named_and_the_rest_of_the_session_still_works(
     second = add_turn(store, "damaged", "two")
     store.close()
     session_path = op_home / "sessions" / "damaged"
+    maintenance.wait_for(session_path)  # a commit writes to git; closing puts files on disk
     victim = next(session_path.glob(f"history/*/*/*-{first[1].id}.json"))
     victim.write_bytes(b"\x00\xffnot json at all")  # in place: the index cache still lists it
 
@@ -110,6 +111,7 @@ def test_a_node_file_replaced_by_garbage_warns_on_open_naming_the_file(op_home: 
     store = SessionStore(op_home)
     made = add_turn(store, "garbled", "one")
     store.close()
+    maintenance.wait_for(op_home / "sessions" / "garbled")  # the files on disk
     victim = next((op_home / "sessions" / "garbled").glob(f"history/*/*/*-{made[0].id}.json"))
     tmp = victim.with_name("replacement")
     tmp.write_bytes(b"{truncated")

@@ -45,6 +45,7 @@ def turn(home: Path, name: str, sid: str = SID) -> None:
         top = h.writer.append(make_call("turn", name, status=COMPLETED), turn_level=True)
         h.writer.append(make_call("function", "plan", caller=top.id, status=COMPLETED))
     store.close()
+    maintenance.wait_for(home / "sessions" / sid)  # its node files on disk (git's before)
 
 
 def snapshot(folder: Path) -> dict[str, str]:

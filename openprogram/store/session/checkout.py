@@ -25,12 +25,14 @@ maintenance runs it (every ``MAINTAIN_EVERY`` commits and when a session with mo
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from openprogram.store.session.buckets import bucket_trees
 from openprogram.store.session.files import atomic_write, ensure_dir
 from openprogram.store.session.index import TURN_DIR_NAME, TURNS_PER_BUCKET
+from openprogram.store.session.materialise import materialise, turn_folders
 from openprogram.store.session.repository import TREE_MODE, Repository
 from openprogram.store.session.safegit import run_git, sparse_wanted
 
@@ -94,19 +96,40 @@ def write_window(root: Path, repo: Repository, commit: bytes) -> bool:
 
 
 def refresh(root: Path, repo: Repository) -> None:
-    """Set git's index to HEAD (``read-tree --reset``: the stat data and skip-worktree
-    marks of unchanged entries kept, the working tree untouched; ``-m`` would refuse an
-    entry the store rewrote since the last refresh) and, unless the user turned the sparse
-    checkout off, leave all but the newest turns out of the working tree (``git
-    sparse-checkout reapply``: a file that differs from HEAD is left, never lost)."""
+    """Put the newest turns' folders on disk whole (:mod:`materialise`: a commit writes a
+    new turn to git only), set git's index to HEAD (``read-tree --reset``: the stat data
+    and skip-worktree marks of unchanged entries kept, the working tree untouched; ``-m``
+    would refuse an entry the store rewrote since the last refresh) and, unless the user
+    turned the sparse checkout off, leave all but the newest turns out of the working tree
+    (``git sparse-checkout reapply``: a file that differs from HEAD is left, never lost).
+    An entry still missing on disk (a folder HEAD moved meanwhile) is marked
+    skip-worktree, so ``git status`` is clean; git never writes a node file in place."""
     commit = repo.read_ref()
     if commit is None:
         return
+
+    def git(args: list[str], data: bytes | None) -> bytes:
+        return run_git(root, *args, input=data).stdout
+
+    if sparse_wanted(root / ".git"):
+        kept = recent_turns(repo, bucket_trees(repo, commit))
+        folders = [f"history/{bucket}/{turn}" for bucket, turns in kept.items() for turn in turns]
+    else:  # every file stays on disk
+        folders = turn_folders(git, commit.hex())
+    try:
+        materialise(str(root), git, commit.hex(), folders)
+    except (OSError, subprocess.CalledProcessError):
+        pass  # left in git: marked skip-worktree below, written by a later maintenance
     sparse = write_window(root, repo, commit)
     run_git(root, "read-tree", "--reset", commit.hex(), check=False)
     if sparse:
         run_git(root, "update-index", "-q", "--refresh", check=False)  # new entries' stat
         run_git(root, "sparse-checkout", "reapply", check=False)
-    # files of the window git has not on disk (a pull leaves the turns that arrived whole
-    # in git only): written, never over an existing file (skip-worktree entries are left)
-    run_git(root, "checkout-index", "-q", "-a", check=False)
+    mark_missing(root)
+
+
+def mark_missing(root: Path) -> None:
+    """Mark the entries of git's index missing on disk skip-worktree (read from git)."""
+    gone = run_git(root, "ls-files", "-z", "--deleted", check=False).stdout
+    if gone.strip(b"\0"):
+        run_git(root, "update-index", "-z", "--skip-worktree", "--stdin", input=gone, check=False)

@@ -9,13 +9,16 @@ returns at once.  That process, at low priority:
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
    (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
    only for buckets whose tree did not move meanwhile);
-3. makes git's index match HEAD and leaves all but the newest turns out of the working
-   tree (:func:`checkout.refresh`), so ``git status`` is clean.
+3. puts the newest turns' folders on disk whole (a commit writes them to git only), makes
+   git's index match HEAD and leaves all but the newest turns out of the working tree
+   (:func:`checkout.refresh`), so ``git status`` is clean.
 
 ``.state/maintain.lock`` (``flock``) is taken by the spawning process and inherited by the
 child, so two maintenances never overlap and whoever wants one finished (tests, a
 benchmark, :meth:`Session.maintain`) can wait on it.  Closing a session starts only a
-light one (a few git commands): ``git read-tree --reset HEAD``, the loose objects packed.
+light one (a few git commands and a Python without the package): the new turns' folders
+put on disk whole (:mod:`materialise`), ``git read-tree --reset HEAD``, the loose objects
+packed.
 A process that asks for a maintenance while one is running leaves ``.state/maintain.pending``
 and the running one does another round (so a bucket opened meanwhile is still sealed).
 """
@@ -31,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from openprogram.store.session import checkout
+from openprogram.store.session import checkout, materialise
 from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
 from openprogram.store.session.files import atomic_write, is_real_dir, open_state_file
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
@@ -49,7 +52,9 @@ SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not che
 # marks and stat data, never refuses), then the loose objects packed by name, as pack_loose
 # does (into pack-*.pack: gitdb reads no other name, so not `git maintenance run`).
 LIGHT = (
+    "{python} -I -S {script} \"$GIT_WORK_TREE\" {argv};"  # new turns' folders put on disk
     "{git} read-tree --reset HEAD;"
+    " {git} ls-files -z --deleted | {git} update-index -z --skip-worktree --stdin;"
     ' find "$GIT_DIR/objects" -mindepth 2 -maxdepth 2 -type f'
     " | sed -n 's|.*/\\([0-9a-f][0-9a-f]\\)/\\([0-9a-f]\\{{38\\}}\\)$|\\1\\2|p'"
     ' | {git} pack-objects -q --non-empty "$GIT_DIR/objects/pack/pack" >/dev/null'
@@ -88,8 +93,13 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
         return False
     try:
         if index_only:  # a few git commands, no Python start: a session put to rest
-            git = shlex.join(git_argv())
-            argv = ["sh", "-c", LIGHT.format(git=git)]
+            script = LIGHT.format(
+                git=shlex.join(git_argv()),
+                python=shlex.quote(sys.executable),
+                script=shlex.quote(materialise.__file__),
+                argv=shlex.quote(json.dumps(git_argv())),
+            )
+            argv = ["sh", "-c", script]
             env = git_env({"GIT_DIR": str(root / ".git"), "GIT_WORK_TREE": str(root)})
         else:
             argv = [sys.executable, "-m", "openprogram.store.session.maintenance", str(root)]

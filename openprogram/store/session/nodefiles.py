@@ -4,7 +4,6 @@ committed content is read instead."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from openprogram.store.session.files import is_real_dir, read_bytes
@@ -62,8 +61,12 @@ class NodeFiles:
             self._real_dirs.add(folder)
         return True
 
-    def left_out(self, rel_dir: str) -> bool:
-        """Whether the turn folder ``rel_dir`` is committed but not checked out: a node
-        rewritten there goes to git only, as the rest of it (no folder half checked out)."""
-        parent, _, name = rel_dir.rpartition("/")
-        return not os.path.lexists(self.root / rel_dir) and name in self.repo.tree_at(parent)
+    def on_disk(self, rel_dir: str) -> bool:
+        """Whether the turn folder ``rel_dir`` and the folders above it are real directories
+        (looked at now, not remembered): a node written there is written to disk too.  A
+        turn folder not on disk is in git only until the maintenance puts it there whole."""
+        bucket_dir = rel_dir.rsplit("/", 1)[0]
+        return all(
+            is_real_dir(self.root / rel)
+            for rel in (bucket_dir.split("/", 1)[0], bucket_dir, rel_dir)
+        )

@@ -2,7 +2,8 @@
 path (its queries are in :mod:`queries`, a base of :class:`Session`).
 
 Writes are cheap (:meth:`Session.append` journals one line); :meth:`Session.commit`
-materialises the turn's node files and makes one commit, and nothing on that path grows
+makes one commit, its objects one pack (a new turn's node files come to disk later, a
+whole folder at a time: :mod:`materialise`), and nothing on that path grows
 with the session: packing, sealing buckets and git's index run detached
 (:mod:`maintenance`).  Reading goes through :class:`NodeIndex`, which loads history
 buckets newest first, only as far as a query needs (see :mod:`queries`).
@@ -393,26 +394,25 @@ class Session(SessionQueries):
     def _node_files(
         self, written: dict[str, bytes | None]
     ) -> tuple[dict[str, bytes | None], set[str]]:
-        """The files of this process's changed nodes (path -> content), each written to disk
-        unless ``written`` has that content already; and their turn folders."""
+        """The files of this process's changed nodes (path -> content) and their turn
+        folders.  A file is written to disk only in a turn folder on disk already (a real
+        directory), unless ``written`` has that content: a new turn goes to git only (its
+        pack) and the maintenance puts its folder on disk whole (:mod:`materialise`)."""
         files: dict[str, bytes | None] = {}
         made: set[str] = set()
-        left_out: dict[str, bool] = {}
+        on_disk: dict[str, bool] = {}
         for call in sorted(self._dirty.values(), key=lambda c: c.seq):
             rel = node_relpath(call)
             rel_dir = rel.rsplit("/", 1)[0]
             data = node_record(call)
             if written.get(rel) != data:
-                if rel_dir not in left_out:
-                    left_out[rel_dir] = self._files.left_out(rel_dir)
-                if not left_out[rel_dir]:
-                    if rel_dir not in made:
-                        ensure_dir(self.path, rel_dir)  # symlinks on the way removed
+                if rel_dir not in on_disk:
+                    on_disk[rel_dir] = self._files.on_disk(rel_dir)
+                if on_disk[rel_dir]:
                     try:
                         atomic_write(self.path / rel, data)
                     except FileNotFoundError:  # a maintenance just left the folder out
-                        ensure_dir(self.path, rel_dir)
-                        atomic_write(self.path / rel, data)
+                        on_disk[rel_dir] = False
             made.add(rel_dir)
             files[rel] = data
         return files, made
