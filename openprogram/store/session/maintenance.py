@@ -52,7 +52,7 @@ SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not che
 # marks and stat data, never refuses), then the loose objects packed by name, as pack_loose
 # does (into pack-*.pack: gitdb reads no other name, so not `git maintenance run`).
 LIGHT = (
-    "{python} -I -S {script} \"$GIT_WORK_TREE\" {argv};"  # new turns' folders put on disk
+    '{python} -I -S {script} "$GIT_WORK_TREE" {argv};'  # new turns' folders put on disk
     "{git} read-tree --reset HEAD;"
     " {git} ls-files -z --deleted | {git} update-index -z --skip-worktree --stdin;"
     ' find "$GIT_DIR/objects" -mindepth 2 -maxdepth 2 -type f'
