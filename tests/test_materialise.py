@@ -1,0 +1,76 @@
+"""A new turn's node files come to disk whole, after its commit (issue 23 item 2).
+
+A commit writes the turn to git only (one pack); the closing session's maintenance puts its
+folder on disk, staged and renamed in under the session lock, never a file at a time; a
+folder whose tree HEAD no longer has is left in git.  ``git status`` is clean throughout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.store.session import maintenance
+from openprogram.store.session.materialise import materialise
+from openprogram.store.session.safegit import run_git
+from openprogram.store.session.store import SessionStore
+
+
+def git(path: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=path, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def add_turn(store: SessionStore, sid: str, name: str) -> None:
+    session = store.open(sid)
+    turn = session.begin_turn()
+    top = session.append(make_call("turn", name, status=COMPLETED), turn=turn, advance_head=True)
+    session.append(make_call("function", "f", caller=top.id, status=COMPLETED), turn=turn)
+    session.commit(f"turn {turn}")
+
+
+def test_a_turn_reaches_the_disk_whole_after_its_commit(op_home: Path) -> None:
+    store = SessionStore(op_home)
+    store.create_session("m")
+    add_turn(store, "m", "one")
+    path = op_home / "sessions" / "m"
+    assert not (path / "history" / "0000" / "000001").exists()  # in git only, for now
+    assert git(path, "ls-tree", "--name-only", "HEAD:history/0000/000001").count(".json") == 2
+    store.close()
+    maintenance.wait_for(path)
+    folder = path / "history" / "0000" / "000001"
+    names = sorted(os.listdir(folder))
+    assert len(names) == 2
+    for name in names:
+        shown = git(path, "show", f"HEAD:history/0000/000001/{name}")
+        assert (folder / name).read_text() == shown
+    assert git(path, "status", "--porcelain") == ""
+    assert git(path, "fsck", "--strict", "--no-progress") == ""
+    assert not any(n.startswith("materialise-") for n in os.listdir(path / ".state"))
+
+
+def test_a_folder_whose_tree_moved_since_is_left_in_git(op_home: Path) -> None:
+    store = SessionStore(op_home)
+    store.create_session("moved")
+    add_turn(store, "moved", "one")
+    path = op_home / "sessions" / "moved"
+    old = bytes.fromhex(git(path, "rev-parse", "HEAD").strip())
+    session = store.open("moved")
+    node = next(n for n in session.nodes() if n.name == "one")
+    node.output = "changed"
+    session.update(node)
+    session.commit("the turn's node rewritten")  # the folder's tree moves
+
+    def run(args: list[str], data: bytes | None) -> bytes:
+        return run_git(path, *args, input=data).stdout
+
+    assert materialise(str(path), run, old.hex(), ["history/0000/000001"]) == []
+    assert not (path / "history" / "0000" / "000001").exists()
+    head = git(path, "rev-parse", "HEAD").strip()
+    assert materialise(str(path), run, head, ["history/0000/000001"]) == ["history/0000/000001"]
+    assert session.get(node.id).output == "changed"
+    assert b"changed" in b"".join(p.read_bytes() for p in (path / "history/0000/000001").iterdir())
+    store.close()
