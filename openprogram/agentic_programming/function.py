@@ -196,7 +196,7 @@ class _Frame:
             )
             self.finish(exc=err)
             raise err
-        self.token = enter_frame(node.id, depth + 1)
+        self.token = enter_frame(node.id, depth + 1, state)
 
     def finish(self, result: Any = None, exc: BaseException | None = None) -> None:
         if exc is None:

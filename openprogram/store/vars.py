@@ -46,13 +46,15 @@ T = TypeVar("T")
 AskHandler = Callable[[str, list[str] | None], str | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TurnState:
     """What code running in a turn may know about it (frozen: change it with ``replace``).
 
     ``runtime`` is the agentic layer's ``Runtime`` and ``echo`` its ``Echo``; they are
     typed loosely here because this layer sits below the one that defines them (their
-    owners' getters give them their types).
+    owners' getters give them their types).  No ``__slots__``: :meth:`nested` (every
+    agentic call) copies the instance's ``__dict__`` in one step, where a frozen
+    dataclass's ``__init__`` pays an ``object.__setattr__`` per field.
     """
 
     writer: NodeWriter | None = None  # the store of the turn: None outside any turn
@@ -69,17 +71,18 @@ class TurnState:
         return self.writer.session_id if self.writer is not None else None
 
     def nested(self, call_id: str, depth: int) -> TurnState:
-        """This state inside the agentic frame ``call_id`` (the hot path of every call)."""
-        return TurnState(
-            self.writer,
-            self.turn_id,
-            self.runtime,
-            call_id,
-            depth,
-            self.ask,
-            self.echo,
-            self.stop,
-        )
+        """This state inside the agentic frame ``call_id`` at ``depth``: what
+        ``replace(self, call_id=call_id, depth=depth)`` gives, built without ``__init__``
+        (the hot path of every agentic call; no field of the class validates itself)."""
+        new = _new_object(TurnState)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["call_id"] = call_id
+        fields["depth"] = depth
+        return new
+
+
+_new_object = object.__new__
 
 
 EMPTY = TurnState()
@@ -126,9 +129,10 @@ def using(**changes: Any) -> Iterator[TurnState]:
 
 # -- an agentic frame: not a context manager (the outcome is recorded between the body and
 # the reset, and the async wrapper spans an ``await``) -------------------------------------
-def enter_frame(call_id: str, depth: int) -> Token[TurnState]:
-    """Make ``call_id`` the running frame at ``depth``; undo with :func:`leave_frame`."""
-    return _turn.set(_turn.get().nested(call_id, depth))
+def enter_frame(call_id: str, depth: int, state: TurnState | None = None) -> Token[TurnState]:
+    """Make ``call_id`` the running frame at ``depth``; undo with :func:`leave_frame`.
+    ``state``: the current state when the caller has just read it (saves a read)."""
+    return _turn.set((state if state is not None else _turn.get()).nested(call_id, depth))
 
 
 def leave_frame(token: Token[TurnState]) -> None:

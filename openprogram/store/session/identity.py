@@ -55,6 +55,7 @@ class Author:
 OPENPROGRAM = Author(ACTOR_NAME, ACTOR_EMAIL)
 
 _cached: Author | None = None
+_record: tuple[Author, dict[str, Any]] | None = None  # (author, its to_json())
 _mu = threading.Lock()
 
 
@@ -66,10 +67,25 @@ def clean(text: str) -> str:
 def current_author() -> Author:
     """The person running this process (read once, then cached)."""
     global _cached
+    known = _cached  # once read, no lock (one reference read is atomic)
+    if known is not None:
+        return known
     with _mu:
         if _cached is None:
             _cached = _find_author()
         return _cached
+
+
+def author_record() -> dict[str, Any]:
+    """``current_author().to_json()`` -- what a turn node records as ``metadata.author`` --
+    built once per author value (a turn-level node writes it on every turn), handed out as
+    a copy each call: the node owns its metadata."""
+    global _record
+    author = current_author()
+    made = _record
+    if made is None or made[0] is not author:
+        made = _record = (author, author.to_json())
+    return dict(made[1])
 
 
 def forget_author() -> None:

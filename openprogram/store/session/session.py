@@ -35,7 +35,7 @@ from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # m
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
-from openprogram.store.session.identity import current_author
+from openprogram.store.session.identity import author_record, current_author
 from openprogram.store.session.index import (
     F_KIND,
     F_SEQ,
@@ -257,7 +257,7 @@ class Session(SessionQueries):
             return call
         is_turn = counts_as_turn(call.caller, call.kind)
         if is_turn:
-            call.metadata.setdefault("author", current_author().to_json())
+            call.metadata.setdefault("author", author_record())
         with self.lock:
             counter, next_turn, head = self._counters()
             call.seq, counter = self._lease_locked(1, counter)
