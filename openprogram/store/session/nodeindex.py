@@ -44,6 +44,7 @@ from openprogram.store.session.index import (
     F_CALLER,
     F_PATH,
     F_SEQ,
+    F_TURN,
     TURN_DIR_NAME,
     TURNS_PER_BUCKET,
     Entry,
@@ -51,7 +52,6 @@ from openprogram.store.session.index import (
     compact_entry,
     entry_bucket,
     entry_of,
-    entry_path,
     full_entry,
 )
 from openprogram.store.session.indexcache import TurnKey, read_cache, same_turn, write_cache
@@ -451,9 +451,14 @@ class NodeIndex:
         self._note_foreign(bucket)
 
     def _drop_turn(self, bucket: str, turn: str) -> None:
-        prefix = f"history/{bucket}/{turn}/"
-        ids = self._ids[bucket]
-        for node_id in [i for i in ids if entry_path(self.entries[i]).startswith(prefix)]:
+        prefix, number = f"history/{bucket}/{turn}/", int(turn)
+        ids, entries = self._ids[bucket], self.entries
+
+        def in_turn(entry: Entry) -> bool:  # a compact entry's folder is its turn's number
+            path = entry[F_PATH]
+            return entry[F_TURN] == number if path is None else path.startswith(prefix)
+
+        for node_id in [i for i in ids if in_turn(entries[i])]:
             ids.discard(node_id)
             del self.entries[node_id]
 
