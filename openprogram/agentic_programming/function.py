@@ -33,6 +33,7 @@ from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
     Registry,
+    TurnState,
     _call_id,
     _current_runtime,
     _depth,
@@ -176,11 +177,15 @@ class _Frame:
     __slots__ = ("node", "started", "token", "writer")
 
     def __init__(
-        self, name: str, meta: dict[str, Any], inputs: dict[str, Any], max_depth: int
+        self,
+        name: str,
+        meta: dict[str, Any],
+        inputs: dict[str, Any],
+        max_depth: int,
+        state: TurnState,
     ) -> None:
         """``meta``: the metadata every node of the function starts with (see
-        :func:`start_metadata`), copied."""
-        state = current()
+        :func:`start_metadata`), copied; ``state``: the current turn state (a writer in it)."""
         writer = state.writer
         assert writer is not None
         depth, caller = state.depth, state.call_id
@@ -205,9 +210,6 @@ class _Frame:
             finish(self.node, exc=exc, with_traceback=True, started=self.started)
         self.writer.update(self.node)
 
-    def leave(self) -> None:
-        leave_frame(self.token)
-
     # ``with _Frame(...) as frame: result = body()`` then ``return frame.done(result)``:
     # an exception is recorded before the frame's ContextVars are reset, a result after.
     def __enter__(self) -> _Frame:
@@ -218,7 +220,7 @@ class _Frame:
             if exc is not None:
                 self.finish(exc=exc)
         finally:
-            self.leave()
+            leave_frame(self.token)
 
     def done(self, result: Any) -> Any:
         self.finish(result)
@@ -290,10 +292,11 @@ def agentic_function(
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 __tracebackhide__ = True
-                if get_store() is None:
+                state = current()
+                if state.writer is None:
                     with bare_call_turn(label):
                         return await async_wrapper(*args, **kwargs)
-                with _Frame(label, meta, prepare(args, kwargs), max_depth) as frame:
+                with _Frame(label, meta, prepare(args, kwargs), max_depth, state) as frame:
                     result = await func(*args, **kwargs)
                 return frame.done(result)
 
@@ -303,9 +306,10 @@ def agentic_function(
             @functools.wraps(func)
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 __tracebackhide__ = True
-                if get_store() is None:
+                state = current()
+                if state.writer is None:
                     return run_in_session(sync_wrapper, *args, **kwargs)
-                with _Frame(label, meta, prepare(args, kwargs), max_depth) as frame:
+                with _Frame(label, meta, prepare(args, kwargs), max_depth, state) as frame:
                     result = func(*args, **kwargs)
                 return frame.done(result)
 
