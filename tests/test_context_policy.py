@@ -264,3 +264,29 @@ def test_when_the_server_says_by_how_much_the_retry_cuts_as_much_history_as_that
     first, retry = (n.metadata["context"] for n in llm_nodes("s_room")[-2:])
     assert retry["tokens"] < first["tokens"] // 2  # cut by the figures, not by half
     assert estimate_tokens(provider.requests[-1].messages) <= 600
+
+
+def test_re_asks_that_overflow_the_window_keep_only_the_newest_reply_and_its_problem() -> None:
+    replies = iter(["not json", "still not json", '{"answer": "ok"}'])
+
+    def server(request: LLMRequest) -> str:  # a window of 5 messages, no history here
+        if len(request.messages) > 5:
+            raise ProviderError("This model's maximum context length is 4096 tokens")
+        return next(replies)
+
+    @agentic_function
+    def answer(question: str, runtime: Runtime | None = None) -> Any:
+        """Answer in JSON."""
+        assert runtime is not None
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+        return runtime.exec(question, response_format=schema)
+
+    provider = FunctionProvider(server, keep=None)
+    with session_context("s_reask", runtime=create_runtime(provider, max_retries=0)):
+        assert answer("why?") == {"answer": "ok"}
+    sent = [len(r.messages) for r in provider.requests]
+    assert sent == [2, 4, 6, 4]  # ask, re-ask, re-ask that overflowed, the same with one pair
+    last = provider.requests[-1].messages
+    assert last[2]["content"] == "still not json"  # the newest reply and what was wrong
+    statuses = [(n.status, n.metadata.get("rejected", False)) for n in llm_nodes("s_reask")]
+    assert statuses[2] == ("error", True) and statuses[-1] == ("completed", False)

@@ -265,7 +265,7 @@ class Runtime:
         answers: list[str] = []
         problems: list[str] = []
         usage = None
-        attempt = 0
+        attempt, overflowed = 0, False
         while attempt < self.gate_attempts:
             attempt += 1
             request = LLMRequest(
@@ -303,16 +303,20 @@ class Runtime:
             try:
                 response = self._call(node, request, on_delta)
             except Exception as exc:
-                narrower = _narrower(exc, context, prompt.record, request.messages)
-                if narrower is None:
+                if overflowed or not _may_shrink(exc, prompt.record, extra):
                     raise
                 # the prompt did not fit the model's window: once more with less history
-                # (this node stays, an error saying so, and is no step of the frame the
-                # retry sees; the retry is not a gate attempt)
+                # and, of the re-asks, only the newest reply and what was wrong with it (this
+                # node stays, an error saying so, and is no step of the frame the retry
+                # sees; the retry is not a gate attempt)
+                overflowed = True
                 node.metadata["rejected"] = True
                 writer.update(node)
-                context, attempt = narrower, attempt - 1
-                prompt, own, base = self._prompt(content, context, choices)
+                narrower = _narrower(exc, context, prompt.record, request.messages)
+                if narrower is not None:
+                    context = narrower
+                    prompt, own, base = self._prompt(content, context, choices)
+                extra, attempt = extra[-2:], attempt - 1
                 continue
             finally:
                 if echo is not None:
@@ -433,14 +437,21 @@ class Runtime:
         return response
 
 
+def _may_shrink(exc: Exception, record: dict[str, Any], extra: list[Message]) -> bool:
+    """Whether ``exc`` is a context overflow the one retry can answer: the policy did not
+    say ``overflow="raise"`` and there is history or more than one re-ask to leave out."""
+    used = ContextPolicy.from_dict(record.get("policy"))
+    if not is_context_overflow(exc) or (used is not None and used.overflow == "raise"):
+        return False
+    return bool(record.get("turns")) or len(extra) > 2
+
+
 def _narrower(
     exc: Exception, call: ContextPolicy | None, record: dict[str, Any], sent: list[Message]
 ) -> ContextPolicy | None:
-    """The policy of the one retry after ``exc``, when it says the prompt overflowed the
-    model's window: half the history, or less when the server's figures say half is not
-    enough (none at all when even that would not fit)."""
-    if not is_context_overflow(exc):
-        return None
+    """The policy of the one retry after ``exc``, a context overflow: half the history, or
+    less when the server's figures say half is not enough (none at all when even that would
+    not fit); None when no history was sent."""
     keep, figures = 0.5, overflow_room(exc)
     if figures is not None:
         history = int(record.get("tokens") or 0)
