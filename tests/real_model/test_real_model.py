@@ -332,8 +332,8 @@ RESEARCH_MAX_TOKENS = 320  # a stage's JSON must fit (a cut reply is re-asked, t
 @pytest.mark.timeout(3600)
 @pytest.mark.skipif(
     not os.environ.get("OPENPROGRAM_REALMODEL_SLOW"),
-    reason="slow: one research stage's grammar-constrained JSON (320 tokens) had not finished "
-    "after 5 minutes on 2 loaded cores; OPENPROGRAM_REALMODEL_SLOW=1 runs it",
+    reason="SmolLM2-135M's survey JSON is cut at 320 tokens and fails its schema three times "
+    "(NOTES, issue 21); OPENPROGRAM_REALMODEL_SLOW=1 runs it",
 )
 def test_the_research_notebook_runs_headless_on_the_real_model(
     real_server: RealServer, op_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
