@@ -13,7 +13,7 @@
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
-                         [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
+                         [--brief] [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
     openprogram chat [--session ID] [-m TEXT]... replies stream; ends at EOF or /exit
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
@@ -545,6 +545,7 @@ def research_cmd(args: argparse.Namespace) -> int:
         db=db,
         resume=not args.restart,
         search_arxiv=args.search_arxiv,
+        brief=args.brief,
     )
     print(f"ran: {', '.join(result.stages) or 'nothing (every stage was done)'}")
     print(f"{len(result.files)} files under {args.work_dir}:")
@@ -564,6 +565,11 @@ def add_research_parser(sub: SubParsers) -> None:
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     p.add_argument("--provider", metavar="NAME", help="test, openai, anthropic (default: env)")
     p.add_argument("--restart", action="store_true", help="run every stage again (default: resume)")
+    p.add_argument(
+        "--brief",
+        action="store_true",
+        help="short lists and strings in every stage's reply (for a small local model)",
+    )
     p.add_argument(
         "--search-arxiv",
         type=int,

@@ -32,6 +32,7 @@ from openprogram.programs.research import (
     survey_topic,
     write_section,
 )
+from openprogram.providers.test import TestProvider, sample_from_schema
 from openprogram.store.session.store import SessionStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,6 +158,51 @@ def test_the_notebook_runs_offline_and_its_artifacts_are_structured(
     # the notebook's cells, as plain statements of what was asked and what came back
     assert "- review_paper was called with task=" in history
     assert "%%openprogram" not in history and "(done)" not in history
+
+
+def test_a_brief_run_bounds_every_reply_and_sends_no_earlier_turns(
+    tmp_path: Path, rt: Runtime
+) -> None:
+    """``brief`` (the notebook's ``BRIEF``, the CLI's ``--brief``) is for a small local model:
+    each request's schema caps lists and strings (a grammar-constrained server then cannot
+    write past a small ``max_tokens``) and carries no earlier turns; what comes back is valid
+    against the full schemas too."""
+    provider = rt.provider
+    assert isinstance(provider, TestProvider)
+    first = run_research("a task", work_dir=tmp_path, runtime=rt)
+    provider.requests.clear()
+    run_research(None, work_dir=tmp_path, session_id=first.session_id, runtime=rt,
+                 resume=False, brief=True)  # fmt: skip
+    brief_requests = list(provider.requests)
+    provider.requests.clear()
+    run_research(None, work_dir=tmp_path, session_id=first.session_id, runtime=rt, resume=False)
+    assert len(brief_requests) == len(provider.requests) == len(EXPECTED_CALLS)
+    for brief, full in zip(brief_requests, provider.requests, strict=True):
+        assert [m["role"] for m in brief.messages] == ["system", "user"]
+        assert len(full.messages) > 2  # the earlier runs' turns, as history
+        assert brief.messages[-1]["content"] == full.messages[-1]["content"]  # the same inputs
+        bounded = json.dumps(brief.response_format)
+        assert f'"maxLength": {schemas.BRIEF_CHARS}' in bounded
+        assert '"maxLength"' not in json.dumps(full.response_format)
+    survey = brief_requests[0].response_format
+    works = survey["properties"]["works"]
+    assert works["maxItems"] == works["minItems"] == 2  # never below the schema's minimum
+    assert survey["properties"]["settled"]["maxItems"] == schemas.BRIEF_ITEMS
+
+
+def test_brief_schemas_accept_only_what_the_full_schemas_accept() -> None:
+    long_scope = {**sample_from_schema(schemas.SURVEY), "scope": "x" * (schemas.BRIEF_CHARS + 1)}
+    with pytest.raises(jsonschema.ValidationError, match="is too long"):
+        jsonschema.validate(long_scope, schemas.brief(schemas.SURVEY))
+    jsonschema.validate(long_scope, schemas.SURVEY)
+    for schema in (*SCHEMAS.values(), schemas.SECTION):
+        small = sample_from_schema(schemas.brief(schema))
+        jsonschema.validate(small, schemas.brief(schema))
+        jsonschema.validate(small, schema)
+    assert (
+        schemas.brief(schemas.REVIEW)["properties"]["decision"]
+        == schemas.REVIEW["properties"]["decision"]
+    )  # an enum is left alone
 
 
 def test_a_resumed_run_starts_at_the_first_stage_not_done(

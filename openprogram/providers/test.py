@@ -28,7 +28,7 @@ from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall, Usage
 def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
     """A small value that satisfies ``schema``: the first enum/example, an array of
     ``minItems`` (at least one), numbers at their ``minimum``, and strings that name what
-    they stand for (``"[test] <description or title>"``)."""
+    they stand for (``"[test] <description or title>"``, cut at a ``maxLength``)."""
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
         return sample_from_schema(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
@@ -55,7 +55,7 @@ def sample_from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = Non
         return int(low) if kind == "integer" else float(low)
     if kind == "string":
         label = schema.get("description") or schema.get("title")
-        return f"[test] {label}" if label else "a"
+        return (f"[test] {label}" if label else "a")[: schema.get("maxLength")]
     return {"boolean": True, "null": None}.get(kind, "a")
 
 

@@ -25,22 +25,23 @@ if TYPE_CHECKING:
 PIPELINE = ("survey", "gaps", "ideas", "design", "paper", "review")
 
 
-def run_stage(work: ResearchWork, stage: str) -> dict[str, Any]:
-    """Run ``stage`` on what earlier stages left in ``work`` and save its result."""
+def run_stage(work: ResearchWork, stage: str, brief: bool = False) -> dict[str, Any]:
+    """Run ``stage`` on what earlier stages left in ``work`` and save its result
+    (``brief``: in the stages' bounded form, for a small model)."""
     task, load = work.task, work.load
     if stage == "survey":
         papers = load("papers")["papers"] if work.done("papers") else None
-        doc = stages.survey_topic(task, papers)
+        doc = stages.survey_topic(task, papers, brief)
     elif stage == "gaps":
-        doc = stages.find_gaps(task, load("survey"))
+        doc = stages.find_gaps(task, load("survey"), brief)
     elif stage == "ideas":
-        doc = stages.propose_ideas(task, load("survey"), load("gaps"))
+        doc = stages.propose_ideas(task, load("survey"), load("gaps"), brief)
     elif stage == "design":
-        doc = stages.design_experiment(task, load("ideas"))
+        doc = stages.design_experiment(task, load("ideas"), brief)
     elif stage == "paper":
-        doc = stages.write_paper(task, load("survey"), load("ideas"), load("design"))
+        doc = stages.write_paper(task, load("survey"), load("ideas"), load("design"), brief)
     elif stage == "review":
-        doc = stages.review_paper(task, load("paper"))
+        doc = stages.review_paper(task, load("paper"), brief)
     else:
         raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(PIPELINE)}")
     work.save(stage, doc)
@@ -48,13 +49,16 @@ def run_stage(work: ResearchWork, stage: str) -> dict[str, Any]:
 
 
 @agentic_function
-def research_agent(work_dir: str, resume: bool = True, search_arxiv: int = 0) -> list[str]:
+def research_agent(
+    work_dir: str, resume: bool = True, search_arxiv: int = 0, brief: bool = False
+) -> list[str]:
     """Carry the research task in work_dir from a literature survey to a reviewed draft.
 
     With search_arxiv > 0, first searches arXiv for that many papers (papers.json; the
     survey reads them). Runs survey, gaps, ideas, design, paper and review in order, each
     saving <stage>.json and <stage>.md; with resume, it starts at the first stage not done
-    (the later ones depend on it, so they run again). Returns the stages run.
+    (the later ones depend on it, so they run again); with brief, every stage replies in
+    short lists and strings. Returns the stages run.
     """
     work = ResearchWork(work_dir)
     if search_arxiv > 0 and not (resume and work.done("papers")):
@@ -64,7 +68,7 @@ def research_agent(work_dir: str, resume: bool = True, search_arxiv: int = 0) ->
     if resume:
         todo = todo[next((i for i, s in enumerate(todo) if not work.done(s)), len(todo)) :]
     for stage in todo:
-        run_stage(work, stage)
+        run_stage(work, stage, brief)
     return todo
 
 
@@ -84,6 +88,7 @@ def run_research(
     db: SessionStore | None = None,
     resume: bool = True,
     search_arxiv: int = 0,
+    brief: bool = False,
 ) -> ResearchResult:
     """Run ``research_agent`` inside ``session_context`` — which is what makes each stage's
     docstring reach the model from a script or the CLI, as from a notebook.  ``task=None``
@@ -99,5 +104,5 @@ def run_research(
         message=work.task,
         db=db,
     ) as handle:
-        ran = research_agent(str(work.folder), resume, search_arxiv)
+        ran = research_agent(str(work.folder), resume, search_arxiv, brief)
     return ResearchResult(handle.session_id, work.files(), ran)

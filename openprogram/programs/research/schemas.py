@@ -7,7 +7,11 @@ offline run produces artifacts with the right shape that say plainly what they a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+BRIEF_ITEMS = 2  # a list in a brief reply: at most this many items (or its minimum, if more)
+BRIEF_CHARS = 100  # a string in a brief reply: at most this many characters
 
 
 def text(description: str) -> dict[str, Any]:
@@ -82,6 +86,31 @@ REVIEW = obj(
     strengths=items(text("A strength"), 1, 5),
     weaknesses=items(text("A weakness, concrete enough to act on"), 1, 5),
     questions=items(text("A question for the authors"), 1, 5),
-    score={"type": "integer", "minimum": 1, "maximum": 10, "description": "Overall, 1-10"},
+    # the ten values rather than a minimum and a maximum: a grammar-constrained server (llama.cpp)
+    # enforces an enum, not an integer's bounds (SmolLM2 wrote 59, then 0)
+    score={"type": "integer", "enum": list(range(1, 11)), "description": "Overall, 1-10"},
     decision={"type": "string", "enum": ["revise", "accept"], "description": "The verdict"},
 )
+
+
+def brief(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` for a small model: every list at most ``BRIEF_ITEMS`` long (never below its
+    ``minItems``), every free string at most ``BRIEF_CHARS`` characters.  A server that
+    constrains JSON to the schema (llama.cpp's grammars read ``maxItems``/``maxLength``)
+    then cannot write a reply longer than a small ``max_tokens``: the whole reply fits
+    where an unbounded one is cut mid-string and fails.  A reply valid here is valid
+    against ``schema``."""
+    out = copy.deepcopy(schema)
+    pending = [out]
+    while pending:
+        node = pending.pop()
+        if node.get("type") == "array":
+            node["maxItems"] = max(
+                node.get("minItems", 0), min(node.get("maxItems", BRIEF_ITEMS), BRIEF_ITEMS)
+            )
+        elif node.get("type") == "string" and "enum" not in node:
+            node["maxLength"] = min(node.get("maxLength", BRIEF_CHARS), BRIEF_CHARS)
+        pending.extend(v for v in node.get("properties", {}).values())
+        if isinstance(node.get("items"), dict):
+            pending.append(node["items"])
+    return out
