@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,6 +48,13 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20, help="calls per variant (default 20)")
+    parser.add_argument(
+        "--where",
+        type=Path,
+        default=Path.home(),
+        help="the folder the store goes under (default: the home folder, where "
+        "~/.openprogram lives; /tmp can be far slower at creating files)",
+    )
     args = parser.parse_args()
 
     import real_server
@@ -55,14 +63,18 @@ def main() -> int:
     if why is not None:
         print(f"skipped: {why}")
         return 0
-    home = Path(tempfile.mkdtemp(prefix="bench-real-model-"))
+    from bench_views import disk_of
+
+    home = Path(tempfile.mkdtemp(prefix="bench-real-model-", dir=args.where))
     os.environ["OPENPROGRAM_HOME"] = str(home / "home")
+    print(f"load {os.getloadavg()[0]:.1f}; the store on {disk_of(home)} ({home})")
     os.environ["OPENPROGRAM_ALLOW_MODEL_REQUESTS"] = "1"  # loopback only
     server = real_server.start(home)
     try:
         return run(server.upstream + "/v1", args.calls)
     finally:
         server.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def run(base_url: str, calls: int) -> int:

@@ -56,19 +56,26 @@ REDACTED = "***"
 _explicit: set[str] = set()  # keys passed to a provider explicitly
 _values: frozenset[str] = frozenset()
 _patterns: tuple[bytes, ...] = ()  # what a secret looks like inside serialized JSON
+_read_from: dict[bytes, bytes] | None = None  # the environment _values were read from
 
 
 def register_secret(value: str | None) -> None:
     """Treat ``value`` (a key passed to a provider explicitly) as a secret from now on."""
+    global _read_from
     if value and len(value) >= MIN_SECRET and value not in _explicit:
         _explicit.add(value)
+        _read_from = None
         refresh_secrets()
 
 
 def refresh_secrets() -> frozenset[str]:
     """Re-read the credential variables of the environment (when a turn begins, so the
     per-write check below stays a few ``bytes in bytes`` tests); returns the secret values."""
-    global _values, _patterns
+    global _values, _patterns, _read_from
+    raw = getattr(os.environ, "_data", None)  # CPython's own dict: compared in C, not decoded
+    if raw is not None and raw == _read_from:
+        return _values  # unchanged since the last turn (the usual case)
+    _read_from = dict(raw) if raw is not None else None
     values = frozenset(
         {v for n, v in os.environ.items() if len(v) >= MIN_SECRET and is_secret_key(n)} | _explicit
     )

@@ -175,6 +175,10 @@ class Repository:
         self.git_dir = worktree / ".git"
         self._objects = str(self.git_dir / "objects")
         self._odb: GitDB | None = None  # made on first read: importing gitdb takes time
+        # packs were written or removed since gitdb listed them: the next read lists them again
+        # (a turn that reads nothing back pays no listing: its trees are cached)
+        self._stale = False
+        self._refreshing = threading.Lock()
         self._trees: dict[bytes, TreeEntries] = {}
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
         self._local = threading.local()  # .pending: this thread's batch (sha -> kind, data)
@@ -205,16 +209,20 @@ class Repository:
         finally:
             self._local.pending = None
         write_pack(self._objects, ((sha, kind, data) for sha, (kind, data) in pending.items()))
-        if self._odb is not None:  # the packs a maintenance removed are dropped (and unmapped)
-            self._odb.update_cache()
-            newest_packs_first(self._odb)
+        self._stale = True
 
     @property
     def odb(self) -> GitDB:
         if self._odb is None:  # never reads objects/info/alternates
             check_layout(self.git_dir)  # nor objects through a symlinked .git
-            self._odb = object_db(self.git_dir / "objects")
+            self._odb, self._stale = object_db(self.git_dir / "objects"), False
             newest_packs_first(self._odb)
+        elif self._stale:
+            with self._refreshing:
+                if self._stale:  # new packs are listed; those a maintenance removed, unmapped
+                    self._stale = False
+                    self._odb.update_cache()
+                    newest_packs_first(self._odb)
         return self._odb
 
     def read(self, binsha: bytes, limit: int | None = None) -> bytes:
