@@ -16,7 +16,6 @@ the blobs and the trees on the paths that changed are written, so with the histo
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -143,27 +142,6 @@ def cat_file_batch(
     return out
 
 
-def newest_packs_first(odb: GitDB) -> None:
-    """Make gitdb look for an object in the newest packs first.  It tries its packs in the
-    order of their hits (all none in a new process: the folder's listing order, on ext4 a
-    hash order), opening each pack's index on the way, and a session has a pack per commit
-    until a maintenance merges them: HEAD, its trees and the newest turns are in the newest
-    pack.  (A new process opened ~half of 20-40 pack indexes to read HEAD: ~5 ms an open.)"""
-    for db in getattr(odb, "_dbs", ()):
-        entities = getattr(db, "_entities", None) if hasattr(db, "_sort_entities") else None
-        if not entities:
-            continue
-        stamps = {}
-        for item in entities:
-            try:
-                stamps[id(item)] = os.stat(item[1].pack().path()).st_mtime_ns
-            except (OSError, AttributeError):
-                stamps[id(item)] = 0
-        entities.sort(key=lambda item: stamps[id(item)], reverse=True)
-        for item in entities:  # gitdb re-sorts by hits now and then: ours kept
-            item[0] = 0
-
-
 class Repository:
     """Objects, trees, refs and commits of one session repository (``<worktree>/.git``).
 
@@ -216,13 +194,11 @@ class Repository:
         if self._odb is None:  # never reads objects/info/alternates
             check_layout(self.git_dir)  # nor objects through a symlinked .git
             self._odb, self._stale = object_db(self.git_dir / "objects"), False
-            newest_packs_first(self._odb)
         elif self._stale:
             with self._refreshing:
                 if self._stale:  # new packs are listed; those a maintenance removed, unmapped
                     self._stale = False
                     self._odb.update_cache()
-                    newest_packs_first(self._odb)
         return self._odb
 
     def read(self, binsha: bytes, limit: int | None = None) -> bytes:
@@ -245,7 +221,6 @@ class Repository:
             # packed since (by maintenance) or written by another process: gitdb caches
             # which packs exist and where objects live, so look again
             self.odb.update_cache(force=True)
-            newest_packs_first(self.odb)
             stream = self.odb.stream(binsha)
         if limit is not None and stream.size > limit:
             raise CorruptedFile(binsha.hex(), f"an object of {stream.size} bytes (refused)")
@@ -293,7 +268,6 @@ class Repository:
         self._commit_trees.clear()
         if self._odb is not None:
             self._odb.update_cache(force=True)
-            newest_packs_first(self._odb)
 
     # -- refs ------------------------------------------------------------------------
     def read_ref(self, name: str = MAIN_REF) -> bytes | None:

@@ -355,7 +355,42 @@ def object_db(objects_dir: Path) -> GitDB:
     from gitdb.db import GitDB
     from gitdb.db.loose import LooseObjectDB
     from gitdb.db.pack import PackedDB
+    from gitdb.pack import PackEntity
     from gitdb.util import mman
+
+    class NewestPacksFirst(PackedDB):  # type: ignore[misc]
+        """gitdb's list of packs, newest first, and no pack opened to make it.
+
+        gitdb tries its packs in the order of their hits — all none in a new process: the
+        listing's order, on ext4 a hash order — and reads each new pack's header to rank
+        it by size.  A session has a pack per commit until a maintenance merges them, and
+        HEAD, its trees and the newest turns are in the newest pack: ranked by mtime, a
+        read of HEAD opens one pack, not half of them (and listing 50 packs opens none)."""
+
+        def update_cache(self, force: bool = False) -> bool:
+            root = self.root_path()
+            mtime = os.stat(root).st_mtime
+            if not force and mtime <= getattr(self, "_st_mtime", 0.0):
+                return False
+            self._st_mtime = mtime
+            stamps = {}
+            for name in os.listdir(root):
+                if name.startswith("pack-") and name.endswith(".pack"):
+                    try:
+                        stamps[os.path.join(root, name)] = os.stat(os.path.join(root, name))
+                    except OSError:  # removed by a maintenance meanwhile
+                        continue
+            known = {item[1].pack().path(): item for item in self._entities}
+            listed = []
+            for path in sorted(stamps, key=lambda p: stamps[p].st_mtime_ns, reverse=True):
+                item = known.get(path)
+                if item is None:
+                    entity = PackEntity(path)
+                    item = [0, entity, entity.index().sha_to_index]
+                item[0] = 0  # gitdb re-sorts by hits now and then: the order starts as ours
+                listed.append(item)
+            self._entities[:] = listed
+            return True
 
     class LocalGitDB(GitDB):  # type: ignore[misc]
         def _set_cache_(self, attr: str) -> Any:
@@ -363,7 +398,7 @@ def object_db(objects_dir: Path) -> GitDB:
                 return super()._set_cache_(attr)
             loose = LooseObjectDB(self.db_path(""))
             packs = self.db_path("pack")
-            self._dbs = [PackedDB(packs), loose] if os.path.isdir(packs) else [loose]
+            self._dbs = [NewestPacksFirst(packs), loose] if os.path.isdir(packs) else [loose]
             self._loose_db = loose
             return None
 
