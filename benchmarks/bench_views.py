@@ -15,7 +15,10 @@ wall time with Python's start included:
 - ``sessions show``: ``openprogram sessions show ID`` (the newest 300 rows, counts);
 - ``show --page 2``: the 300 rows before those;
 - ``sessions usage``: the usage table, from the index;
-- ``%openprogram dag``: ``show_dag`` and its saved display bundle, with the node files read;
+- ``%openprogram dag``: ``show_dag`` and its saved display bundle, with the node files read,
+  timed in a process that has imported IPython and ipykernel first (as a kernel has before
+  its first cell: the baseline is a kernel without the extension; ipywidgets and the
+  extension's own imports are counted);
 - ``budget``: a session budget's first check (``Budget.spent``);
 - beside them ``git log --oneline | head -300`` in the session folder.
 
@@ -46,6 +49,7 @@ TEXT = "the quick brown fox jumps over the lazy dog " * 3
 
 DAG_PROBE = r"""
 import json, os, sys, time
+import IPython, ipykernel.ipkernel  # a kernel has these loaded before its first cell runs
 t = time.perf_counter()
 os.environ["OPENPROGRAM_HOME"] = HOME
 from openprogram.store.session import files
@@ -263,6 +267,13 @@ def measure(home: Path, sid: str, repeats: int) -> dict[str, Any]:
     return got
 
 
+def python_start_ms() -> float:
+    """What starting Python costs on this machine (its ``site``, ``.pth`` files included)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return (time.perf_counter() - started) * 1000
+
+
 def disk_of(path: Path) -> str:
     out = subprocess.run(
         ["df", "-T", str(path)], capture_output=True, text=True, check=False
@@ -280,6 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")] + ([100_000] if args.big else [])
     args.cache.mkdir(parents=True, exist_ok=True)
     print(f"disk: {disk_of(args.cache)} ({args.cache}); load {os.getloadavg()[0]:.1f}")
+    bare = [python_start_ms() for _ in range(args.repeats)]
+    print(f"a bare `python -c pass` here (in every figure but git's): {spread(bare)}")
     print(
         f"{'turns':>7} {'show':>17} {'show --page 2':>17} {'usage':>17} {'%openprogram dag':>17}"
         f" {'budget':>17} {'git log|head':>17} {'dag reads':>9} {'dag KB':>7}"
