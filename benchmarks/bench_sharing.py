@@ -340,7 +340,10 @@ def main(argv: list[str] | None = None) -> None:
     where = Path(args.dir) if args.dir else home.parent
     where.mkdir(parents=True, exist_ok=True)
     print(f"repositories under {where}: {file_cost(where):.2f} ms to create a file there")
-    with tempfile.TemporaryDirectory(prefix="bench-sharing-", dir=where) as tmp:
+    # a detached maintenance may still be writing in a session when the run ends
+    with tempfile.TemporaryDirectory(
+        prefix="bench-sharing-", dir=where, ignore_cleanup_errors=True
+    ) as tmp:
         if args.only in (None, "bundles"):
             bench_bundles(Path(tmp), 200 if args.quick else 1000, samples)
         if args.only in (None, "pull"):
