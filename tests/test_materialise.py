@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import maintenance
+from openprogram.store.session.index import TURNS_PER_BUCKET
 from openprogram.store.session.materialise import materialise
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
@@ -73,4 +75,37 @@ def test_a_folder_whose_tree_moved_since_is_left_in_git(op_home: Path) -> None:
     assert materialise(str(path), run, head, ["history/0000/000001"]) == ["history/0000/000001"]
     assert session.get(node.id).output == "changed"
     assert b"changed" in b"".join(p.read_bytes() for p in (path / "history/0000/000001").iterdir())
+    store.close()
+
+
+def test_a_busy_writer_asks_for_maintenance_only_after_the_last_ones_spacing(
+    op_home: Path,
+) -> None:
+    """A maintenance costs O(the session): the commit count asks for the next one only once
+    ``SPACING`` times the last one's duration has passed (it writes when), so a writer that
+    commits faster than maintenances run does not keep one running back to back."""
+    store = SessionStore(op_home)
+    store.create_session("busy")
+    path = op_home / "sessions" / "busy"
+    spacing = path / ".state" / maintenance.NEXT_FILE
+    spacing.write_text(f"{time.time() + 3600:.3f}")  # as if the last one had taken 400 s
+    turns = maintenance.MAINTAIN_EVERY + 10  # past the count, inside the first bucket
+    assert turns < TURNS_PER_BUCKET  # (a new bucket asks for one whatever the spacing)
+    for i in range(turns):
+        add_turn(store, "busy", f"busy {i}")
+    maintenance.wait_for(path)
+    bucket = path / "history" / "0000"
+    on_disk = [n for n in os.listdir(bucket) if n.isdigit() and int(n) > 0]
+    assert on_disk == []  # no maintenance was asked for: every turn is in git only
+    newest = bucket / f"{turns:06d}"
+
+    spacing.write_text("0")  # its time has passed; a new process reads it
+    started = time.time()
+    later = SessionStore(op_home)
+    add_turn(later, "busy", "later")  # the count is past due: this commit asks for one
+    maintenance.wait_for(path)
+    assert newest.is_dir()  # the maintenance put the newest turns on disk
+    assert maintenance.next_due(path) >= started  # and said when the next may be asked
+    assert git(path, "status", "--porcelain") == ""
+    later.close()
     store.close()

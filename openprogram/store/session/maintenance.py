@@ -1,9 +1,9 @@
 """Session maintenance, in a detached process that no turn ever waits for.
 
-Every ``MAINTAIN_EVERY`` commits (counted across processes) and when a commit opens a new
-history bucket, the committing process starts ``python -m
-openprogram.store.session.maintenance <session>`` in a new session (``setsid``) and
-returns at once.  That process, at low priority:
+Every ``MAINTAIN_EVERY`` commits (counted across processes; no sooner than ``SPACING``
+times the last one's duration after it) and when a commit opens a new history bucket, the
+committing process starts ``python -m openprogram.store.session.maintenance <session>`` in a
+new session (``setsid``) and returns at once.  That process, at low priority:
 
 1. packs the loose objects (:func:`packing.pack_loose`);
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
@@ -36,7 +36,12 @@ from pathlib import Path
 
 from openprogram.store.session import checkout, materialise
 from openprogram.store.session.buckets import bucket_trees, seal, sealed_columns
-from openprogram.store.session.files import atomic_write, is_real_dir, open_state_file
+from openprogram.store.session.files import (
+    atomic_write,
+    is_real_dir,
+    open_state_file,
+    read_bytes,
+)
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.packing import pack_loose
@@ -45,6 +50,13 @@ from openprogram.store.session.safegit import git_argv, git_env
 from openprogram.store.session.statefiles import SessionLock
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
+# A maintenance costs O(the session) (git's index of every file, the packs merged): at 20,000
+# turns, one started every 50 commits of a busy writer ran back to back and the writer's
+# turns cost 2.4x its first ones.  So the commit count asks for the next one only once the
+# last one's time has passed SPACING times over (maintenances take at most 1/(1 + SPACING)
+# of the time); a new bucket, a pull, an open or Session.maintain do not wait.
+SPACING = 9.0
+NEXT_FILE = "maintain.next"  # .state/: the earliest time (unix) the commit count asks again
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
 SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
@@ -227,13 +239,28 @@ def main(argv: list[str]) -> int:
 
 
 def _rounds(root: Path) -> None:
-    """Maintenance rounds while someone keeps asking for one (the caller holds the lock)."""
+    """Maintenance rounds while someone keeps asking for one (the caller holds the lock),
+    then when the commit count may ask for the next (``SPACING``)."""
     pending = pending_path(root)
+    started = time.monotonic()
     for _round in range(MAX_ROUNDS):
         pending.unlink(missing_ok=True)
         run(root)
         if not os.path.lexists(pending):
             break
+    took = time.monotonic() - started
+    try:
+        atomic_write(root / ".state" / NEXT_FILE, f"{time.time() + SPACING * took:.3f}".encode())
+    except OSError:
+        pass
+
+
+def next_due(root: Path) -> float:
+    """The earliest time (unix) the commit count may ask for a maintenance (0: at once)."""
+    try:
+        return float(read_bytes(str(root / ".state" / NEXT_FILE), 64))
+    except (OSError, ValueError):  # none yet, or not ours
+        return 0.0
 
 
 if __name__ == "__main__":

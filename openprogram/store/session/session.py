@@ -95,6 +95,7 @@ class Session(SessionQueries):
         self._synced = (-1, -1)  # (seq counter, commits) when this view was last complete
         self._lease_mu = threading.Lock()
         self._lease = [0, 0]  # [next, end): seqs leased by this process, not handed out yet
+        self._maintain_after = 0.0  # the commit count asks for no maintenance before (unix)
         with self.lock:
             self._load_meta()
             self._index.open()
@@ -377,7 +378,8 @@ class Session(SessionQueries):
         ref are written — what another writer waits for.  The commit's objects are one
         pack (:meth:`Repository.commit`), not a loose file each.  A maintenance it asks
         for is started after the lock is released; one running already takes the request
-        (one more round) and the next is due ``MAINTAIN_EVERY`` commits later: a busy
+        (one more round) and the next is due ``MAINTAIN_EVERY`` commits later, and not
+        before ``maintenance.SPACING`` times the last one's duration has passed: a busy
         writer never keeps maintenances running back to back."""
         with self._mu:
             written, _made = self._node_files({})
@@ -452,7 +454,17 @@ class Session(SessionQueries):
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        return sha.hex(), commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
+        due = commits - maintained >= maintenance.MAINTAIN_EVERY and self._maintenance_due()
+        return sha.hex(), due or new_bucket
+
+    def _maintenance_due(self) -> bool:
+        """Whether the last maintenance's ``SPACING`` has passed (read from its file only
+        when the time this process last read there has passed)."""
+        now = time.time()
+        if now < self._maintain_after:
+            return False
+        self._maintain_after = maintenance.next_due(self.path)
+        return now >= self._maintain_after
 
     def _committed(self, call: Call) -> bool:
         """Whether ``call``'s node file is in HEAD (a dead writer's journal keeps what it
