@@ -206,6 +206,7 @@ def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
         return got
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        os.sync()  # the next series starts on a quiet disk, not beside this one's writeback
 
 
 def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
@@ -216,6 +217,7 @@ def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
         return got
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        os.sync()  # the next series starts on a quiet disk, not beside this one's writeback
 
 
 def main(argv: list[str] | None = None) -> None:
