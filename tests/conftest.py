@@ -11,6 +11,22 @@ import pytest
 from openprogram.providers import network
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop the exit handlers of the IPython shells the tests made: each one's reset runs a
+    full ``gc.collect()`` of the test process at exit, and a hundred of them kept a finished
+    run alive for minutes (nothing they save matters: history and files are ``tmp_path``)."""
+    import atexit
+    import gc
+    import sys
+
+    shell_module = sys.modules.get("IPython.core.interactiveshell")
+    if shell_module is None:
+        return
+    for obj in gc.get_objects():
+        if isinstance(obj, shell_module.InteractiveShell):
+            atexit.unregister(obj.atexit_operations)
+
+
 @pytest.fixture(autouse=True)
 def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private ``$OPENPROGRAM_HOME`` (sessions land in ``tmp_path/home/sessions``)."""
