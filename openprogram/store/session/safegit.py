@@ -373,16 +373,17 @@ def object_db(objects_dir: Path) -> GitDB:
             if not force and mtime <= getattr(self, "_st_mtime", 0.0):
                 return False
             self._st_mtime = mtime
-            stamps = {}
+            stamps: dict[str, int] = {}
             for name in os.listdir(root):
                 if name.startswith("pack-") and name.endswith(".pack"):
+                    path = os.path.join(root, name)
                     try:
-                        stamps[os.path.join(root, name)] = os.stat(os.path.join(root, name))
+                        stamps[path] = os.stat(path).st_mtime_ns
                     except OSError:  # removed by a maintenance meanwhile
                         continue
             known = {item[1].pack().path(): item for item in self._entities}
             listed = []
-            for path in sorted(stamps, key=lambda p: stamps[p].st_mtime_ns, reverse=True):
+            for path in sorted(stamps, key=stamps.__getitem__, reverse=True):
                 item = known.get(path)
                 if item is None:
                     entity = PackEntity(path)
