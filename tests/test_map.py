@@ -405,6 +405,51 @@ def test_a_second_ctrl_c_gives_up_on_what_runs_and_still_records_every_item(
     assert calls[0].status == "completed" and calls[-1].status == "cancelled"
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_second_ctrl_c_that_lands_in_a_destructor_still_gives_up(op_home: Path) -> None:
+    """Python swallows an exception raised while a ``__del__`` runs (gitdb's and smmap's
+    run during the loop): the second Ctrl-C must not be lost there."""
+    import _thread
+    import signal
+
+    class Dying:
+        def __del__(self) -> None:  # the handler runs here, inside raise_signal
+            signal.raise_signal(signal.SIGINT)
+
+    class Watched(MapRun):
+        def stop(self) -> None:
+            super().stop()
+            stopped.set()
+
+        def _show(self, *, final: bool = False) -> None:
+            super()._show(final=final)
+            if second.is_set() and not pressed:
+                pressed.append(True)
+                Dying()  # dropped at once: its destructor presses Ctrl-C again
+
+    stopped, second, release = threading.Event(), threading.Event(), threading.Event()
+    pressed: list[bool] = []
+
+    def first_then_mark() -> None:
+        _thread.interrupt_main()
+        assert stopped.wait(60)
+        second.set()
+        release.wait(60)
+
+    rt = create_runtime(reply_doing(first_then_mark), backoff=0.0)
+    try:
+        with cell(rt) as (s, turn), pytest.raises(KeyboardInterrupt):
+            Watched(classify, [f"t{i}" for i in range(60)], max_in_flight=4, progress=False).run()
+        gave_up_while_item_5_ran = not release.is_set()
+    finally:
+        release.set()
+    assert pressed and gave_up_while_item_5_ran
+    calls = items_under(reopen(op_home, s.session_id), turn)
+    assert [c.metadata["item"] for c in calls] == list(range(60))
+    assert calls[5].status == "cancelled"
+    assert "abandoned while running" in calls[5].metadata["error"]
+
+
 def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None:
     from openprogram.scale.merge import adopt
 

@@ -240,7 +240,7 @@ class MapRun:
         yet tracked); a second one raises as usual, and one that came after the loop is
         raised once the map is over.  Elsewhere (a thread, a host owning SIGINT) nothing
         changes."""
-        self._ctrl_c = False
+        self._ctrl_c = self._gave_up = False
         if (
             threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
@@ -251,7 +251,8 @@ class MapRun:
         def on_sigint(signum: int, frame: Any) -> None:
             if self._ctrl_c:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                raise KeyboardInterrupt
+                self._gave_up = True  # read by the loop too: an exception raised while a
+                raise KeyboardInterrupt  # __del__ runs (gitdb's, smmap's) is swallowed
             self._ctrl_c = True  # only a flag: no lock is taken in a signal handler
 
         signal.signal(signal.SIGINT, on_sigint)
@@ -282,6 +283,8 @@ class MapRun:
     def _drive(self) -> None:
         cancelled = False
         while self._next < len(self.items):
+            if self._gave_up:  # the second Ctrl-C's exception was lost in a destructor
+                raise KeyboardInterrupt
             if self._ctrl_c and not self._stop.is_set():
                 self.stop()
             if self._pending and self._over_budget():
