@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from openprogram.context import graph
 from openprogram.context.nodes import Call, NodeFormatError
@@ -21,6 +21,7 @@ from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import loads
 from openprogram.store.session.index import (
     ENTRY_FIELDS,
+    F_CALLER,
     F_KIND,
     F_SEQ,
     F_TURN,
@@ -35,6 +36,14 @@ from openprogram.store.session.nodeindex import NodeIndex
 # parsed nodes kept beyond this process's unsaved ones, the least recently used dropped
 # first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
 NODE_CACHE_MAX = 256
+
+
+class Links(NamedTuple):
+    """The conversation chain as the index holds it (see :meth:`SessionQueries.links`)."""
+
+    predecessors: dict[str, str | None]  # turn-level node -> its predecessor, in seq order
+    top_seq: int  # the highest seq of any node (-1: none)
+    top_turn: int  # the highest turn of any node (0: none)
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -89,6 +98,17 @@ class SessionQueries:
     def index(self) -> list[dict[str, Any]]:
         """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
         return [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in self._all_entries()]
+
+    def links(self) -> Links:
+        """The predecessor of each turn-level node (no caller, not an ``llm`` node, as
+        ``syncrules.is_turn`` says) in seq order, and the highest seq and turn of any node:
+        what a pull settles on, read from the index without an entry made a dict."""
+        entries = self._all_entries()
+        return Links(
+            {e[0]: e[8] for e in entries if e[F_CALLER] is None and e[F_KIND] != "llm"},
+            max((e[F_SEQ] for e in entries), default=-1),
+            max((e[F_TURN] for e in entries), default=0),
+        )
 
     def light_nodes(self) -> list[dict[str, Any]]:
         """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no

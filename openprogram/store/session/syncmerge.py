@@ -25,7 +25,7 @@ from openprogram.store.session.files import (
     strict_dumps,
 )
 from openprogram.store.session.identity import current_author
-from openprogram.store.session.index import count_turns
+from openprogram.store.session.queries import Links
 from openprogram.store.session.refs import MAIN_REF, update_ref
 from openprogram.store.session.repository import (
     TREE_MODE,
@@ -136,8 +136,7 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
         except OSError:
             raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
         session = store.open(session_id)  # starts a maintenance if buckets are sealed
-        entries = session.index()
-        return Received(session_id, "new", count_turns(entries), _lines(session, entries))
+        return Received(session_id, "new", session.totals()["turns"], lines(session))
     session = store.open(session_id)
     with session.lock, session.git.reading_ahead(arrived.objects):
         _adopt_objects(quarantine, local)
@@ -162,10 +161,12 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
             status = "merged" if joined is None else "joined"
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
         _materialise(local, session.git, ours, new)
-        entries = _settle(session, follow=status == "fast-forward")
+        links = _settle(session, follow=status == "fast-forward")
         maintenance.spawn(local)  # seals what arrived (after the lock is released)
-        arrived_turns = count_turns(entries) - before  # the same rule as the totals'
-        return Received(session_id, status, arrived_turns, _lines(session, entries))
+        arrived_turns = session.totals()["turns"] - before
+        return Received(
+            session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
+        )
 
 
 def _name_main(quarantine: Path, tip: str) -> None:
@@ -307,26 +308,23 @@ def _materialise(local: Path, repo: Repository, old: str, new: str) -> None:
             atomic_write(target, repo.read(blob))
 
 
-def _settle(session: Session, *, follow: bool) -> list[dict[str, Any]]:
+def _settle(session: Session, *, follow: bool) -> Links:
     """Make the open session see what arrived, and its counters account for it: seq and
     turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
-    line that arrived (``follow``: a plain fast-forward).  Returns its index then."""
+    line that arrived (``follow``: a plain fast-forward).  Returns its chain then."""
     session.refresh()
     seq, turn, head = session.counters.read() or (0, 1, None)
-    entries = session.index()
-    top_seq = max((e["seq"] for e in entries), default=-1)
-    top_turn = max((e["turn"] for e in entries), default=0)
+    links = session.links()
     arrived = session.meta.get("head_id")
-    if follow and isinstance(arrived, str) and _on_chain(entries, arrived, head):
+    if follow and isinstance(arrived, str) and _on_chain(links.predecessors, arrived, head):
         head = arrived
-    elif isinstance(arrived, str) and head not in {e["id"] for e in entries}:
+    elif isinstance(arrived, str) and head not in links.predecessors:
         head = arrived  # ours was the root a join left out (nothing had been run here)
-    session.counters.write(max(seq, top_seq + 1), max(turn, top_turn + 1), head)
-    return entries
+    session.counters.write(max(seq, links.top_seq + 1), max(turn, links.top_turn + 1), head)
+    return links
 
 
-def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> bool:
-    preds = {e["id"]: e["predecessor"] for e in entries}
+def _on_chain(preds: dict[str, str | None], start: str, target: str | None) -> bool:
     node: str | None = start
     seen: set[str] = set()
     while node is not None and node not in seen:
@@ -339,8 +337,4 @@ def _on_chain(entries: list[dict[str, Any]], start: str, target: str | None) -> 
 
 def lines(session: Session) -> list[Line]:
     """The session's lines other than the one its HEAD ends (see ``syncrules.other_lines``)."""
-    return _lines(session, session.index())
-
-
-def _lines(session: Session, entries: list[dict[str, Any]]) -> list[Line]:
-    return other_lines(entries, session.head_id)
+    return other_lines(session.links().predecessors, session.head_id)

@@ -12,7 +12,7 @@ bucket indexes aside, which are resolved here).  No I/O: the caller reads the ob
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,16 +351,11 @@ class Line:
     turns: int  # its turns since it left the line HEAD is on
 
 
-def is_turn(entry: dict[str, Any]) -> bool:
-    """A node of the conversation chain (a cell, a message, a top-level call; the root)."""
-    return entry.get("caller") is None and entry.get("kind") != "llm"
-
-
-def other_lines(entries: Iterable[dict[str, Any]], head: str | None) -> list[Line]:
-    """The lines of the conversation chain other than the one HEAD ends, with how many
-    turns each has since it left HEAD's line (two people who continued one session, or
-    two copies of a notebook)."""
-    chain = {e["id"]: e.get("predecessor") for e in entries if is_turn(e)}
+def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
+    """The lines of the conversation chain (``chain``: each node of it — a cell, a
+    message, a top-level call, the root — and its predecessor, in seq order; see
+    ``Session.links``) other than the one HEAD ends, with how many turns each has since it
+    left HEAD's line (two people who continued one session, or two copies of a notebook)."""
     ours: set[str] = set()
     node = head
     while node is not None and node not in ours:
