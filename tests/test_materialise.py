@@ -109,3 +109,32 @@ def test_a_busy_writer_asks_for_maintenance_only_after_the_last_ones_spacing(
     assert git(path, "status", "--porcelain") == ""
     later.close()
     store.close()
+
+
+def test_a_reader_sees_a_checked_out_turn_as_its_commit_unless_a_file_there_differs(
+    op_home: Path,
+) -> None:
+    """A turn a reader read from git alone, since checked out by a maintenance: the reader
+    keeps what it read when every file on disk is the commit's (a pull's turns are not
+    parsed twice), and reads the folder again when one is not (an uncommitted write)."""
+    writer = SessionStore(op_home)
+    writer.create_session("seen")
+    add_turn(writer, "seen", "one")
+    add_turn(writer, "seen", "two")
+    path = op_home / "sessions" / "seen"
+    reader = SessionStore(op_home).open("seen")  # both turns read from git: not on disk yet
+    before = len(reader.index())
+    names = {e["name"]: e for e in reader.index()}
+    assert names["one"]["status"] == "completed" and names["two"]["status"] == "completed"
+    writer.close()
+    maintenance.wait_for(path)
+    assert (path / "history" / "0000" / "000001").is_dir()  # checked out since
+    two = path / "history" / "0000" / "000002"
+    node_file = next(p for p in two.iterdir() if '"two"' in p.read_text())
+    node_file.write_text(node_file.read_text().replace('"completed"', '"failed"', 1))
+    add_turn(SessionStore(op_home), "seen", "three")  # the bucket's tree moves: a refresh
+    reader.refresh()
+    now = {e["name"]: e for e in reader.index()}
+    assert now["one"]["status"] == "completed" and now["three"]["status"] == "completed"
+    assert now["two"]["status"] == "failed"  # the file on disk, not the commit's copy
+    assert len(reader.index()) == before + 2

@@ -6,6 +6,7 @@ repository in a temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -394,3 +395,37 @@ def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_p
         assert session.get(old["id"]).status == "interrupted"
     finally:
         fresh.close()
+
+
+def test_two_copies_that_each_sealed_a_bucket_pull_as_a_fast_forward(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A pull's maintenance seals a full bucket on the puller's copy (a commit of an index),
+    and the writer's seals it too: the puller's next pull takes the writer's line as it is —
+    no merge commit that only the puller has, the same turn count on both machines."""
+    alice, bob = two
+    url = f"file://{bare(tmp_path)}"
+    long_session(alice, "s_seal", 98)
+    alice_path, bob_path = alice.session_path("s_seal"), bob.session_path("s_seal")
+    maintenance.wait_for(alice_path)
+    push(alice, "s_seal", url, "file")
+    assert pull(bob, "s_seal", url, "file").status == "new"
+    held = maintenance._try_lock(alice_path, wait=True)  # alice's maintenance waits
+    try:
+        long_session(alice, "s_seal", 3)  # bucket 0001 opens: 0000 is full
+        push(alice, "s_seal", url, "file")
+        assert pull(bob, "s_seal", url, "file").status == "fast-forward"
+        maintenance.wait_for(bob_path)  # bob's copy sealed bucket 0000 itself
+        assert git(bob_path, "log", "-1", "--format=%s").startswith("index of history bucket")
+    finally:
+        assert held is not None
+        os.close(held)
+    maintenance.wait_for(alice_path)  # and alice's, in a commit of her own
+    assert git(alice_path, "log", "-1", "--format=%s").startswith("index of history bucket")
+    long_session(alice, "s_seal", 1)
+    push(alice, "s_seal", url, "file")
+
+    got = pull(bob, "s_seal", url, "file")
+    assert (got.status, got.new_turns) == ("fast-forward", 1)
+    assert git(bob_path, "rev-parse", "main") == git(alice_path, "rev-parse", "main")
+    counts = [store.open("s_seal").totals()["turns"] for store in (alice, bob)]
+    metas = [json.loads(git(p, "show", "main:meta.json"))["turns"] for p in (alice_path, bob_path)]
+    assert counts == metas == [102, 102]

@@ -159,6 +159,8 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
             entries = session.index() if base is None else []  # a join reroots ours
             new, joined = _merge(session.git, ours, tip, base, entries)
             status = "merged" if joined is None else "joined"
+            if new == tip:  # what only ours has is already theirs (both sealed a bucket)
+                status = "fast-forward"
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
         _materialise(local, session.git, ours, new)
         links = _settle(session, follow=status == "fast-forward")
@@ -184,8 +186,10 @@ def _merge(
     writer: Repository, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
 ) -> tuple[str, int | None]:
     """The merge commit of ``ours`` and ``theirs`` (``base``: their merge base, None when
-    they share no history), and how many of our nodes were joined from an unrelated start
-    (None when the two share history)."""
+    they share no history) — ``theirs`` itself when the merge is its tree (what only ours
+    has, a bucket's sealed index, it has too: a commit would only be a difference to push)
+    — and how many of our nodes were joined from an unrelated start (None when the two
+    share history)."""
     commits = [bytes.fromhex(c) for c in (base, ours, theirs) if c]
     tree_shas = [commit_tree(writer.read(c)) for c in commits]  # what arrived: read already
     base_tree = tree_shas[0] if base else None
@@ -196,6 +200,8 @@ def _merge(
         ours_tree = _with_meta_of(writer, ours_tree, theirs_tree)
     tree = merge_trees(base_tree, ours_tree, theirs_tree, writer.read_tree, writer.write_tree)
     tree = _count_both_lines(writer, tree, base_tree, tree_shas[-2], tree_shas[-1])
+    if tree == theirs_tree and joined is None:  # ours adds nothing: no merge commit
+        return theirs, None
     message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
     if joined is not None:
         message = (
@@ -260,17 +266,18 @@ def _with_meta_of(repo: Repository, ours: bytes, theirs: bytes) -> bytes:
 def _count_both_lines(
     repo: Repository, tree: bytes, base: bytes | None, ours: bytes, theirs: bytes
 ) -> bytes:
-    """``tree`` with its ``meta.json`` (ours) counting the turns of both lines: ours, plus
-    theirs, less those they share (each side's count is its turns, see
-    ``index.counts_as_turn``)."""
+    """``tree`` (the merge) with its ``meta.json`` counting the turns of both lines: ours,
+    plus theirs, less those they share (each side's count is its turns, see
+    ``index.counts_as_turn``) — ours read from our tree, not from the merge's ``meta.json``,
+    which is theirs when only they changed it (a line that only sealed a bucket)."""
     entries = repo.read_tree(tree)
     found = entries.get("meta.json")
     meta = _meta_in(repo, tree)
     if found is None or meta is None:
         return tree
     shared = _meta_in(repo, base) if base is not None else {}
-    found_counts = [m.get("turns") if m else 0 for m in (meta, _meta_in(repo, theirs), shared)]
-    counts = [c for c in found_counts if type(c) is int and c >= 0]
+    sides = (_meta_in(repo, ours), _meta_in(repo, theirs), shared)
+    counts = [c for c in (m.get("turns") if m else 0 for m in sides) if type(c) is int and c >= 0]
     if len(counts) != 3:
         return tree
     total = max(counts[0] + counts[1] - counts[2], counts[0], counts[1])
