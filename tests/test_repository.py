@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from openprogram.store.session.packing import loose_objects, pack_loose
+from openprogram.store.session.packing import (
+    MAX_PACKS,
+    loose_objects,
+    merge_small_packs,
+    pack_loose,
+)
 from openprogram.store.session.refs import RefChanged, RefLocked
 from openprogram.store.session.repository import (
     MAIN_REF,
@@ -24,10 +29,10 @@ from openprogram.store.session.repository import (
 from openprogram.store.session.safegit import init_repository
 
 
-def git(path: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=path, capture_output=True, text=True, check=True
-    ).stdout
+def git(path: Path, *args: str, stdin: Path | None = None) -> str:
+    with open(stdin or os.devnull, "rb") as data:
+        out = subprocess.run(["git", *args], cwd=path, stdin=data, capture_output=True, check=True)
+    return out.stdout.decode()
 
 
 def fsck(path: Path) -> None:
@@ -207,3 +212,39 @@ def test_packing_leaves_no_loose_object_and_everything_readable(repo: Repository
     assert git(repo.worktree, "show", "HEAD:d/7") == "file 7"
     repo.commit({"d/7": b"changed"}, "after packing")  # parents and trees read from the pack
     fsck(repo.worktree)
+
+
+def packs_of(repo: Repository) -> list[int]:
+    """The object count of each pack, smallest first."""
+    folder = repo.git_dir / "objects" / "pack"
+    counts = [
+        int(git(repo.worktree, "show-index", stdin=folder / name).count("\n"))
+        for name in os.listdir(folder)
+        if name.endswith(".idx")
+    ]
+    return sorted(counts)
+
+
+@pytest.mark.parametrize("sizes", [[1] * 24, [300, 50, *[1] * 22], [400, 150, *[1] * 22]])
+def test_small_packs_merge_as_gits_geometric_repack_would_and_stay_readable(
+    tmp_path: Path, sizes: list[int]
+) -> None:
+    """Past ``MAX_PACKS`` packs the maintenance merges the small ones the way ``git repack
+    --geometric=2`` splits them — by naming their objects, not walking the history — and
+    every commit reads back, ``git fsck --strict`` clean."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    init_repository(ours)
+    repo = Repository(ours)
+    for i, size in enumerate(sizes):  # a commit of ``size`` - 2 blobs: that many + tree + commit
+        repo.commit({f"f{i}-{k}": b"file %d %d" % (i, k) for k in range(max(size - 2, 1))}, f"c{i}")
+    before = packs_of(repo)
+    assert len(before) == len(sizes) > MAX_PACKS
+    subprocess.run(["cp", "-a", str(ours), str(theirs)], check=True)
+    git(theirs, "repack", "-d", "-q", "--geometric=2")
+    merged = merge_small_packs(repo.git_dir, ours)
+    assert merged > 1 and len(packs_of(repo)) == len(before) - merged + 1
+    assert sorted(packs_of(repo)) == sorted(packs_of(Repository(theirs)))  # git's split
+    log = git(ours, "log", "--format=%s", "main").split()
+    assert log == [f"c{i}" for i in reversed(range(len(sizes)))]
+    assert repo.blob_at("f0-0") == b"file 0 0" and git(ours, "show", "main:f3-0") == "file 3 0"
+    fsck(ours)

@@ -528,6 +528,9 @@ def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     assert git_out(sealed_session, "status", "--porcelain") == ""
     marks = git_out(sealed_session, "ls-files", "-t", "history/0000").splitlines()
     assert len(marks) == 1 + 1 + 2 * 99 and all(m.startswith("S ") for m in marks)
+    held = git_out(sealed_session, "ls-files", "--sparse", "history").splitlines()
+    assert held[:2] == ["history/0000/", "history/0001/"]  # a sparse index: a bucket one entry
+    assert len(held) < 100  # a folder left out is one entry: not the 501 node files
     store = SessionStore(sealed_session.parent.parent)
     try:
         session = store.open(SEALED_SID)

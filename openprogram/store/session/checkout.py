@@ -129,7 +129,8 @@ def refresh(root: Path, repo: Repository) -> None:
 
 
 def mark_missing(root: Path) -> None:
-    """Mark the entries of git's index missing on disk skip-worktree (read from git)."""
-    gone = run_git(root, "ls-files", "-z", "--deleted", check=False).stdout
+    """Mark the entries of git's index missing on disk skip-worktree (read from git; a
+    folder left out is one entry of the sparse index, listed as it is, not expanded)."""
+    gone = run_git(root, "ls-files", "-z", "--deleted", "--sparse", check=False).stdout
     if gone.strip(b"\0"):
         run_git(root, "update-index", "-z", "--skip-worktree", "--stdin", input=gone, check=False)

@@ -66,7 +66,7 @@ SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not che
 LIGHT = (
     '{python} -I -S {script} "$GIT_WORK_TREE" {argv};'  # new turns' folders put on disk
     "{git} read-tree --reset HEAD;"
-    " {git} ls-files -z --deleted | {git} update-index -z --skip-worktree --stdin;"
+    " {git} ls-files -z --deleted --sparse | {git} update-index -z --skip-worktree --stdin;"
     ' find "$GIT_DIR/objects" -mindepth 2 -maxdepth 2 -type f'
     " | sed -n 's|.*/\\([0-9a-f][0-9a-f]\\)/\\([0-9a-f]\\{{38\\}}\\)$|\\1\\2|p'"
     ' | {git} pack-objects -q --non-empty "$GIT_DIR/objects/pack/pack" >/dev/null'

