@@ -41,7 +41,7 @@ NODE_CACHE_MAX = 256
 class Links(NamedTuple):
     """The conversation chain as the index holds it (see :meth:`SessionQueries.links`)."""
 
-    predecessors: dict[str, str | None]  # turn-level node -> its predecessor, in seq order
+    predecessors: dict[str, str | None]  # a node with no caller -> its predecessor, seq order
     top_seq: int  # the highest seq of any node (-1: none)
     top_turn: int  # the highest turn of any node (0: none)
 
@@ -100,12 +100,13 @@ class SessionQueries:
         return [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in self._all_entries()]
 
     def links(self) -> Links:
-        """The predecessor of each turn-level node (no caller, not an ``llm`` node, as
-        ``syncrules.is_turn`` says) in seq order, and the highest seq and turn of any node:
-        what a pull settles on, read from the index without an entry made a dict."""
+        """The predecessor of each node of the conversation chain (no caller: the root, a
+        cell, a message, a top-level call, a script's bare ``llm`` call) in seq order, and
+        the highest seq and turn of any node: what a pull settles on, read from the index
+        without an entry made a dict."""
         entries = self._all_entries()
         return Links(
-            {e[0]: e[8] for e in entries if e[F_CALLER] is None and e[F_KIND] != "llm"},
+            {e[0]: e[8] for e in entries if e[F_CALLER] is None},
             max((e[F_SEQ] for e in entries), default=-1),
             max((e[F_TURN] for e in entries), default=0),
         )

@@ -353,9 +353,10 @@ class Line:
 
 def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
     """The lines of the conversation chain (``chain``: each node of it — a cell, a
-    message, a top-level call, the root — and its predecessor, in seq order; see
-    ``Session.links``) other than the one HEAD ends, with how many turns each has since it
-    left HEAD's line (two people who continued one session, or two copies of a notebook)."""
+    message, a top-level call, a bare ``llm`` call, the root — and its predecessor, in seq
+    order; see ``Session.links``) other than the one HEAD ends, with how many turns each has
+    since it left HEAD's line (two people who continued one session, or two copies of a
+    notebook)."""
     ours: set[str] = set()
     node = head
     while node is not None and node not in ours:
