@@ -57,9 +57,6 @@ MAINTAIN_EVERY = 50  # commits between two maintenances
 # of the time); a new bucket waits too (a busy writer opens one every ~0.8 s), a pull, an
 # open or Session.maintain do not.
 SPACING = 9.0
-# ... but never more than this: a turn is a pack, so what the next one merges grows with the
-# gap (9x a 1 s maintenance let ~2,000 packs pile up, which made the next one longer)
-MAX_GAP_S = 1.0
 NEXT_FILE = "maintain.next"  # .state/: the earliest time (unix) the commit count asks again
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
@@ -155,7 +152,7 @@ def wait_for(root: Path) -> None:
     if fd is not None:
         try:
             if os.path.lexists(pending_path(root)):
-                _rounds(root, spaced=False)
+                _rounds(root)
         finally:
             os.close(fd)
 
@@ -247,32 +244,27 @@ def main(argv: list[str]) -> int:
         os.nice(10)
     except OSError:
         pass
-    # the maintenance lock was inherited from the process that started this one
+    # the maintenance lock was inherited from the process that started this one; commits
+    # made meanwhile may have asked for a maintenance (a new bucket) and found it running
     _rounds(root)
     return 0
 
 
-def _rounds(root: Path, *, spaced: bool = True) -> None:
-    """A maintenance round (the caller holds the lock), then when the commit count may ask
-    for the next (``SPACING`` times the round's duration).  ``spaced`` (the detached one): a
-    request made while it ran waits for the next maintenance started — by the commit count
-    once that time has passed, a close, an open — instead of a round at once, which let a
-    busy writer keep one running back to back (rounds for its new buckets: ~85 % of the
-    time, and 13 s between two after their ten rounds, ~2,000 packs meanwhile).  Not
-    ``spaced`` (:func:`wait_for`): rounds while requests are left."""
+def _rounds(root: Path) -> None:
+    """Maintenance rounds while someone keeps asking for one (the caller holds the lock),
+    then when the commit count may ask for the next (``SPACING``)."""
     pending = pending_path(root)
+    started = time.monotonic()
     for _round in range(MAX_ROUNDS):
         pending.unlink(missing_ok=True)
-        started = time.monotonic()
         run(root)
-        took = time.monotonic() - started
-        try:
-            due = f"{time.time() + min(SPACING * took, MAX_GAP_S):.3f}".encode()
-            atomic_write(root / ".state" / NEXT_FILE, due)
-        except OSError:
-            pass
-        if spaced or not os.path.lexists(pending):
+        if not os.path.lexists(pending):
             break
+    took = time.monotonic() - started
+    try:
+        atomic_write(root / ".state" / NEXT_FILE, f"{time.time() + SPACING * took:.3f}".encode())
+    except OSError:
+        pass
 
 
 def next_due(root: Path) -> float:

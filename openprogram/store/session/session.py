@@ -102,8 +102,8 @@ class Session(SessionQueries):
             self._ensure_counters()
             self._recover()
             self._synced = self.counters.stamp()
-        if checkout.never_refreshed(path, self._counters()[1] - 1) or maintenance.asked(path):
-            maintenance.spawn(path)  # leaves older turns out (or does what was asked)
+        if checkout.never_refreshed(path, self._counters()[1] - 1):
+            maintenance.spawn(path)  # leaves older turns out of the working tree
 
     # -- reading files -------------------------------------------------------------------
     def _load_meta(self, *, quiet: bool = False) -> None:
