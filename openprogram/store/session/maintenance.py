@@ -99,7 +99,10 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
     at once, never waits."""
     fd = _try_lock(root, wait=False)
     if fd is None:  # one is running: it does another round when it sees this
-        ask_later(root)
+        try:
+            atomic_write(pending_path(root), b"")
+        except OSError:
+            pass
         return False
     try:
         if index_only:  # a few git commands, no Python start: a session put to rest
@@ -129,20 +132,6 @@ def spawn(root: Path, *, index_only: bool = False) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-def ask_later(root: Path) -> None:
-    """Leave a request for a maintenance: the running one does another round for it, else
-    the next one started (a close starts a full one for it) or :func:`wait_for` does it."""
-    try:
-        atomic_write(pending_path(root), b"")
-    except OSError:
-        pass
-
-
-def asked(root: Path) -> bool:
-    """Whether a request for a maintenance is waiting (:func:`ask_later`)."""
-    return os.path.lexists(pending_path(root))
 
 
 def wait_for(root: Path) -> None:

@@ -454,15 +454,10 @@ class Session(SessionQueries):
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        # a new bucket (the last one can be sealed) asks too, within the same spacing (a
-        # writer at ~8 ms a turn opens one every ~0.8 s and kept one running 85% of the
-        # time); inside it, it leaves its request for the next one (a close starts it)
+        # a new bucket (the last one can be sealed) asks too, within the same spacing: a
+        # writer at ~8 ms a turn opens one every ~0.8 s and kept one running 85% of the time
         due = commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
-        if due and self._maintenance_due():
-            return sha.hex(), True
-        if new_bucket:
-            maintenance.ask_later(self.path)
-        return sha.hex(), False
+        return sha.hex(), due and self._maintenance_due()
 
     def _maintenance_due(self) -> bool:
         """Whether the last maintenance's ``SPACING`` has passed (read from its file only
@@ -535,14 +530,9 @@ class Session(SessionQueries):
             if self._journal is not None:
                 self._journal.close(remove=not self._open)
                 self._journal = None
-                # `git status` clean again; the newest turns only checked out — by the light
-                # maintenance (git's index, loose objects) while the last one's spacing runs:
-                # a script that opens and closes the session every turn would keep a full
-                # one running beside its turns
+                # `git status` clean again; the newest turns only checked out
                 turns = self._counters()[1] - 1
-                wanted = self._maintenance_due() or maintenance.asked(self.path)
-                light = turns <= checkout.RECENT_TURNS or not wanted
-                maintenance.spawn(self.path, index_only=light)
+                maintenance.spawn(self.path, index_only=turns <= checkout.RECENT_TURNS)
             self.git.close()
             self.lock.close()
             self.counters.close()
