@@ -408,7 +408,7 @@ def test_two_copies_that_each_sealed_a_bucket_pull_as_a_fast_forward(two, tmp_pa
     maintenance.wait_for(alice_path)
     push(alice, "s_seal", url, "file")
     assert pull(bob, "s_seal", url, "file").status == "new"
-    held = maintenance._try_lock(alice_path, wait=True)  # no maintenance of alice's runs
+    held = maintenance._try_lock(alice_path, wait=True)  # alice's maintenance waits
     try:
         long_session(alice, "s_seal", 3)  # bucket 0001 opens: 0000 is full
         push(alice, "s_seal", url, "file")
@@ -418,7 +418,7 @@ def test_two_copies_that_each_sealed_a_bucket_pull_as_a_fast_forward(two, tmp_pa
     finally:
         assert held is not None
         os.close(held)
-    alice.open("s_seal").maintain()  # and alice's, in a commit of her own
+    maintenance.wait_for(alice_path)  # and alice's, in a commit of her own
     assert git(alice_path, "log", "-1", "--format=%s").startswith("index of history bucket")
     long_session(alice, "s_seal", 1)
     push(alice, "s_seal", url, "file")

@@ -1,8 +1,8 @@
 """Session maintenance, in a detached process that no turn ever waits for.
 
-Every ``MAINTAIN_EVERY`` commits (counted across processes) and when a commit opens a new
-history bucket — either no sooner than ``SPACING`` times the last one's duration after it —
-the committing process starts ``python -m openprogram.store.session.maintenance <session>`` in a
+Every ``MAINTAIN_EVERY`` commits (counted across processes; no sooner than ``SPACING``
+times the last one's duration after it) and when a commit opens a new history bucket, the
+committing process starts ``python -m openprogram.store.session.maintenance <session>`` in a
 new session (``setsid``) and returns at once.  That process, at low priority:
 
 1. packs the loose objects (:func:`packing.pack_loose`);
@@ -54,8 +54,7 @@ MAINTAIN_EVERY = 50  # commits between two maintenances
 # turns, one started every 50 commits of a busy writer ran back to back and the writer's
 # turns cost 2.4x its first ones.  So the commit count asks for the next one only once the
 # last one's time has passed SPACING times over (maintenances take at most 1/(1 + SPACING)
-# of the time); a new bucket waits too (a busy writer opens one every ~0.8 s), a pull, an
-# open or Session.maintain do not.
+# of the time); a new bucket, a pull, an open or Session.maintain do not wait.
 SPACING = 9.0
 NEXT_FILE = "maintain.next"  # .state/: the earliest time (unix) the commit count asks again
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one

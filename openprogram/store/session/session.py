@@ -454,10 +454,8 @@ class Session(SessionQueries):
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        # a new bucket (the last one can be sealed) asks too, within the same spacing: a
-        # writer at ~8 ms a turn opens one every ~0.8 s and kept one running 85% of the time
-        due = commits - maintained >= maintenance.MAINTAIN_EVERY or new_bucket
-        return sha.hex(), due and self._maintenance_due()
+        due = commits - maintained >= maintenance.MAINTAIN_EVERY and self._maintenance_due()
+        return sha.hex(), due or new_bucket
 
     def _maintenance_due(self) -> bool:
         """Whether the last maintenance's ``SPACING`` has passed (read from its file only
