@@ -115,8 +115,8 @@ def test_a_reader_sees_a_checked_out_turn_as_its_commit_unless_a_file_there_diff
     op_home: Path,
 ) -> None:
     """A turn a reader read from git alone, since checked out by a maintenance: the reader
-    keeps what it read when every file on disk is the commit's (a pull's turns are not
-    parsed twice), and reads the folder again when one is not (an uncommitted write)."""
+    still has what it read, and a file there that is not the commit's (an uncommitted
+    write) is what it sees after the next refresh."""
     writer = SessionStore(op_home)
     writer.create_session("seen")
     add_turn(writer, "seen", "one")

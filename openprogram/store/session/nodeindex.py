@@ -63,12 +63,7 @@ from openprogram.store.session.indextotals import (
     totals_of,
     write_totals,
 )
-from openprogram.store.session.repository import (
-    TREE_MODE,
-    Repository,
-    cat_file_batch,
-    object_sha,
-)
+from openprogram.store.session.repository import TREE_MODE, Repository, cat_file_batch
 
 PREFETCH_MIN = 4  # buckets about to load whose committed indexes are read by one git run
 KIDS_BUCKETS = 4  # buckets whose caller -> children maps are kept (the most recently asked)
@@ -444,40 +439,16 @@ class NodeIndex:
         mtimes = self._mtimes[bucket]
         keys = self._turn_keys(bucket, tree)
         for turn, key in keys.items():
-            was = mtimes.get(turn)
-            if same_turn(was, key):
-                continue
-            if not self._checked_out(bucket, turn, was, key):
+            if not same_turn(mtimes.get(turn), key):
                 if turn in mtimes:  # what it holds now (a pull that joined two roots drops one)
                     self._drop_turn(bucket, turn)
                 self.scan(bucket, turn, key)
-            mtimes[turn] = key
-            self._unsaved.add(bucket)
+                mtimes[turn] = key
         for turn in set(mtimes) - set(keys):  # turns neither on disk nor committed
             del mtimes[turn]
             self._drop_turn(bucket, turn)
             self._unsaved.add(bucket)
         self._note_foreign(bucket)
-
-    def _checked_out(self, bucket: str, turn: str, was: TurnKey | None, key: TurnKey) -> bool:
-        """Whether a turn read from its commit alone (``was``: its tree sha) is now on disk
-        as that very tree (``key``: the tree sha and the folder's mtime) — a maintenance
-        checked it out: every file there is the tree's blob, byte for byte, so what was read
-        still holds and nothing is parsed again (a pull's turns, checked out after it)."""
-        if not (type(was) is str and "@" not in was and str(key).startswith(f"{was}@")):
-            return False
-        base = f"{self.root}/history/{bucket}/{turn}"
-        try:
-            files = self.repo.read_tree(bytes.fromhex(was))
-            for name in os.listdir(base):
-                found = files.get(name)
-                if found is None or found[1] == TREE_MODE:
-                    return False
-                if object_sha(b"blob", read_bytes(f"{base}/{name}")) != found[0]:
-                    return False
-        except Exception:  # unreadable on disk or in git: read it as any changed turn
-            return False
-        return True
 
     def _drop_turn(self, bucket: str, turn: str) -> None:
         prefix, number = f"history/{bucket}/{turn}/", int(turn)
