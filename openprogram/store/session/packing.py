@@ -202,14 +202,23 @@ def rolled_up(counts: list[int], factor: int = 2) -> int:
     return split if split > 1 else 0
 
 
-def _pack_names(idx: Path) -> tuple[int, bytes]:
-    """The object count and the binary names of a version 2 pack index (its header)."""
+def _pack_count(idx: Path) -> int:
+    """The object count of a version 2 pack index (its fan-out table's last entry)."""
     with idx.open("rb") as f:
         head = f.read(8 + 256 * 4)
-        if head[:8] != b"\377tOc\0\0\0\2":
-            raise ValueError(f"{idx.name}: not a version 2 pack index")
-        count = struct.unpack(">I", head[-4:])[0]
-        return count, f.read(20 * count)
+    if head[:8] != b"\377tOc\0\0\0\2" or len(head) != 8 + 256 * 4:
+        raise ValueError(f"{idx.name}: not a version 2 pack index")
+    return int(struct.unpack(">I", head[-4:])[0])
+
+
+def _pack_names(idx: Path, count: int) -> bytes:
+    """The binary names of the ``count`` objects of a version 2 pack index."""
+    with idx.open("rb") as f:
+        f.seek(8 + 256 * 4)
+        names = f.read(20 * count)
+    if len(names) != 20 * count:
+        raise OSError(f"{idx.name}: shorter than its {count} names")
+    return names
 
 
 def merge_small_packs(git_dir: Path, worktree: Path) -> int:
@@ -225,21 +234,24 @@ def merge_small_packs(git_dir: Path, worktree: Path) -> int:
         stem = name[:-5]
         if name.endswith(".pack") and not os.path.lexists(folder / f"{stem}.keep"):
             try:
-                packs.append((*_pack_names(folder / f"{stem}.idx"), stem))
-            except (OSError, ValueError, struct.error):
+                packs.append((_pack_count(folder / f"{stem}.idx"), stem))
+            except (OSError, ValueError):
                 continue  # being written, or not ours to merge
     if len(packs) <= MAX_PACKS:
         return 0
     packs.sort()
-    merged = packs[: rolled_up([count for count, _names, _stem in packs])]
+    merged = packs[: rolled_up([count for count, _stem in packs])]
     if not merged:
         return 0
-    names = b"".join(names for _count, names, _stem in merged)
+    try:  # only the merged packs' names are read (not the big packs' megabytes)
+        names = b"".join(_pack_names(folder / f"{stem}.idx", n) for n, stem in merged)
+    except OSError:
+        return 0
     stdin = b"".join(names[i : i + 20].hex().encode() + b"\n" for i in range(0, len(names), 20))
     made = run_git(worktree, "pack-objects", "-q", str(folder / "pack"), input=stdin, check=False)
     if made.returncode != 0:
         return 0  # nothing removed: the next maintenance tries again
-    for _count, _names, stem in merged:
+    for _count, stem in merged:
         for suffix in (".pack", ".rev", ".bitmap", ".idx"):
             try:
                 os.unlink(folder / f"{stem}{suffix}")
