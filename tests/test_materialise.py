@@ -16,6 +16,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import maintenance
 from openprogram.store.session.index import TURNS_PER_BUCKET
 from openprogram.store.session.materialise import materialise
+from openprogram.store.session.packing import MAX_PACKS
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
 
@@ -81,23 +82,26 @@ def test_a_folder_whose_tree_moved_since_is_left_in_git(op_home: Path) -> None:
 def test_a_busy_writer_asks_for_maintenance_only_after_the_last_ones_spacing(
     op_home: Path,
 ) -> None:
-    """A maintenance costs O(the session): the commit count asks for the next one only once
-    ``SPACING`` times the last one's duration has passed (it writes when), so a writer that
-    commits faster than maintenances run does not keep one running back to back."""
+    """A maintenance costs O(the session): a writer asks for the next one (past the count,
+    or opening a bucket) only once ``SPACING`` times the last one's duration has passed (it
+    writes when), so a writer that commits faster than maintenances run does not keep one
+    running back to back — and its packs stay few meanwhile: it merges its own."""
     store = SessionStore(op_home)
     store.create_session("busy")
     path = op_home / "sessions" / "busy"
     spacing = path / ".state" / maintenance.NEXT_FILE
     spacing.write_text(f"{time.time() + 3600:.3f}")  # as if the last one had taken 400 s
-    turns = maintenance.MAINTAIN_EVERY + 10  # past the count, inside the first bucket
-    assert turns < TURNS_PER_BUCKET  # (a new bucket asks for one whatever the spacing)
+    turns = TURNS_PER_BUCKET + 10  # past the count, and into a second bucket
     for i in range(turns):
         add_turn(store, "busy", f"busy {i}")
     maintenance.wait_for(path)
-    bucket = path / "history" / "0000"
-    on_disk = [n for n in os.listdir(bucket) if n.isdigit() and int(n) > 0]
+    on_disk = [n for n in os.listdir(path / "history" / "0000") if n.isdigit() and int(n) > 0]
     assert on_disk == []  # no maintenance was asked for: every turn is in git only
-    newest = bucket / f"{turns:06d}"
+    assert not (path / "history" / "0001").exists()
+    assert "index.json" not in git(path, "ls-tree", "--name-only", "HEAD:history/0000")
+    packs = [n for n in os.listdir(path / ".git" / "objects" / "pack") if n.endswith(".pack")]
+    assert len(packs) <= MAX_PACKS  # not one a commit: the writer merged its own
+    newest = path / "history" / "0001" / f"{turns:06d}"
 
     spacing.write_text("0")  # its time has passed; a new process reads it
     started = time.time()

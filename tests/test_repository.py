@@ -13,6 +13,9 @@ import pytest
 
 from openprogram.store.session.packing import (
     MAX_PACKS,
+    MERGE_FAN,
+    MERGE_LEVELS,
+    combine_packs,
     loose_objects,
     merge_small_packs,
     pack_loose,
@@ -248,3 +251,60 @@ def test_small_packs_merge_as_gits_geometric_repack_would_and_stay_readable(
     assert log == [f"c{i}" for i in reversed(range(len(sizes)))]
     assert repo.blob_at("f0-0") == b"file 0 0" and git(ours, "show", "main:f3-0") == "file 3 0"
     fsck(ours)
+
+
+def pack_names(repo: Repository) -> set[str]:
+    folder = repo.git_dir / "objects" / "pack"
+    return {name[:-5] for name in os.listdir(folder) if name.endswith(".pack")}
+
+
+def test_a_writers_own_packs_merge_level_by_level_and_every_commit_reads_back(
+    repo: Repository,
+) -> None:
+    """A writer that keeps committing (a pack a commit) merges its own packs eight at a
+    time, in levels: 200 commits leave a handful of packs, not 200, each object in one of
+    them, and git and the writer itself still read every commit."""
+    for i in range(200):
+        repo.commit({f"history/0000/{i:06d}/node.json": b"node %d" % i}, f"turn {i}")
+        repo.merge_own_packs()
+        if i == 100:
+            assert repo.blob_at("history/0000/000003/node.json") == b"node 3"  # mid-way
+    counts = packs_of(repo)
+    assert len(counts) <= (MERGE_FAN - 1) * MERGE_LEVELS and len(counts) < 200 // MERGE_FAN
+    objects = git(repo.worktree, "rev-list", "--objects", "--all").splitlines()
+    assert sum(counts) == len(objects)  # no object kept twice
+    log = git(repo.worktree, "log", "--format=%s").splitlines()
+    assert log == [f"turn {i}" for i in reversed(range(200))]
+    assert git(repo.worktree, "show", "HEAD:history/0000/000007/node.json") == "node 7"
+    assert repo.blob_at("history/0000/000199/node.json") == b"node 199"
+    assert repo.blob_at("history/0000/000000/node.json") == b"node 0"
+    fsck(repo.worktree)
+
+
+def test_a_merge_of_own_packs_leaves_out_one_gone_and_one_with_deltas(repo: Repository) -> None:
+    """A pack a maintenance merged meanwhile (gone) and a pack git made with deltas are
+    left out: the others merge, git's stays, every object reads back."""
+    made = []
+    for i in range(MERGE_FAN):
+        before = pack_names(repo)
+        repo.commit({f"f{i}": b"a line that repeats\n" * 200 + b"%d" % i}, f"c{i}")
+        made += sorted(pack_names(repo) - before)
+    folder = repo.git_dir / "objects" / "pack"
+    # as a maintenance does: the first two packs' objects into a pack git writes (the second
+    # blob a delta of the first), the first pack removed
+    names = []
+    for name in made[:2]:
+        names += git(repo.worktree, "show-index", stdin=folder / f"{name}.idx").split()[1::3]
+    stdin = "\n".join(names).encode() + b"\n"
+    subprocess.run(["git", "pack-objects", "-q", str(folder / "pack")], cwd=repo.worktree,
+                   input=stdin, check=True, capture_output=True)  # fmt: skip
+    (git_made,) = pack_names(repo) - set(made)
+    assert "delta" in git(repo.worktree, "verify-pack", "-v", str(folder / f"{git_made}.idx"))
+    (folder / f"{made[0]}.pack").unlink()
+    (folder / f"{made[0]}.idx").unlink()
+    merged = combine_packs(str(repo.git_dir / "objects"), [*made, git_made])
+    assert merged is not None
+    assert pack_names(repo) == {merged, git_made}
+    assert git(repo.worktree, "log", "--format=%s").split() == [f"c{i}" for i in range(7, -1, -1)]
+    assert Repository(repo.worktree).blob_at("f1").endswith(b"repeats\n1")
+    fsck(repo.worktree)

@@ -1,7 +1,7 @@
 """Session maintenance, in a detached process that no turn ever waits for.
 
-Every ``MAINTAIN_EVERY`` commits (counted across processes; no sooner than ``SPACING``
-times the last one's duration after it) and when a commit opens a new history bucket, the
+Every ``MAINTAIN_EVERY`` commits (counted across processes) and when a commit opens a new
+history bucket, but no sooner than ``SPACING`` times the last one's duration after it, the
 committing process starts ``python -m openprogram.store.session.maintenance <session>`` in a
 new session (``setsid``) and returns at once.  That process, at low priority:
 
@@ -50,11 +50,13 @@ from openprogram.store.session.safegit import git_argv, git_env
 from openprogram.store.session.statefiles import SessionLock
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
-# A maintenance costs O(the session) (git's index of every file, the packs merged): at 20,000
-# turns, one started every 50 commits of a busy writer ran back to back and the writer's
-# turns cost 2.4x its first ones.  So the commit count asks for the next one only once the
-# last one's time has passed SPACING times over (maintenances take at most 1/(1 + SPACING)
-# of the time); a new bucket, a pull, an open or Session.maintain do not wait.
+# A maintenance costs a Python start and a few git commands over the session's index: one
+# started every 50 commits, or at every new bucket, of a busy writer (a turn in ~5 ms) ran
+# nearly back to back, and the writer's turns cost ~1.7-2.4x its first ones.  So a commit
+# asks for the next one only once the last one's time has passed SPACING times over
+# (maintenances take at most 1/(1 + SPACING) of the time); a pull, an open, a close or
+# Session.maintain do not wait.  The packs a long gap leaves are few: the writer merges its
+# own (packing.combine_packs).
 SPACING = 9.0
 NEXT_FILE = "maintain.next"  # .state/: the earliest time (unix) the commit count asks again
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one

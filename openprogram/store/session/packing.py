@@ -6,8 +6,10 @@ its number of nodes; the index is renamed into place before the pack, so a reade
 lists packs (git looks for ``.idx`` files with a ``.pack``, gitdb for ``.pack`` files)
 never sees a pack without its index, and the ref moves only after both.  One loose object
 (``zlib`` of ``<kind> <size>\\0<data>``, named by its SHA-1, as git writes them) is what
-other writers (a merge, tests) store.  The detached maintenance merges the small packs and
-packs loose objects (:func:`pack_loose`), never on a commit's path.
+other writers (a merge, tests) store.  A writer merges its own commits' packs
+(:func:`combine_packs`: their bytes copied, eight at a time, in levels) after each commit,
+outside the session lock, so a long run keeps few packs whatever the maintenance does; the
+detached maintenance merges the rest and packs loose objects (:func:`pack_loose`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from pathlib import Path
 from openprogram.store.session.safegit import run_git
 
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
+# A writer merges its own commits' packs PACK_FAN at a time, in MERGE_LEVELS levels (8, 64,
+# 512 commits a pack): it keeps at most ~7 a level whatever the gap between maintenances
+MERGE_FAN = 8
+MERGE_LEVELS = 3
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 STRAY_INDEX_S = 3600.0  # an .idx without its .pack older than this: a writer died between
 
@@ -123,6 +129,12 @@ def write_pack(objects: str, items: Iterable[tuple[bytes, bytes, bytes]]) -> str
         entries.append((binsha, zlib.crc32(entry), offset))
         parts.append(entry)
         offset += len(entry)
+    return _install(objects, parts, entries)
+
+
+def _install(objects: str, parts: list[bytes], entries: list[tuple[bytes, int, int]]) -> str | None:
+    """Put the pack of the object entries ``parts`` (their (binsha, crc32, offset) in
+    ``entries``) and its index in place, the index first (see :func:`write_pack`)."""
     if not entries:
         return None
     body = b"PACK" + struct.pack(">II", 2, len(entries)) + b"".join(parts)
@@ -153,6 +165,80 @@ def write_pack(objects: str, items: Iterable[tuple[bytes, bytes, bytes]]) -> str
             if tmp:
                 os.unlink(tmp)
     return name
+
+
+def _read_own_pack(folder: str, name: str) -> list[tuple[bytes, int, bytes]]:
+    """The (binsha, crc32, entry bytes) of a pack :func:`write_pack` made (undeltified,
+    under 2 GiB), checked against its name and index; raises ``OSError`` when it is gone
+    (merged meanwhile) and ``ValueError`` when it is not such a pack."""
+    with open(f"{folder}/{name}.idx", "rb") as f:
+        idx = f.read()
+    with open(f"{folder}/{name}.pack", "rb") as f:
+        pack = f.read()
+    if idx[:8] != b"\377tOc\0\0\0\2" or len(idx) < 8 + 1024 + 40:
+        raise ValueError(f"{name}.idx: not a version 2 pack index")
+    count = struct.unpack_from(">I", idx, 8 + 1020)[0]
+    trailer = pack[-20:]
+    if (
+        len(idx) != 8 + 1024 + 28 * count + 40
+        or pack[:12] != b"PACK" + struct.pack(">II", 2, count)
+        or trailer.hex() != name[5:]
+        or idx[-40:-20] != trailer
+        or hashlib.sha1(pack[:-20]).digest() != trailer
+    ):
+        raise ValueError(f"{name}: not a pack this store wrote")
+    base = 8 + 1024
+    names = [idx[base + 20 * i : base + 20 * i + 20] for i in range(count)]
+    crcs = struct.unpack_from(f">{count}I", idx, base + 20 * count)
+    offsets = struct.unpack_from(f">{count}I", idx, base + 24 * count)
+    if any(offset & 0x80000000 for offset in offsets):
+        raise ValueError(f"{name}: a pack over 2 GiB (not merged here)")
+    order = sorted(range(count), key=offsets.__getitem__)
+    ends = [offsets[i] for i in order[1:]] + [len(pack) - 20]
+    entries = []
+    for i, end in zip(order, ends, strict=True):
+        entry = pack[offsets[i] : end]
+        if not entry or not 1 <= (entry[0] >> 4) & 7 <= 4:
+            raise ValueError(f"{name}: a delta (not merged here)")
+        entries.append((names[i], crcs[i], entry))
+    return entries
+
+
+def combine_packs(objects: str, names: list[str]) -> str | None:
+    """Copy the objects of the small packs ``names`` (made by :func:`write_pack` in this
+    process) into one pack, then remove them (each ``.pack`` before its ``.idx``); returns
+    the new pack's name, None when nothing was merged.  No git process and no inflating:
+    their entries are copied as they are (a commit's pack is undeltified).  One that is gone
+    (a maintenance merged it) is left out; the new pack is complete before any is removed,
+    so a reader always finds every object."""
+    folder = f"{objects}/pack"
+    parts: list[bytes] = []
+    entries: list[tuple[bytes, int, int]] = []
+    seen: set[bytes] = set()
+    merged = []
+    offset = 12
+    for name in names:
+        try:
+            found = _read_own_pack(folder, name)
+        except (OSError, ValueError):
+            continue
+        merged.append(name)
+        for binsha, crc, entry in found:
+            if binsha not in seen:
+                seen.add(binsha)
+                entries.append((binsha, crc, offset))
+                parts.append(entry)
+                offset += len(entry)
+    if len(merged) < 2:
+        return None
+    made = _install(objects, parts, entries)
+    for name in merged:
+        for suffix in (".pack", ".idx"):
+            try:
+                os.unlink(f"{folder}/{name}{suffix}")
+            except FileNotFoundError:
+                pass
+    return made
 
 
 def remove_stray_indexes(git_dir: Path, older_than_s: float = STRAY_INDEX_S) -> int:

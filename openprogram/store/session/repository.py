@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import MAX_FILE_BYTES
-from openprogram.store.session.packing import write_loose, write_pack
+from openprogram.store.session.packing import (
+    MERGE_FAN,
+    MERGE_LEVELS,
+    combine_packs,
+    write_loose,
+    write_pack,
+)
 from openprogram.store.session.refs import MAIN_REF, read_ref, update_ref
 from openprogram.store.session.safegit import (
     ACTOR_EMAIL,
@@ -161,6 +167,10 @@ class Repository:
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
         self._local = threading.local()  # .pending: this thread's batch (sha -> kind, data)
         self._ahead: Mapping[bytes, bytes] = {}  # sha -> content read ahead (reading_ahead)
+        # the packs this object's batches wrote, by merge level (see :meth:`merge_own_packs`)
+        self._own: list[list[str]] = [[] for _ in range(MERGE_LEVELS)]
+        self._own_lock = threading.Lock()  # held for a list's change only
+        self._merging = threading.Lock()  # held by the thread merging them
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
@@ -186,8 +196,39 @@ class Repository:
             yield
         finally:
             self._local.pending = None
-        write_pack(self._objects, ((sha, kind, data) for sha, (kind, data) in pending.items()))
+        name = write_pack(self._objects, ((sha, k, data) for sha, (k, data) in pending.items()))
         self._stale = True
+        if name is not None:
+            with self._own_lock:
+                self._own[0].append(name)
+
+    def merge_own_packs(self) -> int:
+        """Merge the packs this object wrote ``MERGE_FAN`` at a time, level by level
+        (:func:`packing.combine_packs`: a copy of their bytes, no git process), so a writer
+        that commits for hours keeps a bounded number of packs between maintenances (each
+        pack is one more place every object lookup tries).  Returns how many were merged;
+        another thread merging already: 0."""
+        if not self._merging.acquire(blocking=False):
+            return 0
+        merged = 0
+        try:
+            for level in range(MERGE_LEVELS):
+                with self._own_lock:
+                    names = self._own[level]
+                    if len(names) < MERGE_FAN:
+                        break
+                    self._own[level] = []
+                made = combine_packs(self._objects, names)
+                if made is None:
+                    break
+                merged += len(names)
+                self._stale = True
+                if level + 1 < MERGE_LEVELS:
+                    with self._own_lock:
+                        self._own[level + 1].append(made)
+        finally:
+            self._merging.release()
+        return merged
 
     @property
     def odb(self) -> GitDB:

@@ -376,15 +376,21 @@ class Session(SessionQueries):
         The node files are written before taking the session lock (they
         are this process's own); under it only ``meta.json``, the trees, the commit and the
         ref are written — what another writer waits for.  The commit's objects are one
-        pack (:meth:`Repository.commit`), not a loose file each.  A maintenance it asks
-        for is started after the lock is released; one running already takes the request
-        (one more round) and the next is due ``MAINTAIN_EVERY`` commits later, and not
-        before ``maintenance.SPACING`` times the last one's duration has passed: a busy
-        writer never keeps maintenances running back to back."""
+        pack (:meth:`Repository.commit`), not a loose file each; after the lock is released
+        this process merges its own packs (:meth:`Repository.merge_own_packs`).  A
+        maintenance is asked for when the commit opens a bucket or ``MAINTAIN_EVERY``
+        commits after the last, and not before ``maintenance.SPACING`` times the last one's
+        duration has passed: a busy writer never keeps maintenances running back to back
+        (its packs stay few meanwhile: it merges them itself).  It is started after the
+        lock is released; one running already takes the request (one more round)."""
         with self._mu:
             written, _made = self._node_files({})
         with self.lock, self._mu:
             sha, maintain = self._commit_locked(message, written)
+        try:  # outside the lock: no other writer waits for it
+            self.git.merge_own_packs()
+        except OSError:
+            pass  # left as they are: the maintenance merges them
         if maintain:
             started = maintenance.spawn(self.path)
             self.counters.set_maintained()
@@ -454,8 +460,8 @@ class Session(SessionQueries):
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        due = commits - maintained >= maintenance.MAINTAIN_EVERY and self._maintenance_due()
-        return sha.hex(), due or new_bucket
+        asks = new_bucket or commits - maintained >= maintenance.MAINTAIN_EVERY
+        return sha.hex(), asks and self._maintenance_due()
 
     def _maintenance_due(self) -> bool:
         """Whether the last maintenance's ``SPACING`` has passed (read from its file only
