@@ -410,6 +410,7 @@ def test_two_copies_that_each_sealed_a_bucket_pull_as_a_fast_forward(two, tmp_pa
     assert pull(bob, "s_seal", url, "file").status == "new"
     held = maintenance._try_lock(alice_path, wait=True)  # alice's maintenance waits
     try:
+        (alice_path / ".state" / maintenance.NEXT_FILE).write_text("0")  # her spacing passed
         long_session(alice, "s_seal", 3)  # bucket 0001 opens: 0000 is full
         push(alice, "s_seal", url, "file")
         assert pull(bob, "s_seal", url, "file").status == "fast-forward"

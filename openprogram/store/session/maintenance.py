@@ -94,16 +94,18 @@ def _try_lock(root: Path, *, wait: bool) -> int | None:
     return fd
 
 
-def spawn(root: Path, *, index_only: bool = False) -> bool:
+def spawn(root: Path, *, index_only: bool = False, again: bool = True) -> bool:
     """Start a detached maintenance of the session at ``root`` unless one is running
     (``index_only``: only ``git read-tree --reset HEAD`` and pack the loose objects); returns
-    at once, never waits."""
+    at once, never waits.  One running does another round for this request unless
+    ``again`` is False (a commit's: it asks again once the spacing has passed)."""
     fd = _try_lock(root, wait=False)
     if fd is None:  # one is running: it does another round when it sees this
-        try:
-            atomic_write(pending_path(root), b"")
-        except OSError:
-            pass
+        if again:
+            try:
+                atomic_write(pending_path(root), b"")
+            except OSError:
+                pass
         return False
     try:
         if index_only:  # a few git commands, no Python start: a session put to rest
@@ -244,25 +246,41 @@ def _rounds(root: Path) -> None:
     """Maintenance rounds while someone keeps asking for one (the caller holds the lock),
     then when the commit count may ask for the next (``SPACING``)."""
     pending = pending_path(root)
+    _due_after(root, (1 + SPACING) * _last_took(root))  # meanwhile: as if it took as long
     started = time.monotonic()
     for _round in range(MAX_ROUNDS):
         pending.unlink(missing_ok=True)
         run(root)
         if not os.path.lexists(pending):
             break
-    took = time.monotonic() - started
+    _due_after(root, SPACING * (time.monotonic() - started), took=time.monotonic() - started)
+
+
+def _due_after(root: Path, gap: float, took: float | None = None) -> None:
+    """Write when commits may ask for the next maintenance (and how long the last took)."""
+    took = _last_took(root) if took is None else took
     try:
-        atomic_write(root / ".state" / NEXT_FILE, f"{time.time() + SPACING * took:.3f}".encode())
+        atomic_write(root / ".state" / NEXT_FILE, f"{time.time() + gap:.3f} {took:.3f}".encode())
     except OSError:
         pass
 
 
+def _fields(root: Path) -> list[float]:
+    try:
+        return [float(f) for f in read_bytes(str(root / ".state" / NEXT_FILE), 64).split()]
+    except (OSError, ValueError):  # none yet, or not ours
+        return []
+
+
+def _last_took(root: Path) -> float:
+    fields = _fields(root)
+    return fields[1] if len(fields) > 1 else 0.0
+
+
 def next_due(root: Path) -> float:
     """The earliest time (unix) the commit count may ask for a maintenance (0: at once)."""
-    try:
-        return float(read_bytes(str(root / ".state" / NEXT_FILE), 64))
-    except (OSError, ValueError):  # none yet, or not ours
-        return 0.0
+    fields = _fields(root)
+    return fields[0] if fields else 0.0
 
 
 if __name__ == "__main__":

@@ -26,10 +26,11 @@ from pathlib import Path
 from openprogram.store.session.safegit import run_git
 
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
-# A writer merges its own commits' packs PACK_FAN at a time, in MERGE_LEVELS levels (8, 64,
-# 512 commits a pack): it keeps at most ~7 a level whatever the gap between maintenances
+# A writer merges its own commits' packs MERGE_FAN at a time, in levels (packs of 8, 64,
+# 512, 4,096 commits): at most 7 a level (and one per 4,096 commits) whatever the gap
+# between maintenances; a 4,096-commit merge copies ~16 MB, once per 4,096 commits
 MERGE_FAN = 8
-MERGE_LEVELS = 3
+MERGE_LEVELS = 5
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 STRAY_INDEX_S = 3600.0  # an .idx without its .pack older than this: a writer died between
 

@@ -49,6 +49,7 @@ TREE_MODE = 0o040000
 # parsed trees kept, the least recently used dropped first: a commit reuses ~4 (root,
 # history, bucket, turn); a bucket's tree (~100 turns) is ~10 KiB parsed, a new one a commit
 TREE_CACHE_MAX = 64
+READ_ATTEMPTS = 4  # looks for an object while writers merge and remove packs
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
@@ -256,13 +257,18 @@ class Repository:
             if limit is not None and len(ahead) > limit:
                 raise CorruptedFile(binsha.hex(), f"an object of {len(ahead)} bytes (refused)")
             return ahead
-        try:
-            stream = self.odb.stream(binsha)
-        except Exception:
-            # packed since (by maintenance) or written by another process: gitdb caches
-            # which packs exist and where objects live, so look again
-            self.odb.update_cache(force=True)
-            stream = self.odb.stream(binsha)
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                stream = self.odb.stream(binsha)
+                break
+            except Exception:
+                # packed since or written by another process (gitdb caches which packs
+                # exist and where objects live), or in a pack another writer merged and
+                # removed after gitdb listed it (its objects are in the merged pack): look
+                # again
+                if attempt == READ_ATTEMPTS - 1:
+                    raise
+                self.odb.update_cache(force=True)
         if limit is not None and stream.size > limit:
             raise CorruptedFile(binsha.hex(), f"an object of {stream.size} bytes (refused)")
         return bytes(stream.read())

@@ -96,6 +96,7 @@ class Session(SessionQueries):
         self._lease_mu = threading.Lock()
         self._lease = [0, 0]  # [next, end): seqs leased by this process, not handed out yet
         self._maintain_after = 0.0  # the commit count asks for no maintenance before (unix)
+        self._bucket_opened = False  # a commit opened a bucket since the last maintenance asked
         with self.lock:
             self._load_meta()
             self._index.open()
@@ -391,12 +392,14 @@ class Session(SessionQueries):
             self.git.merge_own_packs()
         except OSError:
             pass  # left as they are: the maintenance merges them
-        if maintain:
-            started = maintenance.spawn(self.path)
-            self.counters.set_maintained()
-            if started:
+        if maintain:  # a running one takes a new bucket's request (one more round) only
+            bucket, self._bucket_opened = self._bucket_opened, False
+            if maintenance.spawn(self.path, again=bucket):
+                self.counters.set_maintained()
                 with self._mu:
                     self._index.save()  # O(the tracked buckets): the newest one or two
+            else:  # one is running: it says when the next may be asked (read it again)
+                self._maintain_after = 0.0
         return sha
 
     def _node_files(
@@ -460,7 +463,8 @@ class Session(SessionQueries):
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        asks = new_bucket or commits - maintained >= maintenance.MAINTAIN_EVERY
+        self._bucket_opened |= new_bucket  # asked for at the first commit past the spacing
+        asks = self._bucket_opened or commits - maintained >= maintenance.MAINTAIN_EVERY
         return sha.hex(), asks and self._maintenance_due()
 
     def _maintenance_due(self) -> bool:
