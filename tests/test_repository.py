@@ -266,7 +266,7 @@ def test_a_writers_own_packs_merge_level_by_level_and_every_commit_reads_back(
     them, and git and the writer itself still read every commit."""
     for i in range(200):
         repo.commit({f"history/0000/{i:06d}/node.json": b"node %d" % i}, f"turn {i}")
-        repo.merge_own_packs()
+        repo.merge_own_packs(wait=True)
         if i == 100:
             assert repo.blob_at("history/0000/000003/node.json") == b"node 3"  # mid-way
     counts = packs_of(repo)

@@ -168,10 +168,11 @@ def _install(objects: str, parts: list[bytes], entries: list[tuple[bytes, int, i
     return name
 
 
-def _read_own_pack(folder: str, name: str) -> list[tuple[bytes, int, bytes]]:
-    """The (binsha, crc32, entry bytes) of a pack :func:`write_pack` made (undeltified,
-    under 2 GiB), checked against its name and index; raises ``OSError`` when it is gone
-    (merged meanwhile) and ``ValueError`` when it is not such a pack."""
+def _read_own_pack(folder: str, name: str) -> tuple[list[bytes], tuple[int, ...], list[int], bytes]:
+    """The object names, CRCs and offsets (in the index's order) and the entries (the
+    bytes between header and trailer) of a pack :func:`write_pack` or :func:`combine_packs`
+    made: undeltified, under 2 GiB, checked against its name and index.  Raises ``OSError``
+    when it is gone (merged meanwhile) and ``ValueError`` when it is not such a pack."""
     with open(f"{folder}/{name}.idx", "rb") as f:
         idx = f.read()
     with open(f"{folder}/{name}.pack", "rb") as f:
@@ -191,27 +192,23 @@ def _read_own_pack(folder: str, name: str) -> list[tuple[bytes, int, bytes]]:
     base = 8 + 1024
     names = [idx[base + 20 * i : base + 20 * i + 20] for i in range(count)]
     crcs = struct.unpack_from(f">{count}I", idx, base + 20 * count)
-    offsets = struct.unpack_from(f">{count}I", idx, base + 24 * count)
-    if any(offset & 0x80000000 for offset in offsets):
-        raise ValueError(f"{name}: a pack over 2 GiB (not merged here)")
-    order = sorted(range(count), key=offsets.__getitem__)
-    ends = [offsets[i] for i in order[1:]] + [len(pack) - 20]
-    entries = []
-    for i, end in zip(order, ends, strict=True):
-        entry = pack[offsets[i] : end]
-        if not entry or not 1 <= (entry[0] >> 4) & 7 <= 4:
-            raise ValueError(f"{name}: a delta (not merged here)")
-        entries.append((names[i], crcs[i], entry))
-    return entries
+    offsets = list(struct.unpack_from(f">{count}I", idx, base + 24 * count))
+    end = len(pack) - 20
+    for offset in offsets:  # every entry a whole object (types 1-4), none a delta (6, 7)
+        if not 12 <= offset < end or not 1 <= (pack[offset] >> 4) & 7 <= 4:
+            raise ValueError(f"{name}: a delta or an offset past 2 GiB (not merged here)")
+    return names, crcs, offsets, pack[12:end]
 
 
 def combine_packs(objects: str, names: list[str]) -> str | None:
-    """Copy the objects of the small packs ``names`` (made by :func:`write_pack` in this
-    process) into one pack, then remove them (each ``.pack`` before its ``.idx``); returns
-    the new pack's name, None when nothing was merged.  No git process and no inflating:
-    their entries are copied as they are (a commit's pack is undeltified).  One that is gone
-    (a maintenance merged it) is left out; the new pack is complete before any is removed,
-    so a reader always finds every object."""
+    """Copy the objects of the small packs ``names`` (this process's own: see
+    :meth:`Repository.merge_own_packs`) into one pack, then remove them (each ``.pack``
+    before its ``.idx``); returns the new pack's name, None when nothing was merged.  No
+    git process and no inflating: their entries are copied as they are (a commit's pack is
+    undeltified), a pack's whole run of entries at once unless it holds an object an
+    earlier one had.  One that is gone (a maintenance merged it) or holds deltas is left
+    out; the new pack is complete before any is removed, so a reader always finds every
+    object."""
     folder = f"{objects}/pack"
     parts: list[bytes] = []
     entries: list[tuple[bytes, int, int]] = []
@@ -220,16 +217,25 @@ def combine_packs(objects: str, names: list[str]) -> str | None:
     offset = 12
     for name in names:
         try:
-            found = _read_own_pack(folder, name)
+            shas, crcs, offsets, body = _read_own_pack(folder, name)
         except (OSError, ValueError):
             continue
         merged.append(name)
-        for binsha, crc, entry in found:
-            if binsha not in seen:
-                seen.add(binsha)
-                entries.append((binsha, crc, offset))
-                parts.append(entry)
-                offset += len(entry)
+        if seen.isdisjoint(shas):  # the usual case: the run copied whole, offsets shifted
+            seen.update(shas)
+            shift = offset - 12
+            entries += zip(shas, crcs, [o + shift for o in offsets], strict=True)
+            parts.append(body)
+            offset += len(body)
+            continue
+        order = sorted(range(len(shas)), key=offsets.__getitem__)
+        ends = [offsets[i] for i in order[1:]] + [len(body) + 12]
+        for i, end in zip(order, ends, strict=True):  # entry by entry, the known left out
+            if shas[i] not in seen:
+                seen.add(shas[i])
+                entries.append((shas[i], crcs[i], offset))
+                parts.append(body[offsets[i] - 12 : end - 12])
+                offset += end - offsets[i]
     if len(merged) < 2:
         return None
     made = _install(objects, parts, entries)

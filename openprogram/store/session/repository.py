@@ -172,6 +172,7 @@ class Repository:
         self._own: list[list[str]] = [[] for _ in range(MERGE_LEVELS)]
         self._own_lock = threading.Lock()  # held for a list's change only
         self._merging = threading.Lock()  # held by the thread merging them
+        self._merger: threading.Thread | None = None
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
@@ -203,33 +204,61 @@ class Repository:
             with self._own_lock:
                 self._own[0].append(name)
 
-    def merge_own_packs(self) -> int:
+    def merge_own_packs(self, *, wait: bool = False) -> None:
         """Merge the packs this object wrote ``MERGE_FAN`` at a time, level by level
         (:func:`packing.combine_packs`: a copy of their bytes, no git process), so a writer
         that commits for hours keeps a bounded number of packs between maintenances (each
-        pack is one more place every object lookup tries).  Returns how many were merged;
-        another thread merging already: 0."""
+        pack is one more place every object lookup tries).  In a thread of its own, started
+        when the first level is full: the commit that fills it does not wait, nor the next
+        (one merge runs at a time).  ``wait``: after a running one, here."""
+        if wait:
+            self.wait_for_merge()
+            if self._merging.acquire(blocking=False):
+                try:
+                    self._merge_levels()
+                finally:
+                    self._merging.release()
+            return
+        with self._own_lock:
+            if len(self._own[0]) < MERGE_FAN:
+                return
         if not self._merging.acquire(blocking=False):
-            return 0
-        merged = 0
+            return  # one is running: a later commit starts the next
         try:
-            for level in range(MERGE_LEVELS):
-                with self._own_lock:
-                    names = self._own[level]
-                    if len(names) < MERGE_FAN:
-                        break
-                    self._own[level] = []
-                made = combine_packs(self._objects, names)
-                if made is None:
-                    break
-                merged += len(names)
-                self._stale = True
-                if level + 1 < MERGE_LEVELS:
-                    with self._own_lock:
-                        self._own[level + 1].append(made)
+            self._merger = threading.Thread(target=self._merge_in_thread, name="op-pack-merge")
+            self._merger.start()
+        except RuntimeError:  # no thread now (the interpreter exiting): the next commit
+            self._merging.release()
+
+    def wait_for_merge(self) -> None:
+        """Return once no merge of this object's packs is running."""
+        merger = self._merger
+        if merger is not None and merger is not threading.current_thread():
+            merger.join()
+
+    def _merge_in_thread(self) -> None:
+        try:
+            self._merge_levels()
+        except (OSError, ValueError):
+            pass  # left as they are: the maintenance merges them
         finally:
             self._merging.release()
-        return merged
+
+    def _merge_levels(self) -> None:
+        """Each full level merged into one pack of the next (the caller holds _merging)."""
+        for level in range(MERGE_LEVELS):
+            with self._own_lock:
+                names = self._own[level]
+                if len(names) < MERGE_FAN:
+                    return
+                self._own[level] = []
+            made = combine_packs(self._objects, names)
+            if made is None:
+                return
+            self._stale = True
+            if level + 1 < MERGE_LEVELS:
+                with self._own_lock:
+                    self._own[level + 1].append(made)
 
     @property
     def odb(self) -> GitDB:
@@ -458,6 +487,7 @@ class Repository:
         return {path: got[2] for (path, _sha), got in pairs if got is not None}
 
     def close(self) -> None:
+        self.wait_for_merge()
         self._odb = None
         self._trees.clear()
         self._commit_trees.clear()

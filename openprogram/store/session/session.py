@@ -388,10 +388,7 @@ class Session(SessionQueries):
             written, _made = self._node_files({})
         with self.lock, self._mu:
             sha, maintain = self._commit_locked(message, written)
-        try:  # outside the lock: no other writer waits for it
-            self.git.merge_own_packs()
-        except OSError:
-            pass  # left as they are: the maintenance merges them
+        self.git.merge_own_packs()  # outside the lock, in a thread: nobody waits for it
         if maintain:  # a running one takes a new bucket's request (one more round) only
             bucket, self._bucket_opened = self._bucket_opened, False
             if maintenance.spawn(self.path, again=bucket):
