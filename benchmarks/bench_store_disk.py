@@ -20,7 +20,11 @@
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
    turns up to turn 100 and over the last 100, with the store's detached maintenance (every
    50 commits) and with it switched off (``maintenance.spawn`` returning False), to see
-   whether it is what grows the cost.
+   whether it is what grows the cost.  Then, in the same process, 100 more turns of the
+   long session alternating with the first 100 of a new one: both at the same moment of
+   the disk (whose cost per file creation drifts 30-600 µs over minutes on these
+   machines), so their ratio is what the long session itself adds.  The same writer on
+   tmpfs for reference (no disk drift).
 
 Figures only; no assertions.
 """
@@ -100,13 +104,14 @@ def step(x):
     "A turn of five nodes."
     return [leaf(x + k) for k in range(4)]
 runtime = create_runtime(TestProvider())
-times = []
-for i in range(TURNS):
+def turn(sid, i):
     t = time.perf_counter()
-    with session_context(SID, runtime=runtime):
+    with session_context(sid, runtime=runtime):
         step(i)
-    times.append((time.perf_counter() - t) * 1000)
-print("RESULT " + json.dumps({"times": times, "spawned": spawned[0]}))
+    return (time.perf_counter() - t) * 1000
+times = [turn(SID, i) for i in range(TURNS)]
+pairs = [(turn(SID, TURNS + i), turn(SID + "_new", i)) for i in range(100)]
+print("RESULT " + json.dumps({"times": times, "spawned": spawned[0], "pairs": pairs}))
 """
 
 
@@ -259,16 +264,21 @@ def main(argv: list[str] | None = None) -> None:
     if created:
         print("  a turn's new paths: " + ", ".join(created))
     if args.long:
-        print(f"\nlong-lived writer, {args.long} turns in one process (5 nodes each), disk")
-        for maintain in (True, False):
-            got = long_writer(args.cache, args.long, maintain)
+        print(f"\nlong-lived writer, {args.long} turns in one process (5 nodes each)")
+        runs = [("disk", args.cache, True), ("disk", args.cache, False)]
+        runs += [(label, where, True) for label, where in places[1:]]
+        for label, where, maintain in runs:
+            got = long_writer(where, args.long, maintain)
             times = got["times"]
             first, last = times[:100], times[-100:]
             growth = statistics.median(last) / statistics.median(first)
+            longer, new = zip(*got["pairs"], strict=True)
+            alongside = statistics.median(longer) / statistics.median(new)
             print(
-                f"  maintenance {'on ' if maintain else 'off'}: turns 1-100 {med(first)} ms, "
-                f"last 100 {med(last)} ms, last/first {growth:.2f}"
-                f" ({got['spawned']} maintenances started)",
+                f"  {label:>5}, maintenance {'on ' if maintain else 'off'}: turns 1-100 "
+                f"{med(first)} ms, last 100 {med(last)} ms, last/first {growth:.2f}"
+                f" ({got['spawned']} maintenances started); then alternating with a new"
+                f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f}",
                 flush=True,
             )
 
