@@ -308,3 +308,21 @@ def test_a_merge_of_own_packs_leaves_out_one_gone_and_one_with_deltas(repo: Repo
     assert git(repo.worktree, "log", "--format=%s").split() == [f"c{i}" for i in range(7, -1, -1)]
     assert Repository(repo.worktree).blob_at("f1").endswith(b"repeats\n1")
     fsck(repo.worktree)
+
+
+def test_an_edit_of_a_big_tree_is_the_tree_git_would_write(repo: Repository) -> None:
+    """A commit that changes one folder of many (history/ holds one per bucket) edits the
+    parent tree's bytes in place rather than formatting every entry again: the trees are
+    still git's own (``fsck --strict`` checks their order and format, ``mktree`` their
+    sha) and every file reads back."""
+    repo.commit({f"history/{b:04d}/x.json": b"bucket %d" % b for b in range(300)}, "many")
+    for i in range(20):
+        bucket = (i * 37) % 300
+        repo.commit({f"history/{bucket:04d}/x.json": b"edit %d" % i}, f"edit {i}")
+        listing = git(repo.worktree, "ls-tree", "HEAD:history")
+        made = subprocess.run(["git", "mktree"], cwd=repo.worktree, input=listing.encode(),
+                              capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+        assert made == git(repo.worktree, "rev-parse", "HEAD:history").strip()
+        assert git(repo.worktree, "show", f"HEAD:history/{bucket:04d}/x.json") == f"edit {i}"
+    assert repo.blob_at("history/0001/x.json") == b"bucket 1"
+    fsck(repo.worktree)

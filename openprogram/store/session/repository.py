@@ -165,6 +165,7 @@ class Repository:
         self._stale = False
         self._refreshing = threading.Lock()
         self._trees: dict[bytes, TreeEntries] = {}
+        self._tree_bytes: dict[bytes, bytes] = {}  # the content of trees in _trees (most)
         self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
         self._local = threading.local()  # .pending: this thread's batch (sha -> kind, data)
         self._ahead: Mapping[bytes, bytes] = {}  # sha -> content read ahead (reading_ahead)
@@ -318,29 +319,41 @@ class Repository:
         if binsha is None:
             return {}
         cached = self._trees.get(binsha)
+        data = None
         if cached is None:
-            cached = parse_tree(self.read(binsha))
-        self._remember(binsha, cached)  # the most recently used now
+            data = self.read(binsha)
+            cached = parse_tree(data)
+        self._remember(binsha, cached, data)  # the most recently used now
         return dict(cached)
 
-    def write_tree(self, entries: TreeEntries, *, ordered: bool = False) -> bytes:
-        """Store the tree of ``entries`` (``ordered``: already in git's order)."""
+    def write_tree(
+        self, entries: TreeEntries, *, ordered: bool = False, data: bytes | None = None
+    ) -> bytes:
+        """Store the tree of ``entries`` (``ordered``: already in git's order; ``data``: its
+        content, made already)."""
         if not ordered:  # remembered in git's order too: a later edit keeps it
             entries = dict(sorted(entries.items(), key=_git_order))
-        binsha = self.store(b"tree", tree_data(entries, ordered=True))
-        self._remember(binsha, dict(entries))
+        if data is None:
+            data = tree_data(entries, ordered=True)
+        binsha = self.store(b"tree", data)
+        self._remember(binsha, dict(entries), data)
         return binsha
 
-    def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
+    def _remember(self, binsha: bytes, entries: TreeEntries, data: bytes | None = None) -> None:
         trees = self._trees
         trees.pop(binsha, None)
         trees[binsha] = entries
+        if data is not None:
+            self._tree_bytes[binsha] = data
         if len(trees) > TREE_CACHE_MAX:
-            del trees[next(iter(trees))]
+            dropped = next(iter(trees))
+            del trees[dropped]
+            self._tree_bytes.pop(dropped, None)
 
     def forget(self) -> None:
         """Drop cached trees and where objects live (after packing, or to free memory)."""
         self._trees.clear()
+        self._tree_bytes.clear()
         self._commit_trees.clear()
         if self._odb is not None:
             self._odb.update_cache(force=True)
@@ -440,23 +453,37 @@ class Repository:
             for part in parts[:-1]:
                 node = node.setdefault(part, {})  # type: ignore[assignment]
             node[parts[-1]] = content
-        return self._merge(self.read_tree(tree), nested)
+        return self._merge(tree, nested)
 
-    def _merge(self, entries: TreeEntries, changes: Mapping[str, object]) -> bytes:
+    def _merge(self, base: bytes | None, changes: Mapping[str, object]) -> bytes:
         # entries come in git's order (parse_tree); replacing a name keeps its place, so
         # only a tree that gains a name is sorted again (history/ gains one per bucket)
-        ordered = all(name in entries for name in changes)
+        entries = self.read_tree(base)
+        before = {name: entries.get(name) for name in changes}
         for name, change in changes.items():
+            old = before[name]
             if isinstance(change, dict):
-                old = entries.get(name)
-                sub = self.read_tree(old[0]) if old and old[1] == TREE_MODE else {}
+                sub = old[0] if old and old[1] == TREE_MODE else None
                 entries[name] = (self._merge(sub, change), TREE_MODE)
             elif change is None:
                 entries.pop(name, None)
             else:
                 assert isinstance(change, bytes)
                 entries[name] = (self.store(b"blob", change), BLOB_MODE)
-        return self.write_tree(entries, ordered=ordered)
+        ordered = all(old is not None for old in before.values())
+        data = self._tree_bytes.get(base) if base is not None and ordered else None
+        for name, old in before.items():  # the base's bytes with the changed shas replaced:
+            new = entries.get(name)  # not every entry formatted again (history/ has one per
+            if data is None or old is None or new is None or new[1] != old[1]:  # bucket)
+                data = None
+                break
+            head = b"%o %s\0" % (old[1], name.encode("utf-8", "surrogateescape"))
+            at = data.find(head + old[0])  # (an entry's own sha: found where it is)
+            if at < 0:
+                data = None
+                break
+            data = b"".join((data[:at], head, new[0], data[at + len(head) + 20 :]))
+        return self.write_tree(entries, ordered=ordered, data=data)
 
     def read_paths(self, paths: list[str], ref: str = MAIN_REF) -> dict[str, bytes]:
         """The contents of many files of ``ref`` at once, inflated by git rather than Python:
@@ -490,4 +517,5 @@ class Repository:
         self.wait_for_merge()
         self._odb = None
         self._trees.clear()
+        self._tree_bytes.clear()
         self._commit_trees.clear()
