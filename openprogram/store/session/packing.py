@@ -27,10 +27,11 @@ from openprogram.store.session.safegit import run_git
 
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
 # A writer merges its own commits' packs MERGE_FAN at a time, in levels (packs of 8, 64,
-# 512, 4,096 commits): at most 7 a level (and one per 4,096 commits) whatever the gap
-# between maintenances; a 4,096-commit merge copies ~16 MB, once per 4,096 commits
+# 512 commits): at most 7 a level and one per 512 commits, which the maintenance merges
+# (git's C, in its own process: a 4,096-commit merge here, ~45,000 objects, held the
+# writer's GIL for tens of ms while its turns waited)
 MERGE_FAN = 8
-MERGE_LEVELS = 5
+MERGE_LEVELS = 4
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 STRAY_INDEX_S = 3600.0  # an .idx without its .pack older than this: a writer died between
 
