@@ -58,7 +58,8 @@ MAINTAIN_EVERY = 50  # commits between two maintenances
 # Session.maintain do not wait.  The packs a long gap leaves are few: the writer merges its
 # own (packing.combine_packs).
 SPACING = 9.0
-NEXT_FILE = "maintain.next"  # .state/: the earliest time (unix) the commit count asks again
+# .state/: the earliest time (unix) a commit asks again, and the last one's duration (s)
+NEXT_FILE = "maintain.next"
 MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking for one
 STALE_INDEX_LOCK_S = 60.0
 SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
@@ -253,7 +254,8 @@ def _rounds(root: Path) -> None:
         run(root)
         if not os.path.lexists(pending):
             break
-    _due_after(root, SPACING * (time.monotonic() - started), took=time.monotonic() - started)
+    took = time.monotonic() - started
+    _due_after(root, SPACING * took, took=took)
 
 
 def _due_after(root: Path, gap: float, took: float | None = None) -> None:
