@@ -326,3 +326,19 @@ def test_an_edit_of_a_big_tree_is_the_tree_git_would_write(repo: Repository) -> 
         assert git(repo.worktree, "show", f"HEAD:history/{bucket:04d}/x.json") == f"edit {i}"
     assert repo.blob_at("history/0001/x.json") == b"bucket 1"
     fsck(repo.worktree)
+
+
+def test_an_object_in_several_own_packs_is_kept_once_by_their_merge(repo: Repository) -> None:
+    """The same file in every commit (its blob stored by each batch again): the merged pack
+    holds it once — an index lists each object once, as git's do — and reads back."""
+    for i in range(MERGE_FAN):
+        repo.commit({f"f{i}": b"the same content", "same": b"the same content"}, f"c{i}")
+    assert sum(packs_of(repo)) > len(
+        git(repo.worktree, "rev-list", "--objects", "--all").split("\n")
+    )
+    repo.merge_own_packs(wait=True)
+    counts = packs_of(repo)
+    objects = git(repo.worktree, "rev-list", "--objects", "--all").splitlines()
+    assert len(counts) == 1 and counts[0] == len(objects)
+    assert git(repo.worktree, "show", "HEAD:f7") == "the same content"
+    fsck(repo.worktree)
