@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kept
+from openprogram.store.session.replaced import replace
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES, a dead writer's journal is read
@@ -117,7 +118,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    replace(tmp, path)  # (the file replaced is freed off this path)
 
 
 try:  # an optional speed-up: ~10x faster than json on the per-event hot path

@@ -385,13 +385,14 @@ class NodeIndex:
             self._unsaved.add(bucket)
         return is_new
 
-    def written(self, rel_dirs: set[str]) -> None:
-        """This process wrote (and is committing) the node files of these turn folders."""
+    def written(self, rel_dirs: set[str], commit: bytes | None = None) -> None:
+        """This process wrote the node files of these turn folders, committed in ``commit``
+        (HEAD's when None)."""
         for rel in rel_dirs:
             _history, bucket, turn = rel.split("/")
             mtimes = self._mtimes.get(bucket)
             if mtimes is not None:
-                found = self.repo.tree_at(f"history/{bucket}").get(turn)  # just committed
+                found = self.repo.tree_at(f"history/{bucket}", commit=commit).get(turn)
                 if found is None:
                     mtimes.pop(turn, None)
                     self._unsaved.add(bucket)

@@ -19,6 +19,7 @@ from openprogram.errors import CorruptedFile
 from openprogram.errors import RefChanged as RefChanged  # moved; old path kept
 from openprogram.errors import RefLocked as RefLocked
 from openprogram.store.session.files import ensure_dir, read_bytes
+from openprogram.store.session.replaced import replace
 from openprogram.store.session.safegit import BRANCH
 
 MAIN_REF = f"refs/heads/{BRANCH}"
@@ -116,7 +117,7 @@ def update_ref(
                     f"{name} is at {current.hex() if current else None}, "
                     f"not {expected.hex() if expected else None}"
                 )
-            os.rename(lock, path)
+            replace(lock, path)  # (the old ref file is freed off this path)
         except BaseException:
             try:
                 os.unlink(lock)

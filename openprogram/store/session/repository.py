@@ -386,9 +386,14 @@ class Repository:
         """The root tree of ``ref`` (empty when it does not exist)."""
         return self.read_tree(self.commit_tree_of(self.read_ref(ref)))
 
-    def tree_at(self, path: str, ref: str = MAIN_REF) -> TreeEntries:
-        """The tree at ``path`` (``a/b``) in ``ref``'s root tree; empty if there is none."""
-        entries = self.head_tree(ref)
+    def tree_at(
+        self, path: str, ref: str = MAIN_REF, *, commit: bytes | None = None
+    ) -> TreeEntries:
+        """The tree at ``path`` (``a/b``) in ``ref``'s root tree (``commit``'s when given);
+        empty if there is none."""
+        entries = (
+            self.head_tree(ref) if commit is None else self.read_tree(self.commit_tree_of(commit))
+        )
         for part in path.split("/"):
             found = entries.get(part)
             if found is None or found[1] != TREE_MODE:
@@ -419,7 +424,20 @@ class Repository:
         there by compare-and-swap; returns the commit's binary sha.  ``author``: who made
         the change (``Name <email>``; the openprogram actor when None).  Its new objects
         are one pack, complete with its index before the ref moves."""
-        parent = self.read_ref(ref)
+        return self.commit_on(self.read_ref(ref), files, message, ref=ref, when=when, author=author)
+
+    def commit_on(
+        self,
+        parent: bytes | None,
+        files: Mapping[str, bytes | None],
+        message: str,
+        *,
+        ref: str = MAIN_REF,
+        when: int | None = None,
+        author: str | None = None,
+    ) -> bytes:
+        """:meth:`commit` on ``parent``, which the caller read from ``ref`` (the ref moves
+        only if it is still there: :class:`RefChanged` otherwise)."""
         with self.batch():
             binsha = self.make_commit(files, message, parent, when=when, author=author)
         self.update_ref(ref, binsha, parent)

@@ -448,9 +448,12 @@ class Session(SessionQueries):
         meta = json.dumps(redact_value(jsonable(self.meta)), indent=1, ensure_ascii=False)
         atomic_write(self.path / "meta.json", meta.encode())
         files["meta.json"] = meta.encode()
-        new_bucket = self._opens_a_bucket(made)
-        sha = self.git.commit(files, redact_secrets(message), author=current_author().ident)
-        self._index.written(made)
+        parent = self.git.read_ref()  # (the ref is read once a commit, not at every step)
+        new_bucket = self._opens_a_bucket(made, parent)
+        sha = self.git.commit_on(
+            parent, files, redact_secrets(message), author=current_author().ident
+        )
+        self._index.written(made, sha)
         self._dirty.clear()
         self._new_turns.clear()
         self._meta_changes.clear()
@@ -479,9 +482,12 @@ class Session(SessionQueries):
         folder, _, name = node_relpath(call).rpartition("/")
         return name in self.git.tree_at(folder)
 
-    def _opens_a_bucket(self, rel_dirs: set[str]) -> bool:
-        """Whether this commit is the first into a bucket (the previous one can be sealed)."""
-        history = self.git.tree_at("history") if rel_dirs else {}
+    def _opens_a_bucket(self, rel_dirs: set[str], parent: bytes | None) -> bool:
+        """Whether a commit on ``parent`` writing ``rel_dirs`` is the first into a bucket
+        (the previous one can be sealed)."""
+        if parent is None:
+            return bool(rel_dirs)
+        history = self.git.tree_at("history", commit=parent) if rel_dirs else {}
         return any(rel.split("/")[1] not in history for rel in rel_dirs)
 
     def maintain(self, *, wait: bool = True) -> None:
