@@ -281,6 +281,27 @@ def test_a_writers_own_packs_merge_level_by_level_and_every_commit_reads_back(
     fsck(repo.worktree)
 
 
+def test_a_writer_that_never_waits_still_merges_its_packs_and_close_ends_the_merging(
+    repo: Repository,
+) -> None:
+    """Commits that never wait for a merge (a session's: the merging runs beside them):
+    300 commits leave a handful of packs once the merging is done, readable by git and the
+    writer, and closing the repository leaves no merging thread behind."""
+    for i in range(300):
+        repo.commit({f"history/0000/{i:06d}/node.json": b"node %d" % i}, f"turn {i}")
+        repo.merge_own_packs()
+    repo.wait_for_merge()
+    counts = packs_of(repo)
+    assert len(counts) <= (MERGE_FAN - 1) * MERGE_LEVELS and len(counts) < 300 // MERGE_FAN
+    assert sum(counts) == len(git(repo.worktree, "rev-list", "--objects", "--all").splitlines())
+    assert repo.blob_at("history/0000/000017/node.json") == b"node 17"
+    repo.close()
+    assert not [t for t in threading.enumerate() if t.name == "op-pack-merge"]
+    repo.commit({"after-close": b"x"}, "a commit after close")  # merging starts again
+    assert git(repo.worktree, "show", "HEAD:after-close") == "x"
+    fsck(repo.worktree)
+
+
 def test_a_merge_of_own_packs_leaves_out_one_gone_and_one_with_deltas(repo: Repository) -> None:
     """A pack a maintenance merged meanwhile (gone) and a pack git made with deltas are
     left out: the others merge, git's stays, every object reads back."""

@@ -172,8 +172,11 @@ class Repository:
         # the packs this object's batches wrote, by merge level (see :meth:`merge_own_packs`)
         self._own: list[list[str]] = [[] for _ in range(MERGE_LEVELS)]
         self._own_lock = threading.Lock()  # held for a list's change only
-        self._merging = threading.Lock()  # held by the thread merging them
-        self._merger: threading.Thread | None = None
+        self._own_full = threading.Condition(self._own_lock)  # level 0 full, a merge ended…
+        self._merging = threading.Lock()  # held while a merge runs
+        self._merger: threading.Thread | None = None  # the thread merging them
+        self._stopping = False
+        self._busy = False  # the thread is merging (or about to)
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
@@ -209,41 +212,63 @@ class Repository:
         """Merge the packs this object wrote ``MERGE_FAN`` at a time, level by level
         (:func:`packing.combine_packs`: a copy of their bytes, no git process), so a writer
         that commits for hours keeps a bounded number of packs between maintenances (each
-        pack is one more place every object lookup tries).  In a thread of its own, started
-        when the first level is full: the commit that fills it does not wait, nor the next
-        (one merge runs at a time).  ``wait``: after a running one, here."""
+        pack is one more place every object lookup tries).  In a thread of this object's,
+        started at the first full level and woken at the next: the commit that fills a
+        level neither merges nor waits for a thread to start (a new thread a merge made
+        the commit wait until that thread ran: milliseconds on a busy machine, every eighth
+        turn).  ``wait``: here, after a running one."""
         if wait:
-            self.wait_for_merge()
-            if self._merging.acquire(blocking=False):
-                try:
-                    self._merge_levels()
-                finally:
-                    self._merging.release()
+            with self._merging:
+                self._merge_levels()
             return
         with self._own_lock:
             if len(self._own[0]) < MERGE_FAN:
                 return
-        if not self._merging.acquire(blocking=False):
-            return  # one is running: a later commit starts the next
-        try:
-            self._merger = threading.Thread(target=self._merge_in_thread, name="op-pack-merge")
-            self._merger.start()
-        except RuntimeError:  # no thread now (the interpreter exiting): the next commit
-            self._merging.release()
+            if self._merger is None:
+                merger = threading.Thread(target=self._merge_loop, name="op-pack-merge")
+                merger.daemon = True  # (a merge cut short is a crash it survives: see packing)
+                try:
+                    merger.start()
+                except RuntimeError:  # no new thread now (the interpreter exiting)
+                    return
+                self._merger = merger
+            self._own_full.notify_all()
 
     def wait_for_merge(self) -> None:
-        """Return once no merge of this object's packs is running."""
-        merger = self._merger
+        """Return once no merge of this object's packs is running or about to run."""
+        with self._own_lock:
+            while self._busy or (
+                self._merger is not None and not self._stopping and len(self._own[0]) >= MERGE_FAN
+            ):
+                self._own_full.wait()
+
+    def _merge_loop(self) -> None:
+        while True:
+            with self._own_lock:
+                while len(self._own[0]) < MERGE_FAN and not self._stopping:
+                    self._own_full.wait()
+                if self._stopping:
+                    return
+                self._busy = True
+            try:
+                with self._merging:
+                    self._merge_levels()
+            except (OSError, ValueError):
+                pass  # left as they are: the maintenance merges them
+            finally:
+                with self._own_lock:
+                    self._busy = False
+                    self._own_full.notify_all()
+
+    def _stop_merging(self) -> None:
+        """End the merging thread (after the merge it runs); a later commit starts one."""
+        with self._own_lock:
+            merger, self._stopping = self._merger, True
+            self._own_full.notify_all()
         if merger is not None and merger is not threading.current_thread():
             merger.join()
-
-    def _merge_in_thread(self) -> None:
-        try:
-            self._merge_levels()
-        except (OSError, ValueError):
-            pass  # left as they are: the maintenance merges them
-        finally:
-            self._merging.release()
+        with self._own_lock:
+            self._merger, self._stopping = None, False
 
     def _merge_levels(self) -> None:
         """Each full level merged into one pack of the next (the caller holds _merging)."""
@@ -532,7 +557,7 @@ class Repository:
         return {path: got[2] for (path, _sha), got in pairs if got is not None}
 
     def close(self) -> None:
-        self.wait_for_merge()
+        self._stop_merging()
         self._odb = None
         self._trees.clear()
         self._tree_bytes.clear()
