@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from openprogram.store.session import packing
 from openprogram.store.session.packing import (
     MAX_PACKS,
     MERGE_FAN,
@@ -251,6 +252,28 @@ def test_small_packs_merge_as_gits_geometric_repack_would_and_stay_readable(
     assert log == [f"c{i}" for i in reversed(range(len(sizes)))]
     assert repo.blob_at("f0-0") == b"file 0 0" and git(ours, "show", "main:f3-0") == "file 3 0"
     fsck(ours)
+
+
+def test_a_big_pack_is_left_as_it_is_while_the_small_ones_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a maintenance rewrites stays bounded: a pack over ``BIG_PACK_BYTES`` (as git's
+    ``gc.bigPackThreshold``) is neither merged nor counted; past ``MAX_PACKS`` small ones,
+    those merge, and everything reads back."""
+    init_repository(tmp_path)
+    repo = Repository(tmp_path)
+    repo.commit({f"big-{k}": os.urandom(2000) for k in range(40)}, "big")
+    (big,) = pack_names(repo)
+    size = (repo.git_dir / "objects" / "pack" / f"{big}.pack").stat().st_size
+    monkeypatch.setattr(packing, "BIG_PACK_BYTES", size)
+    for i in range(MAX_PACKS):  # with the big one: one pack more than MAX_PACKS
+        repo.commit({f"f{i}": b"file %d" % i}, f"c{i}")
+    assert merge_small_packs(repo.git_dir, tmp_path) == 0  # MAX_PACKS small ones: not yet
+    repo.commit({"one-more": b"x"}, "one more")
+    assert merge_small_packs(repo.git_dir, tmp_path) > 1
+    assert big in pack_names(repo)  # not rewritten
+    assert git(tmp_path, "show", "main:f3") == "file 3" and repo.blob_at("big-7")
+    fsck(tmp_path)
 
 
 def pack_names(repo: Repository) -> set[str]:

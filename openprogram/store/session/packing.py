@@ -26,12 +26,18 @@ from pathlib import Path
 from openprogram.store.session.safegit import run_git
 
 MAX_PACKS = 20  # more packs than this and packing merges them (geometric repack)
+# A pack this big is never merged again (git's gc.bigPackThreshold): what one maintenance
+# rewrites stays bounded whatever the session's size.  Merging them all, a 20,000-turn
+# session's maintenance rewrote ~60 MB, searching deltas across ~200,000 objects (~3 s
+# on 2 cores, beside the writer); a big pack holds ~4,000 turns' objects, so 100,000 turns
+# leave ~25 of them beside at most MAX_PACKS small ones.
+BIG_PACK_BYTES = 16 << 20
 # A writer merges its own commits' packs MERGE_FAN at a time, in levels (packs of 8, 64,
 # 512 commits): at most 7 a level and one per 512 commits, which the maintenance merges
 # (git's C, in its own process: a 4,096-commit merge here, ~45,000 objects, held the
 # writer's GIL for tens of ms while its turns waited)
 MERGE_FAN = 8
-MERGE_LEVELS = 4
+MERGE_LEVELS = 3  # (own packs of 1, 8 and 64 commits merged: the biggest a writer makes is 512)
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 STRAY_INDEX_S = 3600.0  # an .idx without its .pack older than this: a writer died between
 
@@ -316,7 +322,8 @@ def _pack_names(idx: Path, count: int) -> bytes:
 
 
 def merge_small_packs(git_dir: Path, worktree: Path) -> int:
-    """Past ``MAX_PACKS`` packs, merge the small ones geometrically (:func:`rolled_up`) by
+    """Past ``MAX_PACKS`` packs under ``BIG_PACK_BYTES``, merge the small ones
+    geometrically (:func:`rolled_up`) by
     naming their objects to ``git pack-objects`` (their deltas reused): no walk of the
     history, which ``git repack --geometric`` makes (~0.36 s of 0.5 at 20,000 turns, for
     50 turns' packs).  The merged packs are removed after the new one is in place, each
@@ -328,6 +335,8 @@ def merge_small_packs(git_dir: Path, worktree: Path) -> int:
         stem = name[:-5]
         if name.endswith(".pack") and not os.path.lexists(folder / f"{stem}.keep"):
             try:
+                if os.lstat(folder / name).st_size >= BIG_PACK_BYTES:
+                    continue  # kept as it is (see BIG_PACK_BYTES)
                 packs.append((_pack_count(folder / f"{stem}.idx"), stem))
             except (OSError, ValueError):
                 continue  # being written, or not ours to merge
