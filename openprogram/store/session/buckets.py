@@ -31,6 +31,7 @@ from openprogram.store.session.repository import (
     TREE_MODE,
     Repository,
     TreeEntries,
+    cat_file_batch,
     object_sha,
     tree_sha,
 )
@@ -58,6 +59,30 @@ def _blob_or_file(repo: Repository, blob: bytes, path: str) -> bytes:
     except OSError:
         data = b""
     return data if object_sha(b"blob", data) == blob else repo.read(blob)
+
+
+def _blobs_or_files(
+    repo: Repository, root: Path, files: list[tuple[str, bytes]]
+) -> dict[bytes, bytes]:
+    """Blob -> content of ``files`` ((path, blob) each): the checked-out file when it is
+    that blob, the others read by one ``git cat-file --batch`` (git inflates packed deltas
+    in C; gitdb took ~0.4 ms an object: a bucket of 500 nodes ~0.25 s), one by one where
+    git could not."""
+    found: dict[bytes, bytes] = {}
+    wanted: dict[bytes, None] = {}  # (in order, once each)
+    for rel, blob in files:
+        try:
+            data = read_bytes(f"{root}/{rel}")
+        except OSError:
+            data = b""
+        if object_sha(b"blob", data) == blob:
+            found[blob] = data
+        else:
+            wanted[blob] = None
+    fetched = cat_file_batch(repo.worktree, [blob.hex().encode() for blob in wanted])
+    for blob, got in zip(wanted, fetched, strict=True):
+        found[blob] = got[2] if got is not None and got[1] == b"blob" else repo.read(blob)
+    return found
 
 
 def sealed_columns(
@@ -110,7 +135,7 @@ def seal(repo: Repository, root: Path, bucket: str, tree: bytes) -> bytes | None
         return None
     contents = repo.read_tree(tree)
     contents.pop(BUCKET_INDEX, None)
-    rows: list[Entry] = []
+    files: list[tuple[str, bytes]] = []  # (path, blob) of the bucket's node files
     for turn, (turn_tree, mode) in contents.items():
         if mode != TREE_MODE or not TURN_DIR_NAME.fullmatch(turn):
             return None
@@ -119,12 +144,15 @@ def seal(repo: Repository, root: Path, bucket: str, tree: bytes) -> bytes | None
                 continue  # what a scan skips
             if blob_mode == TREE_MODE:
                 return None
-            rel = f"history/{bucket}/{turn}/{name}"
-            try:
-                call = Call.from_dict(loads(_blob_or_file(repo, blob, f"{root}/{rel}")))
-            except (ValueError, NodeFormatError):
-                return None
-            rows.append(entry_of(call, rel))
+            files.append((f"history/{bucket}/{turn}/{name}", blob))
+    data = _blobs_or_files(repo, root, files)
+    rows: list[Entry] = []
+    for rel, blob in files:
+        try:
+            call = Call.from_dict(loads(data[blob]))
+        except (ValueError, NodeFormatError):
+            return None
+        rows.append(entry_of(call, rel))
     if not valid_columns(bucket, [list(column) for column in zip(*rows, strict=True)]):
         return None
     return seal_data(rows, contents)
