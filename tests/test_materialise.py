@@ -12,9 +12,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import maintenance
 from openprogram.store.session.index import TURNS_PER_BUCKET
+from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.materialise import materialise
 from openprogram.store.session.packing import MAX_PACKS
 from openprogram.store.session.safegit import run_git
@@ -143,3 +146,32 @@ def test_a_reader_sees_a_checked_out_turn_as_its_commit_unless_a_file_there_diff
     assert now["one"]["status"] == "completed" and now["three"]["status"] == "completed"
     assert now["two"]["status"] == "failed"  # the file on disk, not the commit's copy
     assert len(reader.index()) == before + 2
+
+
+def test_a_writer_that_stays_open_saves_few_caches_and_a_cold_reader_still_sees_every_turn(
+    op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn that starts a maintenance saves the local index cache of the newest two
+    buckets only (~20 ms a long writer's turn spent saving every bucket it wrote since the
+    last one; the older ones are sealed by the maintenances, or saved at close): while the
+    writer stays open, a cold reader finds every turn all the same."""
+    store = SessionStore(op_home)
+    store.create_session("long")
+    path = op_home / "sessions" / "long"
+    cache = path / ".state" / CACHE_DIR
+    started: list[Path] = []
+    monkeypatch.setattr(maintenance, "spawn", lambda root, **_kw: started.append(root) or False)
+    turns = 4 * TURNS_PER_BUCKET + 5
+    for i in range(turns):  # no maintenance starts: every bucket stays unsaved
+        add_turn(store, "long", f"t{i}")
+    assert started and not cache.exists()
+    # the next one that is asked for starts (as if detached; none runs, so nothing is sealed)
+    monkeypatch.setattr(maintenance, "spawn", lambda root, **_kw: started.append(root) or True)
+    store.open("long")._bucket_opened = True  # its commit asks for one
+    add_turn(store, "long", "the turn that starts a maintenance")
+    assert sorted(p.stem for p in cache.glob("*.json")) == ["0003", "0004"]
+    cold = SessionStore(op_home).open("long")
+    names = [n.name for n in cold.nodes() if n.metadata.get("kind") == "turn"]
+    assert names == [f"t{i}" for i in range(turns)] + ["the turn that starts a maintenance"]
+    store.close()  # the others at close
+    assert sorted(p.stem for p in cache.glob("*.json")) == ["0000", "0001", "0002", "0003", "0004"]

@@ -341,16 +341,18 @@ class NodeIndex:
         self._forget(call.id)
         self.put(entry_of(call, rel), tracked=False)
 
-    def save(self) -> None:
-        """Write the local cache of every tracked bucket changed since it was last saved."""
-        for bucket in sorted(self._unsaved):
+    def save(self, newest: int | None = None) -> None:
+        """Write the local cache of every tracked bucket changed since it was last saved
+        (``newest``: of the newest that many only; the others wait for the next save)."""
+        buckets = sorted(self._unsaved, key=int)
+        for bucket in buckets if newest is None else buckets[-newest:]:
+            self._unsaved.discard(bucket)
             mtimes = self._mtimes.get(bucket)
             if mtimes is None:
                 continue
             rows = sorted((self.entries[i] for i in self._ids.get(bucket, ())), key=lambda e: e[1])
             rows = [full_entry(row) for row in rows]
             write_cache(self.root, bucket, mtimes, rows)
-        self._unsaved.clear()
 
     # -- changes -----------------------------------------------------------------------
     def _add(self, bucket: str, rows: list[Entry]) -> None:

@@ -393,8 +393,10 @@ class Session(SessionQueries):
             bucket, self._bucket_opened = self._bucket_opened, False
             if maintenance.spawn(self.path, again=bucket):
                 self.counters.set_maintained()
+                # the newest two buckets' caches: a long writer's older ones are sealed by
+                # the maintenances (which need no cache), or saved at close
                 with self._mu:
-                    self._index.save()  # O(the tracked buckets): the newest one or two
+                    self._index.save(newest=2)
             else:  # one is running: it says when the next may be asked (read it again)
                 self._maintain_after = 0.0
         return sha
