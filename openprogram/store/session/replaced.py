@@ -12,8 +12,8 @@ closes it: the freeing happens there, beside the writer, not in its commit.  Rea
 exactly what a plain ``os.replace`` gives them (the old file or the new one).
 
 Measured on the home folder's disk (``benchmarks/bench_store_disk.py`` prints it as "a
-replace"): a 41-byte replace ~190 µs plain, ~50 µs this way (rename + hand-over); on tmpfs
-no difference either way.
+replace"): a 41-byte replace ~190-260 µs plain, ~70-100 µs this way (open + rename +
+hand-over); on tmpfs ~20-30 µs either way (the extra open).
 """
 
 from __future__ import annotations
