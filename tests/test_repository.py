@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openprogram.store.session import packing
+from openprogram.store.session import packing, repository
 from openprogram.store.session.packing import (
     MAX_PACKS,
     MERGE_FAN,
@@ -320,6 +320,26 @@ def test_a_writer_that_never_waits_still_merges_its_packs_and_close_ends_the_mer
     assert repo.blob_at("history/0000/000017/node.json") == b"node 17"
     repo.close()
     assert not [t for t in threading.enumerate() if t.name == "op-pack-merge"]
+
+
+def test_a_repository_left_open_does_not_keep_its_merging_thread(
+    repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository that merged and is then left (never closed, as a script may leave a
+    session) lets its merging thread end once it has been idle, and merges again later."""
+    monkeypatch.setattr(repository, "MERGER_IDLE_S", 0.01)
+    for i in range(MERGE_FAN):
+        repo.commit({f"f{i}": b"%d" % i}, f"c{i}")
+        repo.merge_own_packs()
+    merger = repo._merger  # (None when it has ended already)
+    if merger is not None:
+        merger.join()  # it ends by itself (else: the suite's timeout)
+    assert repo._merger is None and len(packs_of(repo)) == 1
+    for i in range(MERGE_FAN):
+        repo.commit({f"g{i}": b"%d" % i}, f"d{i}")
+        repo.merge_own_packs()
+    repo.wait_for_merge()
+    assert len(packs_of(repo)) == 2 and git(repo.worktree, "show", "HEAD:g7") == "7"
     repo.commit({"after-close": b"x"}, "a commit after close")  # merging starts again
     assert git(repo.worktree, "show", "HEAD:after-close") == "x"
     fsck(repo.worktree)

@@ -50,6 +50,7 @@ TREE_MODE = 0o040000
 # history, bucket, turn); a bucket's tree (~100 turns) is ~10 KiB parsed, a new one a commit
 TREE_CACHE_MAX = 64
 READ_ATTEMPTS = 4  # looks for an object while writers merge and remove packs
+MERGER_IDLE_S = 30.0  # a merging thread with no merge for this long ends (the next starts one)
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 
@@ -246,7 +247,10 @@ class Repository:
         while True:
             with self._own_lock:
                 while len(self._own[0]) < MERGE_FAN and not self._stopping:
-                    self._own_full.wait()
+                    idle = not self._own_full.wait(MERGER_IDLE_S)
+                    if idle and not self._stopping and len(self._own[0]) < MERGE_FAN:
+                        self._merger = None  # a repository left open (never closed) keeps
+                        return  # no thread: the next full level starts one
                 if self._stopping:
                     return
                 self._busy = True
