@@ -52,13 +52,19 @@ def bucket_trees(repo: Repository, commit: bytes | None = None) -> dict[str, byt
     }
 
 
-def _blob_or_file(repo: Repository, blob: bytes, path: str) -> bytes:
-    """The content of ``blob``: the checked-out file when it is that blob (no inflating)."""
+def _file_if_blob(path: str, blob: bytes) -> bytes | None:
+    """The checked-out file at ``path`` when it is ``blob`` (no inflating), else None."""
     try:
         data = read_bytes(path)
     except OSError:
-        data = b""
-    return data if object_sha(b"blob", data) == blob else repo.read(blob)
+        return None
+    return data if object_sha(b"blob", data) == blob else None
+
+
+def _blob_or_file(repo: Repository, blob: bytes, path: str) -> bytes:
+    """The content of ``blob``: the checked-out file when it is that blob."""
+    data = _file_if_blob(path, blob)
+    return repo.read(blob) if data is None else data
 
 
 def _blobs_or_files(
@@ -71,14 +77,11 @@ def _blobs_or_files(
     found: dict[bytes, bytes] = {}
     wanted: dict[bytes, None] = {}  # (in order, once each)
     for rel, blob in files:
-        try:
-            data = read_bytes(f"{root}/{rel}")
-        except OSError:
-            data = b""
-        if object_sha(b"blob", data) == blob:
-            found[blob] = data
-        else:
+        data = _file_if_blob(f"{root}/{rel}", blob)
+        if data is None:
             wanted[blob] = None
+        else:
+            found[blob] = data
     fetched = cat_file_batch(repo.worktree, [blob.hex().encode() for blob in wanted])
     for blob, got in zip(wanted, fetched, strict=True):
         found[blob] = got[2] if got is not None and got[1] == b"blob" else repo.read(blob)

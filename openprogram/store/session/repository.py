@@ -420,9 +420,7 @@ class Repository:
     ) -> TreeEntries:
         """The tree at ``path`` (``a/b``) in ``ref``'s root tree (``commit``'s when given);
         empty if there is none."""
-        entries = (
-            self.head_tree(ref) if commit is None else self.read_tree(self.commit_tree_of(commit))
-        )
+        entries = self.read_tree(self.commit_tree_of(commit or self.read_ref(ref)))
         for part in path.split("/"):
             found = entries.get(part)
             if found is None or found[1] != TREE_MODE:
