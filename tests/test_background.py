@@ -18,7 +18,12 @@ import pytest
 from openprogram import agentic_function, background, create_runtime
 from openprogram.agent.background import BackgroundRun, Progress
 from openprogram.agent.session_db import default_db
-from openprogram.agentic_programming.stopping import RunKilled, RunStopped
+from openprogram.agentic_programming.stopping import (
+    RunKilled,
+    RunStopped,
+    killable,
+    using_stop_flag,
+)
 from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
@@ -97,17 +102,16 @@ def test_stop_ends_the_run_after_the_call_in_flight(op_home: Path) -> None:
 
 
 def test_a_second_stop_kills_a_call_that_does_not_return(op_home: Path) -> None:
-    forever = threading.Event()
+    forever, entered = threading.Event(), threading.Event()
 
     def hang(request: LLMRequest) -> str:
+        entered.set()
         while not forever.wait(0.01):  # a provider stuck in Python code
             pass
         return "never"
 
     run = background(steps, 1, runtime=create_runtime(FunctionProvider(hang)))
-    deadline = time.monotonic() + 10
-    while not [n for n in nodes_of(run) if n.kind == "llm"] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert entered.wait(30)
     run.stop()
     assert run.running  # the first stop waits for the call
     assert run.stop() == "killed"
@@ -118,6 +122,35 @@ def test_a_second_stop_kills_a_call_that_does_not_return(op_home: Path) -> None:
         "llm": "cancelled",
     }
     forever.set()
+
+
+def test_the_kill_flag_alone_ends_a_call_in_flight() -> None:
+    # A kill raised into the run's thread can land in a thread being started at that
+    # moment instead (CPython matches thread states by ident); the flag still ends the wait.
+    release, entered = threading.Event(), threading.Event()
+    stop, kill = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    def call() -> str:
+        entered.set()
+        release.wait()
+        return "late"
+
+    def waiter() -> None:
+        with using_stop_flag(stop, kill):
+            try:
+                killable(call)
+            except BaseException as exc:
+                outcome.append(exc)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert entered.wait(30)
+    stop.set()
+    kill.set()
+    thread.join(30)
+    release.set()
+    assert not thread.is_alive() and [type(e) for e in outcome] == [RunKilled]
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ class BackgroundRun:
         self.finished: float | None = None
         self._target = target
         self._stop = threading.Event()
+        self._kill = threading.Event()
         self._stops = 0
         self._attached = threading.Event()
         self._done = threading.Event()
@@ -88,7 +89,7 @@ class BackgroundRun:
 
     def _main(self) -> None:
         def work() -> None:
-            with using_stop_flag(self._stop):
+            with using_stop_flag(self._stop, self._kill):
                 self.result = self._target(self)
 
         try:
@@ -147,6 +148,10 @@ class BackgroundRun:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(ident), ctypes.py_object(RunKilled)
             )
+        # After the exception, so a thread that got it raises it before it could see the
+        # flag (one RunKilled, not two); a call waiting in killable() ends on the flag
+        # alone if the exception went to a thread being started instead.
+        self._kill.set()
         return "killed"
 
     # -- progress ------------------------------------------------------------------------

@@ -17,9 +17,12 @@ T = TypeVar("T")
 _KILL_POLL_S = 0.05  # how soon a kill lands while a provider call blocks
 
 
-def using_stop_flag(flag: threading.Event | None) -> AbstractContextManager[Any]:
-    """Install the run's stop flag in the turn state (``TurnState.stop``)."""
-    return using(stop=flag)
+def using_stop_flag(
+    flag: threading.Event | None, kill: threading.Event | None = None
+) -> AbstractContextManager[Any]:
+    """Install the run's stop flag (``TurnState.stop``) and its kill flag
+    (``TurnState.kill``: set, a call waiting in :func:`killable` ends with ``RunKilled``)."""
+    return using(stop=flag, kill=kill)
 
 
 def stop_requested() -> bool:
@@ -39,11 +42,17 @@ def killable(call: Callable[[], T]) -> T:
     """``call()``, made killable in a run that can be stopped: there it runs on a helper
     thread (in a copy of this context, so what it prints lands where this thread's would)
     while this thread waits in Python, so a second stop (``RunKilled``, raised in this
-    thread) ends the wait at once even while the helper sits in a socket read.  The
+    thread) ends the wait at once even while the helper sits in a socket read.  The wait
+    also ends when the run's kill flag is set: an exception raised into a thread can land
+    in a thread being started at that moment instead (CPython matches thread states by
+    ident, and a new one carries its starter's until it runs), so the flag is what a
+    kill relies on here.  The
     abandoned helper finishes on its own (within the provider's timeout); its result is
     dropped.  Outside such a run: a plain call, no thread."""
-    if current().stop is None:
+    state = current()
+    if state.stop is None:
         return call()
+    kill = state.kill
     done = threading.Event()
     box: list[Any] = []
 
@@ -58,7 +67,8 @@ def killable(call: Callable[[], T]) -> T:
     context = contextvars.copy_context()
     threading.Thread(target=context.run, args=(run,), name="openprogram-call", daemon=True).start()
     while not done.wait(_KILL_POLL_S):
-        pass
+        if kill is not None and kill.is_set():
+            raise RunKilled("killed by request (the call in flight abandoned)")
     ok, value = box[0]
     if ok:
         return cast(T, value)

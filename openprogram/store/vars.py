@@ -65,6 +65,7 @@ class TurnState:
     ask: AskHandler | None = None  # who answers ask_user (None: the process default)
     echo: Any = None  # where a plain exec in the frame ``echo.frame_id`` streams
     stop: threading.Event | None = None  # set: the run stops before its next LLM call
+    kill: threading.Event | None = None  # set: a call in flight is abandoned at once
 
     @property
     def session_id(self) -> str | None:
