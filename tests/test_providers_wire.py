@@ -103,7 +103,7 @@ def ask(text: str = "Hello there", **kwargs: Any) -> LLMRequest:
     )
 
 
-def wait_for(condition: Any, timeout: float = 2.0) -> bool:
+def wait_for(condition: Any, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
