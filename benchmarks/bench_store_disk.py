@@ -18,7 +18,8 @@
    copy of the cached session.
 3. A long-lived writer: one process, ``--long`` turns, each its own ``session_context``
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
-   turns up to turn 100 and over the last 100, with the store's detached maintenance (every
+   turns up to turn 100 and over the last 100 (and over the last 1,000, whose p99 is not
+   just the second-worst turn), with the store's detached maintenance (every
    50 commits) and with it switched off (``maintenance.spawn`` returning False), to see
    whether it is what grows the cost.  Then, in the same process, 100 more turns of the
    long session alternating with the first 100 of a new one: both at the same moment of
@@ -294,15 +295,17 @@ def main(argv: list[str] | None = None) -> None:
         for label, where, maintain in runs:
             got = long_writer(where, args.long, maintain)
             times = got["times"]
-            first, last = times[:100], times[-100:]
+            first, last, tail = times[:100], times[-100:], times[-1000:]
             growth = statistics.median(last) / statistics.median(first)
+            spread = p99(tail) / statistics.median(tail)
             longer, new = zip(*got["pairs"], strict=True)
             alongside = statistics.median(longer) / statistics.median(new)
             print(
                 f"  {label:>5}, maintenance {'on ' if maintain else 'off'}: turns 1-100 "
                 f"{med(first)} ms, last 100 {med(last)} ms, last/first {growth:.2f}"
                 f" ({got['spawned']} maintenances started); then alternating with a new"
-                f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f}",
+                f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f};"
+                f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f}",
                 flush=True,
             )
 
