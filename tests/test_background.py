@@ -21,6 +21,7 @@ from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.stopping import (
     RunKilled,
     RunStopped,
+    check_stop,
     killable,
     using_stop_flag,
 )
@@ -124,7 +125,7 @@ def test_a_second_stop_kills_a_call_that_does_not_return(op_home: Path) -> None:
     forever.set()
 
 
-def test_the_kill_flag_alone_ends_a_call_in_flight() -> None:
+def test_the_kill_flag_alone_ends_a_call_in_flight_and_the_next_call() -> None:
     # A kill raised into the run's thread can land in a thread being started at that
     # moment instead (CPython matches thread states by ident); the flag still ends the wait.
     release, entered = threading.Event(), threading.Event()
@@ -151,6 +152,8 @@ def test_the_kill_flag_alone_ends_a_call_in_flight() -> None:
     thread.join(30)
     release.set()
     assert not thread.is_alive() and [type(e) for e in outcome] == [RunKilled]
+    with using_stop_flag(stop, kill), pytest.raises(RunKilled):
+        check_stop()  # the run's next LLM call: killed, not just stopped
 
 
 @pytest.fixture

@@ -32,9 +32,13 @@ def stop_requested() -> bool:
 
 
 def check_stop() -> None:
-    """Raise :class:`RunStopped` if the run this code belongs to was asked to stop."""
-    flag = current().stop
-    if flag is not None and flag.is_set():
+    """Raise :class:`RunStopped` if the run this code belongs to was asked to stop
+    (:class:`RunKilled` if it was killed and is still here: the exception the kill raised
+    went to another thread)."""
+    state = current()
+    if state.kill is not None and state.kill.is_set():
+        raise RunKilled("killed by request")
+    if state.stop is not None and state.stop.is_set():
         raise RunStopped("stopped by request (after the call in flight)")
 
 
@@ -45,10 +49,9 @@ def killable(call: Callable[[], T]) -> T:
     thread) ends the wait at once even while the helper sits in a socket read.  The wait
     also ends when the run's kill flag is set: an exception raised into a thread can land
     in a thread being started at that moment instead (CPython matches thread states by
-    ident, and a new one carries its starter's until it runs), so the flag is what a
-    kill relies on here.  The
-    abandoned helper finishes on its own (within the provider's timeout); its result is
-    dropped.  Outside such a run: a plain call, no thread."""
+    ident, and a new one carries its starter's until it runs), so the flag is what a kill
+    relies on here.  The abandoned helper finishes on its own (within the provider's
+    timeout); its result is dropped.  Outside such a run: a plain call, no thread."""
     state = current()
     if state.stop is None:
         return call()
