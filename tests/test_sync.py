@@ -169,6 +169,11 @@ def test_pull_of_unknown_session_and_bad_remotes(two, tmp_path: Path) -> None:  
         resolve_remote(None, tmp_path, recorded="http://example.invalid/x.git")
     with pytest.raises(SyncError, match="no remote named 'origin'"):
         resolve_remote(None, tmp_path)
+    turns(bob, "s_here", "a turn")
+    missing = tmp_path / "nothere.git"
+    for sync in (push, pull):  # git's reason, not its closing advice
+        with pytest.raises(SyncError, match="does not appear to be a git repository"):
+            sync(bob, "s_here", f"file://{missing}", "file")
     assert not any(p.name.startswith(".incoming") for p in bob.root.iterdir())
 
 

@@ -49,11 +49,16 @@ def git_out(repo: Path, *args: str) -> str:
 
 
 def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
-    text = result.stderr.decode(errors="replace").strip().splitlines()
-    reason = next((t for t in reversed(text) if t.strip()), "git failed")
+    """The error of a failed git command: git's first ``fatal:``/``error:`` line, which
+    says why (``'…' does not appear to be a git repository``), not its last, which is
+    often advice (``… and the repository exists.``); else its last line."""
+    lines = [" ".join(t.split()) for t in result.stderr.decode(errors="replace").splitlines()]
+    lines = [t for t in lines if t]
+    said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("fatal:", "error:"))]
+    reason = said[0] if said else lines[-1] if lines else "git failed"
     # git quotes the URL it was given (``could not read Password for 'https://TOKEN@…'``):
     # no credential of any URL, nor the parts of ``url``'s, reaches the message
-    return SyncError(redact_text(f"{what}: {' '.join(reason.split())[:300]}", url))
+    return SyncError(redact_text(f"{what}: {reason[:300]}", url))
 
 
 def main_commit(repo: Path) -> str | None:
