@@ -486,7 +486,10 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         record_misses=args.record_misses,
         only_stale=args.only_stale,
     )
-    print(f"session: {result.session_id}")
+    if result.session_id:  # kept in the notebook written: running that again continues it
+        print(f"session: {result.session_id} (openprogram run {result.path} to continue)")
+    else:
+        print("session: none (no %%openprogram cell ran)")
     print(f"wrote {result.path}")
     if result.error:
         print(f"openprogram: a cell failed: {result.error.strip()}", file=sys.stderr)

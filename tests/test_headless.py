@@ -83,7 +83,7 @@ def test_run_twice_continues_the_session_and_o_writes_elsewhere(
     out.parent.mkdir()
     assert cli_main(["run", str(notebook), "-o", str(out), "--timeout", "120"]) == 0
     printed = capsys.readouterr().out
-    assert f"session: {sid}" in printed
+    assert f"session: {sid} (openprogram run {out} to continue)" in printed  # (README)
     assert notebook.read_bytes() == before  # the input is untouched
     assert read(out)["metadata"]["openprogram"]["session_id"] == sid
     assert turn_count(op_home, sid) == 6
