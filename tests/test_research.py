@@ -232,7 +232,8 @@ def test_without_a_provider_or_a_task_the_cli_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], op_home: Path
 ) -> None:
     assert main(["research", "x", "--work-dir", str(tmp_path)]) == 2
-    assert "No LLM provider configured" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "No LLM provider configured" in said and "`--provider test`" in said
     assert main(["research", "--work-dir", str(tmp_path / "new"), "--provider", "test"]) == 2
     assert "no task given" in capsys.readouterr().err
     assert not (op_home / "sessions").exists()  # nothing written

@@ -117,9 +117,10 @@ class SDKProvider:
         """Why the client could not be made; a missing key says which variable to set."""
         if not api_key and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs)):
             return MissingCredentials(
-                f"{self.name} needs an API key: set {self.api_key_env} in the kernel's "
-                f"environment (or {self.base_url_env} for a local compatible server), or "
-                "work offline with `%openprogram provider test`"
+                f"{self.name} needs an API key: set {self.api_key_env} in the environment "
+                f"(a notebook's: the kernel's; or {self.base_url_env} for a local compatible "
+                "server), or work offline with the test provider (`--provider test` on the "
+                "command line, `%openprogram provider test` in a notebook)"
             )
         return ProviderError(self._redact(f"{self.name}: cannot create client: {exc}"))
 
