@@ -196,8 +196,9 @@ class NotebookTurns:
         if res.meta is None:
             meta = NotebookMeta(mint_session_id("nb"))
             print(
-                f"openprogram: new session {meta.session_id} (kept with this notebook: in its "
-                "metadata and in each turn's output)"
+                f"openprogram: new session {meta.session_id} (kept with this notebook, in its "
+                "metadata and each turn's output, when JupyterLab, Notebook 7 or `openprogram "
+                "run` saves it; `jupyter nbconvert --execute` starts a new one each run)"
             )
             return meta, elsewhere
         return res.meta, elsewhere
