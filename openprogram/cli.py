@@ -537,6 +537,13 @@ def research_cmd(args: argparse.Namespace) -> int:
     runtime = create_runtime(args.provider, budget=budget)
     if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
         raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
+    if args.task is None and not (args.restart or args.search_arxiv):
+        from openprogram.programs.research.artifacts import ResearchWork
+        from openprogram.programs.research.harness import stages_to_run
+
+        if not stages_to_run(ResearchWork(args.work_dir)):  # no new session for nothing
+            print(f"nothing to run: every stage in {args.work_dir} is done (--restart: again)")
+            return 0
     session_id = args.session or mint_session_id("research")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     db = open_store(args) if getattr(args, "home", None) else None

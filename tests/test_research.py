@@ -218,12 +218,16 @@ def test_a_resumed_run_starts_at_the_first_stage_not_done(
 
 
 def test_the_cli_prints_the_session_and_what_it_ran(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], op_home: Path
 ) -> None:
     assert main(["research", "x", "--work-dir", str(tmp_path), "--provider", "test"]) == 0
     out = capsys.readouterr().out
     assert re.match(r"session: (research_[0-9a-f]{10}) \(--session \1 to continue\)\n", out)
     assert "ran: survey, gaps, ideas, design, paper, review\n" in out
+    sessions = sorted((op_home / "sessions").iterdir())
+    assert main(["research", "--work-dir", str(tmp_path), "--provider", "test"]) == 0
+    assert "nothing to run: every stage" in capsys.readouterr().out
+    assert sorted((op_home / "sessions").iterdir()) == sessions  # no empty one made for it
     data: dict[str, Any] = json.loads((tmp_path / "ideas.json").read_text())
     jsonschema.validate(data, schemas.IDEAS)
 

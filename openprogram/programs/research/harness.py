@@ -64,11 +64,17 @@ def research_agent(
     if search_arxiv > 0 and not (resume and work.done("papers")):
         found = literature.search_arxiv(work.task, max_results=search_arxiv)
         work.save("papers", {"query": work.task, "papers": found})
+    todo = stages_to_run(work, resume)
+    for stage in todo:
+        run_stage(work, stage, brief)
+    return todo
+
+
+def stages_to_run(work: ResearchWork, resume: bool = True) -> list[str]:
+    """Every stage, or (``resume``) those from the first one not done in ``work`` on."""
     todo = list(PIPELINE)
     if resume:
         todo = todo[next((i for i, s in enumerate(todo) if not work.done(s)), len(todo)) :]
-    for stage in todo:
-        run_stage(work, stage, brief)
     return todo
 
 
