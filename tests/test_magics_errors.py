@@ -149,3 +149,14 @@ def test_in_a_kernel_tracebacks_have_no_guard_and_a_missing_key_is_two_lines(
     (missing,) = [o for o in nb.cells[5].outputs if o.output_type == "error"]
     assert missing.ename == "MissingCredentials"
     assert len(missing.traceback) == 2 and "OPENAI_API_KEY" in missing.traceback[0]
+
+
+def test_a_misspelt_cell_option_names_the_one_meant(shell: Shell) -> None:
+    from IPython.core.error import UsageError
+
+    result = shell.run("%%openprogram --backgroud\n1 + 1", error=UsageError)
+    said = str(result.error_in_exec or result.error_before_exec)
+    assert "unrecognized arguments: --backgroud" in said
+    assert said.endswith("(did you mean --background?)")
+    result = shell.run("%%openprogram --zzz\n1 + 1", error=UsageError)
+    assert "did you mean" not in str(result.error_in_exec)  # nothing close: no guess
