@@ -19,6 +19,7 @@ from openprogram.agentic_programming import Runtime
 from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.cli import main
 from openprogram.context.nodes import Call
+from openprogram.errors import UserError
 from openprogram.programs.research import (
     PIPELINE,
     SECTIONS,
@@ -215,6 +216,22 @@ def test_a_resumed_run_starts_at_the_first_stage_not_done(
     again = run_research(None, work_dir=tmp_path, session_id=first.session_id, runtime=rt)
     assert again.stages == ["design", "paper", "review"] and again.session_id == first.session_id
     assert run_research(None, work_dir=tmp_path, runtime=rt).stages == []
+
+
+def test_another_task_for_a_finished_folder_is_refused_unless_every_stage_is_redone(
+    tmp_path: Path, rt: Runtime, capsys: pytest.CaptureFixture[str], op_home: Path
+) -> None:
+    work = tmp_path / "work"
+    run_research("task A", work_dir=work, runtime=rt)
+    before = {p.name: p.read_bytes() for p in work.iterdir()}
+    with pytest.raises(UserError, match="done for another task \\('task A'\\)"):
+        run_research("task B", work_dir=work, runtime=rt)
+    assert main(["research", "task B", "--work-dir", str(work), "--provider", "test"]) == 2
+    assert "--restart" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in work.iterdir()} == before  # nothing lost
+    redone = run_research("task B", work_dir=work, runtime=rt, resume=False)
+    assert redone.stages == list(PIPELINE) and ResearchWork(work).task == "task B"
+    assert run_research("task B", work_dir=work, runtime=rt).stages == []  # its own: fine
 
 
 def test_the_cli_prints_the_session_and_what_it_ran(

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openprogram.errors import UserError
+
 Doc = dict[str, Any]
 
 
@@ -96,11 +98,23 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
 class ResearchWork:
     """A research run's folder: ``save(stage, doc)``, ``load(stage)``, ``done(stage)``."""
 
-    def __init__(self, folder: str | Path, task: str | None = None) -> None:
+    def __init__(self, folder: str | Path, task: str | None = None, *, redo: bool = False) -> None:
+        """``task``: the folder's task (written to ``task.txt``); None continues the one
+        there.  A different task for a folder holding stages done for the old one is
+        refused (they would pass for this task's) unless ``redo``: every stage runs again."""
         self.folder = Path(folder).expanduser().resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
         task_file = self.folder / "task.txt"
         if task is not None:
+            old = task_file.read_text(encoding="utf-8").strip() if task_file.is_file() else None
+            done = [s for s in RENDERERS if self.done(s)]
+            if old is not None and old != task.strip() and done and not redo:
+                raise UserError(
+                    f"{self.folder} holds {', '.join(done)} done for another task "
+                    f"({' '.join(old.split())[:60]!r}): continue it without a task, redo every "
+                    "stage for this one (`--restart`; in Python `ResearchWork(..., redo=True)`), "
+                    "or use another folder"
+                )
             task_file.write_text(task.strip() + "\n", encoding="utf-8")
         elif not task_file.exists():
             raise FileNotFoundError(f"{task_file} does not exist: pass task= to start a run")

@@ -99,7 +99,7 @@ def run_research(
     """Run ``research_agent`` inside ``session_context`` — which is what makes each stage's
     docstring reach the model from a script or the CLI, as from a notebook.  ``task=None``
     continues the task already in ``work_dir``."""
-    work = ResearchWork(work_dir, task)
+    work = ResearchWork(work_dir, task, redo=not resume)
     title = " ".join(work.task.split())[:60]  # used only when the session is new
     with session_context(
         session_id,
