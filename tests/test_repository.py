@@ -31,7 +31,6 @@ from openprogram.store.session.repository import (
     tree_sha,
 )
 from openprogram.store.session.safegit import init_repository
-from tests.killing import kill_thread
 
 
 def git(path: Path, *args: str, stdin: Path | None = None) -> str:
@@ -406,30 +405,4 @@ def test_an_object_in_several_own_packs_is_kept_once_by_their_merge(repo: Reposi
     objects = git(repo.worktree, "rev-list", "--objects", "--all").splitlines()
     assert len(counts) == 1 and counts[0] == len(objects)
     assert git(repo.worktree, "show", "HEAD:f7") == "the same content"
-    fsck(repo.worktree)
-
-
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_kill_that_lands_in_the_merging_thread_does_not_stop_the_merging(
-    repo: Repository,
-) -> None:
-    """A background run's second stop can raise ``RunKilled`` in a thread the run is
-    starting; if that is the merging thread, the next full level starts a new one."""
-    for i in range(MERGE_FAN):
-        repo.commit({f"f{i}": b"%d" % i}, f"c{i}")
-        repo.merge_own_packs()
-    repo.wait_for_merge()
-    merger = repo._merger
-    assert merger is not None and len(packs_of(repo)) == 1
-    kill_thread(merger)  # raised when it wakes: at the next full level
-    for i in range(MERGE_FAN):
-        repo.commit({f"g{i}": b"%d" % i}, f"d{i}")
-        repo.merge_own_packs()
-    merger.join(30)
-    assert not merger.is_alive()
-    repo.commit({"h": b"h"}, "the first commit after")
-    repo.merge_own_packs()  # a new thread merges the level the dead one left
-    repo.wait_for_merge()
-    assert repo._merger is not merger and len(packs_of(repo)) == 2
-    assert git(repo.worktree, "show", "HEAD:g7") == "7"
     fsck(repo.worktree)

@@ -35,36 +35,22 @@ class _Closer:
 
     def close_later(self, fd: int) -> None:
         with self._ready:
-            if not self._running():
-                os.close(fd)
-                return
+            if self._thread is None:
+                try:
+                    thread = threading.Thread(target=self._run, name="op-close", daemon=True)
+                    thread.start()
+                except RuntimeError:  # no new thread now (the interpreter exiting)
+                    os.close(fd)
+                    return
+                self._thread = thread
             self._fds.append(fd)
             self._ready.notify_all()
-
-    def _running(self) -> bool:
-        """Start the thread if there is none, or if it died (the caller holds the lock):
-        an exception raised into another thread (a background run's kill) can land in
-        this one, and descriptors handed to a dead thread would stay open for good.
-        False when no thread can start (the interpreter exiting)."""
-        if self._thread is not None and self._thread.is_alive():
-            return True
-        self._closing = False  # what a dead thread had taken is lost to it (a few fds)
-        try:
-            thread = threading.Thread(target=self._run, name="op-close", daemon=True)
-            thread.start()
-        except RuntimeError:
-            self._thread = None
-            return False
-        self._thread = thread
-        return True
 
     def wait(self) -> None:
         """Return once every descriptor handed over so far is closed."""
         with self._ready:
             while self._fds or self._closing:
-                if not self._running():
-                    return
-                self._ready.wait(0.5)  # (a thread that dies while we wait notifies no one)
+                self._ready.wait()
 
     def _run(self) -> None:
         while True:

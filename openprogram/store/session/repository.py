@@ -225,8 +225,7 @@ class Repository:
         with self._own_lock:
             if len(self._own[0]) < MERGE_FAN:
                 return
-            if self._merger is None or not self._merger.is_alive():  # (or killed: see
-                # replaced._Closer._running — a background run's kill can land in it)
+            if self._merger is None:
                 merger = threading.Thread(target=self._merge_loop, name="op-pack-merge")
                 merger.daemon = True  # (a merge cut short is a crash it survives: see packing)
                 try:
@@ -239,12 +238,10 @@ class Repository:
     def wait_for_merge(self) -> None:
         """Return once no merge of this object's packs is running or about to run."""
         with self._own_lock:
-            while (
-                self._merger is not None
-                and self._merger.is_alive()
-                and (self._busy or (not self._stopping and len(self._own[0]) >= MERGE_FAN))
+            while self._busy or (
+                self._merger is not None and not self._stopping and len(self._own[0]) >= MERGE_FAN
             ):
-                self._own_full.wait(0.5)  # (a merging thread that dies notifies no one)
+                self._own_full.wait()
 
     def _merge_loop(self) -> None:
         while True:
