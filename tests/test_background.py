@@ -23,6 +23,7 @@ from openprogram.agentic_programming.stopping import (
     RunStopped,
     check_stop,
     killable,
+    raise_in_thread,
     using_stop_flag,
 )
 from openprogram.context.nodes import Call
@@ -154,6 +155,39 @@ def test_the_kill_flag_alone_ends_a_call_in_flight_and_the_next_call() -> None:
     assert not thread.is_alive() and [type(e) for e in outcome] == [RunKilled]
     with using_stop_flag(stop, kill), pytest.raises(RunKilled):
         check_stop()  # the run's next LLM call: killed, not just stopped
+
+
+def _calls_until_killed(
+    stop: threading.Event, kill: threading.Event, looping: threading.Event, ended: list[Any]
+) -> None:
+    """A run that keeps calling (each call starts a helper thread) until it is killed."""
+    with using_stop_flag(stop, kill):
+        try:
+            while True:
+                killable(lambda: 1)
+                looping.set()
+        except RunKilled as exc:
+            ended.append(exc)
+
+
+def test_a_kill_while_the_run_starts_a_thread_still_ends_the_run() -> None:
+    # A run calling the model starts a thread per call (killable).  CPython gives an
+    # exception raised into the run's thread to the first thread state with its ident, and
+    # a thread being started carries its starter's: a kill there used to hit the new
+    # thread, and the run then waited in Thread.start() for good (~1 stop in 10 here).
+    for _trial in range(100):
+        stop, kill, looping = threading.Event(), threading.Event(), threading.Event()
+        ended: list[Any] = []
+        thread = threading.Thread(
+            target=_calls_until_killed, args=(stop, kill, looping, ended), daemon=True
+        )
+        thread.start()
+        assert looping.wait(30)
+        stop.set()
+        raise_in_thread(thread, RunKilled)  # what a second stop() does
+        kill.set()
+        thread.join(30)
+        assert not thread.is_alive() and [type(e) for e in ended] == [RunKilled]
 
 
 @pytest.fixture

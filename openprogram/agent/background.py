@@ -25,7 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from openprogram.agentic_programming.stopping import RunKilled, RunStopped, using_stop_flag
+from openprogram.agentic_programming.stopping import (
+    RunKilled,
+    RunStopped,
+    raise_in_thread,
+    using_stop_flag,
+)
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
 
@@ -141,16 +146,10 @@ class BackgroundRun:
         self._stop.set()
         if self._stops == 1:
             return "stopping after the current call (stop again to kill it now)"
-        import ctypes
-
-        ident = self.thread.ident
-        if ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(ident), ctypes.py_object(RunKilled)
-            )
-        # After the exception, so a thread that got it raises it before it could see the
-        # flag (one RunKilled, not two); a call waiting in killable() ends on the flag
-        # alone if the exception went to a thread being started instead.
+        raise_in_thread(self.thread, RunKilled)
+        # After the exception, so the thread raises it before it could see the flag (one
+        # RunKilled, not two); a call waiting in killable() also ends on the flag alone,
+        # and the next LLM call raises RunKilled (when the exception could not be raised).
         self._kill.set()
         return "killed"
 

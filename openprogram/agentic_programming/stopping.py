@@ -15,6 +15,7 @@ from openprogram.store.vars import current, using
 
 T = TypeVar("T")
 _KILL_POLL_S = 0.05  # how soon a kill lands while a provider call blocks
+_SAFE_RAISE_S = 2.0  # how long a kill waits for thread starts in progress to end
 
 
 def using_stop_flag(
@@ -42,16 +43,49 @@ def check_stop() -> None:
         raise RunStopped("stopped by request (after the call in flight)")
 
 
+def raise_in_thread(thread: threading.Thread, error: type[BaseException]) -> bool:
+    """Raise ``error`` in ``thread`` at its next Python instruction; False if it could not
+    be done safely (the thread gone, or a thread start that would not end).
+
+    CPython gives the exception to the first thread state carrying ``thread``'s ident, and
+    a thread being started carries its starter's ident until it runs: had ``thread`` been
+    starting one, the exception would hit that new thread before it signals it started,
+    and ``thread`` would wait in ``Thread.start()`` for good.  Every thread being started
+    through ``threading`` is listed in ``threading._limbo`` until it has run, and entering
+    the list takes ``_active_limbo_lock``: so the exception is raised while that lock is
+    held and the list is empty (waiting, briefly, while a start is in progress)."""
+    import ctypes
+    import time
+
+    limbo: dict[Any, Any] = getattr(threading, "_limbo", {})
+    lock = getattr(threading, "_active_limbo_lock", None)
+    ident = thread.ident
+    deadline = time.monotonic() + _SAFE_RAISE_S
+    while ident is not None and thread.is_alive():
+        if lock is None:
+            break
+        with lock:
+            if not limbo:
+                return bool(
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(ident), ctypes.py_object(error)
+                    )
+                )
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.001)  # a thread start in progress: it ends within microseconds
+    return False
+
+
 def killable(call: Callable[[], T]) -> T:
     """``call()``, made killable in a run that can be stopped: there it runs on a helper
     thread (in a copy of this context, so what it prints lands where this thread's would)
     while this thread waits in Python, so a second stop (``RunKilled``, raised in this
-    thread) ends the wait at once even while the helper sits in a socket read.  The wait
-    also ends when the run's kill flag is set: an exception raised into a thread can land
-    in a thread being started at that moment instead (CPython matches thread states by
-    ident, and a new one carries its starter's until it runs), so the flag is what a kill
-    relies on here.  The abandoned helper finishes on its own (within the provider's
-    timeout); its result is dropped.  Outside such a run: a plain call, no thread."""
+    thread: :func:`raise_in_thread`) ends the wait at once even while the helper sits in a
+    socket read; so does the run's kill flag, which a kill sets too (its exception cannot
+    always be raised: see there).  The abandoned helper finishes on its own (within the
+    provider's timeout); its result is dropped.  Outside such a run: a plain call, no
+    thread."""
     state = current()
     if state.stop is None:
         return call()
