@@ -30,6 +30,7 @@ with its traceback instead.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -487,7 +488,10 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         only_stale=args.only_stale,
     )
     if result.session_id:  # kept in the notebook written: running that again continues it
-        print(f"session: {result.session_id} (openprogram run {result.path} to continue)")
+        again = ["openprogram", "run", str(result.path)]
+        if getattr(args, "home", None):
+            again[1:1] = ["--home", str(args.home)]
+        print(f"session: {result.session_id} ({shlex.join(again)} to continue)")
     else:
         print("session: none (no %%openprogram cell ran)")
     print(f"wrote {result.path}")
@@ -537,7 +541,11 @@ def research_cmd(args: argparse.Namespace) -> int:
     runtime = create_runtime(args.provider, budget=budget)
     if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
         raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
-    if args.task is None and not (args.restart or args.search_arxiv):
+    task_file = Path(args.work_dir) / "task.txt"
+    same = args.task is None or (
+        task_file.is_file() and task_file.read_text(encoding="utf-8").strip() == args.task.strip()
+    )
+    if same and not (args.restart or args.search_arxiv):
         from openprogram.programs.research.artifacts import ResearchWork
         from openprogram.programs.research.harness import stages_to_run
 

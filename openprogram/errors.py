@@ -66,8 +66,8 @@ class NoProviderConfigured(UserError):
         message = (
             "No LLM provider configured: set OPENAI_API_KEY (or OPENAI_BASE_URL for Ollama, "
             "vLLM, LM Studio) or ANTHROPIC_API_KEY, or choose one explicitly with "
-            "OPENPROGRAM_PROVIDER=test|openai|anthropic (on the command line: "
-            "`--provider test`; in a notebook: `%openprogram provider test`)."
+            "OPENPROGRAM_PROVIDER=test|openai|anthropic (`openprogram research|chat "
+            "--provider test`; in a notebook: `%openprogram provider test`)."
         )
         super().__init__(f"{message} {detail}".strip())
 

@@ -330,21 +330,20 @@ def _parse_cell_args(line: str) -> _CellArgs:
     try:
         return parse_argstring(OpenProgramMagics.openprogram, line)  # type: ignore[no-any-return]
     except Exception as exc:  # argparse errors → one line, with the option meant if a typo
-        raise UsageError(f"%%openprogram: {exc}{_meant(line)}") from None
+        raise UsageError(f"%%openprogram: {exc}{_meant(str(exc))}") from None
 
 
-def _meant(line: str) -> str:
-    """`` (did you mean --background?)`` for the first word of ``line`` that looks like a
-    misspelt option of the cell magic; empty when none does."""
+def _meant(error: str) -> str:
+    """`` (did you mean --background?)`` for the first of the words argparse did not
+    recognise (``error``) that is close to an option of the cell magic; else empty."""
     import difflib
 
+    _, found, rest = error.partition("unrecognized arguments:")
     options = list(OpenProgramMagics.openprogram.parser._option_string_actions)
-    for word in line.split():
-        name = word.split("=", 1)[0]
-        if name.startswith("--") and name not in options:
-            close = difflib.get_close_matches(name, options, n=1)
-            if close:
-                return f" (did you mean {close[0]}?)"
+    for word in rest.split() if found else []:
+        close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+        if word.startswith("--") and close:
+            return f" (did you mean {close[0]}?)"
     return ""
 
 

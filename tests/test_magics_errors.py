@@ -158,5 +158,7 @@ def test_a_misspelt_cell_option_names_the_one_meant(shell: Shell) -> None:
     said = str(result.error_in_exec or result.error_before_exec)
     assert "unrecognized arguments: --backgroud" in said
     assert said.endswith("(did you mean --background?)")
+    result = shell.run("%%openprogram --sess abc --backgroud\n1 + 1", error=UsageError)
+    assert str(result.error_in_exec).endswith("(did you mean --background?)")  # not --session
     result = shell.run("%%openprogram --zzz\n1 + 1", error=UsageError)
     assert "did you mean" not in str(result.error_in_exec)  # nothing close: no guess

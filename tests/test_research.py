@@ -223,6 +223,7 @@ def test_another_task_for_a_finished_folder_is_refused_unless_every_stage_is_red
 ) -> None:
     work = tmp_path / "work"
     run_research("task A", work_dir=work, runtime=rt)
+    ResearchWork(work).save("papers", {"query": "task A", "papers": []})  # found for task A
     before = {p.name: p.read_bytes() for p in work.iterdir()}
     with pytest.raises(UserError, match="done for another task \\('task A'\\)"):
         run_research("task B", work_dir=work, runtime=rt)
@@ -231,6 +232,7 @@ def test_another_task_for_a_finished_folder_is_refused_unless_every_stage_is_red
     assert {p.name: p.read_bytes() for p in work.iterdir()} == before  # nothing lost
     redone = run_research("task B", work_dir=work, runtime=rt, resume=False)
     assert redone.stages == list(PIPELINE) and ResearchWork(work).task == "task B"
+    assert not (work / "papers.json").exists()  # task A's papers are not task B's survey's
     assert run_research("task B", work_dir=work, runtime=rt).stages == []  # its own: fine
 
 
@@ -254,7 +256,7 @@ def test_without_a_provider_or_a_task_the_cli_says_what_to_do(
 ) -> None:
     assert main(["research", "x", "--work-dir", str(tmp_path)]) == 2
     said = capsys.readouterr().err
-    assert "No LLM provider configured" in said and "`--provider test`" in said
+    assert "No LLM provider configured" in said and "research|chat --provider test`" in said
     assert main(["research", "--work-dir", str(tmp_path / "new"), "--provider", "test"]) == 2
     assert "no task given" in capsys.readouterr().err
     assert not (op_home / "sessions").exists()  # nothing written

@@ -119,8 +119,8 @@ class SDKProvider:
             return MissingCredentials(
                 f"{self.name} needs an API key: set {self.api_key_env} in the environment "
                 f"(a notebook's: the kernel's; or {self.base_url_env} for a local compatible "
-                "server), or work offline with the test provider (`--provider test` on the "
-                "command line, `%openprogram provider test` in a notebook)"
+                "server), or work offline with the test provider (`openprogram research|chat "
+                "--provider test`, `%openprogram provider test` in a notebook)"
             )
         return ProviderError(self._redact(f"{self.name}: cannot create client: {exc}"))
 

@@ -106,15 +106,19 @@ class ResearchWork:
         self.folder.mkdir(parents=True, exist_ok=True)
         task_file = self.folder / "task.txt"
         if task is not None:
-            old = task_file.read_text(encoding="utf-8").strip() if task_file.is_file() else None
+            old = task_file.read_text(encoding="utf-8").strip() if task_file.is_file() else ""
             done = [s for s in RENDERERS if self.done(s)]
-            if old is not None and old != task.strip() and done and not redo:
+            changed = task_file.is_file() and old != task.strip()
+            if changed and done and not redo:
                 raise UserError(
                     f"{self.folder} holds {', '.join(done)} done for another task "
                     f"({' '.join(old.split())[:60]!r}): continue it without a task, redo every "
                     "stage for this one (`--restart`; in Python `ResearchWork(..., redo=True)`), "
                     "or use another folder"
                 )
+            if changed:  # the papers found for the old task are not this one's: the
+                for name in ("papers.json", "papers.md"):  # survey would read them
+                    (self.folder / name).unlink(missing_ok=True)
             task_file.write_text(task.strip() + "\n", encoding="utf-8")
         elif not task_file.exists():
             raise FileNotFoundError(f"{task_file} does not exist: pass task= to start a run")
