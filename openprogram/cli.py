@@ -532,6 +532,8 @@ def research_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from openprogram.programs.research import run_research
+    from openprogram.programs.research.artifacts import ResearchWork
+    from openprogram.programs.research.harness import stages_to_run
     from openprogram.providers import create_runtime
     from openprogram.store.session.ids import mint_session_id
     from openprogram.usage.budget import budget_from
@@ -541,17 +543,11 @@ def research_cmd(args: argparse.Namespace) -> int:
     runtime = create_runtime(args.provider, budget=budget)
     if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
         raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
-    task_file = Path(args.work_dir) / "task.txt"
-    same = args.task is None or (
-        task_file.is_file() and task_file.read_text(encoding="utf-8").strip() == args.task.strip()
-    )
-    if same and not (args.restart or args.search_arxiv):
-        from openprogram.programs.research.artifacts import ResearchWork
-        from openprogram.programs.research.harness import stages_to_run
-
-        if not stages_to_run(ResearchWork(args.work_dir)):  # no new session for nothing
-            print(f"nothing to run: every stage in {args.work_dir} is done (--restart: again)")
-            return 0
+    # the folder checked before a session is named: another task's done stages refused
+    work = ResearchWork(args.work_dir, args.task, redo=args.restart)
+    if not (args.restart or args.search_arxiv or stages_to_run(work)):  # no session for nothing
+        print(f"nothing to run: every stage in {args.work_dir} is done (--restart: again)")
+        return 0
     session_id = args.session or mint_session_id("research")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     db = open_store(args) if getattr(args, "home", None) else None
