@@ -60,19 +60,14 @@ def raise_in_thread(thread: threading.Thread, error: type[BaseException]) -> boo
     limbo: dict[Any, Any] = getattr(threading, "_limbo", {})
     lock = getattr(threading, "_active_limbo_lock", None)
     ident = thread.ident
+    if lock is None or ident is None:
+        return False  # (not CPython's threading: the caller's kill flag ends the run)
     deadline = time.monotonic() + _SAFE_RAISE_S
-    while ident is not None and thread.is_alive():
-        if lock is None:
-            break
+    while thread.is_alive() and time.monotonic() < deadline:
         with lock:
             if not limbo:
-                return bool(
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                        ctypes.c_ulong(ident), ctypes.py_object(error)
-                    )
-                )
-        if time.monotonic() > deadline:
-            break
+                exc = ctypes.py_object(error)
+                return bool(ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), exc))
         time.sleep(0.001)  # a thread start in progress: it ends within microseconds
     return False
 
