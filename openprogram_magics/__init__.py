@@ -29,7 +29,6 @@ def load_ipython_extension(ipython: Any) -> None:
     register_default_runtime(magics.default_runtime)  # and the provider chosen here
 
     errors.install(ipython)
-    _quiet_load_ext(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -50,36 +49,6 @@ def unload_ipython_extension(ipython: Any) -> None:
     from openprogram_magics import errors
 
     errors.uninstall(ipython)
-    line_magics = ipython.magics_manager.magics["line"]
-    original = getattr(line_magics.get("load_ext"), "openprogram_original", None)
-    if original is not None:
-        line_magics["load_ext"] = original
-
-
-def _quiet_load_ext(ipython: Any) -> None:
-    """``%load_ext openprogram_magics`` says nothing when the extension is loaded already.
-
-    A reopened notebook's kernel has it loaded before the first cell runs (the frontend's
-    request handing over the notebook's metadata loads it, or ``InteractiveShellApp.
-    extensions`` does), so that cell's ``%load_ext`` would print IPython's "already
-    loaded… use %reload_ext" every time.  Any other extension, and a kernel where it is
-    not loaded, go to IPython's ``%load_ext`` unchanged."""
-    import functools
-
-    line_magics = ipython.magics_manager.magics["line"]
-    original = line_magics.get("load_ext")
-    if original is None or hasattr(original, "openprogram_original"):
-        return
-
-    @functools.wraps(original)
-    def load_ext(module_str: str) -> Any:
-        loaded = ipython.extension_manager.loaded
-        if module_str.strip() == "openprogram_magics" and "openprogram_magics" in loaded:
-            return None
-        return original(module_str)
-
-    load_ext.openprogram_original = original  # type: ignore[attr-defined]
-    line_magics["load_ext"] = load_ext
 
 
 def show_dag(session_id: str | None = None, **kwargs: Any) -> Any:

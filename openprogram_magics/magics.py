@@ -9,6 +9,7 @@ run by IPython exactly as a plain cell (display of the last value, tracebacks, t
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -352,6 +353,7 @@ def transform_cell(lines: list[str]) -> list[str]:
     line numbers stay the user's; the guard puts the magic line back for tracebacks)."""
     if not lines:
         return lines
+    lines = _without_own_load_ext(lines)
     first = lines[0].strip()
     if first.startswith(MAGIC) and not first.endswith("?"):
         rest = first[len(MAGIC) :]
@@ -361,6 +363,26 @@ def transform_cell(lines: list[str]) -> list[str]:
             return [BODY_GUARD.format(args=rest.strip(), body="".join(lines[1:]))]
         return [GUARD.format(args=rest.strip()), *lines[1:]]
     return lines
+
+
+_OWN_LOAD_EXT = re.compile(r"^\s*%load_ext\s+openprogram_magics\s*$")
+
+
+def _without_own_load_ext(lines: list[str]) -> list[str]:
+    """``%load_ext openprogram_magics`` says nothing when the extension is loaded already.
+
+    A reopened notebook's kernel has it loaded before the first cell runs (the frontend's
+    request handing over the notebook's metadata loads it), so that cell's ``%load_ext``
+    would print IPython's "already loaded… use %reload_ext" every time.  This transformer
+    is installed only while the extension is loaded, so the line is blanked (line numbers
+    kept); IPython's ``%load_ext`` itself is never wrapped (IPython 9.19 registers it lazily,
+    and a wrapper of the lazy entry resolved back to itself: RecursionError).  A cell that
+    also unloads or reloads an extension is left alone."""
+    if not any(_OWN_LOAD_EXT.match(line) for line in lines):
+        return lines
+    if any("%unload_ext" in line or "%reload_ext" in line for line in lines):
+        return lines
+    return ["\n" if _OWN_LOAD_EXT.match(line) else line for line in lines]
 
 
 def _instance() -> OpenProgramMagics | None:

@@ -55,6 +55,10 @@ def test_a_saved_notebook_runs_headless_without_load_ext(
     nb = nbformat.v4.new_notebook()
     nb.metadata["openprogram"] = {"session_id": "nb_saved_one", "version": 1}
     nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext openprogram_magics"),
+        # any other extension still loads after the frontend loaded ours (IPython 9.19's
+        # lazy %load_ext once recursed through a wrapper here), and says so the second time
+        nbformat.v4.new_code_cell("%load_ext autoreload\n%autoreload 2\n%load_ext autoreload"),
         nbformat.v4.new_code_cell(AGENTS),
         nbformat.v4.new_code_cell('%%openprogram\ntriage("after a restart")'),
     ]
@@ -62,3 +66,7 @@ def test_a_saved_notebook_runs_headless_without_load_ext(
     result = run_notebook(path)
     assert result.error is None and result.session_id == "nb_saved_one"
     assert (op_home / "sessions" / "nb_saved_one").is_dir()
+    cells = nbformat.read(result.path, as_version=4).cells
+    assert cells[0].outputs == []  # quiet: the kernel had it loaded before the first cell
+    said = "".join(o.get("text", "") for o in cells[1].outputs)
+    assert "autoreload extension is already loaded" in said and "Error" not in said

