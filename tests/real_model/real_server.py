@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -33,6 +34,19 @@ def missing() -> str | None:
     if not MODEL.exists():
         return f"no SmolLM2 model at {MODEL}: run `bash {SETUP}`"
     return None
+
+
+def died(code: int, log_path: Path) -> str:
+    """``the model server crashed: SIGILL (Illegal instruction) …`` in one line."""
+    if code < 0:
+        sig = signal.Signals(-code)
+        how = f"{sig.name} ({signal.strsignal(sig) or sig.name})"
+    else:
+        how = f"exit code {code}"
+    hint = ""
+    if code == -signal.SIGILL:
+        hint = "; a -march=native build? `bash tests/real_model/setup.sh` builds it portable"
+    return f"the model server crashed: {how}{hint} (log: {log_path})"
 
 
 def free_port() -> int:
@@ -67,6 +81,13 @@ class RealServer:
     def chats(self, since: int = 0) -> list[Exchange]:
         """The chat-completion requests sent since ``since`` (an index into exchanges)."""
         return [e for e in self.exchanges[since:] if e.path.endswith("/chat/completions")]
+
+    def death(self) -> str | None:
+        """One line saying the server died and how (None while it runs)."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        return died(code, self.log_path)
 
     def stop(self) -> None:
         self.proxy.shutdown()
@@ -166,7 +187,7 @@ def start(log_dir: Path) -> RealServer:
     ready = threading.Event()
     for _ in range(READY_POLLS):
         if process.poll() is not None:
-            raise RuntimeError(f"the llama server exited ({process.returncode}): see {log_path}")
+            raise RuntimeError(died(process.returncode, log_path))
         try:
             with urllib.request.urlopen(f"{upstream}/v1/models", timeout=5) as reply:
                 if reply.status == 200:
