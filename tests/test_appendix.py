@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from openprogram.cli import main as cli_main
+from openprogram.compare.appendix import build_appendix, render_html, render_markdown
+from openprogram.context.nodes import COMPLETED, Call, make_call
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.usage.prices import clear_prices, set_price
 from tests.test_magics import Shell, turns_of
@@ -99,3 +101,63 @@ def test_appendix_of_another_line_and_bad_input(
     capsys.readouterr()
     assert cli_main([*args[:5], "n_nothere00", "-o", str(md)]) == 2
     assert "no node 'n_nothere00'" in capsys.readouterr().err
+
+
+# -- a deeply nested turn (issue 34): the work grows with the nodes shown, not faster -----------
+def nested(depth: int) -> tuple[list[Call], str]:
+    """A root, a cell's turn, ``depth`` frames each called by the one above, and an llm call
+    in the innermost; returns (nodes, the turn's id)."""
+    root = make_call("root", "root", status=COMPLETED)
+    turn = make_call(
+        "turn", "cell [1]", input={"text": "level_0()"}, predecessor=root.id, status=COMPLETED
+    )
+    nodes = [root, turn]
+    caller = turn.id
+    for level in range(depth):
+        frame = make_call(
+            "function", f"level_{level}", caller=caller, status=COMPLETED, doc="Descend."
+        )
+        nodes.append(frame)
+        caller = frame.id
+    llm = make_call(
+        "llm", "function", caller=caller, status=COMPLETED, model="m", messages=[], usage={}
+    )
+    llm.output = "the bottom"
+    nodes.append(llm)
+    for seq, node in enumerate(nodes):
+        node.seq, node.turn = seq, 0 if node is root else 1
+    return nodes, turn.id
+
+
+def appendix_work(depth: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    """(node kinds looked at, Markdown, HTML) of the appendix of a turn nested ``depth`` deep:
+    the kind is read at each step of every walk up the callers."""
+    looked = 0
+    kind = Call.kind.fget
+    assert kind is not None
+
+    def counted(node: Call) -> str:
+        nonlocal looked
+        looked += 1
+        return kind(node)  # type: ignore[no-any-return]
+
+    nodes, turn_id = nested(depth)
+    with monkeypatch.context() as patch:
+        patch.setattr(Call, "kind", property(counted))
+        app = build_appendix(nodes, session_id="s_deep", head_id=turn_id)
+        md, html = render_markdown(app), render_html(app, nodes, turn_id)
+    return looked, md, html
+
+
+def test_a_deeply_nested_turn_costs_work_in_proportion_to_its_depth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    small, md, html = appendix_work(2000, monkeypatch)
+    large, _, _ = appendix_work(4000, monkeypatch)
+    assert large < 2.2 * small, (small, large)  # twice the nodes, about twice the work
+    # and what it shows is whole: the one call, named by all 2,000 frames it was made in
+    path = " › ".join(f"level_{i}" for i in range(2000))
+    assert "1 turn(s), 1 LLM call(s)" in md
+    assert f"#### Call 1: `{path} › llm 1` — provider `function`, model `m`" in md
+    assert md.count("### `level_") == 2000  # every function's docstring
+    assert "the bottom" in html and html.count("level_1999") >= 2  # the DAG and the call

@@ -37,14 +37,21 @@ def redact(value: Any) -> str:
     return redact_key_like(redact_value(value if isinstance(value, str) else str(value)))
 
 
-def redact_tree(value: Any) -> Any:
-    """``value`` (JSON-like) with :func:`redact` applied to every string, keys too."""
+def redact_tree(value: Any, seen: dict[str, str] | None = None) -> Any:
+    """``value`` (JSON-like) with :func:`redact` applied to every string, keys too.
+    ``seen``: the strings redacted already (pass one dict for a whole view: the same keys
+    and names recur in every node, and each is redacted once)."""
+    if seen is None:
+        seen = {}
     if isinstance(value, str):
-        return redact(value)
+        done = seen.get(value)
+        if done is None:
+            done = seen[value] = redact(value)
+        return done
     if isinstance(value, dict):
-        return {redact_tree(k): redact_tree(v) for k, v in value.items()}
+        return {redact_tree(k, seen): redact_tree(v, seen) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_tree(v) for v in value]
+        return [redact_tree(v, seen) for v in value]
     return value
 
 
@@ -290,8 +297,9 @@ def render_html(app: Appendix, nodes: Sequence[Call] = (), head_id: str | None =
     if nodes:
         line = {t.node_id for t in app.turns}
         index = Nodes(nodes, head_id)
+        seen: dict[str, str] = {}
         drawn = [
-            redact_tree(n.to_dict())
+            redact_tree(n.to_dict(), seen)
             for n in index.all
             if n.kind == "root" or index.turn_of(n).id in line
         ]
