@@ -9,7 +9,7 @@
     openprogram sessions delete ID [--yes]
     openprogram sessions export ID -o FILE    a git bundle of the session
     openprogram sessions export ID --appendix -o methods.md   a methods appendix
-    openprogram sessions import FILE [--as NEW_ID]
+    openprogram sessions import FILE [--as NEW_ID [--join]]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
@@ -339,7 +339,8 @@ def sessions_diff(args: argparse.Namespace) -> int:
 def sessions_import(args: argparse.Namespace) -> int:
     from openprogram.store.session.sync import import_bundle
 
-    print(import_bundle(open_store(args), args.bundle, as_id=args.as_id).describe())
+    got = import_bundle(open_store(args), args.bundle, as_id=args.as_id, join=args.join)
+    print(got.describe())
     return 0
 
 
@@ -448,6 +449,7 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p = commands.add_parser("import", help="import a session from a git bundle")
     p.add_argument("bundle", metavar="FILE")
     p.add_argument("--as", dest="as_id", metavar="NEW_ID", help="under another session id")
+    p.add_argument("--join", action="store_true", help="with --as: join its unrelated history")
     p.set_defaults(handler=sessions_import)
     remote_help = "a URL, a path, or a remote of the git repository here (default: origin)"
     for name, handler, what in (

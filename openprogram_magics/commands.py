@@ -379,6 +379,7 @@ def export(host: Host, args: Namespace) -> str:
     arg("--embedded", action="store_true", help="the bundle `embed` saved in this notebook"),
     arg("--notebook", metavar="NB.ipynb", help="with --embedded: read this notebook"),
     arg("--as", dest="as_id", metavar="NEW_ID", help="import under another session id"),
+    arg("--join", action="store_true", help="with --as: join NEW_ID's unrelated history"),
     arg("--max-mb", type=float, default=10.0, metavar="MB", help="embedded size cap"),
 )
 def import_(host: Host, args: Namespace) -> str:
@@ -387,9 +388,9 @@ def import_(host: Host, args: Namespace) -> str:
     if args.embedded == (args.bundle is not None):
         raise CommandError("usage: %openprogram import FILE | import --embedded")
     if args.embedded:
-        got = import_embedded(args.notebook, args.as_id, int(args.max_mb * 1048576))
+        got = import_embedded(args.notebook, args.as_id, int(args.max_mb * 1048576), args.join)
     else:
-        got = import_session(args.bundle, args.as_id)
+        got = import_session(args.bundle, args.as_id, args.join)
     print(got.describe() + f"; `{PROG} use {got.session_id}` continues it here")
     return got.session_id
 

@@ -131,11 +131,11 @@ def export_session(session_id: str, output: str) -> Path:
     return export_bundle(default_db(), session_id, Path(output).expanduser())
 
 
-def import_session(bundle: str, as_id: str | None) -> Received:
+def import_session(bundle: str, as_id: str | None, join: bool = False) -> Received:
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.sync import import_bundle
 
-    return import_bundle(default_db(), Path(bundle).expanduser(), as_id=as_id)
+    return import_bundle(default_db(), Path(bundle).expanduser(), as_id=as_id, join=join)
 
 
 def session_root(session_id: str, how_to_fetch: str) -> str | None:
@@ -245,20 +245,34 @@ def decode_embedded(payload: dict[str, Any], cap: int = DEFAULT_EMBED_CAP) -> by
     return data
 
 
+def embedded_session_id(payload: dict[str, Any]) -> str:
+    """The session an embedded part names (the only one it may import)."""
+    from openprogram.store.session.ids import validate_session_id
+
+    named = payload.get("session_id")
+    try:
+        return validate_session_id(named)
+    except UserError:
+        raise UserError("refused embedded session: its part names no valid session id") from None
+
+
 def import_embedded(
-    notebook: str | None, as_id: str | None, cap: int = DEFAULT_EMBED_CAP
+    notebook: str | None, as_id: str | None, cap: int = DEFAULT_EMBED_CAP, join: bool = False
 ) -> Received:
-    """Import the session embedded in the saved notebook (never done automatically)."""
+    """Import the session embedded in the saved notebook (never done automatically): the
+    one its part names, nothing else (a bundle carrying another session is refused)."""
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.sync import import_bundle
 
     path = notebook_file(notebook)
     if path is None:
         raise UserError("which notebook? pass --notebook PATH (the saved .ipynb)")
-    data = decode_embedded(find_embedded(path), cap)
+    payload = find_embedded(path)
+    named = embedded_session_id(payload)
+    data = decode_embedded(payload, cap)
     db = default_db()
     db.root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=db.root, prefix=f".embed-{os.getpid()}-") as tmp:
         bundle = Path(tmp) / "embedded.bundle"
         bundle.write_bytes(data)
-        return import_bundle(db, bundle, as_id=as_id)
+        return import_bundle(db, bundle, as_id=as_id, expect_id=named, join=join)

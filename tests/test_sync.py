@@ -18,6 +18,7 @@ from openprogram import agentic_function
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.providers import create_runtime
 from openprogram.store.session import checkout, maintenance, session_context
+from openprogram.store.session.files import MAX_FILE_BYTES
 from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
@@ -217,7 +218,10 @@ def test_hostile_bundles_are_refused_and_nothing_changes(two, tmp_path: Path) ->
             craft(tmp_path, src, "s_a", {".gitattributes": b"* filter=x"}),
             "unexpected file '.gitattributes'",
         ),
-        "oversized": (craft(tmp_path, src, "s_a", {node: b"0" * (17 << 20)}), "limit"),
+        "oversized": (
+            craft(tmp_path, src, "s_a", {node: b"0" * (MAX_FILE_BYTES + 1)}),
+            "MiB a session file may be",
+        ),
     }
     junk = tmp_path / "junk.bundle"
     junk.write_bytes(b"# v2 git bundle\nnot really\n")

@@ -21,7 +21,8 @@ from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kep
 from openprogram.store.session.replaced import replace
 
 # Bounds on files read from a session folder (which may come from someone else): a node
-# file, meta.json, an index is refused above MAX_FILE_BYTES, a dead writer's journal is read
+# file, meta.json, an index is refused above MAX_FILE_BYTES — by the reader here and by an
+# import or pull (syncrules.HistoryCheck), one rule — a dead writer's journal is read
 # up to statefiles.MAX_JOURNAL_BYTES; JSON nested deeper than orjson's 1,024 levels is
 # refused.  So an open reads at most (files x 64 MiB) and never blocks on a FIFO or a device.
 MAX_FILE_BYTES = 64 << 20

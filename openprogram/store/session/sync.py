@@ -216,13 +216,21 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
 
 
 def import_bundle(
-    store: SessionStore, bundle: str | os.PathLike[str], as_id: str | None = None
+    store: SessionStore,
+    bundle: str | os.PathLike[str],
+    as_id: str | None = None,
+    *,
+    expect_id: str | None = None,
+    join: bool = False,
 ) -> Received:
     """Import a bundle made by :func:`export_bundle` (into an existing session: like a pull).
 
     The pack is counted against :class:`Caps` as it streams to ``git index-pack
     --strict`` (git's object checks: ``git bundle unbundle`` and a fetch from a bundle do
-    none), then every new tree is checked as for a fetch."""
+    none), then every new tree is checked as for a fetch.  ``expect_id``: the session the
+    bundle must carry (an embedded part's, which names it); any other is refused.  Under
+    another id (``as_id``), a session there with a history of its own unrelated to the
+    bundle's is refused unless ``join``."""
     path = Path(bundle).expanduser().resolve()
     if not path.is_file():
         raise SyncError(f"no bundle {path}")
@@ -242,6 +250,11 @@ def import_bundle(
                 f"(found {', '.join(refs[:3]) or 'none'})"
             )
         bundled = validate_session_id(named[0])
+        if expect_id is not None and bundled != expect_id:
+            raise SyncError(
+                f"refused: the embedded part names session {expect_id} but its bundle "
+                f"carries session {bundled}; nothing imported"
+            )
         check_refs(refs, bundled)
         target = as_id or bundled
         with _quarantine(store, target) as quarantine:
@@ -259,7 +272,8 @@ def import_bundle(
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
             arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining, scanned=scan)
-            return receive(store, quarantine, target, arrived)
+            unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
+            return receive(store, quarantine, target, arrived, join_unrelated=unrelated_ok)
 
 
 def _fetch_and_receive(

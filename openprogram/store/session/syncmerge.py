@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import checkout, maintenance
@@ -119,8 +119,19 @@ def _adopt_objects(quarantine: Path, local: Path) -> None:
                     shutil.copyfile(obj, target)
 
 
-def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arrived) -> Received:
-    """Join the checked history ``arrived`` (in ``quarantine``) to session ``session_id``."""
+def receive(
+    store: SessionStore,
+    quarantine: Path,
+    session_id: str,
+    arrived: Arrived,
+    *,
+    join_unrelated: bool = True,
+) -> Received:
+    """Join the checked history ``arrived`` (in ``quarantine``) to session ``session_id``.
+
+    ``join_unrelated`` False: a local session with turns of its own and no commit in common
+    with what arrived (two histories, not two lines of one) is refused, before anything of
+    it changes (an import under another id, ``--as``, unless ``--join``)."""
     local = store.session_path(session_id)
     tip = arrived.tip
     if not (local / ".git").is_dir():
@@ -139,14 +150,20 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
         return Received(session_id, "new", session.totals()["turns"], lines(session))
     session = store.open(session_id)
     with session.lock, session.git.reading_ahead(arrived.objects):
-        _adopt_objects(quarantine, local)
         ours = main_commit(local)
         assert ours is not None
-        if tip == ours or arrived.descends_from(ours):  # known from what arrived
-            base: str | None = ours
-        else:  # one question answers the other cases
-            found = git(local, "merge-base", ours, tip, check=False).stdout.decode().strip()
-            base = found or None
+        known = tip == ours or arrived.descends_from(ours)  # a fast-forward, from what arrived
+        base = ours if known else _merge_base(quarantine, ours, tip)
+        if base is False:  # the quarantine borrowed nothing (the session appeared since)
+            _adopt_objects(quarantine, local)
+            base = _merge_base(local, ours, tip) or None
+        if base is None and not join_unrelated and session.totals()["turns"]:
+            raise SyncError(
+                f"refused: session {session_id} here has a history of its own that shares no "
+                "root with the one arriving; nothing imported (--join joins them: the arrived "
+                "history its start, the turns made here a branch from its root)"
+            )
+        _adopt_objects(quarantine, local)
         if base == tip:
             return Received(session_id, "up to date", 0, lines(session))
         # the turns counted from the buckets' totals (a sealed bucket's are cached), not a
@@ -169,6 +186,15 @@ def receive(store: SessionStore, quarantine: Path, session_id: str, arrived: Arr
         return Received(
             session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
         )
+
+
+def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
+    """The merge base of ``ours`` and ``tip`` as ``repo`` sees them (a quarantine borrows
+    the session's objects): None when they share no commit, False when ``repo`` lacks one."""
+    found = git(repo, "merge-base", ours, tip, check=False)
+    if found.returncode > 1:
+        return False
+    return found.stdout.decode().strip() or None
 
 
 def _name_main(quarantine: Path, tip: str) -> None:

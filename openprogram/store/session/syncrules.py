@@ -19,12 +19,13 @@ from typing import Any
 import orjson
 
 from openprogram.errors import SyncError as SyncError  # moved; old path kept
+from openprogram.store.session.files import MAX_FILE_BYTES
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
 from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries
 
 NAMESPACE = "refs/openprogram/sessions/"
-MAX_BLOB_BYTES = 16 * 1024 * 1024  # one node file; outputs are capped far below this
+MAX_BLOB_BYTES = MAX_FILE_BYTES  # one node file: what the reader reads (one rule, in files)
 SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
 TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
 TOP_LEVEL = {".gitignore": BLOB_MODE, "meta.json": BLOB_MODE, "history": TREE_MODE}
@@ -114,7 +115,8 @@ class HistoryCheck:
             elif self.sizes.get(sha, 0) > self.max_blob:
                 raise SyncError(
                     f"refused: {where}{raw_name.decode(errors='replace')} is "
-                    f"{self.sizes[sha]} bytes (limit {self.max_blob})"
+                    f"{self.sizes[sha]} bytes, over the {self.max_blob >> 20} MiB a session "
+                    "file may be"
                 )
         if end != len(data):
             raise SyncError(f"refused: a malformed tree under {where or '/'}")
