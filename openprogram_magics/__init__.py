@@ -23,12 +23,13 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
     from openprogram.hosts import register_bare_call_host, register_default_runtime
-    from openprogram_magics import errors
+    from openprogram_magics import errors, outputs
 
     register_bare_call_host(magics.bare_call_turn)  # a plain cell's calls: the notebook's
     register_default_runtime(magics.default_runtime)  # and the provider chosen here
 
     errors.install(ipython)
+    outputs.install(ipython)  # no secret in what the kernel sends (and a notebook saves)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -46,9 +47,10 @@ def unload_ipython_extension(ipython: Any) -> None:
         unregister_default_runtime(magics.default_runtime)
     if transform_cell in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(transform_cell)
-    from openprogram_magics import errors
+    from openprogram_magics import errors, outputs
 
     errors.uninstall(ipython)
+    outputs.uninstall(ipython)
 
 
 def show_dag(session_id: str | None = None, **kwargs: Any) -> Any:

@@ -70,6 +70,7 @@ class CellTurn:
     def begin(self) -> None:
         from openprogram.store.session.context import session_context
         from openprogram.store.vars import current, using
+        from openprogram_magics.sessions import shareable_title
 
         body = [ln for ln in self.source.strip().splitlines() if not ln.startswith("%%openprogram")]
         first = (body or [""])[0]
@@ -78,7 +79,7 @@ class CellTurn:
                 self.meta.session_id,
                 runtime=self.runtime,
                 source="notebook",
-                title=self.title,
+                title=shareable_title(self.title),  # meta.json travels: no home path
                 message=f"[{self.execution_count}] {first}" if self.execution_count else first,
             )
         )

@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 from openprogram.context.secrets import SecretStream
+from openprogram.store.session.store import SessionStore
 from openprogram_magics.headless import run_notebook
 from tests.test_kernel_turns import Kernel, start_kernel
 from tests.wire_server import Reply, WireServer
@@ -155,3 +156,74 @@ def test_a_frontend_receives_no_echoed_key_from_any_cell(
     assert streamed.count("Your key is *** - keep it safe.") == 3, streamed
     assert not [s for s in shown if KEY in s]
     assert leaks_in_files(home, KEY) == []
+
+
+# -- what a cell shows as its value, displays or prints (issue 34) ---------------------------------
+OTHER_KEY = "mistral-" + "Zq81LowKnown" + "Name44"  # under a name the classifier did not know
+PASSWORD = "hunter2-" + "UrlPassw0rd"  # inside OPENAI_BASE_URL
+SHOWN = [
+    "%load_ext openprogram_magics",
+    '%%openprogram\nfrom openprogram import llm\nllm("What is my key?")',  # the cell's value
+    "from IPython.display import display\nimport os\n"
+    'display(os.environ["MISTRAL_KEY"])\nos.environ["OPENAI_API_KEY"]',
+    "import os\nfrom openprogram import tool\n\n@tool\ndef whoami() -> str:\n"
+    '    """Say the key."""\n    return "the key is " + os.environ["OPENAI_API_KEY"]',
+    "%openprogram call whoami",  # the line it prints, and its TurnResult as the value
+    "called = _",
+    "%openprogram status",  # the base URL, with a password
+    'print(os.environ["OPENAI_BASE_URL"])',
+    "called.text",  # the TurnResult's own text
+]
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_a_key_shown_as_a_value_displayed_or_printed_is_masked_in_the_saved_notebook(
+    tmp_path: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, wire: WireServer
+) -> None:
+    """The cell's value (``execute_result``), ``display_data``, ``%openprogram call``'s
+    line and value, ``%openprogram status`` and a ``print``: each shows ``***``, in the
+    saved notebook and every file of the session; the session's title has no home path."""
+    kernel_env(monkeypatch, wire)
+    base = wire.openai_base_url.replace("http://", f"http://ada:{PASSWORD}@")
+    monkeypatch.setenv("OPENAI_BASE_URL", base)
+    monkeypatch.setenv("MISTRAL_KEY", OTHER_KEY)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the notebook is in the user's home
+    wire.reply(Reply(text=f"Your key is {KEY}"))
+    path = tmp_path / "work" / "nb.ipynb"
+    path.parent.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in SHOWN]
+    nbformat.write(nb, path)
+    result = run_notebook(path, timeout=120)
+    assert result.error is None, result.error
+    assert len(wire.requests) == 1  # the model was asked, and echoed the key
+
+    saved = nbformat.read(path, as_version=4)
+
+    def shown(index: int, kind: str) -> str:
+        outputs = saved.cells[index].outputs
+        return "".join(
+            str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+            for o in outputs
+            if o["output_type"] == kind
+        )
+
+    assert "Your key is ***" in shown(1, "execute_result")
+    assert shown(2, "display_data") == "'***'" and shown(2, "execute_result") == "'***'"
+    assert "· the key is ***" in shown(4, "stream")  # the line `call` prints
+    assert "text='the key is ***'" in shown(4, "execute_result")  # the TurnResult
+    assert f"http://ada:***@127.0.0.1:{wire.url.rsplit(':', 1)[1]}/v1" in shown(6, "stream")
+    assert shown(7, "stream").strip() == base.replace(PASSWORD, "***")
+    assert shown(8, "execute_result") == "'the key is ***'"
+    for secret in (KEY, OTHER_KEY, PASSWORD):
+        assert leaks_in_files(path.parent, secret) == [], secret
+        assert leaks_in_files(op_home, secret) == [], secret
+    session = SessionStore(op_home).open(result.session_id or "")
+    assert session.meta["title"] == "notebook ~/work/nb.ipynb"
+    committed = subprocess.run(  # what a push or an export takes along
+        ["git", "-C", str(session.path), "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"nb.ipynb" in committed and str(tmp_path).encode() not in committed

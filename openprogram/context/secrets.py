@@ -1,6 +1,8 @@
 """What counts as a credential, in one place: mapping keys (``api_key``, ``Authorization``,
 ``x-api-key``…) whose values ``sanitize`` masks, and environment variables (``*_API_KEY``,
-``*_TOKEN``…) whose values never reach a node, even inside an error message or traceback."""
+``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``…, and the password of a URL any
+variable holds) whose values never reach a node, a saved output or printed text, even
+inside an error message or traceback."""
 
 from __future__ import annotations
 
@@ -51,6 +53,45 @@ def is_secret_key(key: str) -> bool:
     return hit
 
 
+# an environment variable whose last word is one of these holds a credential too
+# (``AZURE_OPENAI_KEY``, ``MISTRAL_KEY``, ``GITHUB_PAT``); only for variable names: a
+# mapping's ``key`` or ``sort_key`` is no credential
+ENV_SECRET_ENDINGS: Final = frozenset({"key", "keys", "pat", "pass", "passphrase", "pw"})
+
+
+def is_secret_env(name: str) -> bool:
+    """Whether the environment variable ``name`` holds a credential."""
+    if is_secret_key(name):
+        return True
+    words = [w for w in _SPLIT.split(name.lower()) if w]
+    return bool(words) and words[-1] in ENV_SECRET_ENDINGS
+
+
+# ``scheme://user:password@``: the password (group 2) goes wherever the URL is shown
+URL_PASSWORD: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*):([^\s/@\"'<>]+)@")
+_URL_PASSWORD_BYTES: Final = re.compile(URL_PASSWORD.pattern.encode())
+
+
+def redact_url_passwords(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``
+    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``)."""
+    if "://" not in text or "@" not in text:
+        return text
+    return URL_PASSWORD.sub(rf"\1:{REDACTED}@", text)
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords of the URLs in ``text``, as written and percent-decoded."""
+    if "://" not in text or "@" not in text:
+        return set()
+    from urllib.parse import unquote
+
+    found = set()
+    for match in URL_PASSWORD.finditer(text):
+        found |= {match.group(2), unquote(match.group(2))}
+    return found
+
+
 MIN_SECRET = 8  # shorter values are not treated as secrets (too many false matches)
 REDACTED = "***"
 _explicit: set[str] = set()  # keys passed to a provider explicitly
@@ -76,9 +117,12 @@ def refresh_secrets() -> frozenset[str]:
     if raw is not None and raw == _read_from:
         return _values  # unchanged since the last turn (the usual case)
     _read_from = dict(raw) if raw is not None else None
-    values = frozenset(
-        {v for n, v in os.environ.items() if len(v) >= MIN_SECRET and is_secret_key(n)} | _explicit
-    )
+    found = set(_explicit)
+    for name, value in os.environ.items():
+        if len(value) >= MIN_SECRET and is_secret_env(name):
+            found.add(value)
+        found |= {p for p in url_passwords(value) if len(p) >= MIN_SECRET}
+    values = frozenset(found)
     if values != _values:
         patterns = set()
         for value in values:
@@ -112,6 +156,28 @@ def redact_value(value: Any) -> Any:
     return value
 
 
+def needs_masking(data: bytes) -> bool:
+    """Whether serialized ``data`` leaving the process holds a known secret or a URL with
+    a password (the cheap check on every message a kernel sends)."""
+    refresh_secrets()  # a comparison of the environment's raw dict when nothing changed
+    return may_contain_secret(data) or (
+        b"://" in data and _URL_PASSWORD_BYTES.search(data) is not None
+    )
+
+
+def redact_shown(value: Any) -> Any:
+    """``value`` (JSON-like) as it may be shown or saved: :func:`redact_value` and every
+    URL's password masked (the one masking of what leaves the process as output)."""
+    kind = type(value)
+    if kind is str:
+        return redact_url_passwords(redact_value(value))
+    if kind is dict:
+        return {redact_shown(k): redact_shown(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redact_shown(v) for v in value]
+    return value
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with the values of credential-like environment variables (and keys given to
     a provider) replaced by ``***`` (an exception message or traceback may quote a key)."""
@@ -130,10 +196,14 @@ KEY_LIKE: Final = re.compile(
 
 
 def redact_key_like(text: str) -> str:
-    """``text`` with whatever looks like a credential (:data:`KEY_LIKE`) replaced by
-    ``***``: for text published from a session (a methods appendix), where the key may
-    not be one this machine knows."""
-    return KEY_LIKE.sub(REDACTED, text)
+    """``text`` with whatever looks like a credential (:data:`KEY_LIKE`, a URL's password,
+    and the shapes :mod:`openprogram.context.shapes` knows: JWTs, AWS secrets, Slack
+    webhooks, 32-digit hex tokens, ``X-Api-Token: …``…) replaced by ``***``: for text
+    published from a session (a methods appendix), where the key may not be one this
+    machine knows."""
+    from openprogram.context.shapes import redact_shapes
+
+    return redact_shapes(redact_url_passwords(KEY_LIKE.sub(REDACTED, text)))
 
 
 def _mask(text: str, secrets: Iterable[str]) -> str:

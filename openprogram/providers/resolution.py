@@ -78,8 +78,10 @@ class Setting:
         return f"{text} {self.origin}" if self.origin else text
 
     def line(self, label: str) -> str:
-        """``model: smollm2 (environment OPENPROGRAM_MODEL)``."""
-        return f"{label}: {self.value or 'none'} ({self.source})"
+        """``model: smollm2 (environment OPENPROGRAM_MODEL)``; a URL without its password."""
+        from openprogram.context.secrets import redact_url_passwords
+
+        return f"{label}: {redact_url_passwords(self.value or 'none')} ({self.source})"
 
     def above(self, other: Setting) -> bool:
         return LAYERS.index(self.layer) < LAYERS.index(other.layer)
@@ -158,8 +160,11 @@ def resolve(layers: Sequence[Layer], environ: Mapping[str, str]) -> Resolved:
         )
     custom = base_url.layer != "default" and base_url.value != DEFAULT_BASE_URLS.get(name or "")
     if model.layer == "default" and custom:
+        from openprogram.context.secrets import redact_url_passwords
+
+        shown_url = redact_url_passwords(base_url.value or "")
         notes.append(
-            f"model {model.value} is {name}'s default, sent to {base_url.value}; name the "
+            f"model {model.value} is {name}'s default, sent to {shown_url}; name the "
             "server's model with --model or OPENPROGRAM_MODEL"
         )
     return Resolved(provider, model, base_url, tuple(notes))

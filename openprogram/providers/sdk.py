@@ -75,12 +75,19 @@ class SDKProvider:
         return self._base_url or os.environ.get(self.base_url_env) or self.default_base_url
 
     @property
+    def shown_base_url(self) -> str:
+        """:attr:`base_url` as printed and recorded: without its password."""
+        from openprogram.context.secrets import redact_url_passwords
+
+        return redact_url_passwords(self.base_url)
+
+    @property
     def vendor_endpoint(self) -> bool:
         """Whether requests go to the vendor's own API (only then are its prices used)."""
         return self.base_url.rstrip("/") == self.default_base_url.rstrip("/")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.shown_base_url!r})"
 
     __str__ = __repr__
 
@@ -178,17 +185,20 @@ class SDKProvider:
         detail = self._redact(str(exc))
         timeouts, transport = transport_errors()
         if isinstance(exc, timeouts):  # raw httpx error escaping the SDK mid-stream
-            return TransientProviderError(f"{name}: request timed out ({self.base_url})")
+            return TransientProviderError(f"{name}: request timed out ({self.shown_base_url})")
         if isinstance(exc, transport):
             return TransientProviderError(
-                f"{name}: connection to {self.base_url} failed: {detail or type(exc).__name__}"
+                f"{name}: connection to {self.shown_base_url} failed: "
+                f"{detail or type(exc).__name__}"
             )
         if isinstance(exc, sdk.APITimeoutError):
-            return TransientProviderError(f"{name}: request timed out ({self.base_url})")
+            return TransientProviderError(f"{name}: request timed out ({self.shown_base_url})")
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {self._redact(str(cause))}" if cause else ""
-            return TransientProviderError(f"{name}: connection to {self.base_url} failed{why}")
+            return TransientProviderError(
+                f"{name}: connection to {self.shown_base_url} failed{why}"
+            )
         status: int | None = exc.status_code if isinstance(exc, sdk.APIStatusError) else None
         refused = unsupported_parameter(detail) if status is not None else None
         if refused is not None:  # permanent, even as a 5xx: asking again gets the same answer

@@ -49,7 +49,8 @@ REASONS = ("provider", "budget", "context_overflow", "tool", "cancelled", "user_
 
 @dataclass
 class TurnResult:
-    """How the turn ended: ``status`` is ``completed``, ``error`` or ``cancelled``.
+    """How the turn ended: ``status`` is ``completed``, ``error`` or ``cancelled``; its
+    ``text`` and ``error`` with every known secret masked (``***``).
 
     A turn that did not complete says why: ``reason`` is one of :data:`REASONS`,
     ``retryable`` whether the same request may succeed as it is, and ``retry_after_s``
@@ -67,6 +68,15 @@ class TurnResult:
     reason: str | None = None
     retryable: bool = False
     retry_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # what a caller shows or prints: a secret the model or a tool echoed is masked
+        # here as in the session's files (the turn's values stay whole in the program)
+        from openprogram.context.secrets import redact_secrets
+
+        self.text = redact_secrets(self.text)
+        if self.error:
+            self.error = redact_secrets(self.error)
 
 
 def emit(request: TurnRequest, event: Event) -> None:

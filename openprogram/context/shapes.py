@@ -1,0 +1,97 @@
+"""Credentials recognised by their shape, for text published from a session (a methods
+appendix) where the key may be one this machine never knew.
+
+The vendor formats come from a maintained detector, ``detect-secrets``' plugins (AWS
+access key ids, URL passwords, JWTs, Slack tokens and webhooks, GitHub, GitLab, OpenAI,
+Stripe, PyPI, npm, SendGrid, Discord, Telegram, Twilio, Mailchimp, Square, Artifactory,
+Azure storage keys): a match is masked wherever it appears, with the rest of the token it
+begins (``detect-secrets``' JWT pattern stops before the signature).  Its keyword and
+entropy plugins want quoted values in source code, so what prose carries is matched here:
+``X-Api-Token: …``-like names with a value, an AWS secret after its name, a 32-digit hex
+token, a private key block.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from functools import cache
+from typing import Any, Final
+
+REDACTED = "***"
+
+#: ``detect-secrets`` plugins (module.Class) whose patterns fit free text
+PLUGINS: Final = (
+    "artifactory.ArtifactoryDetector",
+    "aws.AWSKeyDetector",
+    "azure_storage_key.AzureStorageKeyDetector",
+    "basic_auth.BasicAuthDetector",
+    "discord.DiscordBotTokenDetector",
+    "github_token.GitHubTokenDetector",
+    "gitlab_token.GitLabTokenDetector",
+    "jwt.JwtTokenDetector",
+    "mailchimp.MailchimpDetector",
+    "npm.NpmDetector",
+    "openai.OpenAIDetector",
+    "pypi_token.PypiTokenDetector",
+    "sendgrid.SendGridDetector",
+    "slack.SlackDetector",
+    "square_oauth.SquareOAuthDetector",
+    "stripe.StripeDetector",
+    "telegram_token.TelegramBotTokenDetector",
+    "twilio.TwilioKeyDetector",
+)
+_TOKEN_TAIL = "[A-Za-z0-9_+/=-]*"  # what may follow a match inside the same token
+
+# a credential-like name with its value (group 1): ``X-Api-Token: v``, ``password=v``
+NAMED: Final = re.compile(
+    r"(?i)\b[\w-]*(?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|private[-_]?key)"
+    r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;<>]{8,})"
+)
+AWS_SECRET: Final = re.compile(
+    r"(?i)aws[\w-]{0,20}?(?:secret|key)[\w-]{0,20}[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+)
+HEX32: Final = re.compile(r"(?<![0-9A-Za-z])[0-9A-Fa-f]{32}(?![0-9A-Za-z])")
+PRIVATE_KEY: Final = re.compile(
+    r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"
+)
+
+
+@cache
+def detectors() -> tuple[Any, ...]:
+    """An instance of each of :data:`PLUGINS` (imported on first use)."""
+    found = []
+    for spec in PLUGINS:
+        module, name = spec.rsplit(".", 1)
+        found.append(getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)())
+    return tuple(found)
+
+
+def _looks_secret(value: str) -> bool:
+    """A named value is masked when it mixes letters and digits, or is long: ``password:
+    hunter2x`` and ``X-Api-Token: abcdefghijklmnop`` are, ``max_tokens: 4096`` is not."""
+    letters = any(c.isalpha() for c in value)
+    return (letters and any(c.isdigit() for c in value)) or (letters and len(value) >= 16)
+
+
+def found_secrets(text: str) -> set[str]:
+    """The credential-shaped strings in ``text``."""
+    found: set[str] = set()
+    for plugin in detectors():
+        for secret in plugin.analyze_string(text):
+            if isinstance(secret, str) and len(secret) >= 6:
+                found.add(secret)
+    found |= {m.group(1) for m in NAMED.finditer(text) if _looks_secret(m.group(1))}
+    found |= {m.group(1) for m in AWS_SECRET.finditer(text)}
+    found |= {m.group(0) for m in HEX32.finditer(text)}
+    return found
+
+
+def redact_shapes(text: str) -> str:
+    """``text`` with every credential-shaped string (and the rest of its token) masked."""
+    text = PRIVATE_KEY.sub(REDACTED, text)
+    found = found_secrets(text)
+    if not found:
+        return text
+    alternatives = "|".join(re.escape(s) for s in sorted(found, key=len, reverse=True))
+    return re.sub(f"(?:{alternatives}){_TOKEN_TAIL}", REDACTED, text)

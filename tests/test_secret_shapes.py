@@ -1,0 +1,183 @@
+"""Secrets the process did not know by the classifier's names, URL passwords, a
+``TurnResult`` and the ``%openprogram call`` line, the shapes a methods appendix masks,
+what a kernel message carries, and titles without the user's home (issue 34, item 2).
+The saved-notebook case (a real kernel) is in ``test_secret_outputs.py``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from jupyter_client.session import Session
+from test_magic_commands import Host as CommandHost
+from traitlets.config import Config
+
+from openprogram import tool
+from openprogram.agent import dispatcher as D
+from openprogram.agent.session_db import default_db
+from openprogram.context.secrets import (
+    redact_key_like,
+    redact_secrets,
+    redact_url_passwords,
+    refresh_secrets,
+)
+from openprogram_magics import bridge, commands, outputs
+from openprogram_magics.notebook import NotebookMeta
+from openprogram_magics.sessions import shareable_title
+
+KEY = "sk-fake-" + "Shape0123" + "NeverShown"
+PASSWORD = "Url-" + "Passw0rd" + "-42"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwi"
+    "aWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["AZURE_OPENAI_KEY", "MISTRAL_KEY", "SERVICE_TOKEN", "APP_SECRET", "DB_PASSWORD", "GITHUB_PAT"],
+)
+def test_a_credential_under_any_usual_name_is_masked(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = f"{name.lower()}-v4lue-0123"
+    monkeypatch.setenv(name, value)
+    assert redact_secrets(f"the model said {value}.") == "the model said ***."
+
+
+def test_ordinary_variables_and_mapping_keys_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_PATH", "/opt/some/where/else")
+    monkeypatch.setenv("MAX_TOKENS", "123456789")
+    monkeypatch.setenv("PWD", "/srv/work/folder")
+    text = "cd /srv/work/folder; /opt/some/where/else used 123456789 tokens"
+    assert redact_secrets(text) == text
+    from openprogram.context.nodes import sanitize
+
+    assert sanitize({"sort_key": "by-name-then-date"}) == {"sort_key": "by-name-then-date"}
+
+
+def test_a_password_in_a_url_is_masked_in_the_url_and_on_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://ada:{PASSWORD}@127.0.0.1:9/v1")
+    refresh_secrets()
+    assert redact_secrets(f"auth failed for {PASSWORD}") == "auth failed for ***"
+    shown = redact_url_passwords("get http://ada:pw@host/v1 and ssh://git:x9@h/r.git")
+    assert shown == "get http://ada:***@host/v1 and ssh://git:***@h/r.git"
+    assert redact_url_passwords("mail ada@host, see https://host/a@b") == (
+        "mail ada@host, see https://host/a@b"
+    )
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.setattr(bridge, "_state", None)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.ipython_dir = str(tmp_path / "ipython")
+    config.InteractiveShell.colors = "NoColor"
+    ip = InteractiveShell.instance(config=config)
+    ip.run_line_magic("load_ext", "openprogram_magics")
+    try:
+        yield ip
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_status_prints_the_base_url_without_its_password(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENPROGRAM_PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://ada:pw1@127.0.0.1:9/v1")  # short: by shape
+    shell.run_line_magic("openprogram", "status")
+    out = capsys.readouterr().out
+    assert "base URL: http://ada:***@127.0.0.1:9/v1 (environment OPENAI_BASE_URL)" in out
+    assert "pw1" not in out
+
+
+@dataclass
+class Host(CommandHost):
+    shell: Any = None
+
+
+def test_a_forced_call_prints_and_returns_its_text_masked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    @tool
+    def whoami() -> str:
+        """Say the key."""
+        return f"the key is {KEY}"
+
+    host = Host(meta=NotebookMeta("nb_shapes"), shell=SimpleNamespace(user_ns={"whoami": whoami}))
+    result = commands.run(host, "call whoami")
+    assert result.text == "the key is ***"
+    assert capsys.readouterr().out.endswith(" · the key is ***\n")
+    failed = D.dispatch_forced_tool_call("nb_shapes", "w", {"n": KEY}, tools={"w": whoami})
+    assert KEY not in repr(failed)  # an error that quotes the arguments, masked too
+    assert default_db().exists("nb_shapes")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (f"token was {JWT} ok", "token was *** ok"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+         "AWS_SECRET_ACCESS_KEY=***"),
+        ("id AKIAIOSFODNN7EXAMPLE here", "id *** here"),
+        ("base http://alice:hunter2pass@host.example/v1", "base http://alice:***@host.example/v1"),
+        ("token 3f2a9c0b8d7e6f5a4b3c2d1e0f9a8b7c here", "token *** here"),
+        ("post https://hooks.slack.com/services/T0000AB00/B0000CD00/XyZ123abcDEF456ghiJKL78 now",
+         "post *** now"),
+        ("X-Api-Token: abcDEF123456ghiJKL", "X-Api-Token: ***"),
+        ('{"X-Api-Token": "abcDEF123456ghiJKL"}', '{"X-Api-Token": "***"}'),
+        ("password: hunter22", "password: ***"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY----- end", "*** end"),
+    ],
+)  # fmt: skip
+def test_the_appendix_masks_the_common_shapes(text: str, shown: str) -> None:
+    assert redact_key_like(text) == shown
+
+
+def test_the_appendix_keeps_what_only_resembles_a_secret() -> None:
+    text = (
+        "commit 3f2a9c0b8d7e6f5a4b3c2d1e0f9a8b7c12345678, max_tokens: 4096, tokens=12345678, "
+        "the secret: ingredient, uuid 123e4567-e89b-12d3-a456-426614174000, ip 8.8.8.8, "
+        "ada@example.com, https://example.com/a?b=c, doc_hash `0123456789abcdef`"
+    )
+    assert redact_key_like(text) == text
+
+
+def test_a_kernel_message_is_packed_masked_and_the_program_keeps_its_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    session = Session()
+    plain = session.pack
+    shell = SimpleNamespace(kernel=SimpleNamespace(session=session))
+    assert outputs.install(shell) == 1 and outputs.install(shell) == 1  # wrapped once
+    content = {"data": {"text/plain": f"'{KEY}'"}, "url": "http://u:pw@h/", "n": 3}
+    packed = session.pack(content)
+    assert json.loads(packed) == {"data": {"text/plain": "'***'"}, "url": "http://u:***@h/", "n": 3}
+    assert content["data"] == {"text/plain": f"'{KEY}'"}  # what the program holds is whole
+    clean = {"name": "stdout", "text": "nothing to hide"}
+    assert session.pack(clean) == plain(clean)  # untouched bytes when nothing matches
+    outputs.uninstall(shell)
+    assert session.pack(content) == plain(content)
+
+
+def test_a_title_names_the_home_folder_as_tilde() -> None:
+    home = "/home/ada"
+    assert shareable_title("notebook /home/ada/work/nb.ipynb", home) == "notebook ~/work/nb.ipynb"
+    for kept in ("notebook /home/adam/nb.ipynb", "notebook /tmp/nb.ipynb", "notebook", None):
+        assert shareable_title(kept, home) == kept
