@@ -2,9 +2,11 @@
 
 Every network access is explicit — these functions are the only ones here that open a
 URL, and only the URL they are given (arXiv's base URL: ``base_url=``, else
-``$OPENPROGRAM_ARXIV_URL``, else arXiv's public Atom API).  Each read has a timeout per
-socket operation and a deadline for the whole response, and a size limit; what breaks
-either, or does not parse, raises :class:`LiteratureError` with one line saying why
+``$OPENPROGRAM_ARXIV_URL``, else arXiv's public Atom API), over http(s); a redirect is
+followed only to the same scheme, host and port, at most 5 times (:mod:`.http_get`).  Each
+read has a timeout per socket operation, one deadline bounds the whole answer, and a size
+limit; a local PDF must be a regular file (no device, pipe, folder or ``/proc`` file).  What
+breaks any of these, or does not parse, raises :class:`LiteratureError` with one line saying why
 (offline: which host could not be reached).  Inside a session each call is recorded as a
 ``tool`` node; all three are ``@tool``-marked, so a chat turn can use them too.
 """
@@ -13,10 +15,9 @@ from __future__ import annotations
 
 import io
 import os
-import time
-import urllib.error
+import re
+import stat
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
@@ -27,10 +28,12 @@ from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
 from openprogram.errors import LiteratureError as LiteratureError  # moved; old path kept
+from openprogram.programs.research import http_get
 from openprogram.store.vars import get_store
 
 ARXIV_URL = "https://export.arxiv.org/api/query"
-TIMEOUT = 15.0  # seconds per socket operation, and (x2) for the whole response
+TIMEOUT = 15.0  # seconds per socket operation
+DEADLINE = 30.0  # seconds for the whole answer (connect, headers, body, redirects)
 MAX_BYTES = 5_000_000  # pages and feeds
 MAX_PDF_BYTES = 20_000_000
 MAX_TEXT = 200_000  # characters of text handed back
@@ -68,50 +71,23 @@ def _is_tool_node(writer: Any, node_id: str, name: str) -> bool:
 
 # -- fetching ----------------------------------------------------------------------------------
 def fetch_bytes(
-    url: str, *, max_bytes: int | None = None, timeout: float | None = None
+    url: str,
+    *,
+    max_bytes: int | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
 ) -> tuple[bytes, str]:
     """GET ``url`` (http/https only): the body and its content type, or LiteratureError.
-    Limits default to the module's ``MAX_BYTES`` and ``TIMEOUT``."""
-    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
-    timeout = TIMEOUT if timeout is None else timeout
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LiteratureError(f"not an http(s) URL: {url[:200]!r}")
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    deadline = time.monotonic() + 2 * timeout
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            declared = response.headers.get("Content-Length")
-            if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise LiteratureError(
-                    f"{url}: {int(declared):,} bytes is over the {max_bytes:,} limit"
-                )
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                if time.monotonic() > deadline:
-                    raise LiteratureError(f"{url}: too slow (no full answer in {2 * timeout:g} s)")
-                chunk = response.read(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > max_bytes:
-                    raise LiteratureError(f"{url}: more than the {max_bytes:,}-byte limit")
-                chunks.append(chunk)
-            kind = response.headers.get_content_type() or ""
-    except LiteratureError:
-        raise
-    except urllib.error.HTTPError as exc:
-        raise LiteratureError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise LiteratureError(
-            f"cannot reach {parts.hostname} ({exc.reason}); offline? the URL was {url}"
-        ) from None
-    except TimeoutError:
-        raise LiteratureError(f"{url}: too slow (nothing for {timeout:g} s)") from None
-    except OSError as exc:
-        raise LiteratureError(f"{url}: {type(exc).__name__}: {exc}") from None
-    return b"".join(chunks), kind
+    Redirects are followed only to the same scheme, host and port, at most 5 times.  Limits
+    default to the module's ``MAX_BYTES``, ``TIMEOUT`` (per socket operation) and
+    ``DEADLINE`` (the whole answer)."""
+    return http_get.get(
+        url,
+        max_bytes=MAX_BYTES if max_bytes is None else max_bytes,
+        timeout=TIMEOUT if timeout is None else timeout,
+        deadline=DEADLINE if deadline is None else deadline,
+        user_agent=USER_AGENT,
+    )
 
 
 # -- arXiv -------------------------------------------------------------------------------------
@@ -244,18 +220,67 @@ def read_pdf(source: str, max_pages: int = 50) -> dict[str, Any]:
     """Read a PDF (a URL or a local path) and return its text, page by page."""
 
     def work() -> dict[str, Any]:
-        if source.startswith(("http://", "https://")):
+        if _URL_SCHEME.match(source):  # http(s), or refused as not http(s) in one line
             data, _kind = fetch_bytes(source, max_bytes=MAX_PDF_BYTES)
         else:
-            path = Path(source).expanduser()
-            if not path.is_file():
-                raise LiteratureError(f"no such file: {source}")
-            if path.stat().st_size > MAX_PDF_BYTES:
-                raise LiteratureError(f"{source}: over the {MAX_PDF_BYTES:,}-byte limit")
-            data = path.read_bytes()
+            data = read_local_file(source, max_bytes=MAX_PDF_BYTES)
         return pdf_text(data, max_pages=max_pages, name=source)
 
     return _as_tool_node("read_pdf", {"source": source, "max_pages": max_pages}, work)
+
+
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_SYSTEM_ROOTS = ("/proc", "/sys")  # files the kernel makes up: no documents, reads may fail
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def read_local_file(source: str, *, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``source`` (``~`` expanded), at most ``max_bytes`` of
+    them; LiteratureError for a missing file, a folder, a device, a pipe, a socket, a file
+    under ``/proc`` or ``/sys``, one too big, or one that cannot be read.  Nothing but a
+    regular file is ever opened (and what was opened is checked again)."""
+    name = http_get.shown(source)
+    path = Path(source).expanduser()
+    try:
+        real = os.path.realpath(path)
+        info = os.stat(real)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        if isinstance(exc, FileNotFoundError):
+            raise LiteratureError(f"no such file: {name}") from None
+        raise LiteratureError(f"cannot read {name} ({_why(exc)})") from None
+    root = next((r for r in _SYSTEM_ROOTS if real == r or real.startswith(r + "/")), None)
+    if root is not None:
+        raise LiteratureError(f"{name} is a system file under {root}, not a document; refused")
+    _check_regular(name, info.st_mode, info.st_size, max_bytes)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as handle:
+            opened = os.fstat(handle.fileno())  # the file may have been swapped since
+            _check_regular(name, opened.st_mode, opened.st_size, max_bytes)
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise LiteratureError(f"cannot read {name} ({_why(exc)})") from None
+    if len(data) > max_bytes:
+        raise LiteratureError(f"{name}: over the {max_bytes:,}-byte limit")
+    return data
+
+
+def _check_regular(name: str, mode: int, size: int, max_bytes: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
+        raise LiteratureError(f"{name} is {kind}, not a file to read; refused")
+    if size > max_bytes:
+        raise LiteratureError(f"{name}: over the {max_bytes:,}-byte limit")
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(str(getattr(exc, "strerror", None) or exc).split())[:200]
 
 
 def pdf_text(data: bytes, *, max_pages: int = 50, name: str = "the PDF") -> dict[str, Any]:
