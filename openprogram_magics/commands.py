@@ -135,12 +135,18 @@ def run(host: Host, line: str) -> Any:
     """Parse ``line`` and run its command against ``host``; returns the command's value.
 
     In a replay (``openprogram run --replay``, which tells the kernel through the bridge's
-    state) a side-effect command is skipped with a note and returns None."""
+    state) a side-effect command is skipped with a note and returns None, and a forced tool
+    call (``call``) is answered from the recording (:mod:`replay_call`), never run."""
     args = parse(line)
-    if args.command in SIDE_EFFECT_COMMANDS:
+    if args.command in SIDE_EFFECT_COMMANDS or args.command == "call":
         from openprogram_magics.bridge import replay_run
 
-        if replay_run() is not None:  # the note never repeats the line: a URL may hold a token
+        replay = replay_run()
+        if replay is not None and args.command == "call":  # a forced tool call never runs
+            from openprogram_magics.replay_call import replayed_call
+
+            return replayed_call(host, args, replay.session_id)
+        if replay is not None:  # the note never repeats the line: a URL may hold a token
             print(
                 f"openprogram: replay: `{PROG} {args.command}` skipped "
                 "(a replay never runs push, pull, embed, import or export)"

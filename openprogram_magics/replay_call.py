@@ -1,0 +1,124 @@
+"""``%openprogram call`` in a replay (``openprogram run --replay``): answered from the
+recording, never run.
+
+A forced tool call reaches wherever its tool reaches (a URL, a file, a service), so a
+replay does not run it: the recorded session's turn of the same call (``/call NAME(k=v)``,
+the text the live run recorded) gives its result — its tool's output, or its error — and
+the replay writes that as its own turn, as a replayed ``%%openprogram`` cell writes the
+recorded replies, so later turns see what the live run's saw.  Each recorded turn answers
+once, in the order they were made.  A call with no recording is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from argparse import Namespace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from openprogram_magics.commands import PROG, Host, session_or_current
+
+if TYPE_CHECKING:
+    from openprogram.agent.dispatcher.types import TurnResult
+    from openprogram.context.nodes import Call
+
+_answered: set[str] = set()  # recorded turns that answered (and the turns a replay wrote)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The recorded turn of a forced call and what its tool gave."""
+
+    turn_id: str
+    output: Any
+    error: str | None  # "Type: message", as the tool node recorded it
+
+    def tool(self, arguments: dict[str, Any]) -> Any:
+        """A callable taking exactly ``arguments`` that gives the recorded result."""
+
+        def recorded(**_: Any) -> Any:
+            if self.error is None:
+                return self.output
+            kind, sep, message = self.error.partition(": ")
+            if not sep or not kind.isidentifier() or keyword.iskeyword(kind):
+                kind, message = "ToolError", self.error
+            raise type(kind, (Exception,), {})(message)
+
+        params = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in arguments]
+        recorded.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return recorded
+
+
+def recorded_call(nodes: list[Call], text: str) -> Recorded | None:
+    """The first recorded turn of the forced call ``text`` that has not answered yet
+    (``nodes``: the recorded session's, in seq order)."""
+    from openprogram.agent.dispatcher.forced_tool import TURN_NAME
+
+    turn = next(
+        (
+            n
+            for n in nodes
+            if n.kind == "turn"
+            and n.name == TURN_NAME
+            and isinstance(n.input, dict)
+            and n.input.get("text") == text
+            and n.id not in _answered
+        ),
+        None,
+    )
+    if turn is None:
+        return None
+    ran = next((n for n in nodes if n.kind == "tool" and n.caller == turn.id), None)
+    if ran is None:  # the call never ran (interrupted before its tool began)
+        return None
+    error = None
+    if ran.status != "completed":
+        error = str(ran.metadata.get("error") or ran.status)
+    return Recorded(turn.id, ran.output, error)
+
+
+def replayed_call(host: Host, args: Namespace, recorded_session: str) -> TurnResult | None:
+    """Answer ``%openprogram call`` from ``recorded_session``; None (and a note) when it
+    holds no such call."""
+    from openprogram.agent.dispatcher import dispatch_forced_tool_call
+    from openprogram.agent.dispatcher.forced_tool import call_text
+    from openprogram.agent.session_db import default_db
+    from openprogram_magics.call_command import parse_arguments
+    from openprogram_magics.turn import chained_after
+
+    kwargs = parse_arguments(args.arguments)
+    db = default_db()
+    found = None
+    if db.exists(recorded_session):
+        found = recorded_call(db.open(recorded_session).nodes(), call_text(args.name, kwargs))
+    if found is None:
+        print(
+            f"openprogram: replay: `{PROG} call {args.name}` skipped (the recording holds no "
+            "such call; a replay never runs a forced tool call)"
+        )
+        return None
+    _answered.add(found.turn_id)
+    sid = session_or_current(host, None)
+    meta = host.current_meta()
+    after = None
+    if args.retry is None and meta is not None and db.exists(sid):
+        after = chained_after(db.open(sid), meta)
+    result = dispatch_forced_tool_call(
+        sid,
+        args.name,
+        kwargs,
+        tools={args.name: found.tool(kwargs)},
+        runtime=host.runtime(),
+        after=after,
+        retry_of=args.retry,
+    )
+    _answered.add(result.user_node_id)
+    if meta is not None:
+        host.set_session(replace(meta, last_turn_id=result.user_node_id))
+    shown = result.text if result.status == "completed" else f"{result.status}: {result.error}"
+    print(
+        f"openprogram: replay: {args.name} · turn {result.user_node_id} · {shown} "
+        f"(answered from the recording of turn {found.turn_id}; the tool did not run)"
+    )
+    return result
