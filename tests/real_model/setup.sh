@@ -19,8 +19,9 @@ PYTHON="${PYTHON:-python3}"
 mkdir -p "$CACHE"
 
 installed=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('llama_cpp_python'))" 2>/dev/null || true)
-if [ "$installed" != "$LLAMA_CPP_VERSION" ]; then
-  echo "real model: installing llama-cpp-python[server]==$LLAMA_CPP_VERSION into $VENV (a new machine builds it: ~25 min)"
+# .portable marks a venv whose llama.cpp was built portable (an older setup built it native)
+if [ "$installed" != "$LLAMA_CPP_VERSION" ] || [ ! -e "$VENV/.portable" ]; then
+  echo "real model: installing llama-cpp-python[server]==$LLAMA_CPP_VERSION into $VENV (a new machine builds it: ~15-35 min)"
   [ -x "$VENV/bin/pip" ] || "$PYTHON" -m venv "$VENV"
   # Portable build (GGML_NATIVE=OFF): a -march=native build dies with SIGILL on virtual CPUs
   # that report AMX / AVX512-FP16 (recipe: "Build it portable").  The wheel is built into our
@@ -32,7 +33,10 @@ if [ "$installed" != "$LLAMA_CPP_VERSION" ]; then
     CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
       "$VENV/bin/pip" wheel -q --no-cache-dir --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION"
   fi
+  "$VENV/bin/pip" install -q --force-reinstall --no-deps --no-index --find-links "$WHEELS" \
+    "llama-cpp-python==$LLAMA_CPP_VERSION"
   "$VENV/bin/pip" install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+  touch "$VENV/.portable"
 fi
 
 if [ ! -s "$MODEL" ]; then
