@@ -137,3 +137,43 @@ def test_a_replay_answers_forced_calls_from_the_recording_and_reaches_nothing(
     assert "the recording holds no such call" in out and url not in out
     assert not bundle.exists()
     assert listener.contacts == 3  # the listener saw the live run only
+
+
+SETUP = """%load_ext openprogram_magics
+%openprogram provider test
+import urllib.request
+from openprogram import tool
+
+@tool
+def ping(url: str) -> str:
+    \"\"\"Fetch the URL.\"\"\"
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return reply.read().decode()"""
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_openprogram_run_replay_never_reaches_what_a_call_cell_reached(
+    listener: Listener, tmp_path: Path
+) -> None:
+    import json
+
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from openprogram.cli import main as cli_main
+
+    home, nb = tmp_path / "home", tmp_path / "nb.ipynb"
+    cells = [SETUP, '%%openprogram\nprint("start")', f"%openprogram call ping url={listener.url}/x"]
+    book = new_notebook(cells=[new_code_cell(c) for c in cells])
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(book, nb)
+    assert cli_main(["--home", str(home), "run", str(nb)]) == 0
+    assert listener.contacts == 1
+
+    out = tmp_path / "replayed.ipynb"
+    assert cli_main(["--home", str(home), "run", str(nb), "--replay", "-o", str(out)]) == 0
+    assert listener.contacts == 1  # the replay reached nothing
+    call_cell = json.loads(out.read_text())["cells"][2]
+    shown = "".join("".join(o.get("text", "")) for o in call_cell["outputs"])
+    assert "openprogram: replay: ping · turn " in shown and "· pong 1 (answered from" in shown
