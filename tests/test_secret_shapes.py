@@ -30,6 +30,7 @@ from openprogram.context.secrets import (
 from openprogram_magics import bridge, commands, outputs
 from openprogram_magics.notebook import NotebookMeta
 from openprogram_magics.sessions import shareable_title
+from tests.test_secret_outputs import leaks_in_files
 
 KEY = "sk-fake-" + "Shape0123" + "NeverShown"
 PASSWORD = "Url-" + "Passw0rd" + "-42"
@@ -181,3 +182,15 @@ def test_a_title_names_the_home_folder_as_tilde() -> None:
     assert shareable_title("notebook /home/ada/work/nb.ipynb", home) == "notebook ~/work/nb.ipynb"
     for kept in ("notebook /home/adam/nb.ipynb", "notebook /tmp/nb.ipynb", "notebook", None):
         assert shareable_title(kept, home) == kept
+
+
+def test_a_url_password_no_variable_names_is_stored_and_returned_masked(op_home: Path) -> None:
+    @tool
+    def endpoint() -> str:
+        """Where the service is."""
+        return "the service is at http://ada:Pw9@10.0.0.7:8080/v1"
+
+    result = D.dispatch_forced_tool_call("nb_urls", "endpoint", {}, tools={"endpoint": endpoint})
+    assert result.text == "the service is at http://ada:***@10.0.0.7:8080/v1"
+    assert leaks_in_files(op_home, "ada:Pw9@") == []  # node files, journal, git objects
+    assert leaks_in_files(op_home, "ada:***@10.0.0.7") != []  # recorded, masked

@@ -156,13 +156,19 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-def needs_masking(data: bytes) -> bool:
-    """Whether serialized ``data`` leaving the process holds a known secret or a URL with
-    a password (the cheap check on every message a kernel sends)."""
-    refresh_secrets()  # a comparison of the environment's raw dict when nothing changed
+def holds_secret(data: bytes) -> bool:
+    """Whether serialized ``data`` holds a known secret or a URL with a password (the
+    cheap check on every node written; :func:`redact_shown` masks what it finds)."""
     return may_contain_secret(data) or (
         b"://" in data and _URL_PASSWORD_BYTES.search(data) is not None
     )
+
+
+def needs_masking(data: bytes) -> bool:
+    """:func:`holds_secret` with the environment re-read first (every message a kernel
+    sends: a variable set in a cell counts at once)."""
+    refresh_secrets()  # a comparison of the environment's raw dict when nothing changed
+    return holds_secret(data)
 
 
 def redact_shown(value: Any) -> Any:
@@ -180,8 +186,9 @@ def redact_shown(value: Any) -> Any:
 
 def redact_secrets(text: str) -> str:
     """``text`` with the values of credential-like environment variables (and keys given to
-    a provider) replaced by ``***`` (an exception message or traceback may quote a key)."""
-    return _mask(text, refresh_secrets())
+    a provider) replaced by ``***`` (an exception message or traceback may quote a key),
+    and every URL's password too."""
+    return redact_url_passwords(_mask(text, refresh_secrets()))
 
 
 # what a credential looks like in text, wherever it came from (a session recorded on another

@@ -12,7 +12,7 @@ node every view, prompt and saved widget state reads from is what the disk has.
 from __future__ import annotations
 
 from openprogram.context.nodes import Call
-from openprogram.context.secrets import may_contain_secret, redact_value
+from openprogram.context.secrets import holds_secret, redact_shown
 from openprogram.store.session.files import jsonable, strict_dumps
 
 
@@ -26,8 +26,8 @@ def node_record(call: Call) -> bytes:
         data = jsonable(data)
         raw = strict_dumps(data)
         changed = True
-    if may_contain_secret(raw):
-        data = redact_value(data)
+    if holds_secret(raw):  # a known secret, a URL's password: the one masking
+        data = redact_shown(data)
         raw = strict_dumps(data)
         changed = True
     if changed:

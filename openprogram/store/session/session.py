@@ -29,7 +29,7 @@ from openprogram.context.nodes import (
     UNANSWERED,
     Call,
 )
-from openprogram.context.secrets import redact_secrets, redact_value, refresh_secrets
+from openprogram.context.secrets import redact_secrets, redact_shown, refresh_secrets
 from openprogram.errors import CorruptedFile
 from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
 from openprogram.store.nodewriter import chain_after_head
@@ -447,7 +447,7 @@ class Session(SessionQueries):
         turns = self.meta.get("turns")  # every turn committed so far, other lines' too
         turns = (turns if type(turns) is int else 0) + len(self._new_turns)
         self.meta.update({"turns": turns, "updated_at": time.time()})
-        meta = json.dumps(redact_value(jsonable(self.meta)), indent=1, ensure_ascii=False)
+        meta = json.dumps(redact_shown(jsonable(self.meta)), indent=1, ensure_ascii=False)
         atomic_write(self.path / "meta.json", meta.encode())
         files["meta.json"] = meta.encode()
         parent = self.git.read_ref()  # (the ref is read once a commit, not at every step)
