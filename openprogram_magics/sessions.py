@@ -52,21 +52,9 @@ def shareable_title(title: str | None, home: str | None = None) -> str | None:
     """``title`` as it may travel (``meta.json`` goes with a push or an export): the user's
     home folder in a path written ``~`` (``notebook /home/ada/work/nb.ipynb`` →
     ``notebook ~/work/nb.ipynb``), so no user name or home path leaves the machine."""
-    import os
+    from openprogram.context.secrets import without_home
 
-    if not title:
-        return title
-    home = (home if home is not None else os.path.expanduser("~")).rstrip("/\\")
-    if len(home) < 2:  # no home, or "/": nothing to hide
-        return title
-    out, at = [], 0
-    while (found := title.find(home, at)) != -1:
-        end = found + len(home)
-        boundary = end == len(title) or title[end] in "/\\"
-        starts = found == 0 or not (title[found - 1].isalnum() or title[found - 1] in "._-~")
-        out.append(title[at:found] + ("~" if boundary and starts else home))
-        at = end
-    return "".join(out) + title[at:]
+    return without_home(title, home) if title else title
 
 
 def resolve_session(

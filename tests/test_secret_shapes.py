@@ -194,3 +194,13 @@ def test_a_url_password_no_variable_names_is_stored_and_returned_masked(op_home:
     assert result.text == "the service is at http://ada:***@10.0.0.7:8080/v1"
     assert leaks_in_files(op_home, "ada:Pw9@") == []  # node files, journal, git objects
     assert leaks_in_files(op_home, "ada:***@10.0.0.7") != []  # recorded, masked
+
+
+def test_the_appendix_writes_the_home_folder_as_tilde(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openprogram.compare.appendix import redact
+
+    monkeypatch.setenv("HOME", "/home/ada")
+    assert (
+        redact("read /home/ada/data/x.csv, not /home/adam/y")
+        == "read ~/data/x.csv, not /home/adam/y"
+    )

@@ -24,7 +24,12 @@ from typing import Any, Final
 from openprogram.compare.diffs import prompt_text
 from openprogram.compare.sides import Nodes
 from openprogram.context.nodes import Call
-from openprogram.context.secrets import redact_key_like, redact_value, refresh_secrets
+from openprogram.context.secrets import (
+    redact_key_like,
+    redact_value,
+    refresh_secrets,
+    without_home,
+)
 from openprogram.usage.totals import Totals
 
 MessagesOf = Callable[[Call], Any]  # an llm node -> the whole prompt it was sent
@@ -33,8 +38,9 @@ TURN_COMMIT: Final = re.compile(r"^turn (\d+)\b")
 
 def redact(value: Any) -> str:
     """``value`` as text with the known credentials (read by :func:`refresh_secrets`, once
-    per appendix) and whatever looks like a key masked."""
-    return redact_key_like(redact_value(value if isinstance(value, str) else str(value)))
+    per appendix) and whatever looks like a key masked, the home folder written ``~``."""
+    text = redact_key_like(redact_value(value if isinstance(value, str) else str(value)))
+    return without_home(text)  # a published text names no user's home folder
 
 
 def redact_tree(value: Any, seen: dict[str, str] | None = None) -> Any:

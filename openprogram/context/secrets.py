@@ -213,6 +213,23 @@ def redact_key_like(text: str) -> str:
     return redact_shapes(redact_url_passwords(KEY_LIKE.sub(REDACTED, text)))
 
 
+def without_home(text: str, home: str | None = None) -> str:
+    """``text`` with the user's home folder in a path written ``~`` (``/home/ada/work/nb.ipynb``
+    → ``~/work/nb.ipynb``): for what travels (a session's title, a published appendix), so
+    no user name or home path leaves the machine.  ``home``: the folder (default: ``~``)."""
+    home = (home if home is not None else os.path.expanduser("~")).rstrip("/\\")
+    if len(home) < 2 or home not in text:  # no home, or "/": nothing to hide
+        return text
+    out, at = [], 0
+    while (found := text.find(home, at)) != -1:
+        end = found + len(home)
+        boundary = end == len(text) or text[end] in "/\\"
+        starts = found == 0 or not (text[found - 1].isalnum() or text[found - 1] in "._-~/")
+        out.append(text[at:found] + ("~" if boundary and starts else home))
+        at = end
+    return "".join(out) + text[at:]
+
+
 def _mask(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***`` (the longest first, so a
     secret holding another is masked whole)."""
