@@ -282,6 +282,25 @@ def test_every_tool_has_the_deadline(
         call(f"{server.url}/slow")
 
 
+@pytest.mark.timeout(60)
+def test_the_deadline_covers_the_tls_handshake(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port that takes the connection and never says a word of TLS: the caller hears "too
+    slow" at the deadline, and the connection is closed (not left waiting in the handshake)."""
+    monkeypatch.setattr(literature, "TIMEOUT", 600.0)
+    monkeypatch.setattr(literature, "DEADLINE", 0.5)
+    url = f"https://127.0.0.1:{listener.getsockname()[1]}/paper.pdf"
+    with pytest.raises(LiteratureError) as error:
+        read_pdf(url)
+    assert one_line(error) == f"{url}: too slow (no full answer in 0.5 s)"
+    conn, _ = listener.accept()  # connected before the error: waiting in the backlog
+    with conn:
+        conn.settimeout(30)  # a safety net: the client's end of the connection comes first
+        while conn.recv(4096):  # its ClientHello, then the end
+            pass
+
+
 def test_an_answer_that_is_not_http_is_one_line() -> None:
     with (
         RawServer({"/x": not_http}) as server,
