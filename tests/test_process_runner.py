@@ -7,13 +7,23 @@ module by name (spawn passes ``sys.path`` along).
 from __future__ import annotations
 
 import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
 import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import settled
+from wire_server import Reply, WireServer
 
-from openprogram import ask_user, session_context
+from openprogram import ask_user, create_runtime, session_context
 from openprogram.agent.process_runner import (
     ProcessRun,
     ProcessRunCancelled,
@@ -27,6 +37,7 @@ from openprogram.agentic_programming import (
     using_ask_user_handler,
 )
 from openprogram.errors import UserError
+from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.store.session.store import SessionStore
 
 
@@ -162,3 +173,176 @@ def test_stop_is_graceful_first_then_kills(rt: Runtime, op_home: Path) -> None:
         statuses = sorted(n.status for n in handle.writer.session.nodes() if n.name == "slow")
     assert statuses == ["cancelled", "interrupted"]
     assert not [n for n in fresh_nodes(op_home, handle.session_id) if n.is_open]
+
+
+# -- nothing outlives its owner (issue 34) --------------------------------------------------------
+@agentic_function
+def detach(marker: str, mode: str) -> str:
+    """Starts a process in a new session and a daemon (double fork), then returns at once
+    (``returns``) or runs until stopped (``polite``, or ``stubborn``: ignores Ctrl-C)."""
+    setsid = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    daemon = subprocess.run(  # sh leaves its background sleep behind: an orphan
+        ["sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 & echo $!"],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    write_pids(marker, [setsid.pid, int(daemon.stdout)])
+    if mode != "returns":
+        slow(600, stubborn=mode == "stubborn")
+    return "started"
+
+
+@agentic_function
+def hold_the_child(marker: str, go: str) -> str:
+    """The frame a child hangs under (in a parent process the test kills)."""
+    return str(ProcessRun(wait_for_go, (marker, go)).start().wait())
+
+
+@agentic_function
+def wait_for_go(marker: str, go: str) -> str:
+    """Starts a process in a new session, then works until told to finish."""
+    setsid = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    write_pids(marker, [os.getpid(), setsid.pid])
+    while not Path(go).exists():
+        time.sleep(0.02)
+    return "finished"
+
+
+def write_pids(marker: str, pids: list[int]) -> None:
+    Path(marker + ".tmp").write_text(json.dumps(pids))
+    os.replace(marker + ".tmp", marker)
+
+
+def read_pids(marker: Path, alive: Any) -> list[int]:
+    """The pids the child wrote to ``marker`` (waiting for it while ``alive()``)."""
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert alive(), "the child ended before it started anything"
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.02)
+    return [int(pid) for pid in json.loads(marker.read_text())]
+
+
+def ended(pid: int, within: float = 20.0) -> bool:
+    """Whether process ``pid`` has ended (a zombie has), waiting up to ``within`` s on its
+    pidfd: readable the moment it exits."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], within)[0])
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def strays() -> Iterator[list[int]]:
+    """Pids a test started indirectly: killed after it, whatever happened."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+needs_proc = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="Linux (pidfd) only")
+
+
+@needs_proc
+@pytest.mark.parametrize("mode", ["returns", "polite", "stubborn"])
+def test_what_the_child_started_ends_with_it_setsid_or_not(
+    rt: Runtime, tmp_path: Path, mode: str, strays: list[int]
+) -> None:
+    marker = tmp_path / "pids"
+    with session_context(runtime=rt):
+        run = ProcessRun(detach, (str(marker), mode)).start()
+        strays += read_pids(marker, lambda: not run.poll())
+        if mode == "returns":
+            assert run.wait(timeout=60) == "started"
+        else:
+            run.stop(timeout=0.5 if mode == "stubborn" else 10)
+            with pytest.raises(ProcessRunCancelled):
+                run.wait()
+    assert strays and all(ended(pid) for pid in strays), f"still running: {strays}"
+
+
+PARENT = """
+import sys
+sys.path.insert(0, {tests!r})
+from openprogram import session_context
+from test_process_runner import hold_the_child
+with session_context({sid!r}, create_runtime_if_none=False):
+    hold_the_child({marker!r}, {go!r})
+"""
+
+
+@needs_proc
+def test_a_child_ends_with_its_killed_parent_and_writes_nothing_after(
+    tmp_path: Path, op_home: Path, strays: list[int]
+) -> None:
+    marker, go = tmp_path / "pids", tmp_path / "go"
+    script = PARENT.format(
+        tests=str(Path(__file__).parent), sid="s_orphan", marker=str(marker), go=str(go)
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        strays += read_pids(marker, lambda: parent.poll() is None)
+    finally:
+        parent.kill()  # SIGKILL mid-tool: no cleanup of any kind in the parent
+        parent.wait()
+    child, detached = strays
+    store = SessionStore(op_home)
+    recovered = {n.name: n for n in store.open("s_orphan").nodes()}  # the parent's recovery
+    store.close()
+    anchor = recovered["hold_the_child"]
+    assert anchor.status == "interrupted"
+    go.touch()  # a child still running would finish now and write `completed`
+    assert ended(child)
+    nodes = fresh_nodes(op_home, "s_orphan")
+    (frame,) = [n for n in nodes if n.name == "wait_for_go"]
+    assert (frame.caller, frame.status) == (anchor.id, "interrupted")
+    assert not [n for n in nodes if n.status == "completed" and n.kind != "root"]
+    assert ended(detached), "what the child started outlived the parent"
+
+
+SECRET = "plain-words-for-a-key-0451"  # looks like no key: masked only because it is known
+
+
+def everything_written(home: Path) -> Iterator[tuple[str, bytes]]:
+    """(where, bytes) for every file under ``home`` (loose git objects inflated) and every
+    git object of every session (``git cat-file --batch-all-objects``)."""
+    for path in sorted(p for p in settled(home).rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        yield str(path), data
+        if "/.git/objects/" in str(path) and "/pack/" not in str(path):
+            yield f"{path} (inflated)", zlib.decompress(data)
+    for git_dir in home.rglob(".git"):
+        objects = subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch"],
+            cwd=git_dir.parent,
+            capture_output=True,
+            check=True,
+        ).stdout
+        yield f"{git_dir} (all objects)", objects
+
+
+def test_a_key_the_parent_knows_is_masked_in_what_the_child_writes(
+    wire: WireServer, op_home: Path
+) -> None:
+    wire.reply(Reply(text=f"your key is {SECRET}, keep it safe"))
+    provider = OpenAIProvider("gpt-x", api_key=SECRET, base_url=wire.openai_base_url)
+    rt = create_runtime(provider, backoff=0.0, max_retries=0)
+    with session_context(runtime=rt) as handle:
+        run_in_process(summarize, "what is my key?")
+        llm = next(n for n in handle.writer.session.nodes() if n.kind == "llm")
+    assert llm.output == "your key is ***, keep it safe"  # written by the child, masked
+    scanned = 0
+    for where, data in everything_written(op_home):
+        scanned += 1
+        assert SECRET.encode() not in data, f"the key was written to {where}"
+    assert scanned > 10

@@ -8,8 +8,27 @@ views keep drawing) and answers questions with its own ambient handler (or leave
 unanswered).  The result, or the exception, comes back at the end.
 
 ``stop()`` is graceful first (SIGINT: the child's frames end ``cancelled`` and its turn is
-committed), then kills the child's process group; the parent's ``Session.refresh()`` then
-recovers what the killed child left (``running`` → ``interrupted``).
+committed), then kills the child and every process under it; the parent's
+``Session.refresh()`` then recovers what the killed child left (``running`` →
+``interrupted``).
+
+A child never outlives its owner (Linux; elsewhere the child's process group is killed):
+
+- it is a *child subreaper*, so whatever it starts stays in its tree of processes however it
+  detaches (``setsid``, a double fork), and it ends that tree when it ends (its function
+  returned or raised, ``stop()``, ``SIGTERM``) — nothing the function started runs on;
+- it watches its parent: the end of the pipe ``multiprocessing`` keeps open in the parent
+  (EOF when the parent dies, however) in a thread, and ``PR_SET_PDEATHSIG`` (a real-time
+  signal whose handler checks that the parent *process* is gone, not only the thread that
+  started the child); either ends its tree and itself at once, writing nothing more;
+- its node writer checks that the parent is alive before each write, so nothing lands in
+  the session after the parent died (whose recovery closes the frames the child hangs
+  under): the child's own open frames are recovered ``interrupted`` from its journal;
+- the parent ends the trees of the runs still going when its interpreter exits, before its
+  store closes.
+
+The child masks what the parent masks: the secret values the parent knows (keys passed to
+a provider explicitly, credential variables) are registered in the child before it runs.
 
 The function must be importable by module path (spawn starts a fresh interpreter): a
 top-level function of a module, not one defined in ``__main__`` or a notebook cell.
@@ -17,16 +36,20 @@ top-level function of a module, not one defined in ``__main__`` or a notebook ce
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pickle
 import queue
 import signal
+import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from openprogram.agent import proctree
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.ask_user import current_ask_user_handler
 from openprogram.agentic_programming.function import (
@@ -35,13 +58,16 @@ from openprogram.agentic_programming.function import (
     is_cancellation,
     process_session_id,
 )
+from openprogram.context.nodes import Call
 from openprogram.context.outcome import error_text, traceback_text
+from openprogram.context.secrets import refresh_secrets, register_secret
 from openprogram.errors import ProcessRunCancelled as ProcessRunCancelled
 from openprogram.errors import ProcessRunError as ProcessRunError  # moved; old path kept
 from openprogram.errors import UserError
 from openprogram.providers import network
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
+from openprogram.store.session.writer import SessionNodeWriter
 from openprogram.store.vars import get_store, using
 
 if TYPE_CHECKING:
@@ -65,6 +91,8 @@ class _Spec:
     runtime: bytes | None  # a pickled Runtime, or None: the child configures its own
     home: str
     allow_requests: bool
+    parent_pid: int
+    secrets: tuple[str, ...] = ()  # the values the parent masks: the child masks them too
 
 
 def target_of(fn: Callable[..., Any] | str) -> str:
@@ -137,6 +165,8 @@ class ProcessRun:
             runtime=self.runtime,
             home=os.environ.get("OPENPROGRAM_HOME", ""),
             allow_requests=network.model_requests_allowed(),
+            parent_pid=os.getpid(),
+            secrets=tuple(sorted(refresh_secrets())),
         )
         ctx = multiprocessing.get_context("spawn")
         self._inbox: Any = ctx.Queue()
@@ -145,6 +175,10 @@ class ProcessRun:
             target=_child_main, args=(spec, self._inbox, self._outbox), daemon=True
         )
         self.process.start()
+        _live.add(self)
+        # (again at each start: the handler runs before the store's close, registered earlier)
+        atexit.unregister(_end_live_runs)
+        atexit.register(_end_live_runs)
         return self
 
     def wait(self, timeout: float | None = None) -> Any:
@@ -180,8 +214,9 @@ class ProcessRun:
         return self.finished
 
     def stop(self, timeout: float = 5.0) -> None:
-        """SIGINT the child (its frames end ``cancelled``), then kill its process group
-        after ``timeout`` s; the session is refreshed (and recovered) either way."""
+        """SIGINT the child (its frames end ``cancelled``; what it started ends with it),
+        then kill it and every process under it after ``timeout`` s; the session is
+        refreshed (and recovered) either way."""
         if self.finished or self.process is None:
             return
         self._stopping = True
@@ -195,14 +230,21 @@ class ProcessRun:
         while not self.poll(0.05) and time.monotonic() < deadline:
             pass
         if not self.finished:
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the child leads its own group
-            except (ProcessLookupError, PermissionError):
-                self.process.kill()
+            self._kill()
             self.process.join(5)
             self._drain()
             if not self.finished:
                 self._finish(error=("killed after a graceful stop timed out", ""))
+
+    def _kill(self) -> None:
+        """Kill the child and every process under it (its group where there is no /proc)."""
+        assert self.process is not None and self.process.pid is not None
+        pid = self.process.pid
+        proctree.end_tree(pid, include_root=True)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the child leads its own group
+        except (ProcessLookupError, PermissionError):
+            self.process.kill()
 
     # -- messages from the child ------------------------------------------------------------
     def _drain(self) -> None:
@@ -243,6 +285,7 @@ class ProcessRun:
         self, *, result: Any = None, error: tuple[str, str] | None = None, cancelled: bool = False
     ) -> None:
         self.finished = True
+        _live.discard(self)
         self._result = result
         if error is not None:
             kind = ProcessRunCancelled if cancelled or self._stopping else ProcessRunError
@@ -259,6 +302,17 @@ class ProcessRun:
             writer.session.refresh()
         else:
             default_db().open(self.session_id).refresh()
+
+
+_live: weakref.WeakSet[ProcessRun] = weakref.WeakSet()  # started, not finished
+
+
+def _end_live_runs() -> None:
+    """(At exit.)  Kill the runs still going, and what they started, before this process's
+    store closes the frames they hang under."""
+    for run in list(_live):
+        if run.process is not None and run.process.is_alive():
+            run._kill()
 
 
 def run_in_process(fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Any:
@@ -281,12 +335,80 @@ def _pickled_runtime(runtime: Runtime | None) -> bytes | None:
 
 
 # -- the child ---------------------------------------------------------------------------------
+PARENT_GONE_EXIT = 70  # the child's exit code when it ended because its parent had
+_ending = threading.Lock()
+
+
+def _end_now(code: int) -> NoReturn:
+    """End this child at once: every process under it, then itself; nothing more is
+    written or sent (its journal is left to the recovery: open frames end interrupted)."""
+    _ending.acquire()  # a second caller (the watcher and the signal) waits for the exit
+    try:
+        proctree.end_tree(os.getpid(), include_root=False)
+    finally:
+        os._exit(code)
+
+
+_parent_pipe: list[Any] = []  # a poll object on the parent's pipe, made once
+
+
+def _parent_gone(parent_pid: int) -> bool:
+    """Whether the process that started this child has ended: this process was
+    re-parented, or the parent's end of the pipe was closed (one ``poll`` with no wait:
+    cheap enough before every node write)."""
+    if os.getppid() != parent_pid:
+        return True
+    if not _parent_pipe:
+        import multiprocessing
+        import select
+
+        parent = multiprocessing.parent_process()
+        if parent is None or not hasattr(select, "poll"):
+            return False
+        watch = select.poll()
+        watch.register(parent.sentinel, select.POLLIN | select.POLLHUP)
+        _parent_pipe.append(watch)
+    return bool(_parent_pipe[0].poll(0))
+
+
+def _tie_to_parent(parent_pid: int) -> None:
+    """End this child (and what it started) as soon as its parent dies: a thread waits for
+    EOF on the pipe the parent holds, and the kernel signals the parent's death."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+
+        def watch() -> None:
+            parent.join()  # returns when the parent's end of the pipe is closed: it died
+            _end_now(PARENT_GONE_EXIT)
+
+        threading.Thread(target=watch, name="openprogram-parent-watch", daemon=True).start()
+    rt_signal = getattr(signal, "SIGRTMIN", None)
+    if rt_signal is not None:
+        death = rt_signal + 1
+
+        def on_death(_signum: int, _frame: Any) -> None:
+            if os.getppid() != parent_pid:  # the process, not only the thread that started us
+                _end_now(PARENT_GONE_EXIT)
+
+        signal.signal(death, on_death)
+        proctree.signal_on_parent_death(death)
+    if _parent_gone(parent_pid):  # died before any of this was in place
+        _end_now(PARENT_GONE_EXIT)
+
+
 def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
     """Entry point of the spawned interpreter (``outbox`` goes to the parent)."""
     try:
         os.setpgrp()  # stop() kills the group: whatever the function started dies with it
     except OSError:
         pass
+    for value in spec.secrets:  # before anything can be written
+        register_secret(value)
+    proctree.become_subreaper()  # what the function starts stays under this process
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _end_now(128 + signal.SIGTERM))
+    _tie_to_parent(spec.parent_pid)
     if spec.home:
         os.environ["OPENPROGRAM_HOME"] = spec.home
     try:
@@ -297,6 +419,7 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
             outcome = ("error", f"the result cannot be sent back: {exc}", "", False)
     except BaseException as exc:
         outcome = ("error", error_text(exc), traceback_text(exc), is_cancellation(exc))
+    proctree.end_tree(os.getpid(), include_root=False)  # nothing it started outlives it
     outbox.put(outcome)
     outbox.close()
     outbox.join_thread()
@@ -319,10 +442,43 @@ def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
     try:
         with (
             session_context(
-                spec.session_id, runtime=runtime, source="process", message=spec.target
+                spec.session_id,
+                runtime=runtime,
+                source="process",
+                message=spec.target,
+                writer=_ChildWriter(default_db(), spec.session_id, spec.parent_pid),
             ),
             using(call_id=spec.call_id, ask=ask_parent),  # under the parent's frame
         ):
             return fn(*spec.args, **spec.kwargs)
     finally:
         unsubscribe()
+
+
+class _ChildWriter(SessionNodeWriter):
+    """The child's node writer: it writes nothing once the parent is gone (the parent's
+    recovery closes the frame the child hangs under); the child ends instead."""
+
+    def __init__(self, db: Any, session_id: str, parent_pid: int) -> None:
+        self.parent_pid = parent_pid
+        super().__init__(db, session_id)
+
+    def _check(self) -> None:
+        if _parent_gone(self.parent_pid):
+            _end_now(PARENT_GONE_EXIT)
+
+    def append(self, call: Call, *, turn_level: bool = False) -> Call:
+        self._check()
+        return super().append(call, turn_level=turn_level)
+
+    def append_many(self, calls: Sequence[Call]) -> list[Call]:
+        self._check()
+        return super().append_many(calls)
+
+    def update(self, call: Call) -> None:
+        self._check()
+        super().update(call)
+
+    def commit(self, message: str) -> str | None:
+        self._check()
+        return super().commit(message)
