@@ -330,10 +330,30 @@ def sessions_diff(args: argparse.Namespace) -> int:
     from openprogram.compare.render import render_text
     from openprogram.compare.sessions import diff_session, mode_of
 
+    words = [w for w in (args.session_id, args.a, args.b) if w is not None] + args.trailing
+    if not words:
+        raise CliError("sessions diff: which session? (sessions diff ID [A B] [--lines|--runs])")
+    if len(words) > 3:
+        raise CliError(f"sessions diff: one session and two turns, got {shlex.join(words)}")
+    args.session_id, args.a, args.b = [*words, None, None][:3]
     mode = mode_of(args.lines, args.runs)
     report = diff_session(_open_session(args), args.a, args.b, mode)
     print(render_text(report, all_rows=args.all))
     return 0
+
+
+class _ModeFlag(argparse.Action):
+    """``--lines`` / ``--runs``: set the mode; the words after the flag are positionals."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, True)
+        namespace.trailing = [*namespace.trailing, *values]
 
 
 def sessions_import(args: argparse.Namespace) -> int:
@@ -437,13 +457,17 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.add_argument("--line", metavar="NODE", help="with --appendix: the line ending at NODE")
     p.set_defaults(handler=sessions_export)
     p = commands.add_parser("diff", help="compare two turns, lines (--lines) or runs (--runs)")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", nargs="?")
     p.add_argument("a", metavar="A", nargs="?", help="a turn (id, number, head); --runs: a run")
     p.add_argument("b", metavar="B", nargs="?")
-    p.add_argument("--lines", action="store_true", help="the lines ending at A and B")
-    p.add_argument(
-        "--runs", action="store_true", help="two runs of the notebook (default: last two)"
-    )
+    # `ID --lines A B` as well as `--lines ID A B`: argparse gives no positional after an
+    # option, so the mode flags take the words that follow them (joined in the handler)
+    for flag, what in (
+        ("--lines", "the lines ending at A and B"),
+        ("--runs", "two runs of the notebook (default: last two)"),
+    ):
+        p.add_argument(flag, action=_ModeFlag, nargs="*", metavar=("A", "B"), help=what)
+    p.set_defaults(trailing=[], lines=False, runs=False)
     p.add_argument("--all", action="store_true", help="list unchanged calls too")
     p.set_defaults(handler=sessions_diff)
     p = commands.add_parser("import", help="import a session from a git bundle")
@@ -469,6 +493,11 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
+    if args.record_misses and not args.replay:
+        raise CliError(
+            "--record-misses goes with --replay (it records the calls a replay misses): "
+            "openprogram run NB.ipynb --replay --record-misses"
+        )
     source = Path(args.notebook)
     if not source.is_file():
         raise CliError(f"no notebook {source}")
@@ -485,7 +514,7 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         source,
         args.output,
         timeout=args.timeout,
-        replay=args.replay or args.record_misses,
+        replay=args.replay,
         record_misses=args.record_misses,
         only_stale=args.only_stale,
     )
