@@ -111,8 +111,10 @@ def _last_turn_from_file(
 
 
 def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict[str, Any]:
-    """Id, provider, model, auto and — when stored — path, turns and HEAD of a session."""
+    """Id, provider, model, auto and — when stored — path (the home folder written ``~``),
+    turns and HEAD of a session."""
     from openprogram.agent.session_db import default_db
+    from openprogram.context.secrets import without_home
     from openprogram.store.session.index import count_turns
 
     info: dict[str, Any] = {
@@ -125,7 +127,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
     if session_id and db.exists(session_id):
         session = db.open(session_id)
         info.update(
-            path=str(session.path),
+            path=without_home(str(session.path)),  # printed into the notebook: no home
             turns=count_turns(session.index()),  # counted as everywhere (index.counts_as_turn)
             head=session.head_id,
         )
@@ -143,7 +145,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
                 f"{line.turns} turn(s) ending at {line.tip}" for line in others
             )
     elif session_id:
-        info["path"] = f"{db.root / session_id} (created at the first turn)"
+        info["path"] = f"{without_home(str(db.root / session_id))} (created at the first turn)"
     return info
 
 

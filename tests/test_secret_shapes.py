@@ -93,16 +93,22 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Interacti
         InteractiveShell.clear_instance()
 
 
-def test_status_prints_the_base_url_without_its_password(
-    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_status_prints_the_base_url_without_its_password_and_no_home_path(
+    shell: InteractiveShell,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("OPENPROGRAM_PROVIDER", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://ada:pw1@127.0.0.1:9/v1")  # short: by shape
+    monkeypatch.setenv("HOME", str(tmp_path))  # the sessions folder is in the user's home
+    shell.run_line_magic("openprogram", "new --id nb_status")
     shell.run_line_magic("openprogram", "status")
     out = capsys.readouterr().out
     assert "base URL: http://ada:***@127.0.0.1:9/v1 (environment OPENAI_BASE_URL)" in out
-    assert "pw1" not in out
+    assert "path: ~/home/sessions/nb_status (created at the first turn)" in out
+    assert "pw1" not in out and str(tmp_path) not in out
 
 
 @dataclass
