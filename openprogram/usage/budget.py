@@ -29,6 +29,7 @@ from openprogram.usage.prices import price_of
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
     from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.usage.prices import Price
 
 
 class Priced(Protocol):
@@ -122,6 +123,7 @@ class Budget:
         needed = estimate_tokens(request.messages)
         allowed: list[int] = []
         problem = None
+        price = None
         if self.tokens is not None:
             allowed.append(self.tokens - spent.tokens - needed)
         if self.usd is not None:
@@ -138,15 +140,32 @@ class Budget:
                 allowed.append(int(left / per_token) if per_token > 0 else 1 << 30)
         room = min(allowed) if allowed else None
         if problem is None and room is not None and room < MIN_REPLY_TOKENS:
-            problem = (
-                f"budget of {self.describe()} reached: spent {spent.tokens} tokens"
-                + (f" (${spent.cost:.4f})" if self.usd is not None else "")  # else unknown
-                + f"; the next call needs about {needed} input tokens"
-                f" plus a reply, so it was not sent"
-            )
+            problem = self.why_not_sent(spent, needed, price)
         if problem is not None:
             self._refuse(writer, problem, caller, needed, spent)
         return room
+
+    def why_not_sent(self, spent: Spent, needed: int, price: Price | None = None) -> str:
+        """Why a call needing ``needed`` input tokens (at ``price``, for a dollar budget) is
+        refused after ``spent``: what it needs, and what is spent and left — or, when
+        nothing is spent yet, that the call alone is more than the whole budget."""
+        wants = f"about {needed} input tokens plus a reply of at least {MIN_REPLY_TOKENS}"
+        if price is not None and self.usd is not None:
+            wants += f" ({usd_text(price.cost(needed, MIN_REPLY_TOKENS))})"
+        if spent.tokens == 0 and spent.cost == 0:
+            return (
+                f"budget of {self.describe()}: the next call alone needs {wants}, more than "
+                "the whole budget, so it was not sent (raise the budget or shorten the prompt)"
+            )
+        used = [f"{spent.tokens} tokens"] if self.tokens is not None else []
+        left = [f"{max(0, self.tokens - spent.tokens)} tokens"] if self.tokens is not None else []
+        if self.usd is not None:
+            used.append(usd_text(spent.cost))
+            left.append(usd_text(max(0.0, self.usd - spent.cost)))
+        return (
+            f"budget of {self.describe()} reached: {' and '.join(used)} spent, "
+            f"{' and '.join(left)} left; the next call needs {wants}, so it was not sent"
+        )
 
     def _refuse(
         self, writer: SessionNodeWriter, problem: str, caller: str | None, needed: int, spent: Spent
@@ -163,6 +182,13 @@ class Budget:
         )
         writer.append(node, turn_level=caller is None)
         raise BudgetExceeded(problem)
+
+
+def usd_text(usd: float) -> str:
+    """Dollars with the digits a small amount needs: ``$0.00042``, ``$1.25``, ``$0.00``."""
+    text = f"{usd:.6f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents:0<2}"
 
 
 def _add(spent: Spent, node: Call) -> None:
