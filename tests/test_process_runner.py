@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -188,7 +189,7 @@ def detach(marker: str, mode: str) -> str:
         text=True,
         check=True,
     )
-    write_pids(marker, [setsid.pid, int(daemon.stdout)])
+    write_pids(marker, [os.getpid(), setsid.pid, int(daemon.stdout)])
     if mode != "returns":
         slow(600, stubborn=mode == "stubborn")
     return "started"
@@ -240,13 +241,15 @@ def ended(pid: int, within: float = 20.0) -> bool:
 
 @pytest.fixture
 def strays() -> Iterator[list[int]]:
-    """Pids a test started indirectly: killed after it, whatever happened."""
+    """Pids a test started indirectly: the ``sleep`` processes among them are killed after
+    it, whatever happened (checked by their command line: a pid may have been reused)."""
     pids: list[int] = []
     yield pids
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x00600"):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
             pass
 
 
@@ -269,6 +272,53 @@ def test_what_the_child_started_ends_with_it_setsid_or_not(
             with pytest.raises(ProcessRunCancelled):
                 run.wait()
     assert strays and all(ended(pid) for pid in strays), f"still running: {strays}"
+
+
+PARENT_EXITS = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from openprogram import session_context
+from openprogram.agent.process_runner import ProcessRun
+from test_process_runner import detach, read_pids
+with session_context("s_exit", create_runtime_if_none=False):
+    run = ProcessRun(detach, ({marker!r}, "stubborn")).start()
+    read_pids(Path({marker!r}), lambda: not run.poll())
+"""
+
+
+@needs_proc
+def test_a_parent_that_exits_ends_the_runs_still_going(
+    tmp_path: Path, op_home: Path, strays: list[int]
+) -> None:
+    marker = tmp_path / "pids"
+    script = PARENT_EXITS.format(tests=str(Path(__file__).parent), marker=str(marker))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    strays += read_pids(marker, lambda: True)
+    assert all(ended(pid) for pid in strays), f"still running: {strays}"
+    (frame,) = [n for n in fresh_nodes(op_home, "s_exit") if n.name == "detach"]
+    assert frame.status == "interrupted"
+
+
+@needs_proc
+def test_a_child_started_from_a_thread_that_ended_runs_on(
+    rt: Runtime, tmp_path: Path, strays: list[int]
+) -> None:
+    """The kernel's parent-death signal is sent when the *thread* that started the child
+    ends: the child tells that from its parent process ending, and runs on."""
+    marker, go = tmp_path / "pids", tmp_path / "go"
+    with session_context(runtime=rt):
+        run = ProcessRun(wait_for_go, (str(marker), str(go)))
+
+        def start_and_leave() -> None:  # the thread ends once the child is running
+            run.start()
+            strays.extend(read_pids(marker, lambda: not run.poll()))
+
+        starter = threading.Thread(target=start_and_leave)
+        starter.start()
+        starter.join()
+        go.touch()
+        assert run.wait(timeout=60) == "finished"
 
 
 PARENT = """
