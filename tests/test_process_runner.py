@@ -396,3 +396,13 @@ def test_a_key_the_parent_knows_is_masked_in_what_the_child_writes(
         scanned += 1
         assert SECRET.encode() not in data, f"the key was written to {where}"
     assert scanned > 10
+
+
+def test_a_bare_call_outside_any_session_records_to_the_process_session(
+    rt: Runtime, op_home: Path
+) -> None:
+    assert ProcessRun(summarize, ("no turn",), runtime=rt).start().wait(timeout=60) == (
+        "[test reply] no turn"
+    )
+    (session_id,) = [p.name for p in (op_home / "sessions").iterdir()]
+    assert {n.name for n in fresh_nodes(op_home, session_id)} >= {"summarize", "test"}

@@ -438,6 +438,9 @@ def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
         answer: str | None = inbox.get()
         return answer
 
+    db = default_db()
+    if not db.exists(spec.session_id):  # (a bare call's session: session_context's rule)
+        db.create_session(spec.session_id, source="process")
     unsubscribe = events.subscribe(forward)
     try:
         with (
@@ -446,7 +449,7 @@ def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
                 runtime=runtime,
                 source="process",
                 message=spec.target,
-                writer=_ChildWriter(default_db(), spec.session_id, spec.parent_pid),
+                writer=_ChildWriter(db, spec.session_id, spec.parent_pid),
             ),
             using(call_id=spec.call_id, ask=ask_parent),  # under the parent's frame
         ):
