@@ -2,16 +2,18 @@
 recording, never run.
 
 A forced tool call reaches wherever its tool reaches (a URL, a file, a service), so a
-replay does not run it: the recorded session's turn of the same call (``/call NAME(k=v)``,
-the text the live run recorded) gives its result — its tool's output, or its error — and
-the replay writes that as its own turn, as a replayed ``%%openprogram`` cell writes the
-recorded replies, so later turns see what the live run's saw.  Each recorded turn answers
-once, in the order they were made.  A call with no recording is skipped with a note.
+replay does not run it: the recorded session's turn of the same call (the tool's name and
+every argument, as the live run recorded them) gives its result — its tool's output, or
+its error — and the replay writes that as its own turn, as a replayed ``%%openprogram``
+cell writes the recorded replies, so later turns see what the live run's saw.  Each
+recorded turn answers once, in the order they were made.  A call with no recording is
+skipped with a note.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import keyword
 from argparse import Namespace
 from dataclasses import dataclass, replace
@@ -50,11 +52,18 @@ class Recorded:
         return recorded
 
 
-def recorded_call(nodes: list[Call], text: str) -> Recorded | None:
-    """The first recorded turn of the forced call ``text`` that has not answered yet
-    (``nodes``: the recorded session's, in seq order)."""
-    from openprogram.agent.dispatcher.forced_tool import TURN_NAME
+def _normal(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
+
+def recorded_call(nodes: list[Call], name: str, arguments: dict[str, Any]) -> Recorded | None:
+    """The first recorded turn of the forced call of tool ``name`` with ``arguments`` (all
+    of them, as the turn recorded them) that has not answered yet (``nodes``: the recorded
+    session's, in seq order)."""
+    from openprogram.agent.dispatcher.forced_tool import TURN_NAME
+    from openprogram.context.nodes import sanitize
+
+    wanted = _normal(sanitize(arguments))
     turn = next(
         (
             n
@@ -62,7 +71,8 @@ def recorded_call(nodes: list[Call], text: str) -> Recorded | None:
             if n.kind == "turn"
             and n.name == TURN_NAME
             and isinstance(n.input, dict)
-            and n.input.get("text") == text
+            and n.input.get("tool") == name
+            and _normal(n.input.get("arguments")) == wanted
             and n.id not in _answered
         ),
         None,
@@ -82,7 +92,6 @@ def replayed_call(host: Host, args: Namespace, recorded_session: str) -> TurnRes
     """Answer ``%openprogram call`` from ``recorded_session``; None (and a note) when it
     holds no such call."""
     from openprogram.agent.dispatcher import dispatch_forced_tool_call
-    from openprogram.agent.dispatcher.forced_tool import call_text
     from openprogram.agent.session_db import default_db
     from openprogram_magics.call_command import parse_arguments
     from openprogram_magics.turn import chained_after
@@ -91,7 +100,7 @@ def replayed_call(host: Host, args: Namespace, recorded_session: str) -> TurnRes
     db = default_db()
     found = None
     if db.exists(recorded_session):
-        found = recorded_call(db.open(recorded_session).nodes(), call_text(args.name, kwargs))
+        found = recorded_call(db.open(recorded_session).nodes(), args.name, kwargs)
     if found is None:
         print(
             f"openprogram: replay: `{PROG} call {args.name}` skipped (the recording holds no "

@@ -100,7 +100,9 @@ def test_a_replay_answers_forced_calls_from_the_recording_and_reaches_nothing(
     failed = commands.run(live, f"call refuse url={url}/b")
     assert (first.text, second.text) == ("pong 1", "pong 2")
     assert failed.status == "error" and failed.error == f"PermissionError: no access to {url}/b"
-    assert listener.contacts == 3
+    long = f"{url}/a?{'x' * 100}"  # the turn's text shows 80 characters of an argument
+    assert commands.run(live, f"call ping url={long}1").text == "pong 4"
+    assert listener.contacts == 4
     recorded = default_db().open("nb_rec")
     root = next(n.id for n in recorded.nodes() if n.kind == "root")
 
@@ -123,6 +125,8 @@ def test_a_replay_answers_forced_calls_from_the_recording_and_reaches_nothing(
     # no recording: skipped with a note; and the commands that reach out are skipped too
     assert commands.run(again, f"call ping url={url}/a") is None  # both recordings used
     assert commands.run(again, f"call ping url={url}/new") is None
+    assert commands.run(again, f"call ping url={long}2") is None  # all of them must match
+    assert commands.run(again, f"call ping url={long}1").text == "pong 4"
     bundle = tmp_path / "s.bundle"
     for line in (
         f"push {url}/remote.git",
@@ -133,10 +137,10 @@ def test_a_replay_answers_forced_calls_from_the_recording_and_reaches_nothing(
     ):
         assert commands.run(again, line) is None
     out = capsys.readouterr().out
-    assert out.count("skipped") == 7 and out.count("\n") == 7
+    assert out.count("skipped") == 8 and out.count("\n") == 9
     assert "the recording holds no such call" in out and url not in out
     assert not bundle.exists()
-    assert listener.contacts == 3  # the listener saw the live run only
+    assert listener.contacts == 4  # the listener saw the live runs only
 
 
 SETUP = """%load_ext openprogram_magics
