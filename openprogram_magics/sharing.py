@@ -9,7 +9,8 @@ rewrites an ``.ipynb``, so ``%openprogram embed`` *displays* the session as a gi
 an output part of its own (``BUNDLE_MIME``: base64 of the bundle, its size, its sha256),
 which the notebook keeps when it is saved — by JupyterLab, VS Code or a headless runner.
 ``%openprogram import --embedded`` reads the saved notebook and imports the last such
-part, after the same checks as any bundle.  The cap (``DEFAULT_EMBED_CAP``, or
+part, after the same checks as any bundle — and only the session the part names (a bundle
+carrying another is refused).  The cap (``DEFAULT_EMBED_CAP``, or
 ``--max-mb``) is checked on both sides.
 """
 
