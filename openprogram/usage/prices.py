@@ -37,7 +37,12 @@ _file_cache: tuple[Path, float, dict[str, Price]] | None = None
 
 
 def set_price(model: str, input: float, output: float) -> None:
-    """Price ``model`` at ``input``/``output`` USD per million tokens (overrides the table)."""
+    """Price ``model`` at ``input``/``output`` USD per million tokens (overrides the table).
+
+    The price counts from the next call on: a call already recorded keeps the cost (or the
+    "unpriced") it was recorded with — its node, the methods appendix and the budget's
+    count say what was known when it ran, and a later price never rewrites them.  The
+    ``usage`` table says so under its total while unpriced calls remain."""
     if input < 0 or output < 0:
         raise ValueError("prices must be >= 0")
     with _lock:

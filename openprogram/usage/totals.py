@@ -54,9 +54,17 @@ class Totals:
         elif input_tokens is not None:
             self.unpriced += 1
 
+    @property
+    def priced(self) -> bool:
+        """Whether any call counted here had a price (``parts`` holds each priced cost)."""
+        return bool(self.parts)
+
     def cost_text(self) -> str:
-        if self.calls and self.unpriced == self.calls:
-            return "unpriced"
+        """``$0.0123``, ``$0.0123 (+2 unpriced)``, or ``unpriced`` when no call had a price
+        — never a dollar figure that is zero only because nothing is priced (``-`` when no
+        call recorded any usage)."""
+        if not self.priced:
+            return "unpriced" if self.unpriced else "-" if self.calls else "$0.0000"
         text = f"${self.cost:.4f}"
         return text + (f" (+{self.unpriced} unpriced)" if self.unpriced else "")
 
@@ -161,7 +169,16 @@ def report_table(report: UsageReport, *, calls: bool = False) -> str:
             model = node.metadata.get("model") or node.name
             lines.append(_line(f"  {node.id[:10]} {function}:{model}", one))
     lines.append(_line("session", report.session))
+    if report.session.unpriced:
+        lines.append(UNPRICED_NOTE.format(n=report.session.unpriced))
     return "\n".join(lines)
+
+
+UNPRICED_NOTE = (
+    "{n} unpriced call(s): tokens counted, no cost. A price set now "
+    "(openprogram.usage.set_price or $OPENPROGRAM_HOME/prices.json) prices later calls; "
+    "a recorded call keeps the cost it was recorded with."
+)
 
 
 def summarize(nodes: Iterable[Call]) -> dict[str, Any]:
