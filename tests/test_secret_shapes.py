@@ -177,6 +177,8 @@ def test_a_kernel_message_is_packed_masked_and_the_program_keeps_its_value(
     packed = session.pack(content)
     assert json.loads(packed) == {"data": {"text/plain": "'***'"}, "url": "http://u:***@h/", "n": 3}
     assert content["data"] == {"text/plain": f"'{KEY}'"}  # what the program holds is whole
+    part = type("Part", (dict,), {})(text=KEY)  # a message part of a dict subclass
+    assert json.loads(session.pack(part)) == {"text": "***"}
     clean = {"name": "stdout", "text": "nothing to hide"}
     assert session.pack(clean) == plain(clean)  # untouched bytes when nothing matches
     outputs.uninstall(shell)

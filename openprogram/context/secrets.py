@@ -174,12 +174,11 @@ def needs_masking(data: bytes) -> bool:
 def redact_shown(value: Any) -> Any:
     """``value`` (JSON-like) as it may be shown or saved: :func:`redact_value` and every
     URL's password masked (the one masking of what leaves the process as output)."""
-    kind = type(value)
-    if kind is str:
-        return redact_url_passwords(redact_value(value))
-    if kind is dict:
+    if isinstance(value, str):
+        return redact_url_passwords(redact_value(str(value)))
+    if isinstance(value, dict):  # a subclass too (a kernel's message parts may be one)
         return {redact_shown(k): redact_shown(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if isinstance(value, list | tuple):
         return [redact_shown(v) for v in value]
     return value
 
