@@ -13,7 +13,7 @@ import time
 import traceback as tb
 from typing import Any, Final
 
-from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, Call, sanitize
+from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, INTERRUPTED, Call, sanitize
 from openprogram.context.secrets import redact_secrets
 
 ERROR_CHARS: Final = 2000  # the head of an error message kept on a node
@@ -27,6 +27,21 @@ def is_cancellation(exc: BaseException) -> bool:
         return True
     asyncio = sys.modules.get("asyncio")  # no import: without asyncio there is no task
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+ENDED: Final = {
+    COMPLETED: "completed",
+    ERROR: "failed",
+    CANCELLED: "was cancelled",
+    INTERRUPTED: "was interrupted",
+}
+
+
+def ended_sentence(what: str, status: str, error: str | None = None) -> str:
+    """How ``what`` ended as words: ``the reply failed: ValueError: …`` (not ``the reply
+    ended error: …``); a status of no known kind is quoted."""
+    how = ENDED.get(status, f"ended with status {status!r}")
+    return f"{what} {how}" + (f": {error}" if error else "")
 
 
 def error_text(exc: BaseException, limit: int = ERROR_CHARS) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from openprogram.agent.dispatcher.aside import commit_meta, run_aside
 from openprogram.agentic_programming.function import agentic_function
 from openprogram.agentic_programming.stopping import RunStopped, stop_requested
+from openprogram.context.outcome import ended_sentence
 from openprogram.context.policy import ContextPolicy
 from openprogram.errors import UserError
 
@@ -267,7 +268,7 @@ def keep_working(
         raise
     if result.goal is None:  # the turn failed before its check
         status = STOPPED if result.status == "cancelled" else FAILED
-        why = f"the turn ended {result.status}: {result.error or ''}".strip(": ")
+        why = ended_sentence("the turn", result.status, result.error)
         result.goal = GoalState(new_state(request).text, status, reason=why).to_dict()
     emit(request, {"type": "goal", "state": result.goal})
     return result
