@@ -173,6 +173,7 @@ SHOWN = [
     "%openprogram status",  # the base URL, with a password
     'print(os.environ["OPENAI_BASE_URL"])',
     "called.text",  # the TurnResult's own text
+    'raise RuntimeError("refused: " + os.environ["OPENAI_API_KEY"])',  # an error quoting it
 ]
 
 
@@ -196,7 +197,7 @@ def test_a_key_shown_as_a_value_displayed_or_printed_is_masked_in_the_saved_note
     nb.cells = [nbformat.v4.new_code_cell(c) for c in SHOWN]
     nbformat.write(nb, path)
     result = run_notebook(path, timeout=120)
-    assert result.error is None, result.error
+    assert result.error is not None and "RuntimeError: refused: ***" in result.error
     assert len(wire.requests) == 1  # the model was asked, and echoed the key
 
     saved = nbformat.read(path, as_version=4)
@@ -216,6 +217,7 @@ def test_a_key_shown_as_a_value_displayed_or_printed_is_masked_in_the_saved_note
     assert f"http://ada:***@127.0.0.1:{wire.url.rsplit(':', 1)[1]}/v1" in shown(6, "stream")
     assert shown(7, "stream").strip() == base.replace(PASSWORD, "***")
     assert shown(8, "execute_result") == "'the key is ***'"
+    assert saved.cells[9].outputs[0]["evalue"] == "refused: ***"
     for secret in (KEY, OTHER_KEY, PASSWORD):
         assert leaks_in_files(path.parent, secret) == [], secret
         assert leaks_in_files(op_home, secret) == [], secret
