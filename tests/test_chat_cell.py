@@ -6,6 +6,7 @@ frontend, the reply streams into the cell; ``openprogram chat`` does the same in
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,24 @@ def scripted(*replies: LLMResponse) -> FunctionProvider:
     return FunctionProvider(lambda request: queue.pop(0))
 
 
+def final_displays(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each display published in ``outputs`` (a capturing publisher's) as it ends: a display
+    with an id once, holding its last update."""
+    last: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for i, out in enumerate(outputs):
+        key = str((out.get("transient") or {}).get("display_id") or f"#{i}")
+        if key not in last:
+            order.append(key)
+        last[key] = out["data"]
+    return [last[key] for key in order]
+
+
+def replies(outputs: list[dict[str, Any]]) -> list[str]:
+    """The chat replies shown in ``outputs``: the plain-text displays (no session part)."""
+    return [d["text/plain"] for d in final_displays(outputs) if list(d) == ["text/plain"]]
+
+
 def nodes_by_id(nodes: list[Call]) -> dict[str, Call]:
     return {n.id: n for n in nodes}
 
@@ -61,9 +80,11 @@ def test_a_chat_cell_between_code_cells_is_a_turn_of_the_same_session(
     shell.run(TOOLS)
     shell.run("%%openprogram\ntotal = 6 * 7")
     capsys.readouterr()
+    shown = len(shell.display.outputs)
     shell.run("%%openprogram --chat\nWhat did the first cell compute, and what is a DAG?")
-    out = capsys.readouterr().out
-    assert out.count("The first cell set total to 42; a DAG is a graph.") == 1  # streamed once
+    assert "a DAG is a graph" not in capsys.readouterr().out  # the reply is a display, not stdout
+    (reply_shown,) = replies(shell.display.outputs[shown:])
+    assert reply_shown.count("The first cell set total to 42; a DAG is a graph.") == 1
     shell.run("%%openprogram\nafter = total + 1")
 
     first = provider.requests[0]

@@ -33,6 +33,7 @@ class LoopResult:
     iterations: int
     tool_calls: int
     finish_reason: str | None = None
+    tool_names: tuple[str, ...] = ()  # the tools the loop ran, in order
 
 
 def agent_loop(
@@ -59,4 +60,5 @@ def agent_loop(
     notify({"type": "text", "text": text})
     if not isinstance(reply, Reply):
         return LoopResult(text, 1, 0)
-    return LoopResult(text, reply.iterations, len(reply.tool_runs), reply.finish_reason)
+    names = tuple(run.call.name for run in reply.tool_runs)
+    return LoopResult(text, reply.iterations, len(reply.tool_runs), reply.finish_reason, names)

@@ -50,28 +50,38 @@ def chat_turn(
     ask: AskHandler | None = None,
     out: TextIO | None = None,
     goal: Any = None,
+    cell: str | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[TurnResult, bool]:
     """Send ``text`` as the user message of a turn of ``session_id`` (after node ``after``,
     else HEAD); the reply streams to ``out`` (default stdout) piece by piece.  Returns the
     turn's result and whether any text was streamed.  With ``goal`` (text or a ``Goal``)
     the goal's continuation turns follow, each reply streamed, a line between them saying
-    what the goal's check found; the result is the last turn's."""
+    what the goal's check found; the result is the last turn's.  A reply with no text is
+    said so in a line of its own (``[empty reply: …]``).  ``cell``: the notebook cell the
+    message was typed in (kept on the turn node); ``on_event`` hears every event of the
+    turn (``user``, ``reply_started``, ``goal``, ``result``…) after this function did."""
     echo = Echo("", out)  # bound to the reply's frame once it opens
 
-    def on_event(event: dict[str, Any]) -> None:
+    def heard(event: dict[str, Any]) -> None:
         if event.get("type") == "reply_started":
             echo.frame_id = str(event["node_id"])
         elif event.get("type") == "goal":
             say_goal(event["state"], out)
+        elif event.get("type") == "result" and event["result"].note:
+            say_note(event["result"].note, out)
+        if on_event is not None:
+            on_event(event)
 
     request = TurnRequest(
         session_id=session_id,
         text=text,
         runtime=runtime,
-        on_event=on_event,
+        on_event=heard,
         fork_from=after,
         tools=dict(tools or {}),
         goal=goal,
+        cell=cell,
     )
     asking = using_ask_user_handler(ask) if ask is not None else nullcontext()
     with using_echo(echo), asking:
@@ -95,3 +105,13 @@ def say_goal(state: dict[str, Any], out: TextIO | None = None) -> None:
         line = f"[goal {status.replace('_', ' ')} after {n} continuation(s){why}]"
     stream = out if out is not None else sys.stdout
     print("\n" + terminal_text(redact_secrets(line)), file=stream, flush=True)
+
+
+def say_note(note: str, out: TextIO | None = None) -> None:
+    """A line saying what a turn's reply node notes (an empty reply), as the user sees it."""
+    import sys
+
+    from openprogram.view.inert import terminal_text
+
+    stream = out if out is not None else sys.stdout
+    print(terminal_text(f"[{note}]"), file=stream, flush=True)

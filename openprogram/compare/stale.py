@@ -62,12 +62,37 @@ class Cell:
     turn: str | None
 
 
+CHAT_CELL = "%%openprogram --chat"  # a chat cell's first line, as most are written
+CHAT_TURNS = ("user", "continuation")  # the turn nodes of a chat message (and its goal's)
+
+
+def turn_cell_text(top: Any) -> str | None:
+    """The text of the cell whose turn is ``top``, or None (no cell's turn).
+
+    A plain cell's turn holds its cell as ``input.text``; a chat turn holds the message
+    there and its cell in ``metadata.cell`` (a goal's continuation turns too: they belong
+    to the cell that started the run).  A chat turn recorded before the cell was kept is
+    read as the usual ``%%openprogram --chat`` cell of its message; a continuation turn of
+    that time as no cell of its own."""
+    if top.kind != "turn":
+        return None
+    meta = top.metadata if isinstance(top.metadata, dict) else {}
+    if isinstance(meta.get("cell"), str):
+        return str(meta["cell"])
+    text = top.input.get("text") if isinstance(top.input, dict) else None
+    if not isinstance(text, str) or top.name == CHAT_TURNS[1]:
+        return None
+    if top.name == CHAT_TURNS[0] and not text.lstrip().startswith("%%"):
+        return f"{CHAT_CELL}\n{text}"
+    return text
+
+
 def cell_of(top: Any) -> Cell:
     """The cell whose turn is ``top`` (the top of a call's chain of callers), or no cell."""
     if top is None:
         return Cell("", "a call outside any turn", None)
-    text = top.input.get("text") if isinstance(top.input, dict) else None
-    if top.kind != "turn" or not isinstance(text, str):
+    text = turn_cell_text(top)
+    if text is None:
         return Cell("", f"the turn of {top.name}", top.id)
     lines = cell_lines(text)
     body = [ln for ln in lines if ln.strip() and not ln.startswith("%%")]

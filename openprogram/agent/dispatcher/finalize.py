@@ -32,4 +32,5 @@ def finalize_turn(prepared: PreparedTurn) -> TurnResult:
         text=str(reply.output or ""),
         status=COMPLETED,
         created=prepared.created,
+        note=reply.metadata.get("note"),
     )

@@ -32,7 +32,7 @@ def prepare_turn(request: TurnRequest) -> PreparedTurn:
     nodes = SessionNodeWriter(db, session_id)
     predecessor = resolve_predecessor(nodes.session, request.fork_from)
     writer = TurnWriter(nodes)
-    user = writer.persist_user(request.text, predecessor, request.continuation)
+    user = writer.persist_user(request.text, predecessor, request.continuation, cell=request.cell)
     return PreparedTurn(session_id, created, writer, user)
 
 

@@ -33,12 +33,18 @@ class TurnWriter:
         continuation: dict[str, Any] | None = None,
         *,
         name: str = "user",
+        cell: str | None = None,
     ) -> Call:
         """Append the user message after ``predecessor`` (None: HEAD, resolved atomically
         with the append) and make it HEAD.  A goal's continuation turn is named
         ``continuation`` and keeps ``metadata.goal`` (``{"text", "n"}``); a command's turn
-        (``compact``) is named after it."""
+        (``compact``) is named after it.  ``cell``: the notebook cell the message came from,
+        kept (secrets masked) as ``metadata.cell``."""
         marks: dict[str, Any] = {"goal": continuation} if continuation else {}
+        if cell is not None:
+            from openprogram.context.secrets import redact_secrets
+
+            marks["cell"] = redact_secrets(cell)
         name = "continuation" if continuation else name
         node = make_call(
             "turn", name, input={"text": text}, predecessor=predecessor, status=COMPLETED, **marks

@@ -41,6 +41,9 @@ class TurnRequest:
     # the agentic tools (``@agentic_function``s importable by module path) run each call
     # in a child process (``runtime_attach``): killable on a stop, the turn consistent
     tools_in_process: bool = False
+    # the notebook cell the message was typed in (its whole text, ``%%openprogram`` line
+    # included): kept on the turn node (``metadata.cell``), by which ``stale`` knows the cell
+    cell: str | None = None
 
 
 #: Why a turn failed (``TurnResult.reason``): one taxonomy, mapped in ``error_path``.
@@ -68,6 +71,7 @@ class TurnResult:
     reason: str | None = None
     retryable: bool = False
     retry_after_s: float | None = None
+    note: str | None = None  # what the reply node's ``metadata.note`` says (an empty reply)
 
     def __post_init__(self) -> None:
         # what a caller shows or prints: a secret the model or a tool echoed is masked

@@ -1,0 +1,188 @@
+"""What a ``%%openprogram --chat`` cell shows: its reply, as ONE output updated in place,
+and its turns' DAG, drawn like every other cell's turn (live while it runs when a frontend
+watches, then the final drawing with the session's mime part).
+
+The reply streams into one ``display_data`` output (:class:`ReplyOutput`, the text sink
+the turn's echo writes to): a frontend shows it grow, and a notebook saved by any client
+(JupyterLab, nbclient, papermill) holds the whole reply as one output, not one output per
+streamed piece.  In a terminal IPython (whose displays are printed, never updated) the
+reply streams to stdout instead.
+
+The DAG (:class:`ChatDag`) covers the cell's turns: the user message and, with a goal,
+its continuation turns, each with its reply, the reply's model calls and the tools it ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from openprogram_magics import bridge
+
+#: At most one update of a streaming reply's output per this many seconds (the last
+#: update, with the whole reply, is always sent).
+UPDATE_EVERY_S = 0.1
+
+
+def updates_in_place(shell: Any) -> bool:
+    """Whether ``shell``'s displays go to a frontend that updates them (a kernel, a
+    capturing publisher); a terminal IPython prints each display instead."""
+    from IPython.core.displaypub import DisplayPublisher
+
+    pub = getattr(shell, "display_pub", None)
+    return pub is not None and type(pub) is not DisplayPublisher
+
+
+class ReplyOutput:
+    """A writable text stream whose whole text is one display, updated in place."""
+
+    def __init__(self, every_s: float | None = None) -> None:
+        self.text = ""
+        self.every_s = UPDATE_EVERY_S if every_s is None else every_s
+        self._handle: Any = None
+        self._shown = ""  # the text the display holds
+        self._last = 0.0
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        if self._handle is None or time.monotonic() - self._last >= self.every_s:
+            self._publish()
+
+    def close(self) -> None:
+        """Send the whole text (a final update when a throttled one left some out)."""
+        if self.text != self._shown:
+            self._publish()
+
+    def writable(self) -> bool:
+        return True
+
+    def _publish(self) -> None:
+        from IPython.display import display
+
+        if not self.text or self.text == self._shown:
+            return
+        data = {"text/plain": self.text}
+        if self._handle is None:
+            self._handle = display(data, raw=True, display_id=True)
+        else:
+            self._handle.update(data, raw=True)
+        self._shown, self._last = self.text, time.monotonic()
+
+
+class ChatDag:
+    """The DAG of a chat cell's turns: live while they run (when ``live``), final at the end.
+
+    :meth:`on_event` hears the dispatcher's events (``user`` opens each turn); a view must
+    never break a turn, so a failure to draw is one printed line."""
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self.session_id: str | None = None
+        self.turn_ids: list[str] = []
+        self.turns: set[int] = set()  # their turn numbers (what the live view listens for)
+        self.widget: Any = None
+        self.display_id: str | None = None
+        self._unsubscribe: Any = None
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        if event.get("type") != "user":
+            return
+        from openprogram.agent.session_db import default_db
+
+        self.session_id = str(event["session_id"])
+        node = default_db().open(self.session_id).get(str(event["node_id"]))
+        self.turn_ids.append(node.id)
+        self.turns.add(node.turn)
+        if not self.live:
+            return
+        try:
+            self._show_live(node.to_dict())
+        except Exception as exc:  # a view must never break a turn
+            self.live, self.widget = False, None
+            print(f"openprogram: live DAG unavailable ({type(exc).__name__}: {exc})")
+
+    def _show_live(self, node: dict[str, Any]) -> None:
+        from IPython.display import display
+
+        from openprogram.store.session import events
+        from openprogram_magics.widget import DagWidget
+
+        if self.widget is not None:  # a continuation turn: the view follows it
+            self.widget.upsert(node, head_id=node["id"])
+            return
+        self.widget = DagWidget(
+            nodes=[{**node, "predecessor": None}],  # this view shows the cell's turns
+            head_id=node["id"],
+            title=f"openprogram · session {self.session_id} · chat turn",
+            session_id=self.session_id,
+        )
+        handle = display(self.widget, display_id=True)
+        self.display_id = getattr(handle, "display_id", None)
+        first, sid = node["id"], self.session_id
+
+        def on_write(session_id: str, item: dict[str, Any]) -> None:
+            if session_id == sid and item.get("turn") in self.turns and self.widget is not None:
+                self.widget.upsert({**item, "predecessor": None} if item["id"] == first else item)
+
+        self._unsubscribe = events.subscribe(on_write)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def show(self, header: str, payload: dict[str, Any]) -> None:
+        """The final view: the turns' DAG, headed by ``header``, with ``payload`` (the
+        session's mime part, which readers of the saved notebook use)."""
+        from IPython.display import display, update_display
+
+        self.close()
+        data = self.bundle(header, payload)
+        if self.widget is not None:  # views made from now on (the extension's) start complete
+            self.widget.flush()
+        if self.display_id is not None:
+            update_display(data, raw=True, display_id=self.display_id)
+        else:
+            display(data, raw=True)
+
+    def bundle(self, header: str, payload: dict[str, Any]) -> dict[str, Any]:
+        from openprogram_magics.notebook import MIME_TYPE
+
+        if self.session_id is None or not self.turn_ids:  # no turn was written
+            return {"text/plain": header, MIME_TYPE: payload}
+        from openprogram.view import compute_layout, render_static_html, render_text_tree
+        from openprogram.view.saved import DAG_MIME, mime_value, saved_view
+
+        nodes = self.nodes()
+        layout = compute_layout(nodes, self.turn_ids[-1])
+        widget = getattr(self.widget, "model_id", None) if self.widget is not None else None
+        return {
+            "text/plain": header + "\n" + render_text_tree((), None, layout=layout),
+            "text/html": render_static_html((), None, title=header, layout=layout),
+            DAG_MIME: mime_value(saved_view(layout, title=header, widget=widget)),
+            MIME_TYPE: payload,
+        }
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The cell's turns and every node under them, as their saved output shows them."""
+        from openprogram.agent.session_db import default_db
+        from openprogram_magics.turn import _turn_nodes, saved_node
+
+        assert self.session_id is not None
+        session = default_db().open(self.session_id)
+        out: list[dict[str, Any]] = []
+        for turn_id in self.turn_ids:
+            out += [saved_node(c.to_dict()) for c in _turn_nodes(session, session.get(turn_id))]
+        for item in out:  # the link to the turn before the cell's is drawn elsewhere
+            if item["id"] == self.turn_ids[0]:
+                item["predecessor"] = None
+        return out
+
+
+def live_view(magics: Any) -> bool:
+    """Whether a chat cell draws its DAG live (the notebook's setting, a watching frontend)."""
+    return bool(getattr(magics, "live_dag", True)) and bridge.live_frontend()
