@@ -571,7 +571,7 @@ def research_cmd(args: argparse.Namespace) -> int:
 
     budget = budget_from(args.budget_tokens, args.budget_usd, args.budget_per)
     # no provider: a how-to error before any write
-    runtime = create_runtime(args.provider, budget=budget)
+    runtime = create_runtime(args.provider, budget=budget, timeout=args.request_timeout)
     if args.task is None and not (Path(args.work_dir) / "task.txt").is_file():
         raise CliError(f"no task given and none in {args.work_dir}: pass the TASK")
     # the folder checked before a session is named: another task's done stages refused
@@ -623,7 +623,18 @@ def add_research_parser(sub: SubParsers) -> None:
         help="first search arXiv for N papers (network; $OPENPROGRAM_ARXIV_URL: another server)",
     )
     add_budget_options(p)
+    add_request_timeout_option(p)
     p.set_defaults(handler=research_cmd)
+
+
+def add_request_timeout_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="S",
+        help="seconds the model server may send nothing before a request is retried "
+        "(default: OPENPROGRAM_TIMEOUT, else 120; replies from compatible servers stream)",
+    )
 
 
 def add_budget_options(p: argparse.ArgumentParser) -> None:
@@ -645,7 +656,8 @@ def chat_cmd(args: argparse.Namespace) -> int:
     from openprogram.store.session.ids import mint_session_id, validate_session_id
 
     goal = chat_goal(args)  # a bad limit: one line, before anything else
-    runtime = create_runtime(args.provider)  # no provider: a how-to error before any write
+    # no provider: a how-to error before any write
+    runtime = create_runtime(args.provider, timeout=args.request_timeout)
     session_id = validate_session_id(args.session) if args.session else mint_session_id("chat")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     messages = iter(args.message) if args.message else None
@@ -692,6 +704,7 @@ def add_chat_parser(sub: SubParsers) -> None:
     p.add_argument(
         "--goal-turns", type=int, default=None, metavar="N", help="at most N continuation turns"
     )
+    add_request_timeout_option(p)
     p.set_defaults(handler=chat_cmd)
 
 

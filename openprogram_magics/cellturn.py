@@ -46,6 +46,7 @@ class Settings(Protocol):
     budget_usd: float
     budget_per: str
     requests_per_minute: float
+    request_timeout: float
     history_turns: int
     history_tokens: int
     history_failed: bool
@@ -259,7 +260,13 @@ class NotebookTurns:
         """The settings the cached runtime was built from (a change rebuilds it)."""
         s = self.settings
         budget = (s.budget_tokens, s.budget_usd, s.budget_per)
-        return (*self.layers(), *budget, s.requests_per_minute, self.replay_session)
+        return (
+            *self.layers(),
+            *budget,
+            s.requests_per_minute,
+            s.request_timeout,
+            self.replay_session,
+        )
 
     def provider_named(self, name: str, model: str | None) -> str | Provider:
         """What ``create_runtime`` gets for the provider ``name``: the name, or for
@@ -291,6 +298,7 @@ class NotebookTurns:
                 layers=self.layers(),
                 budget=budget_from(s.budget_tokens, s.budget_usd, s.budget_per),
                 requests_per_minute=s.requests_per_minute or None,
+                timeout=s.request_timeout or None,
             )
             self.cached_key = key
         self.cached_runtime.context = ContextPolicy(

@@ -94,6 +94,12 @@ class OpenProgramMagics(Magics):
     requests_per_minute = Float(
         0.0, min=0.0, help="Requests to the provider per minute at most (0: no pacing)."
     ).tag(config=True)
+    request_timeout = Float(
+        0.0,
+        min=0.0,
+        help="Seconds a model server may send nothing before a request is given up and "
+        "retried (0: OPENPROGRAM_TIMEOUT, else 120).",
+    ).tag(config=True)
     history_turns = Int(
         20, min=0, help="Earlier turns an LLM call sees at most (0: none; newest kept)."
     ).tag(config=True)

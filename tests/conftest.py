@@ -62,10 +62,14 @@ def wire_server() -> Iterator[Any]:
 @pytest.fixture
 def wire(wire_server: Any) -> Iterator[Any]:
     """The module's wire server with no scripted replies or recorded requests (before and
-    after the test)."""
+    after the test), and nothing learnt of it by an earlier test (its capabilities profile)."""
+    from openprogram.providers import capabilities
+
     wire_server.reset()
+    capabilities.forget_profiles(wire_server.openai_base_url)
     yield wire_server
     wire_server.reset()
+    capabilities.forget_profiles(wire_server.openai_base_url)
 
 
 @pytest.fixture

@@ -94,6 +94,8 @@ class WireServer:
         # Replies the client hung up on before they were complete (seen while stalling, or
         # as a failed write).
         self.hangups: int = 0
+        self.served: list[str] | None = None  # what GET /models lists (None: 404)
+        self.model_lists: int = 0  # GET requests seen
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -123,6 +125,7 @@ class WireServer:
         with self._lock:
             self.requests.clear()
             self.hangups = 0
+            self.served, self.model_lists = None, 0
             self._replies.clear()
             stop, self._stop = self._stop, threading.Event()
         stop.set()
@@ -170,6 +173,18 @@ class WireServer:
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                """``/models``: the ``served`` list when the test set one, else 404 (a server
+                that lists nothing); counted in ``model_lists``, not in ``requests``."""
+                with server._lock:
+                    server.model_lists += 1
+                served = server.served
+                if served is None or not self.path.split("?")[0].endswith("/models"):
+                    self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
+                    return
+                data = [{"id": name, "object": "model", "owned_by": "wire"} for name in served]
+                self._send_json(200, {"object": "list", "data": data})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -62,6 +62,7 @@ class Profile:
     stream_with_tools: bool | None = None
     stream_usage: bool | None = None
     tokenize: bool | None = None  # the server's /extras/tokenize/count answers
+    served_models: list[str] | None = None  # what its /models listed (None: not asked yet)
 
 
 _profiles: dict[tuple[str, str], Profile] = {}

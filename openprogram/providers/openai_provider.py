@@ -41,6 +41,7 @@ from openprogram.providers.base import (
     TransientProviderError,
     Usage,
 )
+from openprogram.providers.network import check_model_request
 from openprogram.providers.sdk import SDKProvider
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -49,6 +50,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # In-band error types (an ``{"error": ...}`` chunk inside a 200 stream) worth retrying.
 _TRANSIENT_ERROR_MARKERS = ("server_error", "overloaded", "rate_limit", "timeout", "unavailable")
 
+# a compatible server's reply that may run longer than this is streamed (see _send): at a
+# slow local model's ~5 tokens/s, 256 tokens still arrive within the default timeout
+STREAM_ABOVE_TOKENS = 256
 DEFAULT_MAX_TOKENS = 1024  # every request carries one; OPENPROGRAM_MAX_TOKENS overrides it
 # passed through from runtime.exec(...) options when given
 GENERATION_SETTINGS = ("temperature", "top_p", "stop", "seed", "presence_penalty")
@@ -66,6 +70,13 @@ def default_max_tokens() -> int:
     if value <= 0:
         raise UserError(f"OPENPROGRAM_MAX_TOKENS must be positive, got {value}")
     return value
+
+
+def reply_cap(request: LLMRequest) -> int:
+    """The ``max_tokens`` a request goes out with: the call's, else the default; a budget's
+    room (``request.max_tokens``) caps either."""
+    wanted = request.extra.get("max_tokens") or default_max_tokens()
+    return int(min(request.max_tokens or wanted, wanted))
 
 
 class _EmptyStream(OpenProgramError):
@@ -130,8 +141,7 @@ class OpenAIProvider(SDKProvider):
                 params["response_format"] = response_format
         # every request carries a max_tokens (a rambling local model cannot run to the timeout)
         # (the call's, else the default; a budget's room, request.max_tokens, caps either)
-        wanted = request.extra.get("max_tokens") or default_max_tokens()
-        max_tokens = min(request.max_tokens or wanted, wanted)
+        max_tokens = reply_cap(request)
         # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens);
         # compatible servers (Ollama, vLLM, LM Studio) all understand max_tokens.
         if self.base_url.rstrip("/") == DEFAULT_BASE_URL:
@@ -154,11 +164,39 @@ class OpenAIProvider(SDKProvider):
         """What this server was seen to support (shared by every provider at its URL)."""
         return capabilities.profile_for(self.name, self.base_url)
 
+    def served_model(self) -> str | None:
+        """The model a compatible server serves, learnt once per server from ``/models``
+        (None: the vendor's own API, or a server that lists none — the default name is
+        sent).  Several served models: the user must choose, and is told how."""
+        if self.vendor_endpoint:
+            return None
+        profile = self.profile()
+        if profile.served_models is None:
+            client = self._get_client()
+            check_model_request(self.base_url, self.name)
+            try:
+                listed = client.models.list(timeout=min(self.timeout, 30.0))
+                profile.served_models = [str(m.id) for m in listed if getattr(m, "id", None)]
+            except Exception:  # no /models here (404, HTML, ...): nothing learnt
+                profile.served_models = []
+        served = profile.served_models
+        if len(served) > 1:
+            names = ", ".join(served[:6]) + (", …" if len(served) > 6 else "")
+            raise UserError(
+                f"openai: {self.shown_base_url} serves {len(served)} models ({names}): choose "
+                "one with --model, OPENPROGRAM_MODEL or `%openprogram provider openai --model NAME`"
+            )
+        return served[0] if served else None
+
     def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
         """Send ``request``; a ``response_format`` — or the enum of a call's ``choices`` —
         goes out in the output mode the server's profile (or the call's ``output_mode``)
         says, stepping down when the server refuses it
         (:mod:`openprogram.providers.capabilities`)."""
+        if not self.model_chosen and request.model in ("", self.model):
+            served = self.served_model()  # the node records the model that answered
+            if served is not None:
+                request = replace(request, model=served)
         choices = request.extra.get("choices")
         if request.response_format is None and choices and not request.tools:
             # choices: constrained to an enum where the server can (native, JSON mode)
@@ -193,7 +231,12 @@ class OpenAIProvider(SDKProvider):
     def _send(
         self, client: Any, request: LLMRequest, on_delta: DeltaCallback | None
     ) -> LLMResponse:
-        streaming = bool(request.stream or on_delta is not None)
+        # A compatible server's long reply is streamed even with nobody watching: a slow
+        # local model is then timed out only when it stops sending, and a request given up
+        # on closes its stream, which stops the generation (a retry never queues behind an
+        # abandoned answer).  A short one comes whole, with the server's own usage.
+        long_reply = not self.vendor_endpoint and reply_cap(request) > STREAM_ABOVE_TOKENS
+        streaming = bool(request.stream or on_delta is not None or long_reply)
         profile = self.profile()
         fallback = None
         # OpenAI streams tool calls; a compatible server may not (llama-cpp-python streams a

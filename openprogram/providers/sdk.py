@@ -17,11 +17,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
 from openprogram.context.secrets import register_secret
-from openprogram.errors import OpenProgramError
+from openprogram.errors import OpenProgramError, UserError
 from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
@@ -34,6 +35,25 @@ from openprogram.providers.capabilities import UnsupportedParameter, unsupported
 from openprogram.providers.network import check_model_request
 
 PLACEHOLDER_API_KEY = "not-needed"
+DEFAULT_TIMEOUT = 120.0
+
+
+def request_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """The default request timeout: ``OPENPROGRAM_TIMEOUT`` seconds, else 120.
+
+    A streamed reply (the default for compatible servers) times out only when the server
+    sends nothing for that long, so a slow local model generating a long answer is not
+    mistaken for a dead one."""
+    raw = (os.environ if environ is None else environ).get("OPENPROGRAM_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserError(f"OPENPROGRAM_TIMEOUT must be a number of seconds above 0, got {raw!r}")
+    return value
 
 
 class SDKProvider:
@@ -55,14 +75,18 @@ class SDKProvider:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 120.0,
+        timeout: float | None = None,
         client: Any = None,
     ) -> None:
-        self.model = model or os.environ.get("OPENPROGRAM_MODEL") or self.default_model
+        chosen = model or os.environ.get("OPENPROGRAM_MODEL")
+        self.model = chosen or self.default_model
+        # not chosen: a compatible server's own model is learnt at the first request
+        self.model_chosen = bool(chosen)
         self._api_key = api_key
         register_secret(api_key)  # never written into a session or shown
         self._base_url = base_url
-        self.timeout = timeout
+        # seconds without a byte from the server (streamed: between chunks)
+        self.timeout = timeout if timeout is not None else request_timeout()
         self._client = client
 
     # -- identity (never shows the key) -------------------------------------------------
