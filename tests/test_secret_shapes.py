@@ -42,14 +42,31 @@ JWT = (
 
 @pytest.mark.parametrize(
     "name",
-    ["AZURE_OPENAI_KEY", "MISTRAL_KEY", "SERVICE_TOKEN", "APP_SECRET", "DB_PASSWORD", "GITHUB_PAT"],
+    [
+        "AZURE_OPENAI_KEY",
+        "MISTRAL_KEY",
+        "SERVICE_TOKEN",
+        "GITLABTOKEN",
+        "APP_SECRET",
+        "DB_PASSWORD",
+        "GITHUB_PAT",
+    ],
 )
-def test_a_credential_under_any_usual_name_is_masked(
-    name: str, monkeypatch: pytest.MonkeyPatch
+def test_a_credential_under_any_usual_name_is_masked_and_never_stored(
+    name: str, monkeypatch: pytest.MonkeyPatch, op_home: Path
 ) -> None:
     value = f"{name.lower()}-v4lue-0123"
     monkeypatch.setenv(name, value)
     assert redact_secrets(f"the model said {value}.") == "the model said ***."
+
+    @tool
+    def echo() -> str:
+        """Say what the environment holds."""
+        return f"it is {value}"
+
+    result = D.dispatch_forced_tool_call("nb_names", "echo", {}, tools={"echo": echo})
+    assert result.text == "it is ***"
+    assert leaks_in_files(op_home, value) == []  # node files, journal, git objects
 
 
 def test_ordinary_variables_and_mapping_keys_stay(monkeypatch: pytest.MonkeyPatch) -> None:

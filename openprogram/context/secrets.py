@@ -64,7 +64,7 @@ def is_secret_env(name: str) -> bool:
     if is_secret_key(name):
         return True
     words = [w for w in _SPLIT.split(name.lower()) if w]
-    return bool(words) and words[-1] in ENV_SECRET_ENDINGS
+    return bool(words) and (words[-1] in ENV_SECRET_ENDINGS or words[-1].endswith("token"))
 
 
 # ``scheme://user:password@``: the password (group 2) goes wherever the URL is shown
