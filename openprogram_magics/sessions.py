@@ -7,6 +7,7 @@ each function so that ``%load_ext`` stays cheap.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,6 +47,28 @@ def notebook_title(user_ns: Mapping[str, Any]) -> str:
         found = notebook_path_from_env(dict(user_ns))
         path = str(found) if found is not None else None
     return f"notebook {path}" if path else "notebook"
+
+
+def place_of(title: str, cwd: Path | None = None) -> str:
+    """``title`` (``notebook <path>``) with the path made absolute, for ``sessions list``
+    (``Session.note_place``): the path is as the frontend or ``openprogram run`` sent it —
+    relative to the Jupyter server's root or to the folder the command was typed in, both
+    meaningless later — and the kernel runs in the notebook's folder (``cwd``), so the
+    notebook is the file of that name there.  Unchanged when no such file is found."""
+    kind, _, path = title.partition(" ")
+    if kind != "notebook" or not path:
+        return title
+    given = Path(path).expanduser()
+    if given.is_absolute():
+        return f"notebook {given}"
+    try:
+        here = Path.cwd() if cwd is None else cwd
+        for candidate in (here / given.name, here / given):
+            if candidate.is_file():
+                return f"notebook {candidate.resolve()}"
+    except OSError:  # the working folder was removed
+        pass
+    return title
 
 
 def shareable_title(title: str | None, home: str | None = None) -> str | None:

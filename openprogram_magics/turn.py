@@ -70,7 +70,7 @@ class CellTurn:
     def begin(self) -> None:
         from openprogram.store.session.context import session_context
         from openprogram.store.vars import current, using
-        from openprogram_magics.sessions import shareable_title
+        from openprogram_magics.sessions import place_of, shareable_title
 
         body = [ln for ln in self.source.strip().splitlines() if not ln.startswith("%%openprogram")]
         first = (body or [""])[0]
@@ -86,7 +86,7 @@ class CellTurn:
         self.handle = handle
         try:
             if self.title and self.title != "notebook":  # where it is used now (`sessions list`)
-                handle.writer.session.note_place(self.title)
+                handle.writer.session.note_place(place_of(self.title))
             # chain after this notebook's last turn; the store decides, atomically with
             # moving HEAD, whether that is a fork (HEAD had moved on) and records it
             predecessor = chained_after(handle.writer.session, self.meta)
