@@ -139,6 +139,7 @@ def build_appendix(
     by_model: dict[tuple[str, str], Totals] = {}
     functions: dict[str, FunctionEntry] = {}
     turns: list[TurnEntry] = []
+    seen: dict[str, str] = {}  # strings redacted already
     for turn in line:
         text = turn.input.get("text") if isinstance(turn.input, dict) else turn.input
         entry = TurnEntry(
@@ -152,7 +153,7 @@ def build_appendix(
         counters: dict[str, int] = {}
         for node in under.get(turn.id, []):
             if node.kind == "function":
-                _add_function(functions, node)
+                _add_function(functions, node, seen)
                 continue
             chain = _chain(index, node)
             counters[chain] = counters.get(chain, 0) + 1
@@ -185,13 +186,13 @@ def build_appendix(
     )
 
 
-def _add_function(functions: dict[str, FunctionEntry], node: Call) -> None:
+def _add_function(functions: dict[str, FunctionEntry], node: Call, seen: dict[str, str]) -> None:
     meta = node.metadata
     key = f"{node.name} {meta.get('doc_hash')} {meta.get('source_hash')}"
     if key not in functions:
         functions[key] = FunctionEntry(
-            redact(node.name),
-            redact(meta.get("doc") or ""),
+            redact_tree(str(node.name), seen),
+            redact_tree(str(meta.get("doc") or ""), seen),  # one docstring, many frames
             str(meta.get("doc_hash") or "-"),
             str(meta.get("source_hash") or "-"),
         )
