@@ -1,7 +1,8 @@
 """A goal in a notebook, through a real kernel (nbclient, as ``openprogram run`` does):
 ``%openprogram goal`` then a ``%%openprogram --chat`` cell runs the goal's continuation
 turns, each reply streamed under the cell between lines saying what the check found, and
-the saved notebook, read back from disk, shows the whole run."""
+the saved notebook, read back from disk, shows the whole run (the replies in one output,
+the run's turns in its DAG)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_a_chat_cell_with_a_goal_runs_its_continuations_and_the_saved_notebook_s
 
     saved = nbformat.read(path, as_version=4)  # reopened from disk
     chat = saved.cells[2]
-    text = "".join(o.get("text", "") for o in chat.outputs if o.output_type == "stream")
+    (reply,) = [o for o in chat.outputs if "text/plain" in o.get("data", {}) and len(o.data) == 1]
+    text = reply.data["text/plain"]  # the run's replies, one output updated in place
     expected = [
         "fact number 1 about herons",
         "[goal not met yet: 1 of 3 facts — continuation 1]",
@@ -71,8 +73,15 @@ def test_a_chat_cell_with_a_goal_runs_its_continuations_and_the_saved_notebook_s
     ]
     positions = [text.find(piece) for piece in expected]
     assert -1 not in positions and positions == sorted(positions), text
-    (payload,) = [o.data[MIME_TYPE] for o in chat.outputs if MIME_TYPE in o.get("data", {})]
+    (turn,) = [o.data for o in chat.outputs if MIME_TYPE in o.get("data", {})]
+    payload = turn[MIME_TYPE]
     assert payload["goal"]["status"] == "met" and payload["goal"]["continuations"] == 2
+    drawn = [line.split("[")[0].strip() for line in turn["text/plain"].splitlines()[2:]]
+    assert [d for d in drawn if d in ("● user", "● continuation")] == [
+        "● user",
+        "● continuation",
+        "● continuation",
+    ]  # the DAG draws the run's three turns
     status = "".join(o.get("text", "") for o in saved.cells[3].outputs)
     assert "goal met after 2 continuation(s)" in status
 

@@ -109,9 +109,14 @@ def test_an_echoed_key_reaches_no_output_no_notebook_and_no_session_file(
     assert result.error is None, result.error
     assert len(wire.requests) == 3  # the three cells asked the model, which echoed the key
     saved = nbformat.read(path, as_version=4)
-    # what the cells wrote to stdout (a library's warning on stderr may land mid-stream)
+    # what the cells wrote to stdout (a library's warning on stderr may land mid-stream),
+    # and a chat cell's reply (one display, updated as it streamed)
     texts = [
-        "".join(o.get("text", "") for o in cell.outputs if o.get("name") != "stderr")
+        "".join(
+            o.get("text", "") if "data" not in o else o.data.get("text/plain", "")
+            for o in cell.outputs
+            if o.get("name") != "stderr" and len(o.get("data", {"": 0})) == 1
+        )
         for cell in saved.cells
     ]
     assert "Your key is *** - keep it safe." in texts[1]  # streamed, masked
@@ -153,6 +158,14 @@ def test_a_frontend_receives_no_echoed_key_from_any_cell(
         for m in messages
         if m["msg_type"] == "stream" and m["content"].get("name") != "stderr"
     )
+    chat = {  # a chat cell's reply: one display, updated as it streams (its last text)
+        m["content"]["transient"]["display_id"]: m["content"]["data"]["text/plain"]
+        for m in messages
+        if m["msg_type"] in ("display_data", "update_display_data")
+        and list(m["content"]["data"]) == ["text/plain"]
+        and m["content"].get("transient")
+    }
+    streamed += "".join(chat.values())
     assert streamed.count("Your key is *** - keep it safe.") == 3, streamed
     assert not [s for s in shown if KEY in s]
     assert leaks_in_files(home, KEY) == []
