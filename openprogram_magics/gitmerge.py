@@ -19,10 +19,11 @@ does).
 
 from __future__ import annotations
 
+import copy
+import json
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -62,46 +63,73 @@ def git_setup(where: Path) -> list[str]:
 
 
 def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: str = "") -> int:
-    """The driver: settle session-derived parts, then nbdime's merge into ``ours``.
+    """The driver: settle session-derived parts, merge (:mod:`openprogram_magics.nbthreeway`)
+    into ``ours``.
 
-    Exit code as git expects: 0 merged cleanly, 1 conflicts left (inline, nbdime's way).
+    Exit code as git expects: 0 merged cleanly, 1 conflicts left — as marker cells in a
+    valid notebook holding both versions; never one side silently.
     """
-    import nbformat
-    from nbdime.vcs.git import mergedriver
-
     from openprogram_magics.nbmerge import resolve_derived
+    from openprogram_magics.nbthreeway import guarded_fallback, merge_documents
 
     name = path or ours
     try:
-        notebooks = [_read(p, nbformat) for p in (base, ours, theirs)]
+        notebooks = [_read(p) for p in (base, ours, theirs)]
     except ValueError as exc:  # not a notebook: leave ours, let git report the conflict
         print(f"openprogram: {name}: not merged ({exc})", file=sys.stderr)
         return 1
-    resolution = resolve_derived(*notebooks)
-    with tempfile.TemporaryDirectory(prefix="openprogram-merge-") as tmp:
-        settled = []
-        for label, nb, original in zip(
-            ("base", "ours", "theirs"), notebooks, (base, ours, theirs), strict=True
-        ):
-            target = ours if label == "ours" else str(Path(tmp) / f"{label}.ipynb")
-            if nb is None:  # absent on that side (an add/add merge): nbdime's empty notebook
-                target = original
-            else:
-                nbformat.write(nbformat.from_dict(nb), target)
-            settled.append(target)
-        code = int(mergedriver.main(["--log-level", "WARN", "merge", *settled, marker]) or 0)
-    for note in resolution.notes:
+    nb_base, nb_ours, nb_theirs = notebooks
+    if nb_ours is None or nb_theirs is None:  # git settles a deleted file itself
+        print(f"openprogram: {name}: not merged (one side has no notebook)", file=sys.stderr)
+        return 1
+    size = int(marker) if marker.isdigit() else 7
+    try:
+        notes = resolve_derived(nb_base, nb_ours, nb_theirs).notes
+        merged = merge_documents(nb_base, nb_ours, nb_theirs, size)
+        _write(merged.notebook, Path(ours))
+    except Exception as exc:  # a bug of ours must not leave one side silently either
+        merged = guarded_fallback(nb_ours, nb_theirs, size, exc)
+        notes = []
+        _write(merged.notebook, Path(ours))
+    for note in [*notes, *merged.notes]:
         print(f"openprogram: {name}: {note}", file=sys.stderr)
-    return 1 if code else 0
+    if merged.conflicts:
+        print(
+            f"openprogram: {name}: {len(merged.conflicts)} conflict(s) left as marker cells "
+            f"(<<<<<<< ours … ======= … >>>>>>> theirs): keep one version, delete the rest; "
+            f"{'; '.join(merged.conflicts[:3])}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
-def _read(path: str, nbformat: Any) -> dict[str, Any] | None:
+def _write(nb: dict[str, Any], target: Path) -> None:
+    """As nbformat (and so JupyterLab) writes a notebook: multi-line strings as lists of
+    lines, indent 1, sorted keys, a final newline — written even where nbformat's schema
+    check would refuse it (the merge is never lost)."""
+    import nbformat
+    from nbformat.v4.rwbase import split_lines
+
+    text = json.dumps(
+        split_lines(nbformat.from_dict(copy.deepcopy(nb))),
+        indent=1,
+        sort_keys=True,
+        separators=(",", ": "),
+        ensure_ascii=False,
+    )
+    target.write_text(text + "\n", encoding="utf-8")
+
+
+def _read(path: str) -> dict[str, Any] | None:
     """A version git handed over as a dict; None when empty (no such version)."""
+    import nbformat
+
     data = Path(path).read_bytes()
     if not data.strip():
         return None
     try:
-        return dict(nbformat.reads(data.decode("utf-8"), as_version=4))
+        return dict(json.loads(json.dumps(nbformat.reads(data.decode("utf-8"), as_version=4))))
     except Exception as exc:
         raise ValueError(f"not a readable notebook: {type(exc).__name__}") from None
 
