@@ -59,6 +59,9 @@ def git_setup(where: Path) -> list[str]:
         sep = "" if not text or text.endswith("\n") else "\n"
         attributes.write_text(f"{text}{sep}{ATTRIBUTE_LINE}\n", encoding="utf-8")
         lines.append(f"added `{ATTRIBUTE_LINE}` to {attributes} (commit it)")
+    from openprogram_magics.gitcheck import remerge_broken
+
+    lines += remerge_broken(root)  # what git's line merge broke before the driver was known
     return lines or [f"already set up: {root} merges notebooks with the openprogram driver"]
 
 
