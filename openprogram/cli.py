@@ -771,6 +771,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
+    if args.command not in (None, "git-setup", "git-merge-notebook"):
+        from pathlib import Path
+
+        from openprogram_magics.gitcheck import tell  # a clone that lacks the merge driver
+
+        words = sys.argv[1:] if argv is None else argv
+        tell([Path.cwd(), *(Path(w) for w in words if w.endswith(".ipynb"))])
     try:
         return handler(args)
     except (CliError, UserError, SessionError) as exc:
