@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) -> Any:
     from IPython.core.error import UsageError
-    from IPython.display import display
 
     from openprogram.agent.chat import chat_turn, tools_in
     from openprogram.agent.session_db import default_db
@@ -30,7 +29,6 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     from openprogram_magics.ask import notebook_ask_handler
     from openprogram_magics.chat_view import ChatDag, ReplyOutput, live_view, updates_in_place
     from openprogram_magics.chatcommands import goal_done, notebook_goal
-    from openprogram_magics.notebook import MIME_TYPE
     from openprogram_magics.turn import chained_after
 
     text = body.strip()
@@ -63,6 +61,11 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:  # Ctrl-C ends a goal run as a stop does
         goal_done(magics, {"status": "stopped"})
+        if dag.turn_ids:  # recorded (its reply cancelled): drawn, and the next turn follows it
+            done = replace(meta, last_turn_id=dag.turn_ids[-1])
+            magics.turn_done(done, pinned)
+            header = f"openprogram · session {done.session_id} · {turns_label(dag)}chat turn"
+            show_turn(dag, header + " · cancelled", {**done.to_json(), "status": "cancelled"})
         raise
     finally:
         dag.close()
@@ -93,12 +96,22 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
         payload["goal"] = {k: result.goal[k] for k in ("text", "status", "continuations", "turns")}
     if pinned:  # not the notebook's session: readers of saved outputs skip it
         payload["pinned"] = True
+    show_turn(dag, header, payload)
+    return None
+
+
+def show_turn(dag: ChatDag, header: str, payload: dict[str, Any]) -> None:
+    """The cell's final output: its turns' DAG (or, if drawing fails, the header alone),
+    with the session's mime part."""
+    from IPython.display import display
+
+    from openprogram_magics.notebook import MIME_TYPE
+
     try:
         dag.show(header, payload)
     except Exception as exc:  # a view must never lose the turn: the header and payload stay
         print(f"openprogram: could not draw the turn ({type(exc).__name__}: {exc})")
         display({"text/plain": header, MIME_TYPE: payload}, raw=True)
-    return None
 
 
 def turns_label(dag: ChatDag) -> str:

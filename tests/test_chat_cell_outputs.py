@@ -154,3 +154,27 @@ def test_a_chat_turn_recorded_before_the_cell_was_kept_is_known_by_its_message(
     assert (same.stale, same.checked, same.unrecorded) == ([], 1, 0)
     edited = stale_turns(older, Now(cells=["%%openprogram --chat\nWhat is a graph?"]))
     assert [s.gone for s in edited.stale] == [True]
+
+
+def test_an_interrupted_chat_turn_is_drawn_and_the_next_turn_follows_it(shell: Shell) -> None:
+    from openprogram.providers.base import LLMResponse, ToolCall
+    from openprogram.providers.test import FunctionProvider
+
+    def model(request: object) -> LLMResponse:
+        if len(provider.requests) == 1:
+            return LLMResponse("", tool_calls=[ToolCall("c1", "lookup", {"query": "DAG"})])
+        raise KeyboardInterrupt  # Ctrl-C while the model answers after the tool
+
+    provider = FunctionProvider(model)
+    shell.use_runtime(provider)
+    before = len(shell.display.outputs)
+    shell.run("%%openprogram --chat\nWhat is a DAG?", error=KeyboardInterrupt)
+    (bundle,) = [d for d in final_displays(shell.display.outputs[before:]) if MIME_TYPE in d]
+    assert bundle["text/plain"].splitlines()[0].endswith("chat turn · cancelled")
+    assert "tool lookup [completed]" in bundle["text/plain"]  # what ran before the stop
+    cancelled = bundle[MIME_TYPE]["last_turn_id"]
+    shell.use_runtime(TestProvider())
+    shell.run("%%openprogram --chat\nTry again.")
+    assert shell.magics.kernel_meta is not None
+    session = default_db().open(shell.magics.kernel_meta.session_id)
+    assert session.get(shell.magics.kernel_meta.last_turn_id or "").predecessor == cancelled
