@@ -582,16 +582,19 @@ def research_cmd(args: argparse.Namespace) -> int:
     session_id = args.session or mint_session_id("research")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     db = open_store(args) if getattr(args, "home", None) else None
-    result = run_research(
-        args.task,
-        work_dir=args.work_dir,
-        session_id=session_id,
-        runtime=runtime,
-        db=db,
-        resume=not args.restart,
-        search_arxiv=args.search_arxiv,
-        brief=args.brief,
-    )
+    from openprogram.view.run_progress import showing_progress
+
+    with showing_progress("research", lambda: session_id):  # stage, calls, tokens so far
+        result = run_research(
+            args.task,
+            work_dir=args.work_dir,
+            session_id=session_id,
+            runtime=runtime,
+            db=db,
+            resume=not args.restart,
+            search_arxiv=args.search_arxiv,
+            brief=args.brief,
+        )
     print(f"ran: {', '.join(result.stages) or 'nothing (every stage was done)'}")
     print(f"{len(result.files)} files under {args.work_dir}:")
     for path in result.files:
@@ -679,7 +682,10 @@ def chat_cmd(args: argparse.Namespace) -> int:
         if result.goal is not None and result.goal["status"] != "question":
             goal = None  # the run ended (met, a limit, a stop): later messages are plain
         if result.status != "completed":
-            print(f"openprogram: the reply ended {result.status}: {result.error}", file=sys.stderr)
+            from openprogram.context.outcome import ended_sentence
+
+            ended = ended_sentence("the reply", result.status, result.error)
+            print(f"openprogram: {one_line(ended)}", file=sys.stderr)
             if messages is not None:
                 return 1
 

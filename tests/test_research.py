@@ -244,6 +244,11 @@ def test_the_cli_prints_the_session_and_what_it_ran(
     out = capsys.readouterr().out
     assert re.match(r"session: (research_[0-9a-f]{10}) \(--session \1 to continue\)\n", out)
     assert "ran: survey, gaps, ideas, design, paper, review\n" in out
+    # progress while it ran (not a terminal: a plain line per event), stage by stage
+    progress = [line for line in out.splitlines() if line.startswith("research: ")]
+    assert any(line.startswith("research: survey_topic started · 0 calls") for line in progress)
+    assert any(re.search(r"review_paper: call \d+ sent", line) for line in progress)
+    assert re.search(r"review_paper: call (\d+) completed · \1 calls · [\d,]+ tokens", progress[-1])
     sessions = sorted((op_home / "sessions").iterdir())
     assert main(["research", "--work-dir", str(tmp_path), "--provider", "test"]) == 0
     assert "nothing to run: every stage" in capsys.readouterr().out

@@ -186,6 +186,7 @@ class Settings:
     budget_usd = 0.0
     budget_per = "session"
     requests_per_minute = 0.0
+    request_timeout = 0.0
     history_turns = 20
     history_tokens = 4000
     history_failed = False

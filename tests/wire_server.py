@@ -181,10 +181,16 @@ class WireServer:
                     server.model_lists += 1
                 served = server.served
                 if served is None or not self.path.split("?")[0].endswith("/models"):
-                    self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
+                    try:
+                        self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
+                    except OSError:  # the client left
+                        self.close_connection = True
                     return
                 data = [{"id": name, "object": "model", "owned_by": "wire"} for name in served]
-                self._send_json(200, {"object": "list", "data": data})
+                try:
+                    self._send_json(200, {"object": "list", "data": data})
+                except OSError:  # the client left
+                    self.close_connection = True
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
