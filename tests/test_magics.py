@@ -97,7 +97,7 @@ def make_shell(ipython_dir: Path) -> Shell:
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     config.InteractiveShell.ipython_dir = str(ipython_dir)
-    config.InteractiveShell.colors = "NoColor"
+    config.InteractiveShell.colors = "nocolor"  # IPython 9: lowercase (8: any case)
     ip = InteractiveShell.instance(config=config)
     shell = Shell(ip)
     ip.run_line_magic("load_ext", "openprogram_magics")

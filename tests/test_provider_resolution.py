@@ -142,7 +142,7 @@ def env_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, op_home: Path) ->
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     config.InteractiveShell.ipython_dir = str(tmp_path / "ipython")
-    config.InteractiveShell.colors = "NoColor"
+    config.InteractiveShell.colors = "nocolor"  # IPython 9: lowercase (8: any case)
     ip = InteractiveShell.instance(config=config)
     ip.run_line_magic("load_ext", "openprogram_magics")
     try:
