@@ -20,8 +20,8 @@ from typing import Any
 
 from openprogram_magics import bridge
 
-#: At most one update of a streaming reply's output per this many seconds (the last
-#: update, with the whole reply, is always sent).
+#: At most one update of a streaming reply's output per this many seconds, but for a
+#: finished line (the end of a reply, a note), shown at once; the whole reply always is.
 UPDATE_EVERY_S = 0.1
 
 
@@ -49,7 +49,10 @@ class ReplyOutput:
         return len(text)
 
     def flush(self) -> None:
-        if self._handle is None or time.monotonic() - self._last >= self.every_s:
+        """Show the text now when due: the first piece, a finished line (a reply's end, a
+        note), else at most every ``every_s`` seconds."""
+        due = time.monotonic() - self._last >= self.every_s
+        if self._handle is None or due or self.text.endswith("\n"):
             self._publish()
 
     def close(self) -> None:

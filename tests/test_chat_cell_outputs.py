@@ -178,3 +178,25 @@ def test_an_interrupted_chat_turn_is_drawn_and_the_next_turn_follows_it(shell: S
     assert shell.magics.kernel_meta is not None
     session = default_db().open(shell.magics.kernel_meta.session_id)
     assert session.get(shell.magics.kernel_meta.last_turn_id or "").predecessor == cancelled
+
+
+def test_a_finished_reply_line_is_shown_at_once_between_throttled_updates(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pieces arriving faster than the update interval wait for the next update, but a
+    finished line (the reply's end) is shown at once, before the turn goes on (a tool that
+    runs long, a question to the user)."""
+    monkeypatch.setattr(chat_view, "UPDATE_EVERY_S", 3600.0)  # no update is ever due
+    out = chat_view.ReplyOutput()
+    before = len(shell.display.outputs)
+    for piece in ("one ", "two ", "three"):
+        out.write(piece)
+        out.flush()
+    shown = [o["data"]["text/plain"] for o in shell.display.outputs[before:]]
+    assert shown == ["one "]  # the first piece opens the display; the others wait
+    out.write("\n")
+    out.flush()
+    shown = [o["data"]["text/plain"] for o in shell.display.outputs[before:]]
+    assert shown == ["one ", "one two three\n"]
+    out.close()  # nothing new: no update
+    assert len(shell.display.outputs) - before == 2
