@@ -8,13 +8,16 @@
   ``merge.openprogram.driver`` (``<this python> -m openprogram.cli git-merge-notebook
   %O %A %B %L %P``) — per clone, never shared, so each colleague runs ``git-setup`` once.
 
-Running it again changes nothing.  A clone without it still merges the common case (two
-people running different cells) with git's line merge: see ``openprogram_magics.notebook``.
+Running it again changes nothing; it also re-merges, with the driver, a notebook git's
+line merge already broke in this clone (:func:`openprogram_magics.gitcheck.remerge_broken`).
+A clone without it still merges the common case (two people running different cells)
+with git's line merge, and the first use of the project there says to run it
+(:mod:`openprogram_magics.gitcheck`).
 
-The driver settles what is derived from the session (:mod:`openprogram_magics.nbmerge`)
-and hands the rest to nbdime's own git merge driver (``git-nbmergedriver merge``), which
-writes the result to ``%A`` and exits non-zero on a real conflict (left inline, as nbdime
-does).
+The driver settles what is derived from the session (:mod:`openprogram_magics.nbmerge`),
+then merges cell by cell (:mod:`openprogram_magics.nbthreeway`; nbdime only where cells
+have no ids or both sides changed one cell) and writes the result to ``%A``: exit 0 when
+merged, 1 when conflicts are left as marker cells in a valid notebook holding both sides.
 """
 
 from __future__ import annotations
