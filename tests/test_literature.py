@@ -146,7 +146,7 @@ def test_search_arxiv_parses_the_feed_and_records_a_tool_node(server: str, op_ho
         "authors": ["Ada Lovelace", "Alan Turing"],
         "year": "2024",
         "summary": "We study how agents fail on long tasks.",
-        "pdf": "http://arxiv.org/pdf/2401.00001v1",
+        "pdf": "https://arxiv.org/pdf/2401.00001v1",  # the feed's http link: https
     }
     assert [p["title"] for p in papers][1] == "Planning with Verifiers" and papers[1]["pdf"] == ""
     (node,) = [n for n in default_db().open(s.session_id).nodes() if n.kind == "tool"]

@@ -135,6 +135,8 @@ def parse_arxiv_feed(data: bytes) -> list[dict[str, Any]]:
             ),
             "",
         )
+        if pdf.startswith("http://arxiv.org/"):  # arXiv redirects these to https, and a
+            pdf = "https://" + pdf[len("http://") :]  # scheme change is never followed
         papers.append(
             {
                 "id": text("id").rsplit("/abs/", 1)[-1],
