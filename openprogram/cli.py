@@ -6,7 +6,7 @@
     openprogram sessions log ID               one line per commit
     openprogram sessions usage ID [--calls]   tokens and cost by function, turn, session
                      [--turns N|all]          the newest N turns by turn (default 50)
-    openprogram sessions delete ID [--yes]
+    openprogram sessions delete ID [--yes] [--force]   --force: turns not pushed too
     openprogram sessions export ID -o FILE    a git bundle of the session
     openprogram sessions export ID --appendix -o methods.md   a methods appendix
     openprogram sessions import FILE [--as NEW_ID [--join]]
@@ -262,9 +262,22 @@ def sessions_delete(args: argparse.Namespace) -> int:
     path = store.session_path(args.session_id)
     if not path.is_dir():
         store.open(args.session_id)  # raises SessionNotFound with the how-to
-    if not args.yes:
+    lost = ""  # the turns no remote holds: `sessions delete` names them and asks
+    if not args.force and (path / ".git").is_dir():
+        from openprogram.store.session.pushed import unpushed_turns
+
+        unpushed = unpushed_turns(path)
+        lost = unpushed.describe() if unpushed.turns else ""
+    if lost and (args.yes or not sys.stdin.isatty()):
+        raise CliError(
+            f"not deleted: session {args.session_id} has {lost}; they would be lost "
+            "(push them first, or pass --force)"
+        )
+    if not args.yes:  # (with turns to lose, only at a terminal)
+        question = f"delete session {args.session_id} ({path})"
+        question += f"? {lost} would be lost" if lost else "?"
         try:
-            answer = input(f"delete session {args.session_id} ({path})? [y/N] ")
+            answer = input(f"{question} [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
@@ -443,6 +456,7 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p = commands.add_parser("delete", help="delete a session (asks first)")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    p.add_argument("--force", action="store_true", help="delete turns never pushed too")
     p.set_defaults(handler=sessions_delete)
     p = commands.add_parser(
         "export", help="write a session as a git bundle (--appendix: a methods appendix)"

@@ -133,7 +133,7 @@ def test_delete_with_yes_removes_the_session(
     op_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make_session("doomed", "Doomed")
-    assert main(["sessions", "delete", "doomed", "--yes"]) == 0
+    assert main(["sessions", "delete", "doomed", "--yes", "--force"]) == 0  # never pushed
     assert "deleted session doomed" in capsys.readouterr().out
     assert not (op_home / "sessions" / "doomed").exists()
 
@@ -143,11 +143,11 @@ def test_delete_asks_and_keeps_the_session_unless_confirmed(
 ) -> None:
     make_session("kept", "Kept")
     monkeypatch.setattr("builtins.input", lambda _prompt: "n")
-    assert main(["sessions", "delete", "kept"]) == 2
+    assert main(["sessions", "delete", "kept", "--force"]) == 2
     assert "not deleted" in capsys.readouterr().err
     assert (op_home / "sessions" / "kept" / ".git").is_dir()
     monkeypatch.setattr("builtins.input", lambda _prompt: "y")
-    assert main(["sessions", "delete", "kept"]) == 0
+    assert main(["sessions", "delete", "kept", "--force"]) == 0
     assert not (op_home / "sessions" / "kept").exists()
 
 

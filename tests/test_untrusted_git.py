@@ -232,7 +232,10 @@ def test_no_operation_of_the_project_runs_a_program_the_folder_names(
     assert (hostile.folder / "meta.json").is_file()
     hostile.assert_nothing_ran()
     assert hostile.snapshot_outside() == before
-    result = cli("sessions", "delete", hostile.sid, "--yes")
+    result = cli("sessions", "delete", hostile.sid, "--yes")  # its turns were never pushed
+    assert result.returncode == 2 and "not pushed" in result.stderr, result.stderr
+    hostile.assert_nothing_ran()  # counting them ran none of its programs
+    result = cli("sessions", "delete", hostile.sid, "--yes", "--force")
     assert result.returncode == 0, result.stderr
     assert not hostile.folder.exists()
     hostile.assert_nothing_ran()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from openprogram.store.session import quarantines
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.incoming import Caps, Header, PackScan, read_bundle_header
+from openprogram.store.session.pushed import note_on_remote
 from openprogram.store.session.refs import read_ref
 from openprogram.store.session.repository import cat_file_batch
 from openprogram.store.session.safegit import local_transport_options
@@ -304,7 +305,9 @@ def _fetch_and_receive(
         raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
     joining = (local / ".git").is_dir()
     arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env(), ahead=joining)
-    return receive(store, quarantine, session_id, arrived)
+    got = receive(store, quarantine, session_id, arrived)
+    note_on_remote(local, url, found.hex())  # the remote holds what arrived
+    return got
 
 
 # -- remotes ---------------------------------------------------------------------------------
@@ -329,6 +332,7 @@ def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
                 f"pull first (openprogram sessions pull {session_id}), then push"
             )
         raise git_fail(f"push to {redact_url(url)} failed", result, url)
+    note_on_remote(session.path, url, tip)  # what `sessions delete` would not lose
     up_to_date = "[up to date]" in text
     done = "already at" if up_to_date else "pushed to"
     return f"session {session_id} {done} {redact_url(url)} ({ref})"
