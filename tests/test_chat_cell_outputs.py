@@ -200,3 +200,20 @@ def test_a_finished_reply_line_is_shown_at_once_between_throttled_updates(
     assert shown == ["one ", "one two three\n"]
     out.close()  # nothing new: no update
     assert len(shell.display.outputs) - before == 2
+
+
+def test_in_a_terminal_ipython_the_reply_streams_to_stdout_once(
+    shell: Shell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal prints every display (an update would print the reply again): there the
+    reply streams to stdout, each piece once."""
+    from IPython.core.displaypub import DisplayPublisher
+
+    monkeypatch.setattr(chat_view, "UPDATE_EVERY_S", 0.0)  # were it a display: every piece
+    shell.ip.display_pub = DisplayPublisher(shell=shell.ip)
+    shell.use_runtime(TestProvider(reply="one two three four five"))
+    capsys.readouterr()
+    shell.run("%%openprogram --chat\nCount to five.")
+    reply, drawn = capsys.readouterr().out.split("openprogram · session", 1)
+    assert reply.count("one two") == 1 and reply.count("one two three four five") == 1
+    assert "chat turn · completed" in drawn  # the turn's DAG, printed after the reply
