@@ -210,3 +210,57 @@ def test_long_tool_results_age_out_of_the_prompt_and_stay_in_their_node() -> Non
     session = default_db().open(result.session_id)
     (tool_a,) = [n for n in session.nodes() if n.kind == "tool" and n.input == {"name": "a"}]
     assert tool_a.output == "A" * 3000 and tool_a.id in last
+
+
+def numbers(text: str, pattern: str) -> set[int]:
+    import re
+
+    return {int(n) for n in re.findall(pattern, text)}
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 4, 5, 6])
+def test_with_any_turn_window_the_summary_reaches_the_prompt(window: int) -> None:
+    """A window of ``window`` turns (below the 4 kept verbatim after a compaction, too):
+    every prompt accounts for every earlier turn, verbatim or in the summary it shows; every
+    summary written is in the prompt of the turn that wrote it; the window holds."""
+
+    def merging(request: LLMRequest) -> str:
+        if system(request).startswith(SUMMARIZER):  # the turns it was handed, and before
+            seen = numbers(request.messages[-1]["content"], r"(?:message |#)(\d+)")
+            return "summary of " + " ".join(f"#{n}" for n in sorted(seen))
+        if system(request) != D.DEFAULT_SYSTEM:
+            return "A chat"  # the title
+        return "ok"
+
+    rt, provider = runtime(merging, ContextPolicy(turns=window))
+    sid, written = None, []
+    for i in range(window + 8):
+        result = D.process_user_turn(D.TurnRequest(sid, f"message {i}", runtime=rt))
+        assert result.status == "completed", result.error
+        sid = result.session_id
+        history = agent_requests(provider.requests)[-1].messages[1:-1]
+        shown = [m["content"] for m in history if m["role"] == "user"]
+        summary = [m for m in shown if m.startswith("[Summary of the ")]
+        verbatim = [m for m in shown if not m.startswith("[Summary of the ")]
+        assert len(summary) + len(verbatim) <= window  # the window holds
+        accounted = numbers(" ".join(summary), r"#(\d+)") | numbers(" ".join(verbatim), r"(\d+)")
+        assert accounted == set(range(i)), f"turn {i} lost {set(range(i)) - accounted}"
+        if result.compacted is not None:
+            written.append(result.compacted)
+            (text,) = summary  # the summary this turn wrote is the one it shows
+            node = default_db().open(sid).get(result.compacted)
+            assert str(node.output) in text
+    assert sid is not None and written  # the window filled: compaction wrote summaries
+    assert [s.id for s in summaries(sid)] == written  # none written outside a prompt's need
+    summarizer = [r for r in provider.requests if system(r).startswith(SUMMARIZER)]
+    assert len(summarizer) == len(written)  # one model call per summary, each one used
+
+
+def test_a_window_of_no_turns_writes_no_summary() -> None:
+    rt, provider = runtime(model, ContextPolicy(turns=0))
+    sid = None
+    for i in range(8):
+        sid = D.process_user_turn(D.TurnRequest(sid, f"message {i}", runtime=rt)).session_id
+    assert sid is not None and summaries(sid) == []
+    assert not [r for r in provider.requests if system(r).startswith(SUMMARIZER)]
+    assert compaction.trigger_compaction(sid, runtime=rt) is None  # nothing a prompt shows

@@ -9,7 +9,10 @@ says whether the model wrote it (:func:`summarize_history`, an agentic function 
 under it) or the structural fallback did (no model, or the model call failed).  The
 session's ``meta.json`` maps the newest node a summary covers to the summary
 (``summaries``), so the history walk (:func:`openprogram.context.policy.select_history`)
-renders the summary when it reaches that node and stops there.
+renders the summary when it reaches that node and stops there.  The summary takes one place
+of the policy's turn window, so at most ``turns - 1`` turns stay verbatim beside it (a
+window of one turn shows the summary alone) and a window of no turns writes no summary: a
+summary is only written where the walk will reach it.
 
 The common case is cheap: :func:`needed` is the same bounded walk the prompt makes
 (at most the policy's turns), so the decision costs the same for a 1,000-turn session as
@@ -31,7 +34,7 @@ from openprogram.agentic_programming.function import (
 from openprogram.agentic_programming.prompt import SUMMARIES_KEY, summary_lookup
 from openprogram.agentic_programming.provider import is_context_overflow as is_context_overflow
 from openprogram.context.nodes import COMPLETED, Call, make_call
-from openprogram.context.policy import ContextPolicy, effective, estimate_tokens
+from openprogram.context.policy import DEFAULT_TURNS, ContextPolicy, effective, estimate_tokens
 from openprogram.errors import UserError
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SUMMARY_NAME = "summary"
-KEEP_RECENT = 4  # turns kept verbatim after a compaction (fewer when they are long)
+KEEP_RECENT = 4  # turns kept verbatim after a compaction (fewer when long or the window is short)
 SUMMARY_SHARE = 4  # a summary takes at most budget / SUMMARY_SHARE tokens
 TURN_CHARS = 600  # of each turn shown to the summarizer
 MAX_INPUT_CHARS = 24_000  # of the turns handed to the summarizer in one call
@@ -53,11 +56,19 @@ def history_policy(runtime: Runtime | None) -> ContextPolicy:
     return effective(getattr(runtime, "context", None))
 
 
+def window(policy: ContextPolicy) -> int:
+    """How many earlier turns (a summary counting as one) ``policy`` lets a prompt show."""
+    return policy.turns if policy.turns is not None else DEFAULT_TURNS
+
+
 def needed(session: Session, before: str | None, policy: ContextPolicy) -> bool:
     """Whether the history a prompt chained after ``before`` would see leaves turns out
-    (over the turn or token budget) that no summary stands for."""
+    (over the turn or token budget) that no summary stands for; never for a policy that
+    shows no earlier turn (no summary would be shown either)."""
     from openprogram.agentic_programming.prompt import history_after
 
+    if window(policy) == 0:
+        return False
     history = history_after(session, before, policy)
     return history.earlier or bool(history.over_budget)
 
@@ -144,10 +155,14 @@ def compact(
     keep: int = KEEP_RECENT,
 ) -> Call | None:
     """Write a summary node under ``caller`` standing for the turns before ``before``
-    except the newest ones kept verbatim (at most ``keep``, and at most half the token
-    budget); None when no turn is left to cover."""
+    except the newest ones kept verbatim (at most ``keep``, at most half the token budget,
+    and few enough that the summary still fits the turn window after them); None when no
+    turn is left to cover or the policy shows no earlier turn."""
     session = writer.session
     budget = policy.tokens if policy.tokens is not None else 4000
+    if window(policy) == 0:
+        return None
+    keep = min(keep, window(policy) - 1)  # the summary takes one place of the window
     turns, previous = uncovered_turns(session, before)  # newest first
     kept = _kept(session, turns, keep, budget // 2)
     newly = turns[kept:]
