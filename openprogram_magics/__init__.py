@@ -30,11 +30,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
     errors.install(ipython)
     outputs.install(ipython)  # no secret in what the kernel sends (and a notebook saves)
-    from pathlib import Path
+    from openprogram_magics.gitcheck import tell_here
 
-    from openprogram_magics.gitcheck import tell
-
-    tell([Path.cwd()])  # a clone whose .gitattributes names a merge driver git lacks: one line
+    tell_here()  # a clone whose .gitattributes names a merge driver git lacks: one line
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -112,6 +112,15 @@ def tell(places: Iterable[Path], stream: TextIO | None = None) -> None:
             print(note, file=stream or sys.stderr)
 
 
+def tell_here(stream: TextIO | None = None) -> None:
+    """:func:`tell` for the current folder (a kernel's is its notebook's)."""
+    try:
+        here = Path.cwd()
+    except OSError:  # the folder was removed under us: nothing to tell
+        return
+    tell([here], stream)
+
+
 def remerge_broken(top: Path) -> list[str]:
     """Re-merge, with the driver, each notebook git's line merge left broken; a line each."""
     from openprogram_magics.gitmerge import merge_notebook
