@@ -218,6 +218,7 @@ def sessions_log(args: argparse.Namespace) -> int:
     import time
 
     from openprogram.store.session.gitlog import commit_log
+    from openprogram.store.session.labels import relabel_log
     from openprogram.view.inert import terminal_text
 
     store = open_store(args)
@@ -227,9 +228,10 @@ def sessions_log(args: argparse.Namespace) -> int:
     entries = commit_log(path)
     authors = [terminal_text(entry.author) or "?" for entry in entries]  # who ran each turn
     width = min(max(map(len, authors), default=0), 24)
-    for entry, author in zip(entries, authors, strict=True):
+    summaries = relabel_log((e.summary, e.author, e.email) for e in entries)  # `turn 5@bob`
+    for entry, author, summary in zip(entries, authors, summaries, strict=True):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.time))
-        print(f"{entry.sha[:7]} {when} {author:<{width}}  {terminal_text(entry.summary)}")
+        print(f"{entry.sha[:7]} {when} {author:<{width}}  {terminal_text(summary)}")
     return 0
 
 

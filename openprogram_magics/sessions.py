@@ -181,13 +181,16 @@ def list_sessions() -> list[dict[str, Any]]:
 
 def session_log(session_id: str) -> list[str]:
     """The session's git log, newest first: ``<short sha> <summary>`` per commit (the
-    summary's control characters escaped: it may come from anyone's commit)."""
+    summary's control characters escaped: it may come from anyone's commit; a turn number
+    several people made labelled by author, ``turn 5@alice``)."""
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.gitlog import commit_log
+    from openprogram.store.session.labels import relabel_log
     from openprogram.view.inert import terminal_text
 
-    path = default_db().open(session_id).path
-    return [f"{e.sha[:8]} {terminal_text(e.summary)}" for e in commit_log(path)]
+    entries = commit_log(default_db().open(session_id).path)
+    summaries = relabel_log((e.summary, e.author, e.email) for e in entries)  # `turn 5@bob`
+    return [f"{e.sha[:8]} {terminal_text(s)}" for e, s in zip(entries, summaries, strict=True)]
 
 
 def context_lines(meta: NotebookMeta | None, runtime: Runtime, *, full: bool = False) -> list[str]:
