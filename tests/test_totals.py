@@ -15,6 +15,7 @@ from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram.usage import set_price
 from openprogram.usage.prices import clear_prices
+from openprogram.usage.totals import summarize
 
 MODEL = "my-local-llama"  # no price table knows it: unpriced until the user prices it
 
@@ -63,6 +64,8 @@ def test_nothing_priced_reads_unpriced_not_zero_dollars(
     assert row.split()[1] == "3" and row.endswith("  unpriced") and "$" not in row
     assert not any("$0.0000" in line for line in lines)
     assert "2 unpriced call(s)" in lines[-1] and "prices later calls" in lines[-1]
+    total = summarize(default_db().open(s.session_id).nodes())  # %openprogram usage's value
+    assert total["cost"] is None and total["unpriced"] == 2
 
 
 def test_a_price_set_later_prices_later_calls_and_the_table_says_so(

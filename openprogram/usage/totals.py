@@ -182,13 +182,14 @@ UNPRICED_NOTE = (
 
 
 def summarize(nodes: Iterable[Call]) -> dict[str, Any]:
-    """The session total as a dict (what ``%openprogram usage`` returns)."""
+    """The session total as a dict (what ``%openprogram usage`` returns); ``cost`` is None
+    when no call had a price (not a 0.0 that only means nothing was priced)."""
     t = usage_rows(nodes).session
     return {
         "calls": t.calls,
         "input_tokens": t.input_tokens,
         "output_tokens": t.output_tokens,
         "tokens": t.tokens,
-        "cost": round(t.cost, 10),
+        "cost": round(t.cost, 10) if t.priced else None,
         "unpriced": t.unpriced,
     }
