@@ -1,8 +1,10 @@
 """Which turns a side of a comparison is: a turn, the line ending at a node, or a run.
 
 ``nodes`` are every node of one session (``Session.nodes()``).  A spec is a node id, a
-turn number (``3`` or ``#3``), ``head`` or ``root``; ``--runs`` specs are run ids (the ``run`` a
-notebook's kernel stamps on its turns; ``openprogram run`` twice makes two runs).
+turn label (``3``, ``#3``; ``3@alice`` when several people made a turn 3:
+:mod:`openprogram.store.session.labels`), ``head`` or ``root``; ``--runs`` specs are run
+ids (the ``run`` a notebook's kernel stamps on its turns; ``openprogram run`` twice makes
+two runs).
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ from dataclasses import dataclass
 
 from openprogram.context.nodes import Call
 from openprogram.errors import UserError
+from openprogram.store.session.labels import (
+    Spec,
+    label,
+    node_author_key,
+    parse_label,
+    shared_numbers,
+)
 
 TURN_LEVEL = ("turn", "reply")
 MODES = ("turns", "lines", "runs")
@@ -31,6 +40,7 @@ class Nodes:
         self.by_id = {n.id: n for n in self.all}
         self.head_id = head_id
         self._turns: dict[str, Call] = {}  # node id -> its turn-level node (turn_of's memo)
+        self._shared: set[int] | None = None  # turn numbers several authors made
 
     def turn_of(self, node: Call) -> Call:
         """The turn-level node ``node`` is under (itself when it is one).  Every node the
@@ -67,18 +77,47 @@ class Nodes:
             if self.head_id is None or self.head_id not in self.by_id:
                 raise UserError("the session has no HEAD turn yet")
             return self.by_id[self.head_id]
-        if text.lstrip("#").isdigit():
-            number = int(text.lstrip("#"))
-            found = [n for n in self.all if n.kind in TURN_LEVEL and n.turn == number]
-            if not found:
-                raise UserError(f"no turn {number} in this session")
-            return found[0]
+        label_spec = parse_label(text)
+        if label_spec is not None:
+            return self._turn(label_spec, text)
         node = self.by_id.get(text)
         if node is None:
             near = [n for n in self.by_id if n.startswith(text[:4])][:3]
             hint = f" (nearest: {', '.join(near)})" if near else ""
             raise UserError(f"no node {text!r} in this session{hint}")
         return node
+
+    def _turn(self, spec: Spec, text: str) -> Call:
+        """The turn a label names (``5``, ``5@alice``); refused, with the candidates
+        listed, when several authors made a turn of that number and none is named."""
+        found = [n for n in self.all if n.kind in TURN_LEVEL and n.turn == spec.number]
+        if not found:
+            raise UserError(f"no turn {spec.number} in this session")
+        by_key: dict[str, Call] = {}
+        for node in found:  # one person's own turn of a number: the first, as always
+            by_key.setdefault(node_author_key(node.metadata), node)
+        candidates = sorted(by_key.values(), key=self.label)
+        if spec.key is not None:
+            if spec.key in by_key or (spec.key == "?" and "" in by_key):
+                return by_key[spec.key if spec.key != "?" else ""]
+            named = ", ".join(self.label(n) for n in candidates)
+            raise UserError(f"no turn {text} in this session (turn {spec.number}: {named})")
+        if len(by_key) == 1:
+            return found[0]
+        listed = "; ".join(f"{self.label(n)} ({n.id}, {n.name})" for n in candidates)
+        raise UserError(
+            f"turn {spec.number} is ambiguous: several people made a turn {spec.number} "
+            f"({listed}); name one"
+        )
+
+    def label(self, node: Call) -> str:
+        """``node``'s turn label: its number, by author when several made that number
+        (:mod:`openprogram.store.session.labels`)."""
+        if self._shared is None:
+            self._shared = shared_numbers(
+                (n.turn, node_author_key(n.metadata)) for n in self.all if n.kind in TURN_LEVEL
+            )
+        return label(node.turn, node_author_key(node.metadata), self._shared)
 
     def line(self, tip: Call) -> list[Call]:
         """The turns from the session's root to ``tip``'s turn, oldest first (by
@@ -132,7 +171,8 @@ def sides(index: Nodes, a: str | None, b: str | None, mode: str) -> tuple[Side, 
     node_a, node_b = index.find(a), index.find(b)
     if mode == "turns":
         ta, tb = index.turn_of(node_a), index.turn_of(node_b)
-        return Side(f"turn {ta.turn} ({ta.id})", [ta]), Side(f"turn {tb.turn} ({tb.id})", [tb]), 0
+        side_a = Side(f"turn {index.label(ta)} ({ta.id})", [ta])
+        return side_a, Side(f"turn {index.label(tb)} ({tb.id})", [tb]), 0
     line_a, line_b = index.line(node_a), index.line(node_b)
     shared = 0
     while shared < min(len(line_a), len(line_b)) and line_a[shared].id == line_b[shared].id:
