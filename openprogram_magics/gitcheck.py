@@ -12,12 +12,16 @@ So the first use of the project in such a clone (the CLI, ``%load_ext
 openprogram_magics``) says so in one line, once per clone (a stamp file in the git
 directory), with the fix; and whenever a notebook already is in that state (unmerged, not
 JSON) the line names it — ``openprogram git-setup`` re-merges it with the driver
-(:func:`remerge_broken`).  Nothing here runs git unless the repository's
+(:func:`remerge_broken`).  A driver whose python no longer exists (a removed virtualenv)
+counts as missing.  Nothing here runs git unless the repository's
 ``.gitattributes`` names the driver; nothing here raises.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,7 +56,16 @@ def names_driver(top: Path) -> bool:
 
 
 def driver_known(top: Path) -> bool:
-    return bool(_git(top, "config", "--get", f"merge.{DRIVER}.driver"))
+    """git here has a driver command whose program exists (a removed virtualenv's python
+    would make every notebook merge fall back to git's line merge)."""
+    command = _git(top, "config", "--get", f"merge.{DRIVER}.driver")
+    if not command:
+        return False
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return False
+    return Path(program).is_file() if os.path.isabs(program) else bool(shutil.which(program))
 
 
 def broken_notebooks(top: Path) -> list[str]:
@@ -73,7 +86,7 @@ def broken_notebooks(top: Path) -> list[str]:
 def first_use_note(where: Path) -> str | None:
     """The one line for the repository holding ``where`` (None: nothing to say)."""
     top = work_tree_top(where)
-    if top is None or not names_driver(top) or driver_known(top):
+    if top is None or not names_driver(top):
         return None
     fix = f"openprogram git-setup {_shown(top)}"
     broken = broken_notebooks(top)
@@ -81,8 +94,10 @@ def first_use_note(where: Path) -> str | None:
         names = ", ".join(broken[:3]) + (" …" if len(broken) > 3 else "")
         return (
             f"openprogram: {names}: merged by git's line merge (conflict lines, no longer a "
-            f"notebook) because this clone lacks the notebook merge driver: `{fix}` re-merges it"
+            f"notebook) because the notebook merge driver did not run: `{fix}` re-merges it"
         )
+    if driver_known(top):
+        return None
     stamp = _git_dir(top)
     if stamp is None or (stamp / STAMP).exists():
         return None
@@ -92,7 +107,7 @@ def first_use_note(where: Path) -> str | None:
         pass
     return (
         f"openprogram: {top}/.gitattributes names the notebook merge driver but this clone's "
-        f"git does not know it (a merge would fall back to git's line merge): run `{fix}`"
+        f"git cannot run it (a merge would fall back to git's line merge): run `{fix}`"
     )
 
 

@@ -36,9 +36,24 @@ DRIVER = "openprogram"
 ATTRIBUTE_LINE = f"*.ipynb merge={DRIVER}"
 
 
+#: The driver's status for "conflicts written as marker cells" inside :func:`driver_command`.
+CONFLICT_STATUS = 3
+
+
 def driver_command() -> str:
-    """What git runs for a conflicting ``.ipynb`` (this interpreter: no PATH needed)."""
-    return f"{shlex.quote(sys.executable)} -m openprogram.cli git-merge-notebook %O %A %B %L %P"
+    """What git runs for a conflicting ``.ipynb`` (this interpreter: no PATH needed).
+
+    When the driver cannot run (this python or this package gone, a crash before it wrote
+    anything) git would keep ours and report a conflict with no marker in the file; the
+    command then falls back to ``git merge-file`` — conflict lines git's own merge would
+    write, visible, never one side silently.
+    """
+    python = shlex.quote(sys.executable)
+    return (
+        f"{python} -m openprogram.cli git-merge-notebook --conflict-status {CONFLICT_STATUS} "
+        f"%O %A %B %L %P; s=$?; [ $s -eq 0 ] && exit 0; [ $s -eq {CONFLICT_STATUS} ] && exit 1; "
+        "git merge-file -L ours -L base -L theirs --marker-size %L %A %O %B; exit 1"
+    )
 
 
 def git_setup(where: Path) -> list[str]:
@@ -73,7 +88,9 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     into ``ours``.
 
     Exit code as git expects: 0 merged cleanly, 1 conflicts left — as marker cells in a
-    valid notebook holding both versions; never one side silently.
+    valid notebook holding both versions; never one side silently.  2: nothing written
+    (a version is not a notebook): :func:`driver_command` then lets git's line merge write
+    its conflict lines.
     """
     from openprogram_magics.nbmerge import resolve_derived
     from openprogram_magics.nbthreeway import guarded_fallback, merge_documents
@@ -81,13 +98,13 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     name = path or ours
     try:
         notebooks = [_read(p) for p in (base, ours, theirs)]
-    except ValueError as exc:  # not a notebook: leave ours, let git report the conflict
-        print(f"openprogram: {name}: not merged ({exc})", file=sys.stderr)
-        return 1
+    except ValueError as exc:  # not a notebook: leave ours, git's line merge follows
+        print(f"openprogram: {name}: not merged as a notebook ({exc})", file=sys.stderr)
+        return 2
     nb_base, nb_ours, nb_theirs = notebooks
     if nb_ours is None or nb_theirs is None:  # git settles a deleted file itself
         print(f"openprogram: {name}: not merged (one side has no notebook)", file=sys.stderr)
-        return 1
+        return 2
     size = int(marker) if marker.isdigit() else 7
     try:
         notes = resolve_derived(nb_base, nb_ours, nb_theirs).notes
@@ -160,6 +177,13 @@ def add_parsers(sub: Any) -> None:
         p.add_argument(name)
     p.add_argument("marker", nargs="?", default="7")
     p.add_argument("path", nargs="?", default="")
+    p.add_argument(
+        "--conflict-status",
+        type=int,
+        default=1,
+        metavar="N",
+        help="exit status when conflicts were written as marker cells (default 1)",
+    )
     p.set_defaults(handler=_merge_cmd)
 
 
@@ -170,4 +194,5 @@ def _setup_cmd(args: Any) -> int:
 
 
 def _merge_cmd(args: Any) -> int:
-    return merge_notebook(args.base, args.ours, args.theirs, args.marker, args.path)
+    code = merge_notebook(args.base, args.ours, args.theirs, args.marker, args.path)
+    return args.conflict_status if code == 1 else code

@@ -191,7 +191,7 @@ def test_a_clone_without_the_driver_is_told_once_and_git_setup_repairs_a_broken_
     monkeypatch.chdir(b)
     assert cli_main(["sessions", "list"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "openprogram git-setup" in err[0] and "does not know" in err[0]
+    assert len(err) == 1 and "openprogram git-setup" in err[0] and "cannot run it" in err[0]
     assert cli_main(["sessions", "list"]) == 0
     assert capsys.readouterr().err == ""  # once per clone
 
@@ -213,6 +213,29 @@ def test_a_clone_without_the_driver_is_told_once_and_git_setup_repairs_a_broken_
     assert A_CELL in committed(b) and B_CELL in committed(b)
     assert cli_main(["sessions", "list"]) == 0
     assert capsys.readouterr().err == ""  # set up: nothing to say
+
+
+def test_a_driver_whose_python_is_gone_leaves_visible_conflict_lines_never_one_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bob removed the virtualenv git-setup wrote into his .git/config."""
+    a, b = team(tmp_path)
+    command = git(b, "config", "merge.openprogram.driver").stdout.strip()
+    gone = str(tmp_path / "removed-venv" / "bin" / "python")
+    git(b, "config", "merge.openprogram.driver", command.replace(command.split()[0], gone, 1))
+    done = both_add_and_combine(a, b, "merge")
+    assert done.returncode != 0 and "CONFLICT" in done.stdout
+    text = (b / "nb.ipynb").read_text()
+    assert "<<<<<<< ours" in text and ">>>>>>> theirs" in text
+    assert "crash when printing" in text and "slow startup" in text
+    monkeypatch.chdir(b)
+    assert cli_main(["sessions", "list"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nb.ipynb" in err[0] and "git-setup" in err[0]
+    assert cli_main(["git-setup", "."]) == 0
+    assert "re-merged nb.ipynb as a notebook (merged)" in capsys.readouterr().out
+    cells = sources(b / "nb.ipynb")
+    assert cells[6:8] == [B_CELL, A_CELL]
 
 
 def test_loading_the_extension_in_such_a_clone_says_so(
