@@ -205,6 +205,8 @@ class MissingCredentials(ProviderError):
 class TransientProviderError(ProviderError):
     """The provider failed in a way worth retrying (rate limit, 5xx, timeout, reset)."""
 
+    retry_after: float | None = None  # seconds the server asked to wait (Retry-After)
+
 
 class UnsupportedParameter(ProviderError):
     """The server refused a request parameter for good (``parameter`` names it)."""

@@ -202,17 +202,18 @@ def test_transient_errors_are_retried_with_backoff(op_home: Path):
     provider = scripted(
         TransientProviderError("HTTP 503"), TransientProviderError("timed out"), "third time"
     )
-    rt = create_runtime(provider, max_retries=3, backoff=0.02)
+    waits: list[float] = []
+    rt = create_runtime(provider, max_retries=3, backoff=0.02, sleep=waits.append)
     with session_context(runtime=rt) as handle:
-        started = time.perf_counter()
         assert ask("hello") == "third time"
-        assert time.perf_counter() - started >= 0.02 + 0.04  # 0.02 s, then 0.04 s
+    assert 0.01 <= waits[0] <= 0.02 and 0.02 <= waits[1] <= 0.04  # doubling, with jitter
     (node,) = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
     assert node.status == "completed"
     assert node.metadata["retries"] == [
         "TransientProviderError: HTTP 503",
         "TransientProviderError: timed out",
     ]
+    assert node.metadata["retry_waits_s"] == [round(w, 3) for w in waits]
 
 
 def test_transient_errors_exhausted(op_home: Path):

@@ -8,7 +8,9 @@ and which earlier turns it was given, not their text again.  ``choices=`` and
 bounded number of times (each attempt is its own node), then a clear error is raised.
 The first request already names the allowed choices, and a reply counts only when it *is*
 one (:func:`~openprogram.agentic_programming.validate.pick_choice`).  Transient provider
-errors are retried with exponential backoff.
+errors are retried ``max_retries`` times, with jittered exponential backoff and the server's
+``Retry-After`` honoured (:mod:`~openprogram.agentic_programming.retrying`); the ``llm``
+node lists each failed attempt (``retries``) and the wait after it (``retry_waits_s``).
 
 ``exec`` returns a :class:`~openprogram.agentic_programming.provider.Reply`: the reply text
 (a ``str``) carrying the tool calls with their exact arguments, usage and finish reason.
@@ -39,12 +41,12 @@ from openprogram.agentic_programming.provider import (
     Message,
     Provider,
     Reply,
-    TransientProviderError,
     add_usage,
     is_context_overflow,
     overflow_room,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
+from openprogram.agentic_programming.retrying import pause, with_retries
 from openprogram.agentic_programming.stopping import check_stop, killable
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
 from openprogram.context.outcome import error_text, finish
@@ -91,6 +93,7 @@ class Runtime:
         timeout: float | None = None,
         budget: Budget | None = None,
         requests_per_minute: float | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.provider = provider
         self.model = model or (provider.model if provider is not None else "")
@@ -102,6 +105,8 @@ class Runtime:
         self.budget = budget  # checked before every call (openprogram.usage.Budget)
         # requests to this provider, per minute, from this process (None: as fast as asked)
         self.requests_per_minute = checked_rate(requests_per_minute)
+        # how the waits between retries are waited (tests inject one: no clock read)
+        self.sleep = sleep or pause
 
     @property
     def configured(self) -> bool:
@@ -395,13 +400,14 @@ class Runtime:
                 meta["rate_wait_ms"] = round(meta.get("rate_wait_ms", 0.0) + waited * 1000, 1)
             return killable(lambda: provider.complete(request, sink))
 
+        def failed(exc: BaseException, wait: float) -> None:  # an attempt that is retried
+            meta.setdefault("retries", []).append(error_text(exc, 300))
+            meta.setdefault("retry_waits_s", []).append(round(wait, 3))
+            streamed.clear()  # a retry streams the reply again from the start
+
         try:
-            response = _with_retries(
-                attempt,
-                self.max_retries,
-                self.backoff,
-                meta,
-                streamed,
+            response = with_retries(
+                attempt, self.max_retries, self.backoff, on_retry=failed, sleep=self.sleep
             )
         except BaseException as exc:
             ended.append(True)
@@ -457,25 +463,6 @@ def _narrower(
         history = int(record.get("tokens") or 0)
         keep = min(keep, history_share(history, estimate_tokens(sent), *figures))
     return shrunk(call, record, keep)
-
-
-def _with_retries(
-    call: Callable[[], LLMResponse],
-    retries: int,
-    backoff: float,
-    meta: dict[str, Any],
-    streamed: list[str],
-) -> LLMResponse:
-    for attempt in range(retries + 1):
-        try:
-            return call()
-        except TransientProviderError as exc:
-            if attempt >= retries:
-                raise
-            meta.setdefault("retries", []).append(error_text(exc, 300))
-            streamed.clear()  # a retry streams the reply again from the start
-            time.sleep(backoff * (2**attempt))
-    raise AssertionError("unreachable")
 
 
 def llm(content: Any, *, runtime: Runtime | None = None, **kwargs: Any) -> Any:

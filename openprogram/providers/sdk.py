@@ -33,6 +33,7 @@ from openprogram.providers.base import (
 )
 from openprogram.providers.capabilities import UnsupportedParameter, unsupported_parameter
 from openprogram.providers.network import check_model_request
+from openprogram.providers.retry_after import retry_after
 
 PLACEHOLDER_API_KEY = "not-needed"
 DEFAULT_TIMEOUT = 120.0
@@ -232,9 +233,9 @@ class SDKProvider:
             )
         if status is not None:
             if isinstance(exc, sdk.RateLimitError):
-                return TransientProviderError(f"{name}: rate limited (HTTP {status}): {detail}")
+                return _asked_to_wait(exc, f"{name}: rate limited (HTTP {status}", detail)
             if isinstance(exc, sdk.InternalServerError) or status >= 500:
-                return TransientProviderError(f"{name}: server error (HTTP {status}): {detail}")
+                return _asked_to_wait(exc, f"{name}: server error (HTTP {status}", detail)
         mapped = self._map_vendor_error(exc, detail)
         if mapped is not None:
             return mapped
@@ -246,6 +247,17 @@ class SDKProvider:
                 )
             return ProviderError(f"{name}: request failed (HTTP {status}): {detail}")
         return ProviderError(f"{name}: {type(exc).__name__}: {detail}")
+
+
+def _asked_to_wait(exc: BaseException, head: str, detail: str) -> TransientProviderError:
+    """A transient HTTP error carrying how long the server asked to wait (its
+    ``Retry-After``), which the message says too."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    after = retry_after(headers) if isinstance(headers, Mapping) else None
+    said = f", retry after {f'{after:.1f}'.removesuffix('.0')} s" if after is not None else ""
+    error = TransientProviderError(f"{head}{said}): {detail}")
+    error.retry_after = after
+    return error
 
 
 def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
