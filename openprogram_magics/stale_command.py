@@ -14,7 +14,7 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
-from openprogram.compare.stale import Now, StaleReport, stale_turns
+from openprogram.compare.stale import Now, StaleReport, cell_hash, stale_turns
 from openprogram_magics.commands import CommandError, Host, arg, command, session_or_current
 
 MARKED_MAX = 5_000  # `dag` marks stale turns of sessions up to this many nodes (read whole)
@@ -50,6 +50,11 @@ def kernel_model(host: Host) -> tuple[str, Any] | None:
 def notebook_cells(host: Host, explicit: str | None) -> list[str] | None:
     """The turn cells of the saved notebook (``%%openprogram`` ones; every code cell in
     ``auto`` mode), or None when no notebook file is known."""
+    found = _turn_cells(host, explicit)
+    return None if found is None else [str(c.get("source", "")) for c in found]
+
+
+def _turn_cells(host: Host, explicit: str | None) -> list[dict[str, Any]] | None:
     import nbformat
 
     from openprogram_magics.sharing import notebook_file
@@ -62,8 +67,35 @@ def notebook_cells(host: Host, explicit: str | None) -> list[str] | None:
     except Exception as exc:
         raise CommandError(f"stale: cannot read {path}: {exc}") from None
     auto = bool(getattr(host, "auto", False))
-    codes = [str(c.source) for c in nb.cells if c.get("cell_type") == "code"]
-    return [c for c in codes if c.lstrip().startswith("%%openprogram") or auto]
+    codes = [c for c in nb.cells if c.get("cell_type") == "code"]
+    return [c for c in codes if str(c.source).lstrip().startswith("%%openprogram") or auto]
+
+
+def shown_turns(cells: list[dict[str, Any]], session_id: str) -> dict[str, str]:
+    """The turn of ``session_id`` each saved cell's output shows (the ``MIME_TYPE`` part a
+    turn writes under its cell), by the hash of the cell's text."""
+    from openprogram_magics.notebook import MIME_TYPE
+
+    out: dict[str, str] = {}
+    for cell in cells:
+        outputs = cell.get("outputs")
+        for output in outputs if isinstance(outputs, list) else ():
+            data = output.get("data") if isinstance(output, dict) else None
+            part = data.get(MIME_TYPE) if isinstance(data, dict) else None
+            if not isinstance(part, dict) or part.get("session_id") != session_id:
+                continue
+            turn = part.get("last_turn_id")
+            if isinstance(turn, str) and turn:
+                out[cell_hash(str(cell.get("source", "")))] = turn
+    return out
+
+
+def notebook_now(host: Host, session_id: str, explicit: str | None) -> Now:
+    """What would run now, and the turn each saved cell shows (:class:`Now`)."""
+    cells = _turn_cells(host, explicit)
+    texts = None if cells is None else [str(c.get("source", "")) for c in cells]
+    shown = {} if cells is None else shown_turns(cells, session_id)
+    return Now(texts, kernel_functions(host), kernel_model(host), shown)
 
 
 def kernel_stale(host: Host, session_id: str, notebook: str | None = None) -> StaleReport:
@@ -72,8 +104,7 @@ def kernel_stale(host: Host, session_id: str, notebook: str | None = None) -> St
     db = default_db()
     if not db.exists(session_id):
         raise CommandError(f"session {session_id} has no turns yet")
-    now = Now(notebook_cells(host, notebook), kernel_functions(host), kernel_model(host))
-    return stale_turns(db.open(session_id).nodes(), now)
+    return stale_turns(db.open(session_id).nodes(), notebook_now(host, session_id, notebook))
 
 
 class StaleView:
@@ -114,8 +145,7 @@ def marked_dag(host: Host, session_id: str, last_turns: int | None) -> Any:
     if session.totals()["nodes"] > MARKED_MAX:
         return show_dag(session_id, last_turns=last_turns)
     calls = session.nodes()
-    now = Now(notebook_cells(host, None), kernel_functions(host), kernel_model(host))
-    why = stale_turns(calls, now).by_turn()
+    why = stale_turns(calls, notebook_now(host, session_id, None)).by_turn()
     nodes = [c.to_dict() for c in calls]
     for node in nodes:
         if node["id"] in why:

@@ -14,7 +14,10 @@ A cell is known by the hash of its text (:func:`cell_hash`; ``%%openprogram`` li
 included but for a ``--from NODE``, trailing blanks ignored), so a cell moved or with
 others inserted around it is the same cell, and an edited cell is a new one.  Its
 recordings are every turn recorded of that text: it is stale when no recording matches
-what would run now.  Pure: nodes in, findings out.
+what would run now — except a cell whose saved output shows a turn (``Now.shown``): it is
+judged by that turn alone, so a colleague's re-run of the same text (an ``--only-stale``
+run pulled into this session) does not hide that this notebook shows an older docstring's
+output.  Pure: nodes in, findings out.
 """
 
 from __future__ import annotations
@@ -127,18 +130,28 @@ class RecordedCell:
 
 def recorded_cells(nodes: Sequence[Any]) -> dict[str, RecordedCell]:
     """Every cell recorded in ``nodes`` (a session's, in seq order), by cell hash."""
+    return _recorded(nodes, lambda turn: cell_of(turn).hash)
+
+
+def recorded_turns(nodes: Sequence[Any]) -> dict[str, RecordedCell]:
+    """What each turn of ``nodes`` ran on its own, by turn id (what a cell showing that
+    turn's output was made with)."""
+    return _recorded(nodes, lambda turn: str(turn.id))
+
+
+def _recorded(nodes: Sequence[Any], key_of: Callable[[Any], str]) -> dict[str, RecordedCell]:
     by_id = {node.id: node for node in nodes}
     replayed_only = _replayed_only(nodes, by_id)
     cells: dict[str, RecordedCell] = {}
     for node in nodes:
         if node.kind == "turn":
-            cells.setdefault(cell_of(node).hash, RecordedCell()).turns.append(node)
+            cells.setdefault(key_of(node), RecordedCell()).turns.append(node)
         if node.kind not in ("function", "llm"):
             continue
         top = top_of(node.caller, by_id.get)
         if top is None or top.kind != "turn":
             continue
-        cell = cells.setdefault(cell_of(top).hash, RecordedCell())
+        cell = cells.setdefault(key_of(top), RecordedCell())
         if node.kind == "function":
             if node.id not in replayed_only:
                 hashes = (node.metadata.get("doc_hash"), node.metadata.get("source_hash"))
@@ -203,11 +216,14 @@ def _model_text(model: Model) -> str:
 class Now:
     """What would run now: the notebook's cell texts (None: not known — the cell check is
     left out), each function defined now by name (its ``__agentic_hashes__``), and the
-    provider and model (None: not known)."""
+    provider and model (None: not known).  ``shown``: the turn each cell's output shows,
+    by the hash of the cell's text now (:func:`cell_hash`) — such a cell is judged by that
+    turn alone, not by whatever else was recorded of its text (a colleague's re-run)."""
 
     cells: Sequence[str] | None = None
     functions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model: Model | None = None
+    shown: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -248,6 +264,7 @@ def stale_turns(nodes: Sequence[Any], now: Now) -> StaleReport:
     cell would not replay as recorded ``now`` (see :func:`stale_reasons`)."""
     cells = recorded_cells(nodes)
     texts = {cell_hash(t) for t in now.cells} if now.cells is not None else None
+    shown = _shown_turns(nodes, now.shown)
     out: list[StaleTurn] = []
     checked = 0
     for key, recorded in cells.items():
@@ -255,10 +272,19 @@ def stale_turns(nodes: Sequence[Any], now: Now) -> StaleReport:
             continue
         checked += 1
         newest = recorded.turns[-1]
+        if key in shown:  # the cell shows one turn's output: judged by that turn
+            recorded = shown[key]
+            newest = recorded.turns[-1]
         label = cell_of(newest).label
         if texts is not None and key not in texts:
             reasons = ["its cell is no longer in the notebook as recorded (edited or removed)"]
             out.append(StaleTurn(newest, label, reasons, gone=True))
+            continue
+        if any(s.turn.id == newest.id for s in out):  # its earlier text's, listed already
+            continue
+        if cell_of(newest).hash != key:  # its output came from an earlier text of the cell
+            reasons = [f"its cell's code changed since turn {newest.turn}, whose output it shows"]
+            out.append(StaleTurn(newest, label, reasons))
             continue
         functions = [
             (name, now.functions[name].get("doc_hash"), now.functions[name].get("source_hash"))
@@ -273,3 +299,13 @@ def stale_turns(nodes: Sequence[Any], now: Now) -> StaleReport:
     if texts is not None:
         unrecorded = len({t for t in texts if t not in cells})
     return StaleReport(out, checked, unrecorded, texts is not None)
+
+
+def _shown_turns(nodes: Sequence[Any], shown: Mapping[str, str]) -> dict[str, RecordedCell]:
+    """Cell hash -> what the turn that cell shows ran (turns this session does not hold,
+    e.g. not pulled yet, left out: those cells are judged by every recording of their
+    text)."""
+    if not shown:
+        return {}
+    turns = recorded_turns(nodes)
+    return {key: turns[tid] for key, tid in shown.items() if turns.get(tid, RecordedCell()).turns}
