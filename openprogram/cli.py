@@ -406,7 +406,8 @@ def sessions_push(args: argparse.Namespace) -> int:
     from openprogram.store.session.sync import push
 
     session_id, url, protocols = _remote(args)
-    print(push(open_store(args), session_id, url, protocols))
+    with_replays = bool(getattr(args, "with_replays", False))
+    print(push(open_store(args), session_id, url, protocols, with_replays=with_replays))
     return 0
 
 
@@ -500,6 +501,12 @@ def add_sessions_parser(sub: SubParsers) -> None:
         p.add_argument("session_id", metavar="ID", nargs="?")
         p.add_argument("remote", metavar="REMOTE", nargs="?", help=remote_help)
         p.add_argument("--notebook", metavar="NB.ipynb", help="the session this notebook names")
+        if name == "push":
+            p.add_argument(
+                "--with-replays",
+                action="store_true",
+                help="push a replay session too (`run --replay` keeps them on this machine)",
+            )
         p.set_defaults(handler=handler)
 
 
@@ -539,9 +546,12 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
         if getattr(args, "home", None):
             again[1:1] = ["--home", str(args.home)]
         print(f"session: {result.session_id} ({shlex.join(again)} to continue)")
-    else:
+    elif result.written:
         print("session: none (no %%openprogram cell ran)")
-    print(f"wrote {result.path}")
+    for note in result.notes:  # a replay: which cells ran live, where its turns are
+        print(f"openprogram: {note}")
+    if result.written:
+        print(f"wrote {result.path}")
     if result.error:
         print(f"openprogram: a cell failed: {result.error.strip()}", file=sys.stderr)
         return 1

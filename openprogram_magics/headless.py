@@ -10,10 +10,11 @@ found in the turns' outputs back into the metadata.  Like ``nbconvert --execute
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ class RunResult:
     path: Path
     session_id: str | None
     error: str | None  # the first cell error, if execution stopped
+    written: bool = True  # False: a replay in place left the file untouched
+    notes: list[str] = field(default_factory=list)  # what a replay says (one line each)
 
 
 def state_payload(metadata: Any, path: str, replay: dict[str, Any] | None = None) -> str:
@@ -71,11 +74,11 @@ def run_notebook(
     mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
     if only_stale:
         replay = record_misses = True
-    if replay:
+    if replay:  # its turns go to a local replay session (see store.session.replays)
         stored, env = replay_setup(parsed, source.name, record_misses)
         if only_stale:
             env["OPENPROGRAM_REPLAY_STALE"] = "1"
-        mode = {"session_id": stored["session_id"], "record_misses": record_misses}
+        mode = {"session_id": env["OPENPROGRAM_REPLAY"], "record_misses": record_misses}
     else:
         stored = with_last_turn(stored, nb.cells)
     client = QuietClient(
@@ -87,6 +90,7 @@ def run_notebook(
         record_timing=False,  # no wall-clock stamps per cell: a re-run changes no line for them
     )
     bundles = saved_bundles(nb.cells) if replay else {}  # a replay skips embed: kept
+    before = copy.deepcopy(nb.cells) if replay else []  # what a replay must reproduce
     for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
@@ -104,9 +108,72 @@ def run_notebook(
         nb.cells[index].outputs.extend(outputs)
     write_back(nb)
     target = Path(output) if output is not None else source
+    if replay:
+        return _replay_result(nb, before, source, target, output is not None, error, only_stale)
     nbformat.write(nb, target)
     session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
     return RunResult(target, session, error)
+
+
+def _replay_result(
+    nb: Any,
+    before: list[Any],
+    source: Path,
+    target: Path,
+    asked: bool,
+    error: str | None,
+    only_stale: bool,
+) -> RunResult:
+    """Write what a replay showed — to ``-o OUT`` always; in place only when it finished
+    and some output differs (a replay that reproduced everything, or failed, leaves the
+    notebook as it was: no byte changed, nothing for ``git pull`` to trip over) — and say
+    which cells ran live.  A replay session nothing refers to (nothing written) and that
+    holds nothing to look at (no failure) is deleted."""
+    import nbformat
+
+    from openprogram.store.session.db import default_db
+    from openprogram.store.session.replays import live_turns
+    from openprogram_magics.replay_outputs import differing_cells
+
+    fork = str(nb.metadata.get(METADATA_KEY, {}).get("session_id") or "") or None
+    differ = differing_cells(before, nb.cells)
+    notes: list[str] = []
+    store = default_db()
+    live: list[Any] = []
+    if fork is not None and store.exists(fork):
+        session = store.open(fork)
+        session.refresh()  # the kernel wrote its turns
+        live = live_turns(session.nodes())
+    if only_stale or live:
+        which = ", ".join(_cell_label(t) for t in live) or "none (every call was replayed)"
+        notes.append(f"ran live ({'stale' if only_stale else 'not recorded'}): {which}")
+    written = asked or (error is None and bool(differ))
+    if written:
+        nbformat.write(nb, target)
+    elif error is None:
+        notes.append(f"{source.name} unchanged: the replay reproduced every output")
+    else:
+        notes.append(f"{source.name} unchanged (the replay failed; -o OUT keeps what it showed)")
+    if fork is not None and store.exists(fork):
+        if not written and error is None:
+            store.delete_session(fork)
+            fork = None
+        else:
+            notes.append(
+                f"the replay's turns: session {fork}, kept on this machine "
+                "(`sessions push` sends it only with --with-replays)"
+            )
+    session_id = fork if written else None
+    return RunResult(target, session_id, error, written, notes)
+
+
+def _cell_label(turn: Any) -> str:
+    """``cell [3] (summarize("today"))``: a replay turn by its cell and first line."""
+    text = turn.input.get("text", "") if isinstance(turn.input, dict) else ""
+    lines = [ln for ln in str(text).splitlines() if ln.strip() and not ln.startswith("%%")]
+    first = lines[0].strip() if lines else ""
+    first = first if len(first) <= 40 else first[:39] + "…"
+    return f"{turn.name} ({first})" if first else str(turn.name)
 
 
 def saved_bundles(cells: list[Any]) -> dict[int, list[Any]]:
@@ -135,9 +202,13 @@ def with_last_turn(stored: Any, cells: list[Any]) -> Any:
 def replay_setup(
     meta: Any, name: str, record_misses: bool
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The metadata to hand the kernel (the session, from its root) and the environment
-    that makes every provider the replay of that session."""
+    """The metadata to hand the kernel — a new local replay session forked from the
+    notebook's (:func:`openprogram.store.session.replays.fork_for_replay`), from its root,
+    so the replay's turns never enter the notebook's session — and the environment that
+    makes every provider the replay of the notebook's session."""
     from openprogram.errors import UserError
+    from openprogram.store.session.db import default_db
+    from openprogram.store.session.replays import fork_for_replay
     from openprogram_magics.sharing import session_root
 
     if meta is None:
@@ -145,10 +216,11 @@ def replay_setup(
     root = session_root(
         meta.session_id, f"`openprogram sessions pull --notebook {name}` fetches it"
     )
+    fork = fork_for_replay(default_db(), meta.session_id)
     env = {"OPENPROGRAM_REPLAY": meta.session_id}
     if record_misses:
         env["OPENPROGRAM_REPLAY_MISSES"] = "1"
-    return NotebookMeta(meta.session_id, root, meta.remote).to_json(), env
+    return NotebookMeta(fork, root, None).to_json(), env
 
 
 def _execute(

@@ -62,6 +62,7 @@ class CellTurn:
         self.node: Call | None = None
         self.state: TurnState | None = None  # the cell's turn state (once begun)
         self.forked_from: str | None = None
+        self.replay_of: str | None = None  # the session a replay's turn replays
         self.widget: Any = None
         self.display_id: str | None = None
         self._unsubscribe: Any = None
@@ -101,9 +102,14 @@ class CellTurn:
                 predecessor=predecessor,
             )
             node.metadata["run"] = RUN_ID
+            replay = bridge.replay_run()
+            if replay is not None and replay.session_id != handle.session_id:
+                self.replay_of = replay.session_id  # `openprogram run --replay`: a replay
+                node.metadata["replay_of"] = replay.session_id  # session's turn, marked
+                mark_replay_session(handle.writer.session, replay.session_id)
             self.node = handle.writer.append(node, turn_level=True)
-            if node.metadata.get("forked_from_head"):
-                self.forked_from = predecessor
+            if node.metadata.get("forked_from_head") and self.replay_of is None:
+                self.forked_from = predecessor  # (a replay branches from the root on purpose)
             echo = None
             if self.stream:  # a plain runtime.exec at the cell's top level streams here
                 from openprogram.agentic_programming.echo import Echo
@@ -168,7 +174,9 @@ class CellTurn:
         assert self.handle is not None and self.node is not None
         title = f"openprogram · session {self.handle.session_id} · turn {self.node.turn}"
         title += f" · {self.node.name}"
-        if self.forked_from:
+        if self.replay_of:
+            title += f" · replay of session {self.replay_of}"
+        elif self.forked_from:
             title += f" · forked from {self.forked_from} (the session had moved on)"
         return title
 
@@ -245,6 +253,16 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+
+
+def mark_replay_session(session: Any, source_id: str) -> None:
+    """Say in a replay session's ``meta.json`` (written with the turn's commit) what it
+    replays, and title it so, once."""
+    if session.meta.get("replay_of") == source_id:
+        return
+    title = str(session.meta.get("title") or "")
+    named = f"replay of {source_id}" + (f" · {title}" if title and title != source_id else "")
+    session.set_meta(replay_of=source_id, title=named)
 
 
 #: Node fields a turn's saved output leaves out: when it ran, for how long and in which

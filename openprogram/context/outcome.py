@@ -14,7 +14,8 @@ import traceback as tb
 from typing import Any, Final
 
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, INTERRUPTED, Call, sanitize
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.paths import portable_traceback
+from openprogram.context.secrets import redact_secrets, without_home
 
 ERROR_CHARS: Final = 2000  # the head of an error message kept on a node
 TRACEBACK_CHARS: Final = 20000  # the tail of a traceback kept on a node
@@ -52,8 +53,11 @@ def error_text(exc: BaseException, limit: int = ERROR_CHARS) -> str:
 
 
 def traceback_text(exc: BaseException) -> str:
-    """The formatted traceback, redacted, then cut to its last ``TRACEBACK_CHARS``."""
-    return redact_secrets("".join(tb.format_exception(exc)))[-TRACEBACK_CHARS:]
+    """The formatted traceback, redacted, its frames' files without this machine's paths
+    (:func:`paths.portable_traceback`; the home folder written ``~``), then cut to its last
+    ``TRACEBACK_CHARS``."""
+    text = portable_traceback(redact_secrets("".join(tb.format_exception(exc))))
+    return without_home(text)[-TRACEBACK_CHARS:]
 
 
 def finish(

@@ -36,6 +36,7 @@ class Branch:
     authors: list[str] = field(default_factory=list)
     first_at: float | None = None
     last_at: float | None = None
+    replay_of: str | None = None  # a replay's turns (``metadata.replay_of``): that session
 
 
 def branches(lay: Layout, rows: Iterable[Placed] | None = None) -> list[Branch]:
@@ -60,6 +61,10 @@ def branches(lay: Layout, rows: Iterable[Placed] | None = None) -> list[Branch]:
         node = lay.source[p.id]
         if p.kind != "root":
             b.turns += 1
+        meta = node.get("metadata")
+        replayed = meta.get("replay_of") if isinstance(meta, dict) else None
+        if isinstance(replayed, str) and replayed and b.replay_of is None:
+            b.replay_of = replayed
         by = author_name(node)
         if by and by not in b.authors:
             b.authors.append(by)
@@ -92,6 +97,8 @@ def branch_lines(
             else "from older turns"
         )
         bits = [where, f"{b.turns} turn{'s' if b.turns != 1 else ''}"]
+        if b.replay_of:  # `openprogram run --replay`: not work, a re-run from the recording
+            bits.insert(0, f"replay of {b.replay_of}")
         if b.authors:
             bits.append("by " + ", ".join(b.authors))
         first, last = _when(b.first_at), _when(b.last_at)

@@ -311,9 +311,15 @@ def _fetch_and_receive(
 
 
 # -- remotes ---------------------------------------------------------------------------------
-def push(store: SessionStore, session_id: str, url: str, protocols: str) -> str:
-    """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``."""
+def push(
+    store: SessionStore, session_id: str, url: str, protocols: str, *, with_replays: bool = False
+) -> str:
+    """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``; a
+    replay session (:mod:`replays`) only ``with_replays``."""
+    from openprogram.store.session.replays import refuse_replay_push
+
     session = store.open(session_id)
+    refuse_replay_push(session_id, session.meta, with_replays)
     ref = session_ref(session_id)
     with session.lock:
         tip = main_commit(session.path)
