@@ -142,7 +142,8 @@ def test_with_git_setup_both_rerunning_the_same_cells_merges(
     assert "already set up" in out.splitlines()[-1]
     assert (b / ".gitattributes").read_text().count("*.ipynb merge=openprogram") == 1
     assert (
-        "git-merge-notebook %O %A %B %L %P" in git(b, "config", "merge.openprogram.driver").stdout
+        "git-merge-notebook --conflict-status 3 %O %A %B %L %P"
+        in git(b, "config", "merge.openprogram.driver").stdout
     )
 
     run_cells(team["a"] / "nb.ipynb", {TURN_A, TURN_B}, team["home_a"], monkeypatch)
