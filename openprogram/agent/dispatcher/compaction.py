@@ -119,7 +119,8 @@ def compacted_in(prepared: PreparedTurn) -> str | None:
 def trigger_compaction(session_id: str, *, runtime: Runtime | None = None) -> str | None:
     """Compact ``session_id``'s history now (``%openprogram compact``): a turn of its own
     (a ``turn`` node named ``compact`` holding the summary), the summary's id; None when
-    there is nothing to compact (fewer turns than are kept verbatim)."""
+    there is nothing to compact (fewer turns than are kept verbatim) or the history policy
+    shows no earlier turn."""
     from openprogram.agent.dispatcher.turn_writer import TurnWriter
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.context import session_context
