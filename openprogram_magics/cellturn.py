@@ -65,6 +65,9 @@ class NotebookTurns:
         self.user_ns = user_ns
         self.on_meta = on_meta  # the notebook's metadata changed (the frontend stores it)
         self.kernel_meta: NotebookMeta | None = None  # set by new/use and by every turn
+        # sessions this kernel chose (new/use, a turn) or found not to be another
+        # notebook's (a copy of a notebook forks a new one: openprogram_magics.copies)
+        self.vetted: set[str] = set()
         self.turn: CellTurn | None = None  # the turn in progress
         self.raw_cell = ""
         self.in_cell = False  # between the cell's start and end (never for silent runs)
@@ -128,9 +131,12 @@ class NotebookTurns:
         if not pinned:
             self.set_session(meta)
 
-    def set_session(self, meta: NotebookMeta) -> None:
+    def set_session(self, meta: NotebookMeta, *, vetted: bool = True) -> None:
         """Continue ``meta``'s session from the next turn, and tell the frontend (with the
-        provider chosen before the notebook had a session)."""
+        provider chosen before the notebook had a session).  ``vetted``: chosen here (a
+        turn, new/use), not only read from the notebook (which may be a copy)."""
+        if vetted:
+            self.vetted.add(meta.session_id)
         if self.chosen is not None:
             meta = replace(meta, provider=self.chosen[0], model=self.chosen[1])
         self.kernel_meta = meta
@@ -194,6 +200,16 @@ class NotebookTurns:
             if note and note not in self.noted:
                 self.noted.add(note)
                 print(f"openprogram: {note}")
+        if (
+            res.meta is not None
+            and res.source != "pinned"
+            and res.meta.session_id not in self.vetted
+        ):
+            self.vetted.add(res.meta.session_id)  # asked once per kernel: is this a copy?
+            forked = self.fork_if_copy(res.meta)
+            if forked is not None:
+                self.vetted.add(forked.session_id)
+                return forked, elsewhere
         if res.meta is None:
             meta = NotebookMeta(mint_session_id("nb"))
             print(
@@ -203,6 +219,25 @@ class NotebookTurns:
             )
             return meta, elsewhere
         return res.meta, elsewhere
+
+    def fork_if_copy(self, meta: NotebookMeta) -> NotebookMeta | None:
+        """A new session for this notebook when it is a copy of another that still names
+        ``meta``'s session (:mod:`openprogram_magics.copies`; said in one line); None when
+        it is that notebook, a renamed one, or its place is not known."""
+        from openprogram.agent.session_db import default_db
+        from openprogram_magics.copies import fork_copy, original_of
+        from openprogram_magics.sessions import notebook_title, place_of
+
+        db = default_db()
+        if not db.exists(meta.session_id):
+            return None
+        title = notebook_title(self.user_ns())
+        original = original_of(meta.session_id, place_of(title), db.place(meta.session_id))
+        if original is None:
+            return None
+        forked, note = fork_copy(meta, original, title)
+        print(f"openprogram: {note}")
+        return forked
 
     def current_meta(self) -> NotebookMeta | None:
         """The notebook's session (id, last turn, remote) the next turn would continue, if
@@ -238,7 +273,7 @@ class NotebookTurns:
         self.chosen = (name, model)
         meta = self.current_meta()
         if meta is not None:
-            self.set_session(meta)
+            self.set_session(meta, vetted=False)  # the notebook's, as read: maybe a copy
 
     def layers(self) -> list[Layer]:
         """The notebook's layer and ``%config``'s (:mod:`openprogram.providers.resolution`)."""

@@ -221,6 +221,11 @@ class SessionStore:
         out.sort(key=lambda m: m.get("updated_at") or 0, reverse=True)
         return out
 
+    def place(self, session_id: str) -> str:
+        """Where this machine last used session ``session_id`` (``notebook <path>``; ""
+        when not known): its ``.state/place`` (``Session.note_place``), never committed."""
+        return _place(self.session_path(session_id))
+
     def delete_session(self, session_id: str) -> None:
         path = self.session_path(session_id)
         with self._mu:
