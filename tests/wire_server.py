@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -86,6 +87,22 @@ class _Abort(Exception):
     pass
 
 
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """A client that leaves outside a reply (a reset while the request is read, a kept-alive
+    connection closed by a retry) is an ordinary event here: counted (``on_reset``), not a
+    traceback on the test output; any other error is still printed."""
+
+    def __init__(self, address: tuple[str, int], handler: Any, on_reset: Any) -> None:
+        super().__init__(address, handler)
+        self.on_reset = on_reset
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            self.on_reset()
+            return
+        super().handle_error(request, client_address)
+
+
 class WireServer:
     """Threaded HTTP server on ``host`` (default 127.0.0.1) and a random free port."""
 
@@ -94,12 +111,13 @@ class WireServer:
         # Replies the client hung up on before they were complete (seen while stalling, or
         # as a failed write).
         self.hangups: int = 0
+        self.resets: int = 0  # connections a client reset outside a reply (not printed)
         self.served: list[str] | None = None  # what GET /models lists (None: 404)
         self.model_lists: int = 0  # GET requests seen
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
+        self._httpd = _QuietHTTPServer((host, 0), self._handler_class(), self._reset_seen)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self.host = host
@@ -120,11 +138,15 @@ class WireServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
+    def _reset_seen(self) -> None:
+        with self._lock:
+            self.resets += 1
+
     def reset(self) -> None:
         """Forget recorded requests and queued replies; wake handlers that stall or delay."""
         with self._lock:
             self.requests.clear()
-            self.hangups = 0
+            self.hangups = self.resets = 0
             self.served, self.model_lists = None, 0
             self._replies.clear()
             stop, self._stop = self._stop, threading.Event()
