@@ -168,9 +168,15 @@ def add_parsers(sub: Any) -> None:
     """The two commands, for ``openprogram.cli``."""
     p = sub.add_parser(
         "git-setup",
-        help="register the notebook merge driver (nbdime) for this git repository",
+        help="register the notebook merge driver for this git repository (once per clone)",
     )
     p.add_argument("path", nargs="?", default=".", help="a folder of the repository")
+    p.add_argument(
+        "--hooks",
+        action="store_true",
+        help="also install git hooks so the notebooks' sessions travel with git push/pull "
+        "(see openprogram_magics.githooks)",
+    )
     p.set_defaults(handler=_setup_cmd)
     p = sub.add_parser("git-merge-notebook", help="the merge driver git runs (set up by git-setup)")
     for name in ("base", "ours", "theirs"):
@@ -190,6 +196,11 @@ def add_parsers(sub: Any) -> None:
 def _setup_cmd(args: Any) -> int:
     for line in git_setup(Path(args.path)):
         print(line)
+    if getattr(args, "hooks", False):
+        from openprogram_magics.githooks import install_hooks
+
+        for line in install_hooks(Path(args.path)):
+            print(line)
     return 0
 
 
