@@ -2,11 +2,11 @@
 and its turns' DAG, drawn like every other cell's turn (live while it runs when a frontend
 watches, then the final drawing with the session's mime part).
 
-The reply streams into one ``display_data`` output (:class:`ReplyOutput`, the text sink
-the turn's echo writes to): a frontend shows it grow, and a notebook saved by any client
-(JupyterLab, nbclient, papermill) holds the whole reply as one output, not one output per
-streamed piece.  In a terminal IPython (whose displays are printed, never updated) the
-reply streams to stdout instead.
+The reply streams into one ``display_data`` output
+(:class:`~openprogram_magics.reply_output.ReplyOutput`, the text sink the turn's echo
+writes to, as a plain cell's streamed replies do): a frontend shows it grow, and a notebook
+saved by any client holds the whole reply as one output.  In a terminal IPython the reply
+streams to stdout instead.
 
 The DAG (:class:`ChatDag`) covers the cell's turns: the user message and, with a goal,
 its continuation turns, each with its reply, the reply's model calls and the tools it ran.
@@ -14,66 +14,10 @@ its continuation turns, each with its reply, the reply's model calls and the too
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from openprogram_magics import bridge
-
-#: At most one update of a streaming reply's output per this many seconds, but for a
-#: finished line (the end of a reply, a note), shown at once; the whole reply always is.
-UPDATE_EVERY_S = 0.1
-
-
-def updates_in_place(shell: Any) -> bool:
-    """Whether ``shell``'s displays go to a frontend that updates them (a kernel, a
-    capturing publisher); a terminal IPython prints each display instead."""
-    from IPython.core.displaypub import DisplayPublisher
-
-    pub = getattr(shell, "display_pub", None)
-    return pub is not None and type(pub) is not DisplayPublisher
-
-
-class ReplyOutput:
-    """A writable text stream whose whole text is one display, updated in place."""
-
-    def __init__(self, every_s: float | None = None) -> None:
-        self.text = ""
-        self.every_s = UPDATE_EVERY_S if every_s is None else every_s
-        self._handle: Any = None
-        self._shown = ""  # the text the display holds
-        self._last = 0.0
-
-    def write(self, text: str) -> int:
-        self.text += text
-        return len(text)
-
-    def flush(self) -> None:
-        """Show the text now when due: the first piece, a finished line (a reply's end, a
-        note), else at most every ``every_s`` seconds."""
-        due = time.monotonic() - self._last >= self.every_s
-        if self._handle is None or due or self.text.endswith("\n"):
-            self._publish()
-
-    def close(self) -> None:
-        """Send the whole text (a final update when a throttled one left some out)."""
-        if self.text != self._shown:
-            self._publish()
-
-    def writable(self) -> bool:
-        return True
-
-    def _publish(self) -> None:
-        from IPython.display import display
-
-        if not self.text or self.text == self._shown:
-            return
-        data = {"text/plain": self.text}
-        if self._handle is None:
-            self._handle = display(data, raw=True, display_id=True)
-        else:
-            self._handle.update(data, raw=True)
-        self._shown, self._last = self.text, time.monotonic()
 
 
 class ChatDag:

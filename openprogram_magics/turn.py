@@ -113,8 +113,10 @@ class CellTurn:
             echo = None
             if self.stream:  # a plain runtime.exec at the cell's top level streams here
                 from openprogram.agentic_programming.echo import Echo
+                from openprogram_magics.reply_output import reply_outputs
 
-                echo = Echo(node.id)
+                # each reply one output updated in place (stdout in a terminal IPython)
+                echo = Echo(node.id, per_reply=reply_outputs())
             # the cell's calls hang under its turn node: one replaced turn state
             self.stack.enter_context(using(call_id=node.id, ask=self.ask, echo=echo))
             self.state = current()

@@ -21,7 +21,7 @@ from openprogram.compare.stale import Now, stale_turns
 from openprogram.providers import create_runtime
 from openprogram.providers.test import TestProvider
 from openprogram.view.saved import DAG_MIME
-from openprogram_magics import chat_view
+from openprogram_magics import reply_output
 from openprogram_magics.notebook import MIME_TYPE
 from tests.test_chat_cell import TOOLS, final_displays, replies
 from tests.test_magics import Shell
@@ -95,7 +95,7 @@ def test_a_chat_turn_draws_its_dag_with_the_tool_it_called(shell: Shell) -> None
 def test_a_streamed_reply_is_one_display_updated_in_place(
     shell: Shell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(chat_view, "UPDATE_EVERY_S", 0.0)  # every piece shown as it comes
+    monkeypatch.setattr(reply_output, "UPDATE_EVERY_S", 0.0)  # every piece shown as it comes
     shell.use_runtime(TestProvider(reply="one two three four five"))
     before = len(shell.display.outputs)
     capsys.readouterr()
@@ -186,8 +186,8 @@ def test_a_finished_reply_line_is_shown_at_once_between_throttled_updates(
     """Pieces arriving faster than the update interval wait for the next update, but a
     finished line (the reply's end) is shown at once, before the turn goes on (a tool that
     runs long, a question to the user)."""
-    monkeypatch.setattr(chat_view, "UPDATE_EVERY_S", 3600.0)  # no update is ever due
-    out = chat_view.ReplyOutput()
+    monkeypatch.setattr(reply_output, "UPDATE_EVERY_S", 3600.0)  # no update is ever due
+    out = reply_output.ReplyOutput()
     before = len(shell.display.outputs)
     for piece in ("one ", "two ", "three"):
         out.write(piece)
@@ -209,7 +209,7 @@ def test_in_a_terminal_ipython_the_reply_streams_to_stdout_once(
     reply streams to stdout, each piece once."""
     from IPython.core.displaypub import DisplayPublisher
 
-    monkeypatch.setattr(chat_view, "UPDATE_EVERY_S", 0.0)  # were it a display: every piece
+    monkeypatch.setattr(reply_output, "UPDATE_EVERY_S", 0.0)  # were it a display: every piece
     shell.ip.display_pub = DisplayPublisher(shell=shell.ip)
     shell.use_runtime(TestProvider(reply="one two three four five"))
     capsys.readouterr()
