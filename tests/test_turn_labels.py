@@ -26,6 +26,9 @@ from openprogram.store.session import session_context
 from openprogram.store.session.identity import forget_author
 from openprogram.store.session.labels import author_key, parse_label, relabel_log
 from openprogram.store.session.sync import pull, push
+from openprogram.view import compute_layout
+from openprogram.view.saved import saved_view
+from openprogram_magics.widget import DagWidget
 
 
 @pytest.fixture(autouse=True)
@@ -131,3 +134,19 @@ def test_label_rules() -> None:
     assert parse_label("#5") is not None and parse_label("head") is None
     rows = [("turn 5: x", "A", "a@x"), ("turn 5: y", "B", "b@x"), ("turn 6: z", "A", "a@x")]
     assert relabel_log(rows) == ["turn 5@a: x", "turn 5@b: y", "turn 6: z"]
+
+
+def test_the_dag_detail_names_the_turn_by_label(crossed: tuple[Person, Person]) -> None:
+    alice, _bob = crossed
+    session = alice.act().store.open("s_lab")
+    nodes = [n.to_dict() for n in session.nodes()]
+    turn_of = {n["input"]["text"]: n["id"] for n in nodes if n["metadata"]["kind"] == "turn"}
+    # the live widget: a click's detail
+    widget = DagWidget(nodes, session.head_id)
+    assert widget.select(turn_of["alice's four"])["turn"] == "4@alice"  # type: ignore[index]
+    assert widget.select(turn_of["bob's four"])["turn"] == "4@bob"  # type: ignore[index]
+    assert widget.select(turn_of["a3"])["turn"] == 3  # type: ignore[index]
+    # the view saved in the notebook
+    details = saved_view(compute_layout(nodes, session.head_id))["details"]
+    assert details[turn_of["bob's four"]]["turn"] == "4@bob"
+    assert details[turn_of["a2"]]["turn"] == 2

@@ -127,11 +127,16 @@ def _fit_details(
     source: Mapping[str, Mapping[str, Any]], ids: list[str], budget: int
 ) -> tuple[dict[str, Any], int]:
     """Details of ``ids`` at the largest clip that fits; at the last clip, as many as fit."""
+    from openprogram.store.session.labels import turn_labels
+
     details: dict[str, Any] = {}
+    labels = turn_labels(source[nid] for nid in ids)  # `5@alice` when two people made a 5
     for limit in DETAIL_LIMITS:
         details, used, complete = {}, 2, True
         for nid in ids:
             detail = node_detail(source[nid], limit=limit)
+            if nid in labels:
+                detail["turn"] = labels[nid]
             used += _size(detail) + len(nid) + 4
             if used > budget:
                 complete = False

@@ -87,3 +87,19 @@ def relabel_log(rows: Iterable[tuple[str, str, str]]) -> list[str]:
             summary = f"turn {label(number, key, shared)}{summary[len(f'turn {number}') :]}"
         out.append(summary)
     return out
+
+
+def turn_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Node id -> label (``5@alice``) of the turn-level node dicts (``Call.to_dict()``)
+    whose number several authors made: what a DAG's detail shows as the turn.  A dict read
+    light from the index (no ``metadata.author``) counts for no author; none: ``{}``."""
+    found: list[tuple[str, int, str]] = []
+    for node in nodes:
+        meta = node.get("metadata")
+        if not isinstance(meta, Mapping) or meta.get("kind") not in ("turn", "reply"):
+            continue
+        number = node.get("turn")
+        if type(number) is int and isinstance(node.get("id"), str) and "author" in meta:
+            found.append((node["id"], number, node_author_key(meta)))
+    shared = shared_numbers((number, key) for _, number, key in found)
+    return {nid: label(number, key, shared) for nid, number, key in found if number in shared}
