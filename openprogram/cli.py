@@ -284,8 +284,14 @@ def sessions_delete(args: argparse.Namespace) -> int:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             raise CliError(f"not deleted: {args.session_id} (pass --yes to skip the question)")
+    place = store.place(args.session_id)
     store.delete_session(args.session_id)
     print(f"deleted session {args.session_id}")
+    if place.startswith("notebook "):  # its file still names it: say what its next cell does
+        print(
+            f"{place[9:]} still names it: its next turn starts a new session "
+            f"{args.session_id} from turn 1 (`%openprogram new` there starts one of another id)"
+        )
     return 0
 
 

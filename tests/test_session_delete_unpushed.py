@@ -94,3 +94,17 @@ def test_only_what_no_remote_holds_is_counted(
     code, said = delete(bob, capsys, "s_shared", "--yes")
     assert code == 2 and "1 turn not pushed (newest: turn 4: bob's idea, " in said, said
     assert (bob.store.session_path("s_shared") / ".git").is_dir()
+
+
+def test_a_forced_delete_says_the_notebook_still_names_the_session(
+    team: tuple[Person, Person, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alice, _bob, _url = team
+    alice.turns("s_nb", "one")
+    notebook = tmp_path / "review.ipynb"
+    alice.store.open("s_nb").note_place(f"notebook {notebook}")  # what a notebook's turn notes
+    code, said = delete(alice, capsys, "s_nb", "--yes")
+    assert code == 2 and "1 turn not pushed" in said, said
+    code, said = delete(alice, capsys, "s_nb", "--force", "--yes")
+    assert code == 0, said
+    assert f"{notebook} still names it: its next turn starts a new session s_nb" in said, said
