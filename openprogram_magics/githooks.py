@@ -115,6 +115,12 @@ def install_hooks(root: Path, python: str | None = None) -> list[str]:
         tmp.write_text(script, encoding="utf-8")
         tmp.chmod(0o755)
         os.replace(tmp, path)
+    shared = _git(root, "config", "--get", "core.hooksPath")
+    if shared and lines:  # a folder other repositories may use too
+        lines.append(
+            f"note: core.hooksPath is {shared}: every repository using that folder runs "
+            "these hooks (they do nothing where no notebook names a session)"
+        )
     return lines or [f"hooks already installed in {folder}: sessions travel with git push/pull"]
 
 

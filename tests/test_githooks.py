@@ -211,3 +211,26 @@ def test_hooks_are_idempotent_and_chain_to_the_ones_there_before(tmp_path: Path)
     assert any(line.startswith("left your post-merge hook alone") for line in lines), lines
     assert other.read_text() == "#!/bin/sh\nexit 0\n"
     carol.store.close()
+
+
+def test_pull_rebase_brings_the_session_too(team: tuple[Path, Clone, Clone]) -> None:
+    _origin, alice, bob = team
+    (bob.repo / "notes.txt").write_text("bob's notes\n")
+    bob.git("add", "notes.txt")
+    bob.git("commit", "-qm", "bob: notes")  # a commit of his own: the pull rebases it
+    turns(alice.store, "nb_review", "one")
+    alice.notebook("review.ipynb", "nb_review")
+    alice.git("push", "-q", "origin", "main")
+    pulled = bob.git("pull", "--rebase", "origin", "main")
+    assert "session nb_review: new" in pulled.stderr, pulled.stderr
+    assert head_of(bob.store, "nb_review") == head_of(alice.store, "nb_review")
+
+
+def test_hooks_go_where_git_looks_for_them(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    run(tmp_path, "init", "-q", str(repo))
+    run(repo, "config", "core.hooksPath", "githooks")
+    lines = install_hooks(repo)
+    assert all((repo / "githooks" / name).is_file() for name in HOOKS)
+    assert not (repo / ".git" / "hooks" / "pre-push").exists()
+    assert lines[-1].startswith("note: core.hooksPath is githooks")
