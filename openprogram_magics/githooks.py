@@ -216,8 +216,8 @@ def pushed_notebooks(root: Path, remote: str, refs: str) -> dict[str, str]:
         if len(words) != 4 or words[1] == NULL_SHA:  # a deletion sends no notebook
             continue
         local, theirs = words[1], words[3]
-        known = theirs != NULL_SHA and _git(root, "cat-file", "-e", f"{theirs}^{{commit}}")
-        limit = [f"^{theirs}"] if known is not None and known is not False else []
+        known = theirs != NULL_SHA and _git(root, "cat-file", "-e", f"{theirs}^{{commit}}") == ""
+        limit = [f"^{theirs}"] if known else []
         if not limit:  # a new branch (or one git cannot see): what no ref of the remote has
             limit = ["--not", f"--remotes={remote}"] if _is_remote_name(root, remote) else []
         for sid, path in sessions_of(root, local, _notebooks_changed(root, local, *limit)).items():
