@@ -104,3 +104,39 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     assert "copy" not in capsys.readouterr().out
     assert len(turns_of(sid)) == 4
     assert belongs(capsys)[sid] == str(renamed.resolve())
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(240)
+def test_openprogram_run_of_a_copied_notebook_writes_a_new_session_into_the_copy(
+    tmp_path: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nbformat
+
+    from openprogram_magics.headless import run_notebook
+    from tests.test_one_session import AGENT, REPO
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext openprogram_magics\n%openprogram provider test"),
+        nbformat.v4.new_code_cell(AGENT),
+        nbformat.v4.new_code_cell('%%openprogram\ntriage("the app crashes")'),
+    ]
+    review = tmp_path / "review.ipynb"
+    nbformat.write(nb, review)
+    first = run_notebook(review)
+    assert first.error is None and first.session_id is not None
+    copy = tmp_path / "review-copy.ipynb"
+    shutil.copy(review, copy)
+    second = run_notebook(copy)
+    assert second.error is None and second.session_id not in (None, first.session_id)
+    saved = nbformat.read(copy, as_version=4)
+    assert saved.metadata["openprogram"]["session_id"] == second.session_id
+    assert any("is a copy of" in o.get("text", "") for c in saved.cells for o in c.outputs)
+    assert len(turns_of(first.session_id)) == 1 and len(turns_of(second.session_id)) == 2
+    listed = {m["id"]: m.get("place") for m in default_db().list_sessions()}
+    assert listed[first.session_id] == f"notebook {review.resolve()}"
+    assert listed[second.session_id] == f"notebook {copy.resolve()}"
+    again = run_notebook(review)  # the original goes on in its own session
+    assert again.session_id == first.session_id and len(turns_of(first.session_id)) == 2
