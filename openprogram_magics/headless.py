@@ -57,11 +57,14 @@ def run_notebook(
 ) -> RunResult:
     """Execute the notebook, continuing its session; with ``replay`` every LLM call is
     answered from that session's recording (no key needed), the run's turns forming a
-    new branch from the session's root — so each prompt is rendered as in the recorded
-    run — and with ``record_misses`` a call not recorded is answered by the provider the
-    notebook asks for (recorded on that branch) instead of failing; ``only_stale``: a
-    replay whose stale cells (cell text, a docstring or code, the provider or model
-    changed since recorded) run live, every call of them, and the rest replay."""
+    branch from the root of a local replay session forked from it (never the notebook's
+    own session: :mod:`openprogram.store.session.replays`) — so each prompt is rendered
+    as in the recorded run — and with ``record_misses`` a call not recorded is answered
+    by the provider the notebook asks for (recorded on that branch) instead of failing;
+    ``only_stale``: a replay whose stale cells (cell text, a docstring or code, the
+    provider or model changed since recorded) run live, every call of them, and the rest
+    replay.  A replay writes ``output``, or the notebook in place only when it finished
+    and showed something else (:func:`_replay_result`)."""
     import nbformat
 
     from openprogram_magics.kernels import QuietClient
@@ -128,7 +131,7 @@ def _replay_result(
     and some output differs (a replay that reproduced everything, or failed, leaves the
     notebook as it was: no byte changed, nothing for ``git pull`` to trip over) — and say
     which cells ran live.  A replay session nothing refers to (nothing written) and that
-    holds nothing to look at (no failure) is deleted."""
+    holds nothing to look at (no failure, no call answered live) is deleted."""
     import nbformat
 
     from openprogram.store.session.db import default_db
@@ -155,7 +158,7 @@ def _replay_result(
     else:
         notes.append(f"{source.name} unchanged (the replay failed; -o OUT keeps what it showed)")
     if fork is not None and store.exists(fork):
-        if not written and error is None:
+        if not written and error is None and not live:  # nothing to look at, nothing paid
             store.delete_session(fork)
             fork = None
         else:

@@ -60,9 +60,16 @@ def test_only_stale_runs_the_edited_cell_live_and_replays_the_rest(
 
     edited = notebook(tmp_path / "edited.ipynb", "Summarize the tickets in one word.", CELLS)
     carry(nb, edited)
+    capsys.readouterr()
     assert cli_main(["--home", str(home), "run", str(edited), "--only-stale"]) == 0
+    said = capsys.readouterr().out
+    # the run names the cells it ran live, in one line
+    assert 'openprogram: ran live (stale): cell [4] (summarize("today"))\n' in said
+    # its turns are a local replay session beside the recorded run (issue 35 item 4)
+    (fork,) = [p.name for p in (home / "sessions").glob(f"{sid}-replay-*")]
     store = SessionStore(home)
-    nodes = store.open(sid).nodes()
+    nodes = store.open(fork).nodes()
+    assert len([n for n in store.open(sid).nodes() if n.kind == "turn"]) == 3
     store.close()
     runs = sorted({n.metadata["run"] for n in nodes if n.kind == "turn"})
     assert len(runs) == 2
@@ -87,7 +94,7 @@ def test_only_stale_runs_the_edited_cell_live_and_replays_the_rest(
 
     # the diff of the two runs names the edited docstring and nothing else
     capsys.readouterr()
-    assert cli_main(["--home", str(home), "sessions", "diff", sid, "--runs"]) == 0
+    assert cli_main(["--home", str(home), "sessions", "diff", fork, "--runs"]) == 0
     out = capsys.readouterr().out
     assert "the docstring of `summarize` changed" in out
     assert "triage" not in "".join(ln for ln in out.splitlines() if "docstring" in ln)

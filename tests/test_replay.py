@@ -58,10 +58,12 @@ def test_pulled_notebook_replays_without_a_key_and_names_a_changed_function(
     assert cli_main(["--home", str(bob), "run", str(nb), "--replay", "-o", str(replayed)]) == 0
     assert turn_outputs(replayed) == recorded
     sid = json.loads(nb.read_text())["metadata"]["openprogram"]["session_id"]
+    fork = json.loads(replayed.read_text())["metadata"]["openprogram"]["session_id"]
     store = SessionStore(bob)
-    llms = [n for n in store.open(sid).nodes() if n.kind == "llm"]
-    store.close()
+    llms = [n for n in store.open(fork).nodes() if n.kind == "llm"]
     assert {n.name for n in llms} == {"test", "replay"}  # recorded, then replayed
+    assert {n.name for n in store.open(sid).nodes() if n.kind == "llm"} == {"test"}
+    store.close()  # (the replay's turns are a local replay session: see test_replay_home)
 
     edited = tmp_path / "edited.ipynb"
     text = nb.read_text().replace("Classify the support ticket", "Sort the support ticket")

@@ -189,11 +189,12 @@ def test_a_grown_notebook_replays_every_recorded_call(
     got = results(out)
     assert {k: v for k, v in got.items() if k in recorded} == recorded
     assert got[f"%%openprogram\n{NEW}"] == ["'bug'"]
-    branch = [n for n in llm_nodes(home, sid) if n.id not in first_run]
+    assert session_id(out).startswith(f"{sid}-replay-")  # a local replay session
+    branch = [n for n in llm_nodes(home, session_id(out)) if n.id not in first_run]
     models = sorted(n.metadata.get("model") for n in branch)
-    # every call on the replay branches was replayed but the new one, answered live once
-    # (the miss of the plain run is an error node of the replay provider)
+    # every call on the replay branch was replayed but the new one, answered live once
     assert models.count("function") == 1 and models.count("replay") == len(branch) - 1
+    assert {n.id for n in llm_nodes(home, sid)} == set(first_run)  # the recording as it was
 
     # and now the grown notebook replays whole, with nothing live
     again = tmp_path / "again.ipynb"
@@ -248,8 +249,10 @@ def test_a_replay_never_pushes_or_pulls(tmp_path: Path) -> None:
     args = ["--home", str(home), "run", str(grown), "--replay", "--record-misses"]
     assert cli_main([*args, "-o", str(out)]) == 0
     assert live_calls(tmp_path) == ["export to csv is broken"]
-    assert refs(remote) == pushed  # nothing pushed, though the session has moved on
-    assert refs(home / "sessions" / sid).split()[0] != pushed.split()[0]
+    assert refs(remote) == pushed  # nothing pushed
+    # and the notebook's session is as pushed: the replay's turns are a local replay session
+    assert refs(home / "sessions" / sid).split()[0] == pushed.split()[0]
+    assert session_id(out) != sid
     notes = [text for text in printed(out) if "skipped" in text]
     assert notes == [
         "openprogram: replay: `%openprogram push` skipped "
