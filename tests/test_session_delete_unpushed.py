@@ -9,7 +9,9 @@ repository reached by ``file://``.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,8 @@ from test_team_authors import IDENTITY_VARS, Person
 from openprogram.cli import main
 from openprogram.store.session.identity import forget_author
 from openprogram.store.session.sync import pull, push
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +112,35 @@ def test_a_forced_delete_says_the_notebook_still_names_the_session(
     code, said = delete(alice, capsys, "s_nb", "--force", "--yes")
     assert code == 0, said
     assert f"{notebook} still names it: its next turn starts a new session s_nb" in said, said
+
+
+def test_at_a_terminal_the_question_names_what_would_be_lost(
+    team: tuple[Person, Person, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    alice, _bob, _url = team
+    alice.turns("s_ask", "one", "two")
+    alice.store.close()
+
+    def answer(text: str) -> subprocess.CompletedProcess[str]:
+        """``sessions delete`` in a child process whose stdin is a terminal (a pty)."""
+        master, slave = os.openpty()
+        try:
+            os.write(master, text.encode())  # typed ahead: the terminal keeps it
+            return subprocess.run(
+                [sys.executable, "-m", "openprogram.cli", "--home", str(alice.store.home),
+                 "sessions", "delete", "s_ask"],
+                stdin=slave, capture_output=True, text=True, timeout=60,
+                env={**os.environ, "HOME": str(alice.home), "PYTHONPATH": str(REPO)},
+            )  # fmt: skip
+        finally:
+            os.close(slave)
+            os.close(master)
+
+    said = answer("n\n")
+    assert said.returncode == 2, said.stderr
+    assert "2 turns not pushed (never pushed; newest: turn 2: two, " in said.stdout, said.stdout
+    assert said.stdout.rstrip().endswith("would be lost [y/N]"), said.stdout
+    assert (alice.store.session_path("s_ask") / ".git").is_dir()
+    said = answer("y\n")
+    assert said.returncode == 0 and "deleted session s_ask" in said.stdout, said
+    assert not alice.store.session_path("s_ask").exists()
