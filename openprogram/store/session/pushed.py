@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from openprogram.store.session.refs import RefChanged, RefLocked, read_ref, update_ref
+from openprogram.store.session.safegit import git_dir_of
 from openprogram.store.session.syncgit import git
 from openprogram.store.session.syncrules import redact_url
 
@@ -27,8 +29,14 @@ def remote_ref(url: str) -> str:
 
 def note_on_remote(repo: Path, url: str, tip: str) -> None:
     """The remote at ``url`` holds the session up to commit ``tip`` (after a push or a
-    pull); a failure to note it never fails the push or pull (delete then asks)."""
-    git(repo, "update-ref", remote_ref(url), tip, check=False)
+    pull): written in-process, as git would (no git run added to a push or pull); a
+    failure to note it never fails the push or pull (delete then asks)."""
+    name = remote_ref(url)
+    git_dir = git_dir_of(repo)
+    try:
+        update_ref(git_dir, name, bytes.fromhex(tip), read_ref(git_dir, name))
+    except (OSError, ValueError, RefChanged, RefLocked):
+        pass
 
 
 @dataclass(frozen=True)
