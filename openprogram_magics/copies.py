@@ -47,10 +47,12 @@ def original_of(session_id: str, place: str, recorded: str) -> Path | None:
 
 def fork_copy(meta: NotebookMeta, original: Path, title: str) -> tuple[NotebookMeta, str]:
     """A new session for the copy: the original session's history (bundled and imported
-    under a new id), its ``forked_from`` recorded, the copy's title; and the one line
-    that says so."""
+    under a new id; what remotes hold of it noted, so ``sessions delete`` counts only the
+    copy's own turns as not pushed), its ``forked_from`` recorded, the copy's title; and
+    the one line that says so."""
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.ids import mint_session_id
+    from openprogram.store.session.pushed import copy_remote_refs
     from openprogram.store.session.sync import export_bundle, import_bundle
     from openprogram_magics.sessions import shareable_title
 
@@ -59,6 +61,7 @@ def fork_copy(meta: NotebookMeta, original: Path, title: str) -> tuple[NotebookM
     with tempfile.TemporaryDirectory(prefix="openprogram-copy-") as tmp:
         bundle = export_bundle(db, meta.session_id, Path(tmp) / "session.bundle")
         got = import_bundle(db, bundle, as_id=new_id)
+    copy_remote_refs(db.session_path(meta.session_id), db.session_path(new_id))
     session = db.open(new_id)
     session.set_meta(
         title=shareable_title(title),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,28 @@ def test_openprogram_run_of_a_copied_notebook_writes_a_new_session_into_the_copy
     assert listed[second.session_id] == f"notebook {copy.resolve()}"
     again = run_notebook(review)  # the original goes on in its own session
     assert again.session_id == first.session_id and len(turns_of(first.session_id)) == 2
+
+
+def test_a_copys_session_counts_only_its_own_turns_as_not_pushed(
+    tmp_path: Path, ipython_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openprogram.store.session.pushed import unpushed_turns
+    from openprogram.store.session.sync import push
+
+    review = tmp_path / "review.ipynb"
+    sid = "nb_review0002"
+    review.write_text(json.dumps({"metadata": {"openprogram": {"session_id": sid}}, "cells": []}))
+    original = kernel_for(review, ipython_dir, monkeypatch)
+    original.run('%%openprogram\ntriage("one")')
+    original.run('%%openprogram\ntriage("two")')
+    remote = tmp_path / "team.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    push(default_db(), sid, f"file://{remote}", "file")
+    copy = tmp_path / "review-copy.ipynb"
+    shutil.copy(review, copy)
+    copied = kernel_for(copy, ipython_dir, monkeypatch)
+    copied.run('%%openprogram\ntriage("the copy\'s own")')
+    new = copied.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    assert new != sid
+    lost = unpushed_turns(default_db().session_path(new))
+    assert lost.turns == 1 and lost.ever_pushed and "the copy's own" in lost.newest, lost

@@ -73,3 +73,18 @@ def unpushed_turns(repo: Path) -> Unpushed:
         return Unpushed(0, "", 0, bool(known))
     stamp, summary = turns[0]
     return Unpushed(len(turns), summary, int(stamp) if stamp.isdigit() else 0, bool(known))
+
+
+def copy_remote_refs(source: Path, target: Path) -> None:
+    """What the remotes hold of ``source``'s history, noted in ``target`` too (a session
+    that starts with that history: a notebook copy's); refs ``target`` has are kept."""
+    target_dir = git_dir_of(target)
+    listed = git(source, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX, check=False)
+    for line in listed.stdout.decode(errors="replace").splitlines():
+        name, _, sha = line.partition(" ")
+        if not name.startswith(PREFIX) or read_ref(target_dir, name) is not None:
+            continue
+        try:
+            update_ref(target_dir, name, bytes.fromhex(sha), None)
+        except (OSError, ValueError, RefChanged, RefLocked):
+            pass
