@@ -51,6 +51,7 @@ def fork_copy(meta: NotebookMeta, original: Path, title: str) -> tuple[NotebookM
     copy's own turns as not pushed), its ``forked_from`` recorded, the copy's title; and
     the one line that says so."""
     from openprogram.agent.session_db import default_db
+    from openprogram.context.secrets import without_home
     from openprogram.store.session.ids import mint_session_id
     from openprogram.store.session.pushed import copy_remote_refs
     from openprogram.store.session.sync import export_bundle, import_bundle
@@ -71,8 +72,9 @@ def fork_copy(meta: NotebookMeta, original: Path, title: str) -> tuple[NotebookM
             "turn": meta.last_turn_id or session.head_id,
         },
     )
+    shown = without_home(str(original))  # printed into the notebook: no home path
     note = (
-        f"this notebook is a copy of {original} (session {meta.session_id}): its turns go "
+        f"this notebook is a copy of {shown} (session {meta.session_id}): its turns go "
         f"to a new session {new_id}, which starts with the {got.new_turns} turns of "
         f"{meta.session_id}; the original keeps {meta.session_id}"
     )
