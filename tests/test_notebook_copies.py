@@ -47,6 +47,7 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # the notebooks are in the home folder
     review = tmp_path / "review.ipynb"
     sid = "nb_review0001"
     review.write_text(json.dumps({"metadata": {"openprogram": {"session_id": sid}}, "cells": []}))
@@ -66,7 +67,8 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     new = copied.magics.kernel_meta.session_id  # type: ignore[union-attr]
     assert new != sid
     notes = [line for line in said.splitlines() if "is a copy of" in line]
-    assert len(notes) == 1 and str(review) in notes[0] and new in notes[0], said
+    assert len(notes) == 1 and "copy of ~/review.ipynb" in notes[0] and new in notes[0], said
+    assert str(tmp_path) not in said  # printed into the notebook: no home path
 
     # the original keeps its session, its HEAD and its notebook
     assert [t.input["text"] for t in turns_of(sid)] == [
