@@ -481,7 +481,7 @@ def add_sessions_parser(sub: SubParsers) -> None:
     p.set_defaults(handler=sessions_export)
     p = commands.add_parser("diff", help="compare two turns, lines (--lines) or runs (--runs)")
     p.add_argument("session_id", metavar="ID", nargs="?")
-    p.add_argument("a", metavar="A", nargs="?", help="a turn (id, number, head); --runs: a run")
+    p.add_argument("a", metavar="A", nargs="?", help="a turn (id, 5, 5@alice, head); --runs: a run")
     p.add_argument("b", metavar="B", nargs="?")
     # `ID --lines A B` as well as `--lines ID A B`: argparse gives no positional after an
     # option, so the mode flags take the words that follow them (joined in the handler)
