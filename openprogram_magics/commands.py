@@ -449,7 +449,7 @@ def usage(host: Host, args: Namespace) -> dict[str, Any]:
 @command(
     "diff",
     "pair the calls of two turns (or --lines, --runs) and say what changed and why",
-    arg("a", nargs="?", metavar="A", help="a turn: node id, number or head; --runs: a run id"),
+    arg("a", nargs="?", metavar="A", help="a turn: node id, 5, 5@alice, head; --runs: a run id"),
     arg("b", nargs="?", metavar="B"),
     arg("--lines", action="store_true", help="the lines (branches) ending at A and B"),
     arg("--runs", action="store_true", help="two runs of this notebook (default: the last two)"),
