@@ -147,6 +147,14 @@ def sessions_show(args: argparse.Namespace) -> int:
     say(f"created  {created}   updated {updated}")
     say(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
     say(f"path     {session.path}")
+    from openprogram.store.session.replays import local_replays, replay_of
+
+    source = replay_of(meta)
+    if source is not None:  # `openprogram run --replay`'s turns: kept on this machine
+        say(f"replay   of session {source} (kept here: `sessions push` needs --with-replays)")
+    replays = local_replays(session.path.parent, session.id)
+    if replays:
+        say(f"replays  {len(replays)} here, never pushed: {', '.join(replays[-5:])}")
     say(
         f"nodes    {totals['nodes']}: "
         + ", ".join(f"{k} {n}" for k, n in sorted(totals["kinds"].items()))

@@ -249,7 +249,11 @@ def test_replays_stay_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert meta["replay_of"] == sid and meta["title"].startswith(f"replay of {sid}")
     assert json.loads((bob / "sessions" / sid / "meta.json").read_text())["turns"] == turns_before
     assert cli_main(["--home", str(bob), "sessions", "show", fork]) == 0
-    assert f"replay of {sid} · " in capsys.readouterr().out  # its lane, named a replay
+    shown = capsys.readouterr().out
+    assert f"replay of {sid} · " in shown  # its lane, named a replay
+    assert f"replay   of session {sid} (kept here" in shown
+    assert cli_main(["--home", str(bob), "sessions", "show", sid]) == 0
+    assert f"replays  1 here, never pushed: {fork}\n" in capsys.readouterr().out
     store = SessionStore(bob)
     nodes = store.open(fork).nodes()
     replay_turns = [n for n in nodes if n.kind == "turn" and n.metadata.get("replay_of") == sid]

@@ -43,6 +43,7 @@ __all__ = [
     "REPLAY_OF",
     "fork_for_replay",
     "live_turns",
+    "local_replays",
     "refuse_replay_push",
     "replay_id",
     "replay_of",
@@ -67,6 +68,24 @@ def fork_for_replay(store: SessionStore, source_id: str) -> str:
         bundle = export_bundle(store, source_id, Path(folder) / "source.bundle")
         import_bundle(store, bundle, as_id=new_id)
     return new_id
+
+
+def local_replays(root: Path, source_id: str) -> list[str]:
+    """The replay sessions of ``source_id`` in the sessions folder ``root`` (their
+    ``meta.json`` says so), oldest first."""
+    from openprogram.store.session.files import loads, read_bytes
+
+    prefix = replay_id(source_id).rsplit(_SUFFIX, 1)[0] + _SUFFIX
+    found: list[tuple[float, str]] = []
+    for folder in root.glob(f"{prefix}*") if root.is_dir() else ():
+        try:
+            meta = loads(read_bytes(str(folder / "meta.json"), 1 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and replay_of(meta) == source_id:
+            created = meta.get("created_at")
+            found.append((created if isinstance(created, int | float) else 0.0, folder.name))
+    return [name for _, name in sorted(found)]
 
 
 def replay_of(meta: dict[str, Any]) -> str | None:
