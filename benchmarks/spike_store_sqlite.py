@@ -37,6 +37,7 @@ Figures only; no assertions.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -46,6 +47,8 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -247,8 +250,79 @@ def long_writers(work: Path, turns: int) -> None:
         )
     for v in variants:
         path = getattr(v, "path", None) or getattr(v, "repo", None) or v.home / "sessions/s"
-        du = subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True)
-        print(f"du {v.name}: {du.stdout.split()[0] if du.stdout else '?'}")
+        sizes = []
+        for part in (path, path / ".git", path / ".state"):
+            du = subprocess.run(["du", "-sh", str(part)], capture_output=True, text=True)
+            sizes.append(du.stdout.split()[0] if du.stdout else "-")
+        print(f"du {v.name}: {' / '.join(sizes)} (folder / .git / .state)")
+    if isinstance(variants[1], Spike):
+        commit_ways(variants[1].path)
+
+
+def commit_ways(path: Path, samples: int = 60) -> None:
+    """How one commit and one ref move are made, interleaved, on the long session."""
+    from git import Repo
+    from git.objects import Commit, Tree
+    from gitdb.db import GitDB
+    from spikes.sqlite_store import ACTOR
+
+    with warnings.catch_warnings():  # GitPython 3.2 deprecates odbt=GitDB
+        warnings.simplefilter("ignore", DeprecationWarning)
+        fast = Repo(path, odbt=GitDB)
+    plain = Repo(path)
+    head = fast.git.rev_parse("HEAD")
+    tree = fast.git.rev_parse("HEAD^{tree}")
+    parent = [Commit(fast, bytes.fromhex(head))]
+    session = SpikeSession(path, keep=True)
+    ways: dict[str, Callable[[int], object]] = {
+        "Commit(...)._serialize, in memory (the pack's)": lambda i: Commit(
+            fast,
+            Commit.NULL_BIN_SHA,
+            Tree(fast, bytes.fromhex(tree)),
+            ACTOR,
+            i,
+            0,
+            ACTOR,
+            i,
+            0,
+            f"m{i}",
+            parent,
+            "UTF-8",
+        )._serialize(io.BytesIO()),
+        "Commit.create_from_tree, odbt=GitDB (deprecated)": lambda i: Commit.create_from_tree(
+            fast,
+            Tree(fast, bytes.fromhex(tree)),
+            f"m{i}",
+            parent,
+            author=ACTOR,
+            committer=ACTOR,
+        ),
+        "Commit.create_from_tree, default odb": lambda i: Commit.create_from_tree(
+            plain,
+            Tree(plain, bytes.fromhex(tree)),
+            f"m{i}",
+            [Commit(plain, parent[0].binsha)],
+            author=ACTOR,
+            committer=ACTOR,
+        ),
+        "repo.git.commit_tree (git commit-tree)": lambda i: plain.git.commit_tree(
+            tree, "-p", head, "-m", f"m{i}", env=GIT_ENV
+        ),
+        "ref: lockfile + rename in-process": lambda i: session._move_ref(session._read_ref(), head),
+        "ref: repo.git.update_ref (git update-ref)": lambda i: plain.git.update_ref(
+            "refs/heads/main", head, head
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for i in range(samples):
+        for name, way in ways.items():
+            t = time.perf_counter()
+            way(i)
+            times[name].append((time.perf_counter() - t) * 1000)
+    session.close()
+    print(f"\none commit / one ref move on the {path.name} session, ms (median p10 p90 p99):")
+    for name, ts in times.items():
+        print(f"  {name:<48} {spread(ts)}")
 
 
 # -- faults ----------------------------------------------------------------------------------

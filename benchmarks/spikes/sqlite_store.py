@@ -40,7 +40,7 @@ from git.db import GitCmdObjectDB
 from git.objects import Commit, Tree
 from git.objects.fun import tree_entries_from_data, tree_to_stream
 from gitdb import IStream
-from gitdb.db import GitDB, LooseObjectDB, MemoryDB
+from gitdb.db import LooseObjectDB, MemoryDB
 from gitdb.pack import PackEntity
 
 REF = "refs/heads/main"
@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS state(k TEXT PRIMARY KEY, v);
 CREATE TABLE IF NOT EXISTS nodes(
   seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, turn INTEGER NOT NULL, role TEXT,
   name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT, created_at REAL,
-  tokens_in INTEGER, tokens_out INTEGER, body BLOB NOT NULL,
+  tokens_in INTEGER, tokens_out INTEGER, body BLOB,
   blob BLOB, dirty INTEGER NOT NULL DEFAULT 1, owner TEXT);
 CREATE INDEX IF NOT EXISTS nodes_turn ON nodes(turn);
 CREATE INDEX IF NOT EXISTS nodes_dirty ON nodes(dirty) WHERE dirty = 1;
@@ -263,8 +263,12 @@ class SpikeSession:
     def _commit_locked(self, blobs: dict[str, bytes], message: str) -> str:
         db = self.db
         parent = self._get("commit")
-        for nid, sha in blobs.items():
-            db.execute("UPDATE nodes SET blob = ?, dirty = 0 WHERE id = ?", (sha, nid))
+        for nid, sha in blobs.items():  # a terminal node's content is git's from now on
+            db.execute(
+                "UPDATE nodes SET blob = ?, dirty = 0, body = CASE WHEN status IN"
+                " ('running', 'awaiting') THEN body END WHERE id = ?",
+                (sha, nid),
+            )
         q = ",".join("?" * len(blobs))
         turns = [r[0] for r in db.execute(
             f"SELECT DISTINCT turn FROM nodes WHERE id IN ({q})", list(blobs))]  # fmt: skip
@@ -451,8 +455,11 @@ class SpikeSession:
                         continue
                     node = json.loads(odb.stream(fsha).read())
                     self._row(node)
-                    db.execute("UPDATE nodes SET blob=?, dirty=0, owner=NULL WHERE id=?",
-                               (fsha, nid))  # fmt: skip
+                    db.execute(
+                        "UPDATE nodes SET blob = ?, dirty = 0, owner = NULL, body = CASE"
+                        " WHEN status IN ('running', 'awaiting') THEN body END WHERE id = ?",
+                        (fsha, nid),
+                    )  # fmt: skip
                     max_seq = max(max_seq, node["seq"])
         self._set("commit", head)
         self._set("committed_turns", meta.get("turns", 0))
@@ -482,7 +489,9 @@ def _open_handle(path: Path) -> Handle:
     # default 1,000 pages); the WAL file is cut back to 4 MiB after a checkpoint
     db.execute("PRAGMA journal_size_limit = 4194304")
     db.executescript(SCHEMA)
-    repo = Repo(path, odbt=GitDB)  # (the default odb runs `git hash-object` per object)
+    # (objects are written through gitdb directly; the Repo's own odb, which runs `git
+    # hash-object` per stored object, serves reads only)
+    repo = Repo(path)
     return db, repo, LooseObjectDB(str(path / ".git" / "objects"))
 
 
