@@ -101,6 +101,10 @@ def run_notebook(
     os.environ.update(env)  # the kernel inherits them
     try:
         error = _execute(client, nb, stored, source, mode)
+    except BaseException:
+        if mode is not None:  # a kernel that never ran a turn leaves no replay session
+            _drop_unused_fork(stored.get("session_id"))
+        raise
     finally:
         for name, value in saved.items():
             if value is None:
@@ -168,6 +172,20 @@ def _replay_result(
             )
     session_id = fork if written else None
     return RunResult(target, session_id, error, written, notes)
+
+
+def _drop_unused_fork(fork: Any) -> None:
+    """Delete the replay session ``fork`` if no replay turn reached it (a kernel that did
+    not start, a run stopped before its first turn)."""
+    from openprogram.store.session.db import default_db
+
+    store = default_db()
+    if not isinstance(fork, str) or not store.exists(fork):
+        return
+    session = store.open(fork)
+    session.refresh()  # what the kernel committed
+    if not any(n.kind == "turn" and n.metadata.get("replay_of") for n in session.nodes()):
+        store.delete_session(fork)
 
 
 def _cell_label(turn: Any) -> str:

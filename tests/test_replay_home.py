@@ -115,6 +115,31 @@ def test_live_turns_are_the_replay_turns_a_provider_answered() -> None:
     assert [t.turn for t in live_turns(nodes)] == [3]
 
 
+def test_a_replay_whose_kernel_never_started_leaves_no_replay_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nbformat
+    from jupyter_client.kernelspec import NoSuchKernel
+
+    from openprogram_magics.headless import run_notebook
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("OPENPROGRAM_HOME", str(home))
+    store = SessionStore(home)
+    with session_context("s_nb", db=store, message="one", runtime=create_runtime("test")):
+        echo("one")
+    store.close()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%%openprogram\n1")])
+    nb.metadata["openprogram"] = {"session_id": "s_nb", "version": 1}
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    before = path.read_bytes()
+    with pytest.raises(NoSuchKernel):
+        run_notebook(path, replay=True, kernel_name="no-such-kernel-here")
+    assert sorted(p.name for p in (home / "sessions").iterdir()) == ["s_nb"]
+    assert path.read_bytes() == before
+
+
 # -- the notebook: what a reader sees, not the ids -------------------------------------------
 def _cell(source: str, *outputs: dict[str, Any]) -> dict[str, Any]:
     return {"cell_type": "code", "source": source, "outputs": list(outputs), "metadata": {}}
