@@ -20,7 +20,7 @@ from openprogram.agent.session_db import default_db
 from openprogram.compare.stale import Now, stale_turns
 from openprogram.providers import create_runtime
 from openprogram.providers.test import TestProvider
-from openprogram.view.saved import DAG_MIME
+from openprogram.view.saved import DAG_MIME, read_saved
 from openprogram_magics import reply_output
 from openprogram_magics.notebook import MIME_TYPE
 from tests.test_chat_cell import TOOLS, final_displays, replies
@@ -86,7 +86,7 @@ def test_a_chat_turn_draws_its_dag_with_the_tool_it_called(shell: Shell) -> None
     tree = "\n".join(lines[1:])
     assert "user [completed]" in tree and "tool lookup [completed]" in tree
     assert "lookup" in bundle["text/html"]
-    drawn = [s["name"] for s in bundle[DAG_MIME]["summary"]]
+    drawn = [s["name"] for s in read_saved(bundle[DAG_MIME])["summary"]]
     assert drawn[0] == "user" and "lookup" in drawn  # this turn only: not the code cell's
     assert shell.magics.kernel_meta is not None
     assert bundle[MIME_TYPE]["last_turn_id"] == shell.magics.kernel_meta.last_turn_id
