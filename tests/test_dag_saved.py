@@ -250,3 +250,61 @@ def test_a_view_is_saved_as_one_line_of_json_text_that_reads_back_the_same() -> 
         assert read_saved(text) == data and read_saved(data) == data
     with pytest.raises(ValueError, match="not a saved DAG view"):
         read_saved("[1, 2]")
+
+
+def llm_turn(ids: tuple[str, str], *, finish: str = "stop") -> list[dict[str, Any]]:
+    """A cell's turn with one call, as a re-run would write it again under new ids."""
+    turn_id, call_id = ids
+    cell = {"text": "%%openprogram\nreply = llm('Say hello.')", "execution_count": 2}
+    turn = {"id": turn_id, "seq": 7, "turn": 3, "name": "cell [2]", "role": "user",
+            "caller": None, "predecessor": None, "input": cell,
+            "metadata": {"kind": "turn", "status": "completed",
+                         "author": {"name": "Ada", "email": "ada@example.org"}}}  # fmt: skip
+    call = {"id": call_id, "seq": 8, "turn": 3, "name": "test", "role": "llm",
+            "caller": turn_id, "input": {"content": "Say hello.", "attempt": 1},
+            "output": "Hello.",
+            "metadata": {"kind": "llm", "status": "completed", "model": "test",
+                         "usage": {"input_tokens": 44, "output_tokens": 6},
+                         "messages": [{"role": "user", "content": "Say hello."}],
+                         "context": {"turns": ["n_earlier", "n_before"], "tokens": 84},
+                         "finish_reason": finish}}  # fmt: skip
+    return [turn, call]
+
+
+def test_a_saved_detail_keeps_what_the_panel_shows_and_not_what_moves_on_a_rerun() -> None:
+    from openprogram.view.saved import mime_value
+
+    data = saved_view(compute_layout(llm_turn(("t", "c")), "t"), title="turn 3")
+    call = data["details"]["c"]
+    assert {"seq", "role", "caller", "expanded"}.isdisjoint(call)  # the view knows them
+    assert "extra" not in call  # no context policy's turn ids, no author, no plain "stop"
+    assert "input" not in call  # the prompt holds it
+    assert call["messages"]["items"] == [{"role": "user", "content": {"text": "Say hello."}}]
+    assert call["output"] == {"text": "Hello."} and call["tokens"] == {"input": 44, "output": 6}
+    assert (call["id"], call["kind"], call["name"], call["status"]) == (
+        "c",
+        "llm",
+        "test",
+        "completed",
+    )
+    assert list(data["details"]) == ["c", "t"]  # newest row first, whatever the ids
+    assert "n_earlier" not in mime_value(data) and "ada@example.org" not in mime_value(data)
+
+    again = saved_view(compute_layout(llm_turn(("t", "c")), "t"), title="turn 3")
+    assert mime_value(again) == mime_value(data)  # byte for byte
+
+    unusual = saved_view(compute_layout(llm_turn(("t", "c"), finish="length"), "t"))
+    assert unusual["details"]["c"]["extra"]["text"] == '{"finish_reason":"length"}'
+
+
+def test_a_cells_saved_view_leaves_out_the_cells_text() -> None:
+    nodes = llm_turn(("t", "c"))
+    whole = saved_view(compute_layout(nodes, "t"))
+    assert "Say hello" in whole["summary"][0]["preview"]
+    assert "%%openprogram" in whole["details"]["t"]["input"]["text"]
+    own = saved_view(compute_layout(nodes, "t"), cell="t")
+    assert "preview" not in own["summary"][0] and "input" not in own["details"]["t"]
+    assert own["summary"][1]["preview"] == "Hello."  # the call's reply stays
+    nodes[0]["metadata"].update(status="error", error="NameError: x")
+    failed = saved_view(compute_layout(nodes, "t"), cell="t")
+    assert failed["summary"][0]["preview"] == "NameError: x"  # an error stays in view

@@ -177,3 +177,87 @@ def test_python_and_dag_js_draw_with_the_same_constants() -> None:
     assert inlined == style
     html = render_static_html(small_session(), "t2")
     assert f'fill="{style["kindColors"]["llm"]}"' in html  # the static SVG uses them too
+
+
+class Text(HTMLParser):
+    """The text a browser would read, by the element holding it (``pre``, ``title``...)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.by_tag: dict[str, list[str]] = {}
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.open:
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
+
+    def handle_data(self, data: str) -> None:
+        if self.open:
+            self.by_tag.setdefault(self.open[-1], []).append(data)
+
+
+def test_the_html_is_one_line_that_reads_as_the_same_multi_line_text() -> None:
+    """In a notebook under git a re-run changes one line of the drawing, not one per
+    tooltip and ``<pre>`` line; a browser reads the line breaks as before."""
+    nodes = small_session()
+    nodes[3]["output"] = "line one\nline two"
+    nodes[3]["metadata"]["usage"] = {"input_tokens": 5, "output_tokens": 7}
+    html = render_static_html(nodes, "t2", title="demo")
+    assert "\n" not in html and "\r" not in html
+    text = Text(html)
+    assert "line one\nline two" in text.by_tag["pre"]  # the <details> entry, as it was
+    assert any(t.endswith("completed\n12 tokens") for t in text.by_tag["title"])  # 2 lines
+    # where a sanitizer drops the <svg> tags, the labels are still one per line
+    assert html.count('&#10;<g class="op-node"') == 9  # a line break before each node
+
+
+def cell_turn() -> list[dict[str, Any]]:
+    cell = {"text": "%%openprogram\nfind_the_answer()", "execution_count": 3}
+    return [
+        mk("t1", 1, "turn", input=cell),
+        mk("f1", 2, "function", caller="t1", output="forty-two", metadata={"doc": "Find it."}),
+        mk("e1", 3, "function", "error", caller="t1", metadata={"error": "ValueError: boom"}),
+    ]
+
+
+def test_a_cells_own_drawing_leaves_out_the_cell_text_and_details_all_but_errors() -> None:
+    """Under its cell, a turn's drawing does not repeat the cell's text (the cell shows
+    it), marks no HEAD (it is the turn itself), and details only its errors."""
+    nodes = cell_turn()
+    whole = render_static_html(nodes, "t1")
+    assert "find_the_answer" in whole and "HEAD" in whole and "Find it." in whole
+    html = render_static_html(nodes, "t1", cell="t1")
+    assert "find_the_answer" not in html and "HEAD" not in html
+    assert set(Elements(html).nodes()) == {"t1", "f1", "e1"}  # every node drawn
+    assert "forty-two" in html  # the label's preview
+    assert html.count("<details") == 1 + 1 and "ValueError: boom" in html  # the error's
+    assert "Find it." not in html  # (the completed call's detail is the session's)
+
+    text = render_text_tree(nodes, "t1", cell="t1", usage=False).splitlines()
+    assert text[0].startswith("● t1") and "find_the_answer" not in "\n".join(text)
+    assert "forty-two" in text[1]
+
+
+def test_a_cells_turn_that_failed_keeps_its_error_in_view() -> None:
+    nodes = cell_turn()[:1]
+    nodes[0]["metadata"] = {"kind": "turn", "status": "error", "error": "NameError: x"}
+    html = render_static_html(nodes, "t1", cell="t1")
+    assert "NameError: x" in html and "<details" in html
+    assert "NameError: x" in render_text_tree(nodes, "t1", cell="t1")
+
+
+def test_the_text_tree_can_leave_usage_to_one_total() -> None:
+    from openprogram.view import compute_layout
+    from openprogram.view.static import usage_text
+
+    nodes = small_session()
+    nodes[3]["metadata"]["usage"] = {"input_tokens": 5, "output_tokens": 7}
+    nodes[5]["metadata"]["usage"] = {"input_tokens": 1, "output_tokens": 2}
+    assert "12 tok" in render_text_tree(nodes, "t2")
+    assert " tok" not in render_text_tree(nodes, "t2", usage=False)
+    assert usage_text(compute_layout(nodes, "t2")) == "15 tok"
+    assert usage_text(compute_layout(small_session(), "t2")) == ""
