@@ -11,6 +11,7 @@
     openprogram sessions export ID --appendix -o methods.md   a methods appendix
     openprogram sessions import FILE [--as NEW_ID [--join]]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
+                     push [--with-replays]   a replay session too (run --replay keeps them here)
     openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
                          [--brief] [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
