@@ -4,7 +4,10 @@ This is what GitHub, nbviewer and nbconvert show, where widgets are not live.  I
 from the same layout as the widget.  Everything from a node is escaped (node content is
 untrusted); colours are SVG presentation attributes, so the picture survives sanitizers
 that strip ``<style>``; each node has a ``<title>`` (the hover card) and a ``<details>``
-entry (the click panel), so it can be read without clicking anything live.
+entry (the click panel), so it can be read without clicking anything live.  A turn's view
+saved under its own cell (``cell=``) is kept small: no repeat of the cell's text, no HEAD
+mark (it is the turn itself), hover cards only where they say more than the label, and
+``<details>`` only for its errors (the session and the extension's panel hold the rest).
 
 The HTML is one line (its line breaks written ``&#10;``, which parses to the same text): in
 a notebook under git, a re-run that changes a node id or a token count changes one line of
