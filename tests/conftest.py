@@ -22,8 +22,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shell_module = sys.modules.get("IPython.core.interactiveshell")
     if shell_module is None:
         return
+    shell_class = shell_module.InteractiveShell
     for obj in gc.get_objects():
-        if isinstance(obj, shell_module.InteractiveShell):
+        # type(), not isinstance(): isinstance reads obj.__class__, which a lazy proxy (the
+        # openai SDK's numpy proxy, before 1.60) answers by importing what may be missing
+        if issubclass(type(obj), shell_class):
             atexit.unregister(obj.atexit_operations)
 
 
