@@ -136,6 +136,10 @@ class SDKProvider:
                 and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs))
             ):
                 api_key = PLACEHOLDER_API_KEY  # local compatible servers need no key
+            if not api_key and not base_url and not any(
+                os.environ.get(v) for v in (self.api_key_env, *self.token_envs)
+            ):  # said here, not left to the SDK: an older one takes an empty key and sends
+                raise self._client_error(ValueError("no API key"), api_key)
             try:
                 self._client = self._make_client(api_key, base_url)
             except (getattr(sdk, self.sdk_error), *self.client_errors) as exc:  # e.g. no key
