@@ -134,14 +134,14 @@ def _write(nb: dict[str, Any], target: Path) -> None:
     import nbformat
     from nbformat.v4.rwbase import split_lines
 
-    text = json.dumps(
-        split_lines(nbformat.from_dict(copy.deepcopy(nb))),
-        indent=1,
-        sort_keys=True,
-        separators=(",", ": "),
-        ensure_ascii=False,
-    )
-    target.write_text(text + "\n", encoding="utf-8")
+    doc = split_lines(nbformat.from_dict(copy.deepcopy(nb)))
+    text = json.dumps(doc, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+    try:  # encoded before the file is opened: a failure must not leave it truncated
+        data = (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a "\\ud800" escape in a version)
+        text = json.dumps(doc, indent=1, sort_keys=True, separators=(",", ": "))
+        data = (text + "\n").encode("utf-8")
+    target.write_bytes(data)
 
 
 def _read(path: str) -> dict[str, Any] | None:
