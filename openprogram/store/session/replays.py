@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openprogram.store.session.ids import MAX_ID_LENGTH, validate_session_id
-from openprogram.store.session.syncrules import SyncError
+from openprogram.store.session.syncrules import REPLAY_OF, refuse_replay_push, replay_of
 
 if TYPE_CHECKING:
     from openprogram.store.session.store import SessionStore
 
 #: ``meta.json`` field of a replay session and ``metadata`` field of its replay turns.
-REPLAY_OF = "replay_of"
 REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
 _SUFFIX = "-replay-"
 
@@ -86,23 +85,6 @@ def local_replays(root: Path, source_id: str) -> list[str]:
             created = meta.get("created_at")
             found.append((created if isinstance(created, int | float) else 0.0, folder.name))
     return [name for _, name in sorted(found)]
-
-
-def replay_of(meta: dict[str, Any]) -> str | None:
-    """The session a session is a replay of (its ``meta.json``), or None."""
-    found = meta.get(REPLAY_OF)
-    return found if isinstance(found, str) and found else None
-
-
-def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool) -> None:
-    """A replay session is pushed only when asked: raise :class:`SyncError` otherwise."""
-    source = replay_of(meta)
-    if source is not None and not with_replays:
-        raise SyncError(
-            f"not pushed: session {session_id} is a replay of session {source} (made by "
-            "`openprogram run --replay`, kept on this machine); `openprogram sessions push "
-            f"{session_id} --with-replays` sends it as a session of its own"
-        )
 
 
 def live_turns(nodes: list[Any]) -> list[Any]:

@@ -316,7 +316,7 @@ def push(
 ) -> str:
     """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``; a
     replay session (:mod:`replays`) only ``with_replays``."""
-    from openprogram.store.session.replays import refuse_replay_push
+    from openprogram.store.session.syncrules import refuse_replay_push
 
     session = store.open(session_id)
     refuse_replay_push(session_id, session.meta, with_replays)

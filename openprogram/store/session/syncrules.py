@@ -376,3 +376,24 @@ def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]
             node = chain.get(node)
         lines.append(Line(tip, turns))
     return lines
+
+
+# -- replay sessions (openprogram.store.session.replays): a rule of what may be pushed --
+REPLAY_OF = "replay_of"  # meta.json: the session a replay session is a replay of
+
+
+def replay_of(meta: dict[str, Any]) -> str | None:
+    """The session a session is a replay of (its ``meta.json``), or None."""
+    found = meta.get(REPLAY_OF)
+    return found if isinstance(found, str) and found else None
+
+
+def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool) -> None:
+    """A replay session is pushed only when asked: raise :class:`SyncError` otherwise."""
+    source = replay_of(meta)
+    if source is not None and not with_replays:
+        raise SyncError(
+            f"not pushed: session {session_id} is a replay of session {source} (made by "
+            "`openprogram run --replay`, kept on this machine); `openprogram sessions push "
+            f"{session_id} --with-replays` sends it as a session of its own"
+        )
