@@ -106,6 +106,10 @@ class NotebookTurns:
         if self.turn is not None:  # a turn whose cell end never came (nested run)
             self.turn.end(None)
             self.turn = None
+        if start:  # --from NODE names a turn of this session: continued on purpose, so a
+            current = self.current_meta()  # copy made to branch there is not forked
+            if current is not None:
+                self.vetted.add(current.session_id)
         meta, pinned_elsewhere = self.cell_session(pinned)
         if start:
             from openprogram.compare.sessions import branch_point
