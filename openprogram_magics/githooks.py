@@ -61,17 +61,24 @@ def hook_script(name: str, python: str | None = None) -> str:
             'feed() { if [ -n "$input" ]; then printf \'%s\\n\' "$input"; fi; }\n'
             'if [ -x "$chained" ]; then feed | "$chained" "$@" || exit $?; fi\n'
             f"if [ ! -x {py} ]; then\n"
-            f'  echo "openprogram: git push refused: {py} is gone, so the sessions of the'
+            f'  echo "openprogram: git push refused: "{py}" is gone, so the sessions of the'
             " notebooks cannot be pushed: run: openprogram git-setup --hooks (or push with"
             ' git push --no-verify)" >&2\n'
             "  exit 1\n"
             "fi\n"
-            f"feed | {run}\n"
+            f"feed | {run} && exit 0\n"
+            "status=$?\n"  # openprogram uninstalled from that python: say so, not a traceback
+            f"if ! {py} -c 'import openprogram_magics.githooks' 2>/dev/null; then\n"
+            f'  echo "openprogram: git push refused: openprogram is not installed for "{py}", so'
+            " the sessions of the notebooks cannot be pushed: install it again, delete"
+            ' this hook ($0), or push with git push --no-verify" >&2\n'
+            "fi\n"
+            "exit $status\n"
         )
     return head + (
         'status=0\nif [ -x "$chained" ]; then "$chained" "$@" || status=$?; fi\n'
         f"if [ -x {py} ]; then {run}; else\n"
-        f'  echo "openprogram: sessions not pulled: {py} is gone (run: openprogram'
+        f'  echo "openprogram: sessions not pulled: "{py}" is gone (run: openprogram'
         ' git-setup --hooks)" >&2\n'
         "fi\n"
         "exit $status\n"
