@@ -40,7 +40,12 @@ def original_of(session_id: str, place: str, recorded: str) -> Path | None:
         if here.resolve() == there.resolve() or not there.is_file():
             return None
         named = parse_metadata(read_file_metadata(there))
+        # ``here`` is found by name in the working folder (``%cd`` may have moved it): a
+        # copy names the session on disk too; another notebook of that name is not this one
+        mine = parse_metadata(read_file_metadata(here))
     except (OSError, MetadataError):
+        return None
+    if mine is None or mine.session_id != session_id:
         return None
     return there if named is not None and named.session_id == session_id else None
 
