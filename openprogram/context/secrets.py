@@ -68,7 +68,11 @@ def is_secret_env(name: str) -> bool:
 
 
 # ``scheme://user:password@``: the password (group 2) goes wherever the URL is shown
-URL_PASSWORD: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*):([^\s/@\"'<>]+)@")
+# the scheme is bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of
+# its word boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
+URL_PASSWORD: Final = re.compile(
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/:@\"'<>]*):([^\s/@\"'<>]+)@"
+)
 _URL_PASSWORD_BYTES: Final = re.compile(URL_PASSWORD.pattern.encode())
 
 
