@@ -136,8 +136,10 @@ class SDKProvider:
                 and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs))
             ):
                 api_key = PLACEHOLDER_API_KEY  # local compatible servers need no key
-            if not api_key and not base_url and not any(
-                os.environ.get(v) for v in (self.api_key_env, *self.token_envs)
+            if (
+                not api_key
+                and not base_url
+                and not any(os.environ.get(v) for v in (self.api_key_env, *self.token_envs))
             ):  # said here, not left to the SDK: an older one takes an empty key and sends
                 raise self._client_error(ValueError("no API key"), api_key)
             try:
