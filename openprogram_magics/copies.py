@@ -39,6 +39,8 @@ def original_of(session_id: str, place: str, recorded: str) -> Path | None:
     try:
         if here.resolve() == there.resolve() or not there.is_file():
             return None
+        if here.exists() and here.samefile(there):  # one file, two paths (a hard link)
+            return None
         named = parse_metadata(read_file_metadata(there))
         # ``here`` is found by name in the working folder (``%cd`` may have moved it): a
         # copy names the session on disk too; another notebook of that name is not this one

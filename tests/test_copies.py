@@ -33,3 +33,13 @@ def test_a_real_copy_is_still_found(tmp_path: Path) -> None:
     here = place_of("notebook review-copy.ipynb", cwd=tmp_path)
 
     assert original_of("nb_review0001", here, f"notebook {review}") == review
+
+
+def test_the_same_file_under_another_path_is_not_a_copy(tmp_path: Path) -> None:
+    review = notebook(tmp_path / "review.ipynb", "nb_review0001")
+    (tmp_path / "shared").mkdir()
+    linked = tmp_path / "shared" / "review.ipynb"
+    linked.hardlink_to(review)  # as a bind mount shows it too: one file
+    here = place_of("notebook review.ipynb", cwd=tmp_path / "shared")
+
+    assert original_of("nb_review0001", here, f"notebook {review}") is None
