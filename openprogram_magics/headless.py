@@ -72,6 +72,7 @@ def run_notebook(
     source = Path(path)
     nb = nbformat.read(source, as_version=4)
     stored = nb.metadata.get(METADATA_KEY)
+    recorded = copy.deepcopy(stored)  # what a replay written in place keeps
     parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
     env: dict[str, str] = {}
     mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
@@ -116,7 +117,9 @@ def run_notebook(
     write_back(nb)
     target = Path(output) if output is not None else source
     if replay:
-        return _replay_result(nb, before, source, target, output is not None, error, only_stale)
+        return _replay_result(
+            nb, before, source, target, output is not None, error, only_stale, recorded
+        )
     nbformat.write(nb, target)
     session = nb.metadata.get(METADATA_KEY, {}).get("session_id")
     return RunResult(target, session, error)
@@ -130,12 +133,15 @@ def _replay_result(
     asked: bool,
     error: str | None,
     only_stale: bool,
+    recorded: Any = None,
 ) -> RunResult:
     """Write what a replay showed — to ``-o OUT`` always; in place only when it finished
     and some output differs (a replay that reproduced everything, or failed, leaves the
     notebook as it was: no byte changed, nothing for ``git pull`` to trip over) — and say
-    which cells ran live.  A replay session nothing refers to (nothing written) and that
-    holds nothing to look at (no failure, no call answered live) is deleted."""
+    which cells ran live.  Written in place, the notebook keeps naming its own session
+    (``recorded``: its metadata before the run).  A replay session nothing refers to
+    (nothing written) and that holds nothing to look at (no failure, no call answered
+    live) is deleted."""
     import nbformat
 
     from openprogram.store.session.db import default_db
@@ -155,6 +161,8 @@ def _replay_result(
         which = ", ".join(_cell_label(t) for t in live) or "none (every call was replayed)"
         notes.append(f"ran live ({'stale' if only_stale else 'not recorded'}): {which}")
     written = asked or (error is None and bool(differ))
+    if written and not asked and isinstance(recorded, dict):  # in place: the notebook
+        nb.metadata[METADATA_KEY] = recorded  # keeps its own session (the replay's is local)
     if written:
         nbformat.write(nb, target)
     elif error is None:
@@ -170,8 +178,8 @@ def _replay_result(
                 f"the replay's turns: session {fork}, kept on this machine "
                 "(`sessions push` sends it only with --with-replays)"
             )
-    session_id = fork if written else None
-    return RunResult(target, session_id, error, written, notes)
+    session_id = str(nb.metadata.get(METADATA_KEY, {}).get("session_id") or "") or None
+    return RunResult(target, session_id if written else None, error, written, notes)
 
 
 def _drop_unused_fork(fork: Any) -> None:

@@ -319,3 +319,32 @@ def test_replays_stay_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         tempfile.gettempdir() + "/",
     )  # fmt: skip
     assert found == [], re.findall(r'File \\"([^"\\]+)', dumped)[:5]
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(600)
+def test_a_replay_written_in_place_keeps_the_notebooks_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replay whose outputs differ rewrites the notebook in place, but the notebook still
+    names its own session: the next cells continue it (and push it), not the local replay
+    session, which `sessions push` would refuse."""
+    import nbformat
+
+    home = tmp_path / "home"
+    nb_path = tmp_path / "quickstart.ipynb"
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("import uuid\nprint(uuid.uuid4())"))  # differs
+    nbformat.write(nb, nb_path)
+    assert cli_main(["--home", str(home), "run", str(nb_path)]) == 0
+    sid = session_of(nb_path)
+    before = nb_path.read_bytes()
+    capsys.readouterr()
+    assert cli_main(["--home", str(home), "run", str(nb_path), "--replay"]) == 0
+    assert nb_path.read_bytes() != before  # a printed value differed: written in place
+    assert session_of(nb_path) == sid  # ... still naming the notebook's own session
+    assert any(s.startswith(f"{sid}-replay-") for s in homes_sessions(home))  # kept apart
+    turns = json.loads((home / "sessions" / sid / "meta.json").read_text())["turns"]
+    assert cli_main(["--home", str(home), "run", str(nb_path)]) == 0  # a live run after it
+    assert session_of(nb_path) == sid
+    assert json.loads((home / "sessions" / sid / "meta.json").read_text())["turns"] > turns
