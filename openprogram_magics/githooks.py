@@ -303,7 +303,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     except SyncError as exc:
         outcome.refused.append(f"sessions not pulled from {remote}: {exc}")
         return outcome
-    for sid, notebook in sessions.items():
+    for index, (sid, notebook) in enumerate(sessions.items()):
         try:
             got = pull(store, sid, url, protocols)
         except (SyncError, OpenProgramError) as exc:
@@ -311,7 +311,13 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
                 f"session {sid} of {notebook} not pulled: {exc} "
                 f"(`openprogram sessions pull {sid} {remote}` to retry)"
             )
-            continue
+            rest = list(sessions)[index + 1 :]
+            if rest:  # offline or refused: a checkout must not wait on each in turn
+                outcome.refused.append(
+                    f"not tried after that: {', '.join(rest)} (`openprogram sessions pull "
+                    f"ID {remote}` for each)"
+                )
+            break
         if got.status != "up to date":
             outcome.said.append(f"{got.describe()} ({notebook})")
     return outcome

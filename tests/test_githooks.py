@@ -234,3 +234,17 @@ def test_hooks_go_where_git_looks_for_them(tmp_path: Path) -> None:
     assert all((repo / "githooks" / name).is_file() for name in HOOKS)
     assert not (repo / ".git" / "hooks" / "pre-push").exists()
     assert lines[-1].startswith("note: core.hooksPath is githooks")
+
+
+def test_a_pull_hook_stops_at_the_first_session_it_cannot_get(
+    tmp_path: Path, op_home: Path
+) -> None:
+    """Offline (or refused), a checkout's pull tries one session, not each in turn."""
+    from openprogram_magics.githooks import pull_sessions
+
+    gone = f"file://{tmp_path / 'no-such-remote.git'}"
+    sessions = {"s_one": "a.ipynb", "s_two": "b.ipynb", "s_three": "c.ipynb"}
+    outcome = pull_sessions(sessions, gone, tmp_path)
+    assert len(outcome.refused) == 2 and outcome.said == []
+    assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
+    assert outcome.refused[1].startswith("not tried after that: s_two, s_three")
