@@ -239,6 +239,8 @@ class ProcessRun:
     def _kill(self) -> None:
         """Kill the child and every process under it (its group where there is no /proc)."""
         assert self.process is not None and self.process.pid is not None
+        if self.process.exitcode is not None:  # reaped: its pid may be another process's now
+            return
         pid = self.process.pid
         proctree.end_tree(pid, include_root=True)
         try:
