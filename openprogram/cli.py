@@ -40,6 +40,8 @@ from openprogram.errors import CliError as CliError  # moved; old path kept
 from openprogram.errors import UserError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from openprogram.store.session.store import SessionStore
 
 Handler = Callable[[argparse.Namespace], int]
@@ -168,10 +170,38 @@ def sessions_show(args: argparse.Namespace) -> int:
             print(f"  {one_line(problem)}")
     else:
         print("problems none")
+    for line in running_elsewhere(session.path):
+        say(line)
     print()
     with paused_gc():
         print(whole_tree(session, args.last, page=args.page, total=totals["nodes"]))
     return 0
+
+
+def running_elsewhere(session_path: Path) -> list[str]:
+    """What other processes are running in the session now (their journals: a research
+    stage, a kernel's cell), before their turn commits; [] when nothing is running."""
+    import time
+
+    from openprogram.context.nodes import OPEN_STATUSES
+    from openprogram.store.session.statefiles import live_journals
+
+    lines: list[str] = []
+    for path, records in live_journals(session_path / ".state" / "journal"):
+        last = {str(r.get("id")): r for r in records if isinstance(r.get("metadata"), dict)}
+        running = [r for r in last.values() if r["metadata"].get("status") in OPEN_STATUSES]
+        if not running:
+            continue
+        pid = path.name.split("-", 1)[0]
+        lines.append(f"running  in process {pid}, not committed yet:")
+        for record in running[-12:]:
+            meta = record["metadata"]
+            took = int(time.time() - float(record.get("created_at") or time.time()))
+            lines.append(
+                f"  {meta.get('kind', '?')} {record.get('name') or '?'} · "
+                f"{meta.get('status')} {took // 60}m{took % 60:02d}s"
+            )
+    return lines
 
 
 def whole_tree(

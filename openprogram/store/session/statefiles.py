@@ -207,6 +207,30 @@ def claim_dead_journals(directory: Path, own: Path | None) -> list[tuple[Path, i
     return claimed
 
 
+def live_journals(directory: Path) -> list[tuple[Path, list[dict[str, Any]]]]:
+    """The records of the journals whose writer is alive (another process in the middle of
+    a turn), read without taking them: what a view may show before that turn commits.  A
+    journal whose writer is gone is left for the next open to recover."""
+    found: list[tuple[Path, list[dict[str, Any]]]] = []
+    if not is_real_dir(directory):
+        return found
+    for path in sorted(directory.glob("*.jsonl")):
+        try:
+            fd = open_regular(path)
+        except (FileNotFoundError, RefusedFile):
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # its writer holds it: alive
+                found.append((path, read_journal(fd)[0]))
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return found
+
+
 def read_journal(fd: int) -> tuple[list[dict[str, Any]], int]:
     """The records of a journal (its first ``MAX_JOURNAL_BYTES``), and how many lines were
     skipped: a torn last line (killed mid-write), bad JSON, not an object."""
