@@ -13,6 +13,8 @@ again on the kernel's way out (:mod:`openprogram_magics.outputs`).
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +42,8 @@ class ReplyOutput:
         self._handle: Any = None
         self._shown = ""  # the text the display holds
         self._last = 0.0
+        self._lock = threading.RLock()  # the writer's thread and a held-back update's timer
+        self._timer: threading.Timer | None = None
 
     def write(self, text: str) -> int:
         self.text += text
@@ -48,13 +52,28 @@ class ReplyOutput:
     def flush(self) -> None:
         """Show the text now when due: the first piece, a finished line (a reply's end, a
         note), else at most every ``every_s`` seconds."""
-        due = time.monotonic() - self._last >= self.every_s
-        if self._handle is None or due or self.text.endswith("\n"):
-            self._publish()
+        with self._lock:
+            waited = time.monotonic() - self._last
+            if self._handle is None or waited >= self.every_s or self.text.endswith("\n"):
+                self._publish()
+            elif self._timer is None:  # held back: shown when due, even if no piece follows
+                late = contextvars.copy_context()  # (the cell's output context, in the timer)
+                self._timer = threading.Timer(self.every_s - waited, late.run, (self._late,))
+                self._timer.daemon = True
+                self._timer.start()
 
     def close(self) -> None:
         """Send the whole text (a final update when a throttled one left some out)."""
-        if self.text != self._shown:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self.text != self._shown:
+                self._publish()
+
+    def _late(self) -> None:
+        with self._lock:
+            self._timer = None
             self._publish()
 
     def writable(self) -> bool:

@@ -245,6 +245,7 @@ def test_loading_the_extension_in_such_a_clone_says_so(
 
     _a, b = team(tmp_path, set_up=False)
     monkeypatch.chdir(b)
+    InteractiveShell.clear_instance()  # a shell an earlier test left may have it loaded
     shell = InteractiveShell.instance()
     try:
         shell.run_line_magic("load_ext", "openprogram_magics")
