@@ -13,15 +13,16 @@ again on the kernel's way out (:mod:`openprogram_magics.outputs`).
 
 from __future__ import annotations
 
-import contextvars
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-#: At most one update of a streaming reply's output per this many seconds, but for a
-#: finished line (the end of a reply, a note), shown at once; the whole reply always is.
-UPDATE_EVERY_S = 0.1
+#: At most one update of a streaming reply's output per this many seconds (a finished line,
+#: a reply's end, a note, is shown at once).  0: every piece is shown as it arrives, so a
+#: model that pauses never leaves its last pieces unseen.  A timer that showed held-back
+#: text was tried: its update, sent from another thread, could reach the frontend after the
+#: final one and leave the reply cut in the saved notebook.
+UPDATE_EVERY_S = 0.0
 
 
 def updates_in_place(shell: Any) -> bool:
@@ -42,8 +43,6 @@ class ReplyOutput:
         self._handle: Any = None
         self._shown = ""  # the text the display holds
         self._last = 0.0
-        self._lock = threading.RLock()  # the writer's thread and a held-back update's timer
-        self._timer: threading.Timer | None = None
 
     def write(self, text: str) -> int:
         self.text += text
@@ -52,28 +51,13 @@ class ReplyOutput:
     def flush(self) -> None:
         """Show the text now when due: the first piece, a finished line (a reply's end, a
         note), else at most every ``every_s`` seconds."""
-        with self._lock:
-            waited = time.monotonic() - self._last
-            if self._handle is None or waited >= self.every_s or self.text.endswith("\n"):
-                self._publish()
-            elif self._timer is None:  # held back: shown when due, even if no piece follows
-                late = contextvars.copy_context()  # (the cell's output context, in the timer)
-                self._timer = threading.Timer(self.every_s - waited, late.run, (self._late,))
-                self._timer.daemon = True
-                self._timer.start()
+        due = time.monotonic() - self._last >= self.every_s
+        if self._handle is None or due or self.text.endswith("\n"):
+            self._publish()
 
     def close(self) -> None:
         """Send the whole text (a final update when a throttled one left some out)."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self.text != self._shown:
-                self._publish()
-
-    def _late(self) -> None:
-        with self._lock:
-            self._timer = None
+        if self.text != self._shown:
             self._publish()
 
     def writable(self) -> bool:
