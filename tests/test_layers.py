@@ -18,7 +18,7 @@ PACKAGE = ROOT / "openprogram"
 
 # Bottom first.  A module may import its own layer or a lower one, never a higher one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("node model and graph", ("openprogram.errors", "openprogram.context")),
+    ("node model and graph", ("openprogram.errors", "openprogram.settings", "openprogram.context")),
     (
         "store, views, usage accounting",
         ("openprogram.store", "openprogram.view", "openprogram.usage", "openprogram.compare"),

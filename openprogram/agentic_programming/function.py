@@ -29,6 +29,7 @@ from openprogram.context.outcome import finish, is_cancellation
 from openprogram.errors import (
     AgenticRecursionError as AgenticRecursionError,  # moved; old path kept
 )
+from openprogram.settings import current as current_settings
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
@@ -94,7 +95,7 @@ def process_session_id() -> str:
     global _process_session
     with _process_lock:
         if _process_session is None:
-            given = os.environ.get("OPENPROGRAM_SESSION")
+            given = current_settings().session
             _process_session = validate_session_id(given) if given else mint_session_id("adhoc")
             if not given:
                 print(

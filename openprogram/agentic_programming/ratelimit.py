@@ -17,12 +17,12 @@ next request.  The wait checks every quarter second whether the run was asked to
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 from openprogram.agentic_programming.stopping import check_stop
 from openprogram.errors import UserError
+from openprogram.settings import current as current_settings
 
 RATE_VARIABLE = "OPENPROGRAM_REQUESTS_PER_MINUTE"
 _POLL_S = 0.25
@@ -33,7 +33,7 @@ _next_start: dict[str, float] = {}  # provider name -> monotonic time the next r
 
 def rate_from_env() -> float | None:
     """``OPENPROGRAM_REQUESTS_PER_MINUTE`` as a positive number, or None when unset/0."""
-    text = os.environ.get(RATE_VARIABLE, "").strip()
+    text = current_settings().requests_per_minute or ""
     if not text:
         return None
     return checked_rate(text, RATE_VARIABLE)

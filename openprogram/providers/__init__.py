@@ -32,6 +32,8 @@ from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.resolution import Layer, Resolved, resolve
 from openprogram.providers.test import TestProvider
+from openprogram.settings import Replay
+from openprogram.settings import current as current_settings
 from openprogram.usage.budget import budget_from
 
 PROVIDER_NAMES = ("test", "openai", "anthropic", "replay")
@@ -62,7 +64,7 @@ def create_provider(name: str, model: str | None = None, **options: Any) -> Prov
     if name == "anthropic":
         return AnthropicProvider(model, **options)
     if name == "replay":
-        session = options.pop("session_id", None) or os.environ.get("OPENPROGRAM_REPLAY_SESSION")
+        session = options.pop("session_id", None) or current_settings().replay_session
         if not session:
             raise UserError("the replay provider needs a session id (OPENPROGRAM_REPLAY_SESSION)")
         return ReplayProvider(session, **options)
@@ -86,14 +88,13 @@ def resolve_settings(
     return resolve([call, *layers], os.environ if environ is None else environ)
 
 
-def _forced_replay(session_id: str, asked: str | Provider | None, model: str | None) -> Provider:
-    """The replay provider ``OPENPROGRAM_REPLAY`` asks for; with ``OPENPROGRAM_REPLAY_MISSES``
-    the provider that was asked for (a real one) answers what was not recorded."""
+def _forced_replay(replay: Replay, asked: str | Provider | None, model: str | None) -> Provider:
+    """The replay provider the settings force (``openprogram run --replay``); with
+    ``misses`` the provider that was asked for (a real one) answers what was not recorded."""
     fallback = None
-    if os.environ.get("OPENPROGRAM_REPLAY_MISSES") and asked not in (None, "replay"):
+    if replay.misses and asked not in (None, "replay"):
         fallback = create_provider(asked, model) if isinstance(asked, str) else asked
-    stale = bool(os.environ.get("OPENPROGRAM_REPLAY_STALE"))  # `run --only-stale`
-    return ReplayProvider(session_id, fallback=fallback, live_stale=stale)
+    return ReplayProvider(replay.session_id, fallback=fallback, live_stale=replay.stale)
 
 
 def create_runtime(
@@ -115,7 +116,7 @@ def create_runtime(
     model = settings.model.value if settings.model.layer != "default" else None
     if provider is None or isinstance(provider, str):
         provider = settings.provider.value
-    forced = os.environ.get("OPENPROGRAM_REPLAY")
+    forced = current_settings().replay
     if forced:  # `openprogram run --replay`: every call is answered from the recording
         return Runtime(_forced_replay(forced, provider, model), model="replay", **options)
     if provider is None:

@@ -24,7 +24,6 @@ exception (whose request object holds the ``Authorization`` header).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -43,6 +42,7 @@ from openprogram.providers.base import (
 )
 from openprogram.providers.network import check_model_request
 from openprogram.providers.sdk import SDKProvider
+from openprogram.settings import current as current_settings
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -62,7 +62,7 @@ _CHOICE_KEY = "_openprogram_choice"  # request.extra: the schema is the choices'
 
 def default_max_tokens() -> int:
     """The ``max_tokens`` of a request that names none (``OPENPROGRAM_MAX_TOKENS``)."""
-    raw = os.environ.get("OPENPROGRAM_MAX_TOKENS", "")
+    raw = current_settings().max_tokens or ""
     try:
         value = int(raw) if raw.strip() else DEFAULT_MAX_TOKENS
     except ValueError:

@@ -23,6 +23,7 @@ from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
 from openprogram.errors import BudgetExceeded as BudgetExceeded  # moved; old path kept
 from openprogram.errors import UserError
+from openprogram.settings import current as current_settings
 from openprogram.store.session.index import usage_of
 from openprogram.usage.prices import price_of
 
@@ -200,16 +201,16 @@ def _add(spent: Spent, node: Call) -> None:
 def budget_from(
     tokens: int | None = None, usd: float | None = None, per: str | None = None
 ) -> Budget | None:
-    """A budget from settings (0 or None: no limit of that kind), else from the environment
-    (``OPENPROGRAM_BUDGET_TOKENS``, ``OPENPROGRAM_BUDGET_USD``, ``OPENPROGRAM_BUDGET_PER``),
-    so ``openprogram run`` can hand its kernels one.  None when nothing is set."""
-    import os
-
+    """A budget from the arguments (0 or None: no limit of that kind), else from the
+    settings (``OPENPROGRAM_BUDGET_TOKENS``, ``OPENPROGRAM_BUDGET_USD``,
+    ``OPENPROGRAM_BUDGET_PER``), so ``openprogram run`` can hand its kernels one.  None when
+    nothing is set."""
+    settings = current_settings()
     try:
-        tokens = tokens or int(os.environ.get("OPENPROGRAM_BUDGET_TOKENS") or 0) or None
-        usd = usd or float(os.environ.get("OPENPROGRAM_BUDGET_USD") or 0) or None
+        tokens = tokens or int(settings.budget_tokens or 0) or None
+        usd = usd or float(settings.budget_usd or 0) or None
     except ValueError as exc:
         raise UserError(f"OPENPROGRAM_BUDGET_TOKENS/_USD must be numbers ({exc})") from None
     if tokens is None and usd is None:
         return None
-    return Budget(tokens, usd, per or os.environ.get("OPENPROGRAM_BUDGET_PER") or "session")
+    return Budget(tokens, usd, per or settings.budget_per or "session")

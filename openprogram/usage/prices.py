@@ -10,13 +10,13 @@ or negotiated prices.  A model neither knows is *unpriced*: its cost is ``None``
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from openprogram.errors import UserError
+from openprogram.settings import current as current_settings
 
 PRICED_PROVIDERS = {"openai", "anthropic"}  # provider names genai-prices knows by that id
 
@@ -56,8 +56,7 @@ def clear_prices() -> None:
 
 
 def prices_file() -> Path:
-    home = os.environ.get("OPENPROGRAM_HOME") or Path.home() / ".openprogram"
-    return Path(home).expanduser() / "prices.json"
+    return current_settings().home / "prices.json"
 
 
 def _file_prices() -> dict[str, Price]:
