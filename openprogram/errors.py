@@ -16,6 +16,8 @@ boundaries: what the user fixes, what a run ended with, what is a bug).
     │   ├── BudgetExceeded (also a UserError: raise the budget), AgenticRecursionError
     │   ├── ToolArgumentsError, ProcessRunError (.target, .error) → ProcessRunCancelled
     │   ├── ToolRefused (.tool: a call the approval rules' question was refused)
+│   ├── McpServerError (.server: an MCP server that cannot start, died or hung)
+│   ├── McpToolError (.server, .tool: an MCP tool that answered with an error)
     │   ├── RemoteError (a worker's exception that could not travel as itself)
     │   └── ProviderError (RuntimeError)
     │       └── MissingCredentials, TransientProviderError, UnsupportedParameter
@@ -174,6 +176,25 @@ class ToolRefused(RunError):
     def __init__(self, tool: str, why: str) -> None:
         self.tool = tool
         super().__init__(f"the call of tool {tool!r} was not approved: {why}")
+
+
+class McpServerError(RunError):
+    """An MCP server that could not be started or reached, died, or did not answer in
+    time; one line naming the server (and the tool when a call ended it)."""
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        super().__init__(message)
+
+
+class McpToolError(RunError):
+    """An MCP tool answered with an error (``isError``); the model gets it back as the
+    tool's error."""
+
+    def __init__(self, server: str, tool: str, message: str) -> None:
+        self.server = server
+        self.tool = tool
+        super().__init__(message)
 
 
 class ProcessRunError(RunError):
