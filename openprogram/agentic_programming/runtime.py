@@ -46,6 +46,7 @@ from openprogram.agentic_programming.provider import (
     overflow_room,
 )
 from openprogram.agentic_programming.ratelimit import checked_rate, wait_turn
+from openprogram.agentic_programming.request_fields import request_settings
 from openprogram.agentic_programming.retrying import pause, with_retries
 from openprogram.agentic_programming.stopping import check_stop, killable
 from openprogram.context.nodes import ERROR, Call, make_call, sanitize
@@ -301,6 +302,7 @@ class Runtime:
                 messages=own + extra,  # the history is named in context, not copied
                 context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
                 model=self.model,
+                request=request_settings(request),  # what replay matches besides the messages
             )
             if iteration > 1:
                 node.metadata["iteration"] = iteration
