@@ -28,7 +28,7 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     from openprogram.errors import UserError
     from openprogram_magics.ask import notebook_ask_handler
     from openprogram_magics.chat_view import ChatDag, live_view
-    from openprogram_magics.chatcommands import goal_done, notebook_goal
+    from openprogram_magics.commands.goal import goal_done, notebook_goal
     from openprogram_magics.reply_output import ReplyOutput, updates_in_place
     from openprogram_magics.turn import chained_after
 

@@ -15,14 +15,10 @@ from __future__ import annotations
 import inspect
 import json
 import keyword
-from argparse import Namespace
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openprogram_magics.commands import PROG, Host, session_or_current
-
 if TYPE_CHECKING:
-    from openprogram.agent.dispatcher.types import TurnResult
     from openprogram.context.nodes import Call
 
 _answered: set[str] = set()  # recorded turns that answered (and the turns a replay wrote)
@@ -88,46 +84,26 @@ def recorded_call(nodes: list[Call], name: str, arguments: dict[str, Any]) -> Re
     return Recorded(turn.id, ran.output, error)
 
 
-def replayed_call(host: Host, args: Namespace, recorded_session: str) -> TurnResult | None:
-    """Answer ``%openprogram call`` from ``recorded_session``; None (and a note) when it
-    holds no such call."""
-    from openprogram.agent.dispatcher import dispatch_forced_tool_call
+def recording_of(recorded_session: str, name: str, arguments: dict[str, Any]) -> Recorded | None:
+    """The recorded turn of ``%openprogram call NAME`` with ``arguments`` in
+    ``recorded_session`` that answers now (marked answered); None, with a note, when the
+    recording holds no such call (a replay never runs it)."""
     from openprogram.agent.session_db import default_db
-    from openprogram_magics.call_command import parse_arguments
-    from openprogram_magics.turn import chained_after
 
-    kwargs = parse_arguments(args.arguments)
     db = default_db()
     found = None
     if db.exists(recorded_session):
-        found = recorded_call(db.open(recorded_session).nodes(), args.name, kwargs)
+        found = recorded_call(db.open(recorded_session).nodes(), name, arguments)
     if found is None:
         print(
-            f"openprogram: replay: `{PROG} call {args.name}` skipped (the recording holds no "
+            f"openprogram: replay: `%openprogram call {name}` skipped (the recording holds no "
             "such call; a replay never runs a forced tool call)"
         )
         return None
     _answered.add(found.turn_id)
-    sid = session_or_current(host, None)
-    meta = host.current_meta()
-    after = None
-    if args.retry is None and meta is not None and db.exists(sid):
-        after = chained_after(db.open(sid), meta)
-    result = dispatch_forced_tool_call(
-        sid,
-        args.name,
-        kwargs,
-        tools={args.name: found.tool(kwargs)},
-        runtime=host.runtime(),
-        after=after,
-        retry_of=args.retry,
-    )
-    _answered.add(result.user_node_id)
-    if meta is not None:
-        host.set_session(replace(meta, last_turn_id=result.user_node_id))
-    shown = result.text if result.status == "completed" else f"{result.status}: {result.error}"
-    print(
-        f"openprogram: replay: {args.name} · turn {result.user_node_id} · {shown} "
-        f"(answered from the recording of turn {found.turn_id}; the tool did not run)"
-    )
-    return result
+    return found
+
+
+def answered(turn_id: str) -> None:
+    """The turn a replay wrote for a recorded call never answers a later call itself."""
+    _answered.add(turn_id)

@@ -20,7 +20,7 @@ from openprogram.errors import UserError
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.test import FunctionProvider, TestProvider
 from openprogram_magics import commands
-from openprogram_magics.call_command import parse_arguments
+from openprogram_magics.commands.call import parse_arguments
 from openprogram_magics.notebook import NotebookMeta
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +67,35 @@ def test_a_command_is_one_entry_and_one_function(extra_command: None) -> None:
     assert "greet NAME" in commands.help_text()
     with pytest.raises(CommandError, match="NAME"):
         commands.run(Host(), "greet")
+
+
+def test_a_module_dropped_into_the_commands_package_is_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subcommand is one module of the package that registers itself: nothing else is
+    edited, it is listed before ``help``, and ``run`` reaches it."""
+    (tmp_path / "wave.py").write_text(
+        "from openprogram_magics.commands import arg, command\n"
+        "@command('wave', 'wave at someone', arg('name', metavar='NAME'))\n"
+        "def wave(host, args):\n"
+        "    return f'hi {args.name}'\n"
+    )
+    commands.load()
+    monkeypatch.setattr(commands, "__path__", [*commands.__path__, str(tmp_path)])
+    monkeypatch.setattr(commands, "_loaded", False)
+    try:
+        assert commands.run(Host(), "wave ada") == "hi ada"
+        assert list(commands.COMMANDS)[-2:] == ["wave", "help"]
+        assert "wave NAME" in commands.help_text()
+    finally:
+        commands.COMMANDS.pop("wave", None)
+        sys.modules.pop("openprogram_magics.commands.wave", None)
+
+
+def test_the_help_lists_the_commands_in_their_order() -> None:
+    names = list(commands.load())
+    assert names[:4] == ["status", "new", "use", "list"] and names[-1] == "help"
+    assert names.index("stop") < names.index("call") < names.index("stale")
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,9 @@ Each value is read as a Python literal (``n=3``, ``xs=[1, 2]``, ``flag=True``,
 a function of the notebook marked ``@openprogram.tool`` or an ``@agentic_function`` (or an
 importable ``package.module:function``).  ``--retry TURN`` runs it as a retry of a failed
 turn: a sibling of that turn, after its predecessor.
+
+In a replay (``openprogram run --replay``) the call never runs: the recording's turn of
+the same call answers it (:mod:`openprogram_magics.replay_call`), or it is skipped.
 """
 
 from __future__ import annotations
@@ -67,9 +70,17 @@ def notebook_tools(host: Host) -> dict[str, Any]:
 def call(host: Host, args: Namespace) -> Any:
     from openprogram.agent.dispatcher import dispatch_forced_tool_call
     from openprogram.agent.session_db import default_db
+    from openprogram_magics import replay_call
+    from openprogram_magics.bridge import replay_run
     from openprogram_magics.turn import chained_after
 
     kwargs = parse_arguments(args.arguments)
+    replay = replay_run()
+    recorded = None
+    if replay is not None:  # a forced tool call never runs in a replay
+        recorded = replay_call.recording_of(replay.session_id, args.name, kwargs)
+        if recorded is None:
+            return None
     sid = session_or_current(host, None)
     meta = host.current_meta()
     db = default_db()
@@ -80,13 +91,21 @@ def call(host: Host, args: Namespace) -> Any:
         sid,
         args.name,
         kwargs,
-        tools=notebook_tools(host),
+        tools={args.name: recorded.tool(kwargs)} if recorded else notebook_tools(host),
         runtime=host.runtime(),
         after=after,
         retry_of=args.retry,
     )
+    if recorded is not None:
+        replay_call.answered(result.user_node_id)
     if meta is not None:
         host.set_session(replace(meta, last_turn_id=result.user_node_id))
     shown = result.text if result.status == "completed" else f"{result.status}: {result.error}"
-    print(f"openprogram: {args.name} · turn {result.user_node_id} · {shown}")
+    if recorded is None:
+        print(f"openprogram: {args.name} · turn {result.user_node_id} · {shown}")
+    else:
+        print(
+            f"openprogram: replay: {args.name} · turn {result.user_node_id} · {shown} "
+            f"(answered from the recording of turn {recorded.turn_id}; the tool did not run)"
+        )
     return result

@@ -1,10 +1,10 @@
-"""``%openprogram goal | compact | title``: the chat dispatcher's long-session commands.
+"""``%openprogram goal [TEXT] [--clear] [--turns N] [--tokens N] [--usd X]``: the goal the
+notebook's chat cells keep working on.
 
-Registered in :mod:`openprogram_magics.commands`' table on import (that module imports
-this one at its end).  The notebook's goal lives on the magics object (``chat_goal``) until
-a goal run ends; each ``%%openprogram --chat`` cell works on it (continuation turns follow
-the cell's message until the goal is met, a limit, a stop or a question to the user), and
-the run's state is kept in the session's ``meta.json`` (``goal``).
+The goal lives on the magics object (``chat_goal``) until a goal run ends; each
+``%%openprogram --chat`` cell works on it (continuation turns follow the cell's message
+until the goal is met, a limit, a stop or a question to the user), and the run's state is
+kept in the session's ``meta.json`` (``goal``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
-from openprogram_magics.commands import PROG, CommandError, Host, arg, command, session_or_current
+from openprogram_magics.commands import PROG, CommandError, Host, arg, command
 
 GOAL_ATTR = "chat_goal"  # the magics object's attribute holding the notebook's goal
 
@@ -92,46 +92,3 @@ def _goal_status(host: Host) -> dict[str, Any] | None:
         lines.append(f"last run: {state.get('text')}: {goal_line(state)}")
     print(terminal_text("\n".join(lines)).replace("\\n", "\n"))
     return state
-
-
-@command("compact", "summarise older turns now (kept in the session; prompts use the summary)")
-def compact(host: Host, args: Namespace) -> str | None:
-    from openprogram.agent.dispatcher import trigger_compaction
-
-    sid = session_or_current(host, None)
-    summary = trigger_compaction(sid, runtime=host.runtime())
-    if summary is None:
-        print("openprogram: nothing to compact (the newest turns are kept as they are)")
-    else:
-        from openprogram.agent.session_db import default_db
-
-        node = default_db().open(sid).get(summary)
-        covers = len(node.metadata.get("covers", []))
-        by = node.metadata.get("written_by")
-        print(f"openprogram: summary {summary} stands for {covers} earlier turns (written by {by})")
-    return summary
-
-
-@command(
-    "title",
-    "show or set the session's title (a title you set is never replaced)",
-    arg("text", nargs="*", metavar="TEXT"),
-)
-def title(host: Host, args: Namespace) -> str:
-    from openprogram.agent.dispatcher.titles import rename, title_of
-    from openprogram.agent.session_db import default_db
-    from openprogram.view.inert import terminal_text
-
-    sid = session_or_current(host, None)
-    if not args.text:
-        meta = default_db().open(sid).meta if default_db().exists(sid) else {"id": sid}
-        shown = title_of(meta) or "(none yet)"
-        source = meta.get("title_source")
-        print(terminal_text(f"title: {shown}" + (f" ({source})" if source else "")))
-        return shown
-    try:
-        named = rename(sid, " ".join(args.text))
-    except Exception as exc:
-        raise CommandError(str(exc)) from None
-    print(terminal_text(f"openprogram: session {sid} is titled {named!r}"))
-    return named
