@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from openprogram.providers import create_runtime
     from openprogram.providers import environment_runtime as environment_runtime
     from openprogram.scale import map as map
+    from openprogram.scale.evals import EvalResult, evaluate
     from openprogram.store.session.context import SessionHandle, session_context
 
 __version__ = "0.1.0"
@@ -53,6 +54,8 @@ _PUBLIC = {
     "create_runtime": "openprogram.providers",
     "environment_runtime": "openprogram.providers",
     "map": "openprogram.scale",
+    "evaluate": "openprogram.scale.evals",
+    "EvalResult": "openprogram.scale.evals",
     "SessionHandle": "openprogram.store.session.context",
     "session_context": "openprogram.store.session.context",
 }
@@ -89,6 +92,7 @@ __all__ = [
     "Call",
     "ContextPolicy",
     "ContextThreadPoolExecutor",
+    "EvalResult",
     "NoProviderConfigured",
     "OpenProgramError",
     "Runtime",
@@ -99,6 +103,7 @@ __all__ = [
     "ask_user",
     "background",
     "create_runtime",
+    "evaluate",
     "llm",
     "session_context",
     "tool",
