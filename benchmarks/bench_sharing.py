@@ -1,6 +1,7 @@
 """Sharing speed (issue 9's targets), each side by side with its honest baseline.
 
-    python benchmarks/bench_sharing.py [--quick] [--samples 5] [--only bundles|pull|replay]
+    python benchmarks/bench_sharing.py [--quick] [--samples 5] [--only bundles|pull|replay|push]
+                                        [--remote file|git]
 
 1. Export + import of a 1,000-turn session (``--quick``: 200) vs ``git bundle create`` /
    ``git clone`` of the same repository.  Target: each ≤ 1.5× its baseline.  Then what the
@@ -13,6 +14,12 @@
 3. Replay of a 200-call notebook (20 cells × 10 calls, headless, kernel start included)
    vs the same run with the offline ``test`` provider; and the same 200 calls in-process.
    Target: ≤ 1.2×.
+4. Push and pull of 10 new turns (issue 35 item 10) side by side with ``git push`` /
+   ``git fetch`` of the same commits from and into the same repository, each to a bare
+   remote of its own, in a rotating order: in-process (``push`` / ``pull``) and as people
+   type them (``openprogram sessions push|pull`` processes vs ``git push|fetch``
+   processes; the cost of starting a Python beside them).  ``--remote git`` serves the
+   remotes by ``git daemon`` on loopback instead of ``file://``.  Target: ≤ 2× each way.
 
 Figures only (medians with min-max); no assertions.  ``--dir`` (default: next to
 ``OPENPROGRAM_HOME``, i.e. the disk sessions live on) says where the repositories are made;
@@ -26,12 +33,14 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -217,6 +226,123 @@ def bench_pull(tmp: Path, samples: int) -> None:
         store.close()
 
 
+def bench_push_pull(tmp: Path, samples: int, transport: str) -> None:
+    """Each sample: Alice writes 10 turns; then, in a rotating order, the same 10 commits
+    go out by ``git push`` (from her session's repository), by :func:`push` and by
+    ``openprogram sessions push`` (each to its own bare remote, which all hold the same
+    history before), and come in by ``git fetch`` (into a clone of Bob's session), by
+    :func:`pull` and by ``openprogram sessions pull`` (into Bob's home of that remote)."""
+    from openprogram.store.session.syncrules import allow_protocol
+
+    print(f"4. push and pull of 10 new turns, side by side ({transport}; load {load()})")
+    protocols = allow_protocol(from_notebook=False)
+    ref = "refs/openprogram/sessions/s_team"
+    names = ("git", "api", "cli")
+    bare = {name: tmp / "remotes" / f"{name}.git" for name in names}
+    for path in bare.values():
+        git(tmp, "init", "-q", "--bare", str(path))
+        git(path, "config", "receive.unpackLimit", "1")  # as pushes to a host keep a pack
+    alice = SessionStore(tmp / "alice-home")
+    session = alice.create_session("s_team")
+    for i in range(50):
+        write_turn(session, i)
+    homes = {name: tmp / f"bob-{name}" for name in names}
+    with _served(tmp / "remotes", transport) as prefix:
+        url = {name: f"{prefix}/{name}.git" for name in names}
+        for name in names:
+            push(alice, "s_team", url[name], protocols)
+            pull(SessionStore(homes[name]), "s_team", url[name], protocols)
+        clone = tmp / "bob-raw"
+        git(tmp, "clone", "-q", "--bare", str(session.path), str(clone))
+        git(clone, "fetch", "-q", url["git"], f"+{ref}:{ref}")
+        # the processes read compiled bytecode, as an installed package does (this machine
+        # sets PYTHONDONTWRITEBYTECODE, which makes every start compile every module)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(OPENPROGRAM_HOME=str(homes["cli"]), PYTHONPYCACHEPREFIX=str(tmp / "pyc"))
+        cli = [sys.executable, "-m", "openprogram.cli", "sessions"]
+        subprocess.run([*cli, "list"], env=env, check=True, capture_output=True)  # compiles
+
+        def run(argv: list[str], cwd: Path, home: Path | None = None) -> None:
+            where = dict(env, OPENPROGRAM_HOME=str(home)) if home else env
+            subprocess.run(argv, cwd=cwd, env=where, check=True, capture_output=True)
+
+        bob_api = SessionStore(homes["api"])
+        steps: dict[str, dict[str, Callable[[], object]]] = {
+            "push": {
+                "git push": lambda: git(session.path, "push", "-q", url["git"], f"main:{ref}"),
+                "push()": lambda: push(alice, "s_team", url["api"], protocols),
+                "openprogram sessions push": lambda: run(
+                    [*cli, "push", "s_team", url["cli"]], tmp, alice.home
+                ),
+            },
+            "pull": {
+                "git fetch": lambda: git(clone, "fetch", "-q", url["git"], f"+{ref}:{ref}"),
+                "pull()": lambda: pull(bob_api, "s_team", url["api"], protocols),
+                "openprogram sessions pull": lambda: run([*cli, "pull", "s_team", url["cli"]], tmp),
+            },
+        }
+        times = {label: [] for way in steps.values() for label in way}
+        starts: list[float] = []
+        for k in range(samples):
+            for i in range(10):
+                write_turn(session, 2000 + 10 * k + i)
+            for way in steps.values():
+                order = list(way)
+                for label in order[k % 3 :] + order[: k % 3]:
+                    started = time.perf_counter()
+                    way[label]()
+                    times[label].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+            starts.append((time.perf_counter() - started) * 1000)
+        for name in names:  # every remote and Bob got the same history
+            assert _tip(bare[name], ref) == _tip(session.path, "refs/heads/main"), name
+        assert _tip(clone, ref) == _tip(session.path, "refs/heads/main")
+        bob_api.close()
+    for base, *ours in (list(way) for way in steps.values()):
+        row(base, times[base])
+        for label in ours:
+            row(label, times[label], times[base])
+            ratios = sorted(t / r for t, r in zip(times[label], times[base], strict=True))
+            print(f"    per-sample ratio: median {statistics.median(ratios):.2f}x "
+                  f"({ratios[0]:.2f}-{ratios[-1]:.2f})")  # fmt: skip
+    row("python -c pass (a process's start)", starts)
+    print(f"  load after: {load()}")
+    alice.close()
+
+
+def _tip(repo: Path, ref: str) -> str:
+    out = subprocess.run(["git", "rev-parse", ref], cwd=repo, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+@contextmanager
+def _served(root: Path, transport: str) -> Iterator[str]:
+    """``file://ROOT``, or ``git daemon`` serving ROOT on loopback (pushes allowed)."""
+    if transport == "file":
+        yield f"file://{root}"
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", f"--base-path={root}", "--export-all",
+         "--enable=receive-pack", "--listen=127.0.0.1", f"--port={port}", str(root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(400):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.025)  # the daemon's start: nothing to wait on but its port
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -331,9 +457,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--only", choices=["bundles", "pull", "replay"], help="one section")
+    parser.add_argument("--only", choices=["bundles", "pull", "replay", "push"], help="one section")
     parser.add_argument("--dir", help="where to make the repositories (default: beside "
                         "OPENPROGRAM_HOME, ~/.openprogram)")  # fmt: skip
+    parser.add_argument("--remote", choices=["file", "git"], default="file",
+                        help="section 4's remotes: file:// or git daemon on loopback")  # fmt: skip
     args = parser.parse_args(argv)
     samples = 3 if args.quick else args.samples
     home = Path(os.environ.get("OPENPROGRAM_HOME") or Path.home() / ".openprogram")
@@ -350,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
             bench_pull(Path(tmp), samples)
         if args.only in (None, "replay"):
             bench_replay(Path(tmp), 3 if args.quick else min(samples, 3))
+        if args.only in (None, "push"):
+            bench_push_pull(Path(tmp), samples, args.remote)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
