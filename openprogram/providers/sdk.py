@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
-from openprogram.context.secrets import register_secret
+from openprogram.context.secrets import register_secret, url_passwords
 from openprogram.errors import OpenProgramError, UserError
 from openprogram.providers.base import (
     DeltaCallback,
@@ -34,6 +34,7 @@ from openprogram.providers.base import (
 from openprogram.providers.capabilities import UnsupportedParameter, unsupported_parameter
 from openprogram.providers.network import check_model_request
 from openprogram.providers.retry_after import retry_after
+from openprogram.settings import current as current_settings
 
 PLACEHOLDER_API_KEY = "not-needed"
 DEFAULT_TIMEOUT = 120.0
@@ -79,12 +80,14 @@ class SDKProvider:
         timeout: float | None = None,
         client: Any = None,
     ) -> None:
-        chosen = model or os.environ.get("OPENPROGRAM_MODEL")
+        chosen = model or current_settings().model
         self.model = chosen or self.default_model
         # not chosen: a compatible server's own model is learnt at the first request
         self.model_chosen = bool(chosen)
         self._api_key = api_key
         register_secret(api_key)  # never written into a session or shown
+        for password in url_passwords(base_url or ""):  # a gateway's, in the URL given here
+            register_secret(password)
         self._base_url = base_url
         # seconds without a byte from the server (streamed: between chunks)
         self.timeout = timeout if timeout is not None else request_timeout()
