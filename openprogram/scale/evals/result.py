@@ -280,7 +280,9 @@ def compare_results(before: EvalResult, after: EvalResult, nodes: Sequence[Call]
         a, b = index.by_id.get(earlier.node_id), index.by_id.get(case.node_id)
         if a is not None and b is not None:
             change.report = compare(
-                index, Side(f"case {key} ({before.label})", [a]), Side(f"case {key} ({after.label})", [b])
+                index,
+                Side(f"case {key} ({before.label})", [a]),
+                Side(f"case {key} ({after.label})", [b]),
             )
         changed.append(change)
     added = [k for k in new if k not in old]

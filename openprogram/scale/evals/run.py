@@ -95,10 +95,11 @@ class _Evaluation:
         before_nodes = session.nodes()
         earlier = earlier_evaluation(before_nodes, self.label, keys)
         runtime = runtime if runtime is not None else get_current_runtime()
-        if earlier is not None and self.reuse and runtime is not None and runtime.provider:
+        provider = runtime.provider if runtime is not None else None
+        if earlier is not None and self.reuse and runtime is not None and provider is not None:
             recordings = case_recordings(earlier, before_nodes)
             runtime = copy.copy(runtime)
-            runtime.provider = ReuseProvider(runtime.provider, recordings)  # type: ignore[union-attr]
+            runtime.provider = ReuseProvider(provider, recordings)
         names = [scorer_name(s) for s in self.scorers]
         caller = get_call_id()
         node = make_call(
@@ -106,8 +107,8 @@ class _Evaluation:
             f"evaluate {self.label}",
             input={"function": self.label, "cases": keys, "scorers": names},
             caller=caller,
-            **{EVAL_META: {"function": self.label, "scorers": names, "cases": len(keys)}},
         )
+        node.metadata[EVAL_META] = {"function": self.label, "scorers": names, "cases": len(keys)}
         writer.append(node, turn_level=caller is None)
         started = time.perf_counter()
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import error_text, finish
-from openprogram.scale.evals.cases import Case, scorer_name, score_values
+from openprogram.scale.evals.cases import Case, score_values, scorer_name
 from openprogram.scale.evals.recording import CASE_META
 from openprogram.store.vars import get_call_id, get_store, using_call_id
 

@@ -159,7 +159,9 @@ def result_markdown(result: EvalResult) -> str:
     for case in result.cases:
         cells = _cells(case, names, changes.get(case.key))
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    lines.append("| " + " | ".join(f"**{_md(c)}**" if c else "" for c in _mean_row(result, names)) + " |")
+    lines.append(
+        "| " + " | ".join(f"**{_md(c)}**" if c else "" for c in _mean_row(result, names)) + " |"
+    )
     if result.comparison is not None:
         lines += ["", comparison_markdown(result.comparison)]
     return "\n".join(lines)
@@ -210,7 +212,11 @@ def comparison_html(comparison: EvalComparison) -> str:
         style = _UP if change.delta > 0 else _DOWN if change.delta < 0 else ""
         summary = f"case {change.key}: {_score_moves(change)}"
         why = "".join(f"<div>• {escape(w)}</div>" for w in change.why)
-        diff = render_html(change.report, title=f"why case {change.key} moved") if change.report else ""
+        diff = (
+            render_html(change.report, title=f"why case {change.key} moved")
+            if change.report
+            else ""
+        )
         parts.append(
             f'<details><summary style="{style}">{escape(summary)}</summary>{why}{diff}</details>'
         )
