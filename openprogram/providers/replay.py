@@ -13,25 +13,30 @@ A call is identified by what identifies it in the notebook, not by the history b
   before changes those, not the call);
 * **its place** — the n-th LLM call of that function in the cell.
 
-Cell, function and own prompt select the recordings; among them the one at the same place
-whose whole prompt (with its history) is the same is preferred, then the same place, then
-the same whole prompt, then the earliest; each recording answers once.  A call whose cell
-has no recording for it (an edited cell) is answered by the same call recorded in another
-cell, if there is one.  A call with no recorded answer raises :class:`ReplayMiss`, naming
-the cell and the function and the closest recording (same cell and function first, then the
-same function, nearest by own prompt) with a diff of the two prompts; with a ``fallback``
-provider (``openprogram run --replay --record-misses``) the miss is answered live instead,
-and recorded as usual.
+Cell, function, own prompt and the request's settings (tools, ``tool_choice``, response
+format, ``max_tokens``, temperature…: :mod:`openprogram.providers.replay_match`) select the
+recordings; among them the one at the same place whose whole prompt (with its history) is
+the same is preferred, then the same place, then the same whole prompt, then the earliest;
+each recording answers once.  A recording made streamed answers a call that is not, and
+the other way round; a recording older than the settings' record matches on its prompt.
+A call whose cell has no recording for it (an edited cell) is answered by the same call
+recorded in another cell, if there is one.  A call with no recorded answer raises
+:class:`ReplayMiss`, naming the cell and the function and the nearest recording (its turn,
+cell and call: same cell and function first, then the same function; the same own prompt
+first, then the nearest), the first field where it differs (``temperature: recorded 0.2,
+now 0.7``) and a diff of the two prompts; with a ``fallback`` provider (``openprogram run
+--replay --record-misses``) the miss is answered live instead, and recorded as usual.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
+from openprogram.agentic_programming.request_fields import request_settings
 from openprogram.compare.diffs import prompt_text as prompt_text  # one rendering of a prompt
 from openprogram.compare.stale import Cell as Cell
 from openprogram.compare.stale import cell_of as cell_of
@@ -40,6 +45,7 @@ from openprogram.compare.stale import text_hash as text_hash
 from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ReplayMiss as ReplayMiss  # moved; old path kept
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider
+from openprogram.providers.replay_match import first_difference, replayed_response, settings_match
 from openprogram.store.session.db import default_db
 from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
@@ -66,6 +72,11 @@ class Recorded:
     own: str  # the call's own prompt (docstring, earlier steps, content)
     prompt: str  # the whole prompt it was sent (with the earlier turns)
     reply: str
+    turn: int = 0
+    messages: list[Any] = field(default_factory=list)  # the own prompt's messages
+    settings: dict[str, Any] | None = None  # None: recorded before settings were kept
+    tool_calls: list[Any] = field(default_factory=list)
+    finish_reason: str | None = None
 
 
 def frame_name(node: Any) -> str:
@@ -99,9 +110,25 @@ def recorded_calls(nodes: list[Any], messages_of: Callable[[Any], Any]) -> list[
         answered = node.status == "completed" or node.metadata.get("rejected")
         if not answered or node.output is None:
             continue
-        own = prompt_text(node.metadata.get("messages"))
-        prompt = prompt_text(messages_of(node))
-        out.append(Recorded(node.id, cell, function, place, own, prompt, str(node.output)))
+        meta = node.metadata
+        messages = meta.get("messages") if isinstance(meta.get("messages"), list) else []
+        settings = meta.get("request") if isinstance(meta.get("request"), dict) else None
+        out.append(
+            Recorded(
+                node.id,
+                cell,
+                function,
+                place,
+                prompt_text(messages),
+                prompt_text(messages_of(node)),
+                str(node.output),
+                turn=int(node.turn or 0),
+                messages=messages,
+                settings=settings,
+                tool_calls=list(meta.get("tool_calls") or []),
+                finish_reason=None if meta.get("rejected") else meta.get("finish_reason"),
+            )
+        )
     return out
 
 
@@ -175,18 +202,21 @@ class ReplayProvider:
         group = (top.id if top is not None else f"turn {get_turn_id()}", function)
         place = self._places.get(group, 0)
         self._places[group] = place + 1
-        own = redact_secrets(prompt_text(own_messages(request)))
-        prompt = redact_secrets(prompt_text(request.messages))
+        mine = own_messages(request)
+        now = _Now(
+            redact_secrets(prompt_text(mine)),
+            redact_secrets(prompt_text(request.messages)),
+            mine,
+            request_settings(request),
+        )
         if self.live_stale and self.fallback is not None and self._is_stale(cell, frame, session):
             return self.fallback.complete(request, on_delta)
-        found = self._take(cell, function, place, own, prompt)
+        found = self._take(cell, function, place, now)
         if found is not None:
-            if on_delta is not None:
-                on_delta(found.reply)
-            return LLMResponse(text=found.reply, model="replay", finish_reason="stop")
+            return replayed_response(found.reply, found.tool_calls, found.finish_reason, on_delta)
         if self.fallback is not None:
             return self.fallback.complete(request, on_delta)
-        raise ReplayMiss(self._miss(cell, function, place, own, prompt))
+        raise ReplayMiss(self._miss(cell, function, place, now))
 
     def _is_stale(self, cell: Cell, frame: str | None, session: Any) -> bool:
         """Whether the cell a call is made in is stale (:func:`stale_reasons`: no recording
@@ -215,26 +245,33 @@ class ReplayProvider:
         self._stale_turns[key] = stale
         return stale
 
-    def _take(
-        self, cell: Cell, function: str, place: int, own: str, prompt: str
-    ) -> Recorded | None:
+    def _take(self, cell: Cell, function: str, place: int, now: _Now) -> Recorded | None:
         """The recording that answers this call (used up, when it is of this cell)."""
-        own_hash = text_hash(own)
-        queue = self._unused.get((cell.hash, function, own_hash))
-        if queue:
-            pick = _first(queue, lambda r: r.place == place and r.prompt == prompt)
-            pick = pick or _first(queue, lambda r: r.place == place)
-            pick = pick or _first(queue, lambda r: r.prompt == prompt) or queue[0]
+        own_hash, prompt = text_hash(now.own), now.prompt
+        fits = [
+            r
+            for r in self._unused.get((cell.hash, function, own_hash), [])
+            if settings_match(r.settings, now.settings)
+        ]
+        if fits:
+            queue = self._unused[(cell.hash, function, own_hash)]
+            pick = _first(fits, lambda r: r.place == place and r.prompt == prompt)
+            pick = pick or _first(fits, lambda r: r.place == place)
+            pick = pick or _first(fits, lambda r: r.prompt == prompt) or fits[0]
             queue.remove(pick)
             return pick
         # an edited cell: the same call recorded in another cell answers, and stays there
         calls = self._anywhere.get((function, own_hash), [])
-        elsewhere = [r for r in calls if r.cell.hash != cell.hash]
+        elsewhere = [
+            r
+            for r in calls
+            if r.cell.hash != cell.hash and settings_match(r.settings, now.settings)
+        ]
         return _first(elsewhere, lambda r: r.prompt == prompt) or (
             elsewhere[0] if elsewhere else None
         )
 
-    def _miss(self, cell: Cell, function: str, place: int, own: str, prompt: str) -> str:
+    def _miss(self, cell: Cell, function: str, place: int, now: _Now) -> str:
         where = f"{cell.label}, LLM call {place + 1} of function {function}"
         how = (
             "(run with a real provider, or `openprogram run --replay --record-misses`, "
@@ -245,24 +282,63 @@ class ReplayProvider:
             return f"{head}: it records no LLM calls; run with a real provider to record one"
         same_cell = [r for r in self._calls if r.cell.hash == cell.hash and r.function == function]
         pool = same_cell or [r for r in self._calls if r.function == function] or self._calls
-        near = closest(own, pool)
-        assert near is not None
-        same = [r for r in pool if r.own == own]
-        if same:  # the same call was recorded, as often as it was made before this one
-            near = closest(prompt, same, "prompt") or near
-            detail = f"the same call was recorded ({_named(near)}), but its answers are used up"
-            if near.prompt != prompt:
-                detail += "; the earlier turns it was sent differ:\n" + prompt_diff(
-                    near.prompt, prompt
-                )
-        else:
-            detail = f"its prompt differs from the closest recording, {_named(near)}:\n"
-            detail += prompt_diff(near.own, own)
-        return f"{head}; {detail}\n{how}"
+        return f"{head}; {miss_detail(pool, now)}\n{how}"
+
+
+@dataclass(frozen=True)
+class _Now:
+    """A request as replay compares it: its own prompt and whole prompt as (redacted) text,
+    its own messages and its settings."""
+
+    own: str
+    prompt: str
+    messages: list[Any]
+    settings: dict[str, Any]
+
+
+def nearest(pool: list[Recorded], now: _Now) -> Recorded:
+    """The recording of ``pool`` (not empty) nearest to the request: the same own prompt
+    and settings, then the same own prompt, then the nearest own prompt."""
+    same = [r for r in pool if r.own == now.own]
+    alike = [r for r in same if settings_match(r.settings, now.settings)]
+    if alike:
+        return closest(now.prompt, alike, "prompt") or alike[0]
+    if same:
+        return same[0]
+    found = closest(now.own, pool)
+    assert found is not None
+    return found
+
+
+def miss_detail(pool: list[Recorded], now: _Now) -> str:
+    """What a miss says of the nearest recording in ``pool``: which it is (turn, cell,
+    call, node), the first field where it differs and the prompts' diff."""
+    near = nearest(pool, now)
+    named = f"the nearest recording is {_named(near)}"
+    differs = first_difference(near.messages, near.settings, now.messages, now.settings)
+    if near.own == now.own and differs is None:  # the same request, made more often now
+        detail = f"{named}: the same request, but its answers are used up"
+        if near.prompt != now.prompt:
+            detail += "; the earlier turns it was sent differ:\n" + prompt_diff(
+                near.prompt, now.prompt
+            )
+        return detail
+    if differs is None:  # equal as JSON, unequal as text: the texts say where
+        return f"{named}; its prompt differs:\n" + prompt_diff(near.own, now.own)
+    detail = f"{named}; first difference: {differs.line()}"
+    if near.settings is None:
+        detail += " (recorded before request settings were kept: only its prompt is compared)"
+    if near.own != now.own:
+        detail += "\n" + prompt_diff(near.own, now.own)
+    return detail
 
 
 def _named(rec: Recorded) -> str:
-    return f"{rec.cell.label}, call {rec.place + 1} of function {rec.function} (node {rec.node_id})"
+    turn = f"turn {rec.turn}, " if rec.turn else ""
+    return (
+        f"{turn}{rec.cell.label}, call {rec.place + 1} of function {rec.function} "
+        f"(node {rec.node_id})"
+    )
 
 
 def _first(items: list[Recorded], test: Callable[[Recorded], bool]) -> Recorded | None:
