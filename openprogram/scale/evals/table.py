@@ -11,11 +11,18 @@ survives a save, nbconvert and sanitizers.
 from __future__ import annotations
 
 from html import escape
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from openprogram.compare.render import render_html, render_text
-from openprogram.scale.evals.result import CaseChange, CaseResult, EvalComparison, EvalResult
 from openprogram.view.inert import terminal_text
+
+if TYPE_CHECKING:  # the result types call these renderers (no import cycle)
+    from openprogram.scale.evals.result import (
+        CaseChange,
+        CaseResult,
+        EvalComparison,
+        EvalResult,
+    )
 
 KEY_WIDTH: Final = 28
 OUTPUT_CHARS: Final = 60
