@@ -172,3 +172,32 @@ def replay_repeat(session_id: str, text: str) -> str:
     rt = create_runtime(ReplayProvider(session_id), backoff=0.0, max_retries=0)
     with session_context(runtime=rt):
         return repeat(text)
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@agentic_function
+def total(question: str, runtime: Any = None) -> str:
+    """Answer with the tool."""
+    return str(runtime.exec(question, tools=[add]))
+
+
+def test_a_recorded_tool_call_is_replayed_and_the_tool_runs_again() -> None:
+    from openprogram.providers.base import ToolCall
+
+    def model(request: Any) -> Any:
+        if "-> 5" in str(request.messages[-2]["content"]):  # the tool's result, shown
+            return "the sum is 5"
+        return [ToolCall("c1", "add", {"a": 2, "b": 3})]
+
+    rt = create_runtime(FunctionProvider(model), backoff=0.0)
+    with session_context(runtime=rt) as recorded:
+        assert total("2 + 3?") == "the sum is 5"
+    rt = create_runtime(ReplayProvider(recorded.session_id), backoff=0.0, max_retries=0)
+    with session_context(runtime=rt) as replayed:
+        assert total("2 + 3?") == "the sum is 5"
+    tools = [n for n in default_db().open(replayed.session_id).nodes() if n.kind == "tool"]
+    assert [(n.name, n.output) for n in tools] == [("add", 5.0)]  # it ran again
