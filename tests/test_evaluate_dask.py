@@ -59,7 +59,7 @@ def test_an_evaluation_on_dask_reuses_what_did_not_change(
     log = tmp_path / "calls.log"
     log.touch()
     runtime = create_runtime(FunctionProvider(LoggedModel(log)), backoff=0.0)
-    with cell(runtime) as (s, turn):
+    with cell(runtime) as (s, _):
         first = openprogram.evaluate(
             make_triage("Label the ticket as bug or feature."),
             CASES,
