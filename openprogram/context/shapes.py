@@ -69,6 +69,45 @@ def detectors() -> tuple[Any, ...]:
     return tuple(found)
 
 
+_SCOPED_FLAGS: Final = ((re.I, "i"), (re.M, "m"), (re.S, "s"), (re.X, "x"), (re.A, "a"))
+_SCOPABLE: Final = re.I | re.M | re.S | re.X | re.A
+_BACK_REFERENCE: Final = re.compile(r"\\[1-9]|\(\?P=")
+
+
+@cache
+def any_plugin_match() -> re.Pattern[str] | None:
+    """One pattern that finds something wherever a plugin's patterns do (their alternation,
+    each with its own flags): text it finds nothing in needs no plugin, one regex search
+    instead of a scan per plugin.  ``None`` when the patterns cannot be joined as they are
+    (a flag with no scoped form, a back-reference, a plugin that scans otherwise): then
+    every plugin scans."""
+    joined = []
+    scans_patterns = _scans_its_patterns()
+    for plugin in detectors():
+        if type(plugin).analyze_string not in scans_patterns:
+            return None
+        for pattern in plugin.denylist:
+            flags = pattern.flags & ~re.UNICODE
+            text = pattern.pattern
+            if flags & ~_SCOPABLE or not isinstance(text, str) or _BACK_REFERENCE.search(text):
+                return None
+            letters = "".join(c for flag, c in _SCOPED_FLAGS if flags & flag)
+            joined.append(f"(?{letters}:{text})" if letters else f"(?:{text})")
+    try:
+        return re.compile("|".join(joined))
+    except re.error:  # a group name used twice, a global flag inside a pattern
+        return None
+
+
+def _scans_its_patterns() -> frozenset[Any]:
+    """The ``analyze_string`` methods that yield only matches of the plugin's ``denylist``
+    (the regex detectors' own, and the JWT one that filters those)."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+
+    return frozenset({RegexBasedDetector.analyze_string, JwtTokenDetector.analyze_string})
+
+
 def _looks_secret(value: str) -> bool:
     """A named value is masked when it mixes letters and digits, or is long: ``password:
     hunter2x`` and ``X-Api-Token: abcdefghijklmnop`` are, ``max_tokens: 4096`` is not."""
@@ -79,14 +118,29 @@ def _looks_secret(value: str) -> bool:
 def found_secrets(text: str) -> set[str]:
     """The credential-shaped strings in ``text``."""
     found: set[str] = set()
-    for plugin in detectors():
-        for secret in plugin.analyze_string(text):
-            if isinstance(secret, str) and len(secret) >= 6:
-                found.add(secret)
+    quick = any_plugin_match()
+    if quick is None or quick.search(text) is not None:
+        for plugin in detectors():
+            for secret in plugin.analyze_string(text):
+                if not isinstance(secret, str):
+                    continue
+                if len(secret) >= 6:
+                    found.add(secret)
+                else:  # a label its pattern captures (GitLab's ``glpat``): the whole match
+                    found |= _whole_matches(plugin, text, secret)
     found |= {m.group(1) for m in NAMED.finditer(text) if _looks_secret(m.group(1))}
     found |= {m.group(1) for m in AWS_SECRET.finditer(text)}
     found |= {m.group(0) for m in HEX32.finditer(text)}
     return found
+
+
+def _whole_matches(plugin: Any, text: str, label: str) -> set[str]:
+    return {
+        m.group(0)
+        for pattern in plugin.denylist
+        for m in pattern.finditer(text)
+        if label in m.group(0) and len(m.group(0)) >= 6
+    }
 
 
 def redact_shapes(text: str) -> str:
