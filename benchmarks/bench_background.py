@@ -61,7 +61,7 @@ def engine_round() -> tuple[float, float]:
 
 
 def notebook_round(shell: object) -> tuple[float, float]:
-    from openprogram_magics.background_cell import MIME_PROGRESS
+    from openprogram_magics.cells.background import MIME_PROGRESS
 
     ip = shell.ip  # type: ignore[attr-defined]
     outputs = shell.display.outputs  # type: ignore[attr-defined]

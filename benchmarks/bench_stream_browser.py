@@ -30,9 +30,8 @@ SETUP = """\
 %load_ext openprogram_magics
 from openprogram import create_runtime, llm
 from openprogram.providers.openai_provider import OpenAIProvider
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(OpenAIProvider(base_url={url!r}, api_key="k", model="wire"))
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(OpenAIProvider(base_url={url!r}, api_key="k", model="wire")))
 print("ready")
 """
 CELL = '%%openprogram --no-dag\nreply = llm("go {n}")'

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["load_ipython_extension", "show_dag", "unload_ipython_extension"]
+__all__ = ["load_ipython_extension", "show_dag", "unload_ipython_extension", "use_runtime"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from openprogram_magics.magics import OpenProgramMagics, transform_cell
+    from openprogram_magics.cells.transform import transform_cell
+    from openprogram_magics.magics import OpenProgramMagics
 
     magics = OpenProgramMagics(ipython)
     ipython.register_magics(magics)
@@ -36,7 +37,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from openprogram_magics.magics import OpenProgramMagics, transform_cell
+    from openprogram_magics.cells.transform import transform_cell
+    from openprogram_magics.magics import OpenProgramMagics
 
     magics = ipython.magics_manager.registry.get("OpenProgramMagics")
     if isinstance(magics, OpenProgramMagics):
@@ -61,3 +63,19 @@ def show_dag(session_id: str | None = None, **kwargs: Any) -> Any:
     from openprogram_magics.widget import show_dag as _show
 
     return _show(session_id, **kwargs)
+
+
+def use_runtime(runtime: Any, shell: Any = None) -> None:
+    """Make ``runtime`` (a ``Runtime``: any provider, e.g. ``FunctionProvider`` or a local
+    server's) answer this notebook's cells, until ``%openprogram provider`` or a
+    ``%config OpenProgramMagics`` setting it depends on changes; None: back to the settings.
+
+    ``shell``: the IPython shell (default: the running one), with the extension loaded."""
+    from IPython import get_ipython
+    from IPython.core.error import UsageError
+
+    shell = shell if shell is not None else get_ipython()
+    magics = shell.magics_manager.registry.get("OpenProgramMagics") if shell else None
+    if magics is None:
+        raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
+    magics.turns.use_runtime(runtime)

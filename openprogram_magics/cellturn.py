@@ -5,7 +5,8 @@ the notebook uses, the runtime built from it, and beginning and ending each cell
 budget, pacing, history policy: the magics' traitlets) from a :class:`Settings` object
 and the user's namespace through a callable, and hands each metadata change to a
 callback (the magics push it to the frontend).  :class:`~openprogram_magics.magics.
-OpenProgramMagics` is the adapter that calls it from IPython's hooks and magics.
+OpenProgramMagics` is the adapter that calls it from IPython's hooks and magics; a cell kind
+(:mod:`openprogram_magics.cells`) reads it as ``host.turns``.
 
 The provider a cell chose reaches its calls as a value: the turn's runtime is built here
 and installed in the turn state; a call made outside any cell (a thread the cell
@@ -306,6 +307,12 @@ class NotebookTurns:
             s.request_timeout,
             self.replay_session,
         )
+
+    def use_runtime(self, runtime: Runtime | None) -> None:
+        """The cells' calls use ``runtime`` until a setting :meth:`runtime_key` reads
+        changes (``%openprogram provider``, ``%config``); None: built from the settings."""
+        self.cached_runtime = runtime
+        self.cached_key = self.runtime_key() if runtime is not None else None
 
     def provider_named(self, name: str, model: str | None) -> str | Provider:
         """What ``create_runtime`` gets for the provider ``name``: the name, or for

@@ -1,15 +1,19 @@
 """``%%openprogram`` and ``%openprogram``: notebook cells as turns of a git-backed session.
 
-How a cell becomes a turn without changing how it runs: an input transformer replaces the
-``%%openprogram …`` line by one call to :func:`_cell_guard`, so the body is compiled and
-run by IPython exactly as a plain cell (display of the last value, tracebacks, top-level
-``await``).  The guard begins the turn inside the cell (or raises the one-line
-``UsageError`` that stops it); the ``post_run_cell`` hook ends it with the cell's outcome.
+This module parses and hands off.  :class:`OpenProgramMagics` holds the notebook's
+settings (traitlets: ``%config OpenProgramMagics.…``) and adapts IPython's hooks and magics
+to the plain objects that do the work:
+
+- :class:`~openprogram_magics.cellturn.NotebookTurns` (``self.turns``): which session a
+  cell's turn goes to, the provider and runtime, beginning and ending each turn;
+- :mod:`openprogram_magics.cells`: the kinds of ``%%openprogram`` cell (plain,
+  ``--background``, ``--chat``), reached through an input transformer so the body runs
+  exactly as a plain cell;
+- :mod:`openprogram_magics.commands`: the ``%openprogram`` line commands, one module each.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -17,8 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
+
+from openprogram_magics.cells import plain
+from openprogram_magics.cells.options import cell_options
+from openprogram_magics.cellturn import NotebookTurns
 
 if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
@@ -29,18 +36,10 @@ if TYPE_CHECKING:  # the engine is imported at the first turn, not at %load_ext
     from openprogram.providers.resolution import Resolved
     from openprogram_magics.notebook import NotebookMeta
 
-MAGIC = "%%openprogram"
 _F = TypeVar("_F", bound=Callable[..., Any])
 # IPython 9 types the decorator factory as returning ``_F | Callable[[_F], _F]``, which a type
 # checker cannot call; with a name argument it always returns the marking decorator.
 named_line_magic = cast(Callable[[str], Callable[[_F], _F]], line_magic)
-
-GUARD = '__import__("openprogram_magics.magics", fromlist=["_"])._cell_guard({args!r})\n'
-# cells whose body is not run in place: --background (on a thread), --chat (a message)
-BODY_GUARD = (
-    '__import__("openprogram_magics.magics", fromlist=["_"])._body_guard({args!r}, {body!r})\n'
-)
-BODY_FLAGS = ("--background", "-b", "--chat")
 
 
 def _ipython_counts_first() -> bool:
@@ -50,18 +49,6 @@ def _ipython_counts_first() -> bool:
 
 
 _COUNTS_FIRST = _ipython_counts_first()
-
-
-def _forward(name: str) -> Any:
-    """A property of the magics that is the attribute ``name`` of its :class:`NotebookTurns`."""
-
-    def get(self: OpenProgramMagics) -> Any:
-        return getattr(self.turns, name)
-
-    def set(self: OpenProgramMagics, value: Any) -> None:
-        setattr(self.turns, name, value)
-
-    return property(get, set)
 
 
 @magics_class
@@ -112,26 +99,21 @@ class OpenProgramMagics(Magics):
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)
-        from openprogram_magics.cellturn import NotebookTurns
-
-        # the turns themselves: a plain object (tested without a shell); this class adapts
-        # IPython's hooks and magics to it
+        # the turns themselves: a plain object (tested without a shell) reading the settings
+        # above; this class adapts IPython's hooks and magics to it
         self.turns = NotebookTurns(self, self._user_ns, self._push_metadata)
         self.background: BackgroundRun | None = None  # the latest --background run
+        self.chat_goal: Any = None  # what `%openprogram goal` set for the chat cells
 
     def _user_ns(self) -> dict[str, Any]:
         return self.shell.user_ns if self.shell is not None else {}
 
-    # the turns' state, under the names commands and tests use
-    kernel_meta = _forward("kernel_meta")
-    turn = _forward("turn")
-    _raw_cell = _forward("raw_cell")
-    _cell_count = _forward("cell_count")
-    _runtime = _forward("cached_runtime")
-    _runtime_key = _forward("cached_key")
-    replay_session = _forward("replay_session")
+    def _push_metadata(self, meta: NotebookMeta) -> None:
+        from openprogram_magics import bridge
 
-    # -- the turn lifecycle ------------------------------------------------------------------
+        bridge.push_metadata(meta.file_json())
+
+    # -- IPython's hooks, and the engine's host registry --------------------------------------
     def pre_run_cell(self, info: ExecutionInfo) -> None:
         raw = info.raw_cell or ""
         # The frontend shows the count the cell started with (``In [n]``); IPython 9
@@ -142,7 +124,7 @@ class OpenProgramMagics(Magics):
         self.turns.cell_started(raw, count)
         if self.auto and not raw.lstrip().startswith(("%", "!", "?")):
             try:  # no line is added to the cell: its line numbers stay the user's
-                self.begin_turn("", raw)
+                plain.begin(self.turns, "", raw)
             except UsageError as exc:
                 print(f"openprogram: {exc} (this cell runs without a turn)", file=sys.stderr)
 
@@ -171,76 +153,8 @@ class OpenProgramMagics(Magics):
 
         return self.shell is not None and get_ipython() is self.shell
 
-    def begin_turn(self, args: str, source: str) -> None:
-        """Begin a turn for the cell being run (raises UsageError for the user to see)."""
-        from openprogram.errors import UserError
-
-        opts = self.cell_args(args)
-        try:
-            self.turns.begin_turn(opts.session, source, live=not opts.no_dag, start=opts.start)
-        except UserError as exc:
-            raise UsageError(str(exc)) from None
-
-    def cell_args(self, args: str) -> _CellArgs:
-        return _parse_cell_args(args)
-
-    def cell_session(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
-        """See :meth:`NotebookTurns.cell_session`."""
-        return self.turns.cell_session(pinned)
-
-    def turn_done(self, meta: NotebookMeta, pinned: bool) -> None:
-        self.turns.turn_done(meta, pinned)
-
-    def runtime_key(self) -> tuple[Any, ...]:
-        return self.turns.runtime_key()
-
-    def runtime(self) -> Runtime:
-        """The notebook's runtime (see :meth:`NotebookTurns.runtime`)."""
-        return self.turns.runtime()
-
-    def provider_named(self, name: str, model: str | None) -> str | Provider:
-        return self.turns.provider_named(name, model)
-
-    def choose_provider(self, name: str, model: str | None) -> None:
-        """``%openprogram provider NAME [--model M]`` (:meth:`NotebookTurns.choose_provider`)."""
-        self.turns.choose_provider(name, model)
-
-    def resolution(self) -> Resolved:
-        """Provider, model and base URL, each with the layer it came from."""
-        return self.turns.resolution()
-
-    def _push_metadata(self, meta: NotebookMeta) -> None:
-        from openprogram_magics import bridge
-
-        bridge.push_metadata(meta.file_json())
-
     # -- the magics ----------------------------------------------------------------------
-    @magic_arguments()
-    @argument(
-        "--session",
-        "-s",
-        default=None,
-        help="Run this cell only in session ID (the notebook keeps its own; `use` re-points).",
-    )
-    @argument(
-        "--from",
-        dest="start",
-        default=None,
-        metavar="NODE",
-        help="Continue from the turn of NODE: this cell and the next ones form a branch there.",
-    )
-    @argument("--no-dag", action="store_true", help="Do not draw the live DAG under the cell.")
-    @argument(
-        "--background",
-        "-b",
-        action="store_true",
-        help="Run the body on a thread and return at once (%%openprogram stop stops it).",
-    )
-    @argument(
-        "--chat",
-        action="store_true",
-        help="Send the cell's text to the agent as a chat message of this session.",
-    )
+    @cell_options
     @cell_magic
     def openprogram(self, line: str, cell: str) -> None:
         """Run the cell as one turn of this notebook's OpenProgram session.
@@ -263,25 +177,46 @@ class OpenProgramMagics(Magics):
         Line commands: ``%openprogram help``.
         """
         # Reached only when the transformer did not run (e.g. run_cell_magic from code).
-        self.begin_turn(line, f"{MAGIC} {line}\n{cell}")
-        turn, self.turn = self.turn, None
-        assert turn is not None and self.shell is not None
-        result = self.shell.run_cell(cell, store_history=False)
-        error = result.error_in_exec or result.error_before_exec
-        self.turn_done(turn.end(error, result.result), turn.pinned)
+        assert self.shell is not None
+        plain.run_body(self.shell, self.turns, line, cell)
 
     @named_line_magic("openprogram")
     def openprogram_line(self, line: str) -> Any:
         """Manage the notebook's OpenProgram session: ``%openprogram help`` lists commands."""
         from openprogram.errors import OpenProgramError
         from openprogram_magics import commands
+        from openprogram_magics.quiet import quiet
 
         try:
-            return _quiet(commands.run(self, line))
+            return quiet(commands.run(self, line))
         except OpenProgramError as exc:  # a usage mistake, a session not there: one line
             raise UsageError(str(exc)) from None
 
-    # -- what the line commands read and change (commands.Host) ------------------------------
+    # -- what a line command reads and changes (commands.Host) ---------------------------
+    @property
+    def replay_session(self) -> str | None:
+        """The session ``%openprogram provider replay`` answers from."""
+        return self.turns.replay_session
+
+    @replay_session.setter
+    def replay_session(self, value: str | None) -> None:
+        self.turns.replay_session = value
+
+    def runtime(self) -> Runtime:
+        """The notebook's runtime (:meth:`NotebookTurns.runtime`)."""
+        return self.turns.runtime()
+
+    def provider_named(self, name: str, model: str | None) -> str | Provider:
+        return self.turns.provider_named(name, model)
+
+    def choose_provider(self, name: str, model: str | None) -> None:
+        """``%openprogram provider NAME [--model M]`` (:meth:`NotebookTurns.choose_provider`)."""
+        self.turns.choose_provider(name, model)
+
+    def resolution(self) -> Resolved:
+        """Provider, model and base URL, each with the layer it came from."""
+        return self.turns.resolution()
+
     def current_meta(self) -> NotebookMeta | None:
         """The notebook's session the next turn would continue, if known without minting."""
         return self.turns.current_meta()
@@ -294,152 +229,3 @@ class OpenProgramMagics(Magics):
     def set_session(self, meta: NotebookMeta) -> None:
         """Continue ``meta``'s session from the next turn, and tell the frontend."""
         self.turns.set_session(meta)
-
-
-class _QuietDict(dict):  # type: ignore[type-arg]
-    def _ipython_display_(self) -> None:  # already printed: no second copy as Out[n]
-        pass
-
-
-class _QuietList(list):  # type: ignore[type-arg]
-    def _ipython_display_(self) -> None:
-        pass
-
-
-class _QuietStr(str):
-    __slots__ = ()
-
-    def _ipython_display_(self) -> None:
-        pass
-
-
-def _quiet(value: Any) -> Any:
-    """A command's value (``x = %openprogram status`` works) that is not displayed again
-    under the text the command already printed."""
-    if isinstance(value, dict):
-        return _QuietDict(value)
-    if isinstance(value, list):
-        return _QuietList(value)
-    if isinstance(value, str):
-        return _QuietStr(value)
-    return value
-
-
-class _CellArgs:
-    session: str | None
-    start: str | None
-    no_dag: bool
-    background: bool
-    chat: bool
-
-
-def _parse_cell_args(line: str) -> _CellArgs:
-    try:
-        return parse_argstring(OpenProgramMagics.openprogram, line)  # type: ignore[no-any-return]
-    except Exception as exc:  # argparse errors → one line, with the option meant if a typo
-        raise UsageError(f"%%openprogram: {exc}{_meant(str(exc))}") from None
-
-
-def _meant(error: str) -> str:
-    """`` (did you mean --background?)`` for the first of the words argparse did not
-    recognise (``error``) that is close to an option of the cell magic; else empty."""
-    import difflib
-
-    _, found, rest = error.partition("unrecognized arguments:")
-    options = list(OpenProgramMagics.openprogram.parser._option_string_actions)
-    for word in rest.split() if found else []:
-        close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
-        if word.startswith("--") and close:
-            return f" (did you mean {close[0]}?)"
-    return ""
-
-
-def transform_cell(lines: list[str]) -> list[str]:
-    """Replace the ``%%openprogram`` line by the guard (the body is left untouched, so
-    line numbers stay the user's; the guard puts the magic line back for tracebacks)."""
-    if not lines:
-        return lines
-    lines = _without_own_load_ext(lines)
-    first = lines[0].strip()
-    if first.startswith(MAGIC) and not first.endswith("?"):
-        rest = first[len(MAGIC) :]
-        if rest and not rest[0].isspace():
-            return lines  # %%openprogramsomething: not ours
-        if any(flag in rest.split() for flag in BODY_FLAGS):
-            return [BODY_GUARD.format(args=rest.strip(), body="".join(lines[1:]))]
-        return [GUARD.format(args=rest.strip()), *lines[1:]]
-    return lines
-
-
-_OWN_LOAD_EXT = re.compile(r"^\s*%load_ext\s+openprogram_magics\s*$")
-
-
-def _without_own_load_ext(lines: list[str]) -> list[str]:
-    """``%load_ext openprogram_magics`` says nothing when the extension is loaded already.
-
-    A reopened notebook's kernel has it loaded before the first cell runs (the frontend's
-    request handing over the notebook's metadata loads it), so that cell's ``%load_ext``
-    would print IPython's "already loaded… use %reload_ext" every time.  This transformer
-    is installed only while the extension is loaded, so the line is blanked (line numbers
-    kept); IPython's ``%load_ext`` itself is never wrapped (IPython 9.19 registers it lazily,
-    and a wrapper of the lazy entry resolved back to itself: RecursionError).  A cell that
-    also unloads or reloads an extension is left alone."""
-    if not any(_OWN_LOAD_EXT.match(line) for line in lines):
-        return lines
-    if any("%unload_ext" in line or "%reload_ext" in line for line in lines):
-        return lines
-    return ["\n" if _OWN_LOAD_EXT.match(line) else line for line in lines]
-
-
-def _instance() -> OpenProgramMagics | None:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    if shell is None:
-        return None
-    found = shell.magics_manager.registry.get("OpenProgramMagics")
-    return found if isinstance(found, OpenProgramMagics) else None
-
-
-def _cell_guard(args: str) -> None:
-    """First statement of a ``%%openprogram`` cell: begin its turn."""
-    _show_magic_line(sys._getframe(1).f_code.co_filename, f"{MAGIC} {args}".rstrip())
-    magics = _instance()
-    if magics is None:
-        raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
-    magics.begin_turn(args, magics._raw_cell)
-
-
-def _body_guard(args: str, body: str) -> Any:
-    """The whole of a ``--background`` or ``--chat`` cell: its body is handed over, not run."""
-    magics = _instance()
-    if magics is None:
-        raise UsageError("openprogram_magics is not loaded: run `%load_ext openprogram_magics`")
-    opts = magics.cell_args(args)
-    source = f"{MAGIC} {args}\n{body}"
-    if opts.background and opts.chat:
-        raise UsageError("%%openprogram: --background and --chat do not go together")
-    if opts.start:
-        raise UsageError("%%openprogram: --from goes with a plain cell (not -b or --chat)")
-    if opts.background:
-        from openprogram_magics.background_cell import start_background_cell
-
-        magics.background = start_background_cell(magics, args, body, source)
-        return None
-    from openprogram_magics.chat_cell import run_chat_cell
-
-    return run_chat_cell(magics, args, body, source)
-
-
-def _show_magic_line(filename: str, line: str) -> None:
-    """Tracebacks quote the cell from ``linecache``: make its first line the user's
-    ``%%openprogram`` line again instead of this guard call."""
-    import linecache
-
-    entry = linecache.cache.get(filename)
-    lines = entry[2] if isinstance(entry, tuple) and len(entry) == 4 else None
-    if not isinstance(lines, list) or not lines or "_cell_guard(" not in lines[0]:
-        return
-    lines[0] = line + "\n"  # in place: no second list and entry kept per cell

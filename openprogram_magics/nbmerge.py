@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from openprogram.view.saved import DAG_MIME
-from openprogram_magics.background_cell import MIME_PROGRESS
+from openprogram_magics.cells.background import MIME_PROGRESS
 from openprogram_magics.notebook import METADATA_KEY, METADATA_VERSION, MIME_TYPE
 from openprogram_magics.sharing import BUNDLE_MIME
 

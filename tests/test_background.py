@@ -29,7 +29,7 @@ from openprogram.agentic_programming.stopping import (
 from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
-from openprogram_magics.background_cell import MIME_PROGRESS
+from openprogram_magics.cells.background import MIME_PROGRESS
 from tests.test_magics import Shell
 from tests.wire_server import Reply
 
@@ -262,9 +262,8 @@ def slow(request):
     time.sleep(0.4)
     return json.dumps(sample_from_schema(request.response_format))
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(FunctionProvider(slow), backoff=0.0)
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(FunctionProvider(slow), backoff=0.0))
 from openprogram.programs.research import ResearchWork, research_agent
 ResearchWork("work", task="a task")
 """

@@ -29,7 +29,7 @@ def test_a_pinned_cell_leaves_the_notebook_on_its_session(
     shell: Shell, mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shell.run('%%openprogram\ntriage("one")')
-    before = shell.magics.kernel_meta
+    before = shell.magics.turns.kernel_meta
     assert before is not None and before.provider == "test"
     capsys.readouterr()
 
@@ -39,7 +39,7 @@ def test_a_pinned_cell_leaves_the_notebook_on_its_session(
         assert shell.magics.background is not None
         shell.magics.background.wait(30)
         assert shell.ip.user_ns["bg"] in ("bug", "feature", "question")
-    assert shell.magics.kernel_meta == before  # same session, same last turn, provider kept
+    assert shell.magics.turns.kernel_meta == before  # same session, same last turn, provider kept
     assert "this cell runs in session pinned_cell; the notebook stays with" in (
         capsys.readouterr().out
     )

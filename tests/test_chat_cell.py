@@ -65,8 +65,8 @@ def nodes_by_id(nodes: list[Call]) -> dict[str, Call]:
 
 
 def session_nodes(shell: Shell) -> list[Call]:
-    assert shell.magics.kernel_meta is not None
-    return default_db().open(shell.magics.kernel_meta.session_id).nodes()
+    assert shell.magics.turns.kernel_meta is not None
+    return default_db().open(shell.magics.turns.kernel_meta.session_id).nodes()
 
 
 def test_a_chat_cell_between_code_cells_is_a_turn_of_the_same_session(

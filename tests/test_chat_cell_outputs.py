@@ -54,8 +54,8 @@ def test_a_reply_with_no_text_after_a_tool_call_says_so_in_the_cell_and_on_the_n
     header = bundle["text/plain"].splitlines()[0]
     assert header.endswith(f"chat turn · completed · {EMPTY_NOTE}")
     assert bundle[MIME_TYPE]["note"] == EMPTY_NOTE
-    assert shell.magics.kernel_meta is not None
-    nodes = default_db().open(shell.magics.kernel_meta.session_id).nodes()
+    assert shell.magics.turns.kernel_meta is not None
+    nodes = default_db().open(shell.magics.turns.kernel_meta.session_id).nodes()
     (reply,) = [n for n in nodes if n.kind == "reply"]
     assert (reply.output, reply.metadata["note"]) == ("", EMPTY_NOTE)
 
@@ -88,8 +88,8 @@ def test_a_chat_turn_draws_its_dag_with_the_tool_it_called(shell: Shell) -> None
     assert "lookup" in bundle["text/html"]
     drawn = [s["name"] for s in read_saved(bundle[DAG_MIME])["summary"]]
     assert drawn[0] == "user" and "lookup" in drawn  # this turn only: not the code cell's
-    assert shell.magics.kernel_meta is not None
-    assert bundle[MIME_TYPE]["last_turn_id"] == shell.magics.kernel_meta.last_turn_id
+    assert shell.magics.turns.kernel_meta is not None
+    assert bundle[MIME_TYPE]["last_turn_id"] == shell.magics.turns.kernel_meta.last_turn_id
 
 
 def test_a_streamed_reply_is_one_display_updated_in_place(
@@ -143,8 +143,8 @@ def test_a_chat_turn_recorded_before_the_cell_was_kept_is_known_by_its_message(
     ``%%openprogram --chat`` cell of it."""
     shell.use_runtime(TestProvider())
     shell.run("%%openprogram --chat\nWhat is a DAG?")
-    assert shell.magics.kernel_meta is not None
-    nodes = default_db().open(shell.magics.kernel_meta.session_id).nodes()
+    assert shell.magics.turns.kernel_meta is not None
+    nodes = default_db().open(shell.magics.turns.kernel_meta.session_id).nodes()
     older = []
     for node in nodes:
         node = copy.copy(node)
@@ -175,9 +175,9 @@ def test_an_interrupted_chat_turn_is_drawn_and_the_next_turn_follows_it(shell: S
     cancelled = bundle[MIME_TYPE]["last_turn_id"]
     shell.use_runtime(TestProvider())
     shell.run("%%openprogram --chat\nTry again.")
-    assert shell.magics.kernel_meta is not None
-    session = default_db().open(shell.magics.kernel_meta.session_id)
-    assert session.get(shell.magics.kernel_meta.last_turn_id or "").predecessor == cancelled
+    assert shell.magics.turns.kernel_meta is not None
+    session = default_db().open(shell.magics.turns.kernel_meta.session_id)
+    assert session.get(shell.magics.turns.kernel_meta.last_turn_id or "").predecessor == cancelled
 
 
 def test_a_finished_reply_line_is_shown_at_once_between_throttled_updates(

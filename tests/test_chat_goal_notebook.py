@@ -37,9 +37,8 @@ def model(request):
         return f"fact number {len(checks) + 1} about herons"
     return "Heron facts"
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(FunctionProvider(model), backoff=0.0)
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(FunctionProvider(model), backoff=0.0))
 """
 
 

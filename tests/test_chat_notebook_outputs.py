@@ -27,9 +27,8 @@ USE = """
 from openprogram.providers import create_runtime
 from openprogram.providers.test import TestProvider
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(TestProvider({reply}, tool_calls=[("lookup", {{"query": "DAG"}})]))
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(TestProvider({reply}, tool_calls=[("lookup", {{"query": "DAG"}})])))
 """
 REPLY = "[test reply] Earlier step: lookup(query='DAG') -> glossary entry for DAG"
 EMPTY = "empty reply: the model called lookup (1 tool call), then answered with no text"

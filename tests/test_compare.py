@@ -65,7 +65,7 @@ def run_cells(
 
 
 def session_id(shell: Shell) -> str:
-    meta = shell.magics.kernel_meta
+    meta = shell.magics.turns.kernel_meta
     assert meta is not None
     return meta.session_id
 

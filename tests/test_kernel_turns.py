@@ -39,9 +39,8 @@ def slow(request):
         open(_mark + ".finished", "w").close()
     return "bug"
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(FunctionProvider(slow), backoff=0.0)
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(FunctionProvider(slow), backoff=0.0))
 """
 
 
@@ -243,9 +242,8 @@ def triage(ticket: str, runtime=None) -> str:
     \"\"\"Classify the support ticket as bug, feature or question.\"\"\"
     return runtime.exec(ticket, choices=["bug", "feature", "question"])
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(FunctionProvider(answer), backoff=0.0)
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(FunctionProvider(answer), backoff=0.0))
 """
 
 

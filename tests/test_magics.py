@@ -27,6 +27,7 @@ from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.context.nodes import Call
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.test import FunctionProvider
+from openprogram_magics import use_runtime
 from openprogram_magics.magics import OpenProgramMagics
 from openprogram_magics.notebook import MIME_TYPE
 
@@ -84,8 +85,7 @@ class Shell:
         """Make ``provider`` (any Provider) answer the cells' LLM calls."""
         from openprogram.providers import create_runtime
 
-        self.magics._runtime = create_runtime(provider, backoff=0.0)
-        self.magics._runtime_key = self.magics.runtime_key()
+        use_runtime(create_runtime(provider, backoff=0.0), self.ip)
 
     def bundles(self) -> list[dict[str, Any]]:
         """Every display/update published so far that carries the session mime part."""
@@ -166,7 +166,7 @@ def test_traceback_is_the_original_exception(
 def test_top_level_await(shell: Shell) -> None:
     result = shell.run("%%openprogram\nimport asyncio\nawait asyncio.sleep(0.01)\nz = 'awaited'\nz")
     assert result.result == "awaited"
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert [t.status for t in turns_of(sid)] == ["completed"]
     assert all_vars() == (None, None, None, None, 0)
 
@@ -180,7 +180,7 @@ def test_async_agentic_call_under_await_hangs_under_the_turn(shell: Shell) -> No
         "    return await runtime.aexec(text)\n"
     )
     shell.run('%%openprogram\nawait summarize("a long text")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     nodes = session_nodes(sid)
     turn = next(n for n in nodes if n.kind == "turn")
     fn = next(n for n in nodes if n.kind == "function")
@@ -192,7 +192,7 @@ def test_async_agentic_call_under_await_hangs_under_the_turn(shell: Shell) -> No
 # -- one turn, one commit --------------------------------------------------------------------
 def test_cell_is_one_turn_with_the_calls_under_it_and_one_commit(shell: Shell) -> None:
     shell.run('%%openprogram\nhandle("the app crashes on save")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     nodes = session_nodes(sid)
     turns = [n for n in nodes if n.kind == "turn"]
     assert len(turns) == 1 and turns[0].status == "completed"
@@ -227,9 +227,9 @@ def test_cell_is_one_turn_with_the_calls_under_it_and_one_commit(shell: Shell) -
 
 def test_two_cells_continue_one_session_and_chain(shell: Shell) -> None:
     shell.run('%%openprogram\ntriage("one")')
-    first = shell.magics.kernel_meta
+    first = shell.magics.turns.kernel_meta
     shell.run('%%openprogram\ntriage("two")')
-    second = shell.magics.kernel_meta
+    second = shell.magics.turns.kernel_meta
     assert first is not None and second is not None
     assert first.session_id == second.session_id
     t1, t2 = turns_of(second.session_id)
@@ -247,11 +247,11 @@ def test_session_pin_affects_that_cell_only(
     shell: Shell, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shell.run('%%openprogram\ntriage("one")')
-    before = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    before = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     capsys.readouterr()
     default_db().create_session("pinned_abc")  # a cell pins only a session there is
     shell.run('%%openprogram --session pinned_abc\ntriage("two")')
-    assert shell.magics.kernel_meta.session_id == before  # type: ignore[union-attr]
+    assert shell.magics.turns.kernel_meta.session_id == before  # type: ignore[union-attr]
     out = capsys.readouterr().out
     assert f"this cell runs in session pinned_abc; the notebook stays with {before}" in out
     assert shell.bundles()[-1][MIME_TYPE]["pinned"] is True  # saved outputs skip it
@@ -267,7 +267,7 @@ def test_session_pin_affects_that_cell_only(
 # -- errors and interrupts -------------------------------------------------------------------
 def test_error_is_recorded_and_the_next_cell_works(shell: Shell) -> None:
     shell.run('%%openprogram\ntriage("one")\nraise KeyError("missing thing")', error=KeyError)
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     (turn,) = turns_of(sid)
     assert turn.status == "error"
     assert "KeyError" in turn.metadata["error"] and "missing thing" in turn.metadata["error"]
@@ -288,7 +288,7 @@ def test_keyboard_interrupt_mid_llm_call(shell: Shell) -> None:
     )
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     assert "_before" in shell.ip.user_ns and "_after" not in shell.ip.user_ns
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     nodes = session_nodes(sid)
     assert next(n for n in nodes if n.kind == "turn").status == "interrupted"
     assert next(n for n in nodes if n.kind == "function").status == "cancelled"
@@ -300,7 +300,7 @@ def test_keyboard_interrupt_mid_llm_call(shell: Shell) -> None:
         " _f._call_id.get(), _f._depth.get())"
     )
     assert shell.ip.user_ns["_vars"] == (None, None, None, None, 0)
-    shell.magics._runtime = None  # back to the test provider
+    use_runtime(None, shell.ip)  # back to the test provider
     shell.run('%%openprogram\nnext_ok = triage("fast")')
     assert shell.ip.user_ns["next_ok"] == "bug"
     assert [t.status for t in turns_of(sid)] == ["interrupted", "completed"]
@@ -310,7 +310,7 @@ def test_a_plain_cells_call_is_a_turn_of_its_own_in_the_notebooks_session(
     shell: Shell, op_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shell.run('%%openprogram\ntriage("in a turn")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     first = turns_of(sid)[0]
     shell.run("plain = triage('outside')\nagain = triage('twice')")
     assert shell.ip.user_ns["plain"] == "bug"
@@ -332,11 +332,11 @@ def test_line_commands(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None
     shell.line("help")
     assert "use ID" in capsys.readouterr().out
     shell.run('%%openprogram\ntriage("one")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     info = shell.line("status")
     assert info["session_id"] == sid and info["turns"] == 1
     assert info["path"] == str(default_db().root / sid)
-    assert info["head"] == shell.magics.kernel_meta.last_turn_id  # type: ignore[union-attr]
+    assert info["head"] == shell.magics.turns.kernel_meta.last_turn_id  # type: ignore[union-attr]
     assert "session_id" in capsys.readouterr().out
     assert [m["id"] for m in shell.line("list")] == [sid]
 
@@ -399,7 +399,7 @@ def test_cell_magic_help(shell: Shell, capsys: pytest.CaptureFixture[str]) -> No
     assert "%%openprogram\n" in doc and "triage(" in doc  # an example
     assert "--session" in doc
     shell.ip.run_cell("%%openprogram?", store_history=False)  # pinfo: must not run a turn
-    assert shell.magics.kernel_meta is None
+    assert shell.magics.turns.kernel_meta is None
 
 
 def test_auto_makes_plain_cells_turns(shell: Shell) -> None:
@@ -409,7 +409,7 @@ def test_auto_makes_plain_cells_turns(shell: Shell) -> None:
     shell.run("%openprogram status")  # magics are not turns
     shell.line("auto off")
     shell.run("r3 = 3")
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert [t.status for t in turns_of(sid)] == ["completed", "completed"]
 
 
@@ -418,16 +418,16 @@ def test_auto_does_not_turn_silent_requests(shell: Shell) -> None:
     # it must not open a turn that nobody ends
     shell.line("auto on")
     shell.ip.run_cell("_silent = 1", silent=True)
-    assert shell.magics.turn is None
+    assert shell.magics.turns.turn is None
     shell.run("r = 1")
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert len(turns_of(sid)) == 1
 
 
 # -- what is displayed -----------------------------------------------------------------------
 def test_output_bundle_carries_the_session_and_the_static_dag(shell: Shell) -> None:
     shell.run('%%openprogram\ntriage("one")')
-    meta = shell.magics.kernel_meta
+    meta = shell.magics.turns.kernel_meta
     assert meta is not None
     (bundle,) = shell.bundles()
     part = bundle[MIME_TYPE]
@@ -442,7 +442,7 @@ def test_first_turn_prints_the_id_and_use_resumes(
 ) -> None:
     # a plain IPython terminal: no frontend, no notebook file
     shell.run('%%openprogram\ntriage("one")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert f"new session {sid}" in capsys.readouterr().out
     shell.run('%%openprogram\ntriage("two")')
     assert "new session" not in capsys.readouterr().out
@@ -451,7 +451,7 @@ def test_first_turn_prints_the_id_and_use_resumes(
     again.run(AGENTS)
     again.line(f"use {sid}")
     again.run('%%openprogram\ntriage("three")')
-    assert again.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    assert again.magics.turns.kernel_meta.session_id == sid  # type: ignore[union-attr]
     _t1, t2, t3 = turns_of(sid)
     assert t3.predecessor == t2.id
 
@@ -460,13 +460,13 @@ def test_load_is_idempotent_and_unload_restores_plain_cells(shell: Shell) -> Non
     shell.ip.run_line_magic("reload_ext", "openprogram_magics")
     assert (
         shell.ip.input_transformers_cleanup.count(
-            __import__("openprogram_magics.magics", fromlist=["_"]).transform_cell
+            __import__("openprogram_magics.cells.transform", fromlist=["_"]).transform_cell
         )
         == 1
     )
     shell.line("provider test")
     shell.run('%%openprogram\ntriage("one")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert len(turns_of(sid)) == 1
 
 
@@ -506,7 +506,7 @@ def test_a_value_whose_repr_fails_still_ends_the_turn_and_the_next_does_not_fork
     shell.run("class Bad:\n    def __repr__(self):\n        raise ValueError('no repr')")
     shell.run("%%openprogram\nBad()")  # IPython prints its own display error; the cell is fine
     shell.run('%%openprogram\ntriage("next")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     first, second = turns_of(sid)
     assert first.status == "completed" and "repr failed" in str(first.output)
     assert second.predecessor == first.id

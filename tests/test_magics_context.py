@@ -50,7 +50,7 @@ def test_history_0_turns_sends_only_the_docstring_and_the_content(shell: Shell) 
         {"role": "user", "content": "the second ticket"},
     ]
     assert requests(shell)[-1] == expected
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     llm = [n for n in session_nodes(sid) if n.kind == "llm"][-1]
     assert sent_messages(default_db().open(sid), llm) == expected
     assert llm.metadata["context"]["turns"] == []
@@ -82,7 +82,7 @@ def test_a_token_budget_bounds_every_prompt_across_200_cells(shell: Shell) -> No
     provider.keep = None  # every request: each one is compared with its node below
     for i in range(200):
         shell.run(f'%%openprogram\ntriage("ticket {i}: " + "the app crashes on save " * 5)')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     llms = [n for n in session_nodes(sid) if n.kind == "llm"]
     assert len(llms) == 200
     own = estimate_tokens(requests(shell)[-1][:1]) + estimate_tokens(requests(shell)[-1][-1:])
@@ -101,7 +101,7 @@ def test_context_shows_what_this_notebooks_next_call_sends_when_the_session_move
 
     shell.run('%%openprogram\ntriage("alpha ticket")')
     shell.run('%%openprogram\ntriage("beta ticket")')
-    meta = shell.magics.kernel_meta
+    meta = shell.magics.turns.kernel_meta
     assert meta is not None
     triage = shell.ip.user_ns["triage"]
     with session_context(meta.session_id):  # another writer of the same session

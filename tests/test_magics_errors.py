@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from openprogram.providers.base import LLMRequest, ProviderError
+from openprogram_magics import use_runtime
 from tests.test_magics import AGENTS, Shell
 
 
@@ -67,7 +68,7 @@ def test_auto_turns_keep_the_cells_line_numbers(
     shell.run("a = 1\nb = {}\nb['missing']", error=KeyError)
     text = "\n".join(printed(capsys))
     assert "----> 3 b['missing']" in text and "_cell_guard" not in text
-    assert shell.magics.kernel_meta is not None  # the cell was a turn
+    assert shell.magics.turns.kernel_meta is not None  # the cell was a turn
 
 
 @pytest.mark.parametrize(
@@ -84,8 +85,7 @@ def test_the_projects_errors_are_two_lines_and_tb_has_the_rest(
     if setup == "no provider":
         from openprogram.agentic_programming.runtime import Runtime
 
-        shell.magics._runtime = Runtime()
-        shell.magics._runtime_key = shell.magics.runtime_key()
+        use_runtime(Runtime(), shell.ip)
     elif setup == "no key":
         shell.line("provider openai")
     else:

@@ -54,7 +54,7 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     original = kernel_for(review, ipython_dir, monkeypatch)
     original.run('%%openprogram\ntriage("crash when printing")')
     original.run('%%openprogram\ntriage("slow startup")')
-    assert original.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    assert original.magics.turns.kernel_meta.session_id == sid  # type: ignore[union-attr]
     head = default_db().open(sid).head_id
     assert belongs(capsys)[sid] == str(review.resolve())
 
@@ -64,7 +64,7 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     capsys.readouterr()
     copied.run('%%openprogram\ntriage("the copy goes its own way")')
     said = capsys.readouterr().out
-    new = copied.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    new = copied.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert new != sid
     notes = [line for line in said.splitlines() if "is a copy of" in line]
     assert len(notes) == 1 and "copy of ~/review.ipynb" in notes[0] and new in notes[0], said
@@ -93,7 +93,7 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     capsys.readouterr()
     original_again = kernel_for(review, ipython_dir, monkeypatch)
     original_again.run('%%openprogram\ntriage("back in the original")')
-    assert original_again.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    assert original_again.magics.turns.kernel_meta.session_id == sid  # type: ignore[union-attr]
     assert "copy" not in capsys.readouterr().out
     assert len(turns_of(sid)) == 3
 
@@ -103,7 +103,7 @@ def test_a_copy_forks_a_new_session_and_a_rename_continues(
     moved = kernel_for(renamed, ipython_dir, monkeypatch)
     capsys.readouterr()
     moved.run('%%openprogram\ntriage("after the rename")')
-    assert moved.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    assert moved.magics.turns.kernel_meta.session_id == sid  # type: ignore[union-attr]
     assert "copy" not in capsys.readouterr().out
     assert len(turns_of(sid)) == 4
     assert belongs(capsys)[sid] == str(renamed.resolve())
@@ -164,7 +164,7 @@ def test_a_copys_session_counts_only_its_own_turns_as_not_pushed(
     shutil.copy(review, copy)
     copied = kernel_for(copy, ipython_dir, monkeypatch)
     copied.run('%%openprogram\ntriage("the copy\'s own")')
-    new = copied.magics.kernel_meta.session_id  # type: ignore[union-attr]
+    new = copied.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert new != sid
     lost = unpushed_turns(default_db().session_path(new))
     assert lost.turns == 1 and lost.ever_pushed and "the copy's own" in lost.newest, lost

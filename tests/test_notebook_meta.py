@@ -105,14 +105,14 @@ def test_session_from_outputs_takes_the_last_turn() -> None:
 # -- the frontend's metadata in a live kernel ------------------------------------------------
 def test_frontend_metadata_continues_the_session_from_the_first_cell(shell: Shell) -> None:
     shell.run('%%openprogram\ntriage("yesterday")')
-    saved = shell.magics.kernel_meta
+    saved = shell.magics.turns.kernel_meta
     assert saved is not None
     # tomorrow: a new kernel, and the extension hands it the saved metadata first
     fresh = make_shell(Path(shell.ip.ipython_dir))
     hand_metadata(saved.to_json())
     fresh.run(AGENTS)
     fresh.run('%%openprogram\ntriage("today")')
-    assert fresh.magics.kernel_meta.session_id == saved.session_id  # type: ignore[union-attr]
+    assert fresh.magics.turns.kernel_meta.session_id == saved.session_id  # type: ignore[union-attr]
     t1, t2 = turns_of(saved.session_id)
     assert t2.predecessor == t1.id  # not a fork: HEAD was this notebook's last turn
     assert "forked" not in fresh.bundles()[-1]["text/plain"]
@@ -125,7 +125,7 @@ def test_saved_file_is_read_when_no_frontend_speaks(
     nb.write_text(json.dumps({"metadata": {"openprogram": {"session_id": "nb_fromfile"}}}))
     monkeypatch.setenv("JPY_SESSION_NAME", str(nb))
     shell.run('%%openprogram\ntriage("x")')
-    assert shell.magics.kernel_meta.session_id == "nb_fromfile"  # type: ignore[union-attr]
+    assert shell.magics.turns.kernel_meta.session_id == "nb_fromfile"  # type: ignore[union-attr]
     shell.ip.user_ns["__vsc_ipynb_file__"] = str(tmp_path / "other.ipynb")  # unreadable: ignored
     shell.run('%%openprogram\ntriage("y")')
     assert len(turns_of("nb_fromfile")) == 2
@@ -143,10 +143,10 @@ def test_vscode_restart_continues_from_the_saved_outputs(shell: Shell, tmp_path:
     }
     nb = tmp_path / "vscode.ipynb"
     nb.write_text(json.dumps(saved))
-    shell.magics.kernel_meta = None  # what a restart leaves: nothing in the kernel
+    shell.magics.turns.kernel_meta = None  # what a restart leaves: nothing in the kernel
     shell.ip.user_ns["__vsc_ipynb_file__"] = str(nb)
     shell.run('%%openprogram\ntriage("after restart")')
-    assert shell.magics.kernel_meta.session_id == sid  # type: ignore[union-attr]
+    assert shell.magics.turns.kernel_meta.session_id == sid  # type: ignore[union-attr]
     first, second = turns_of(sid)
     assert second.predecessor == first.id
 
@@ -190,14 +190,14 @@ def test_malformed_frontend_metadata_is_a_one_line_usage_error(
     shown = capsys.readouterr()
     assert "UsageError" in shown.out + shown.err and "Traceback" not in shown.out + shown.err
     assert listing(tmp_path) == before  # nothing written anywhere
-    assert shell.magics.turn is None
+    assert shell.magics.turns.turn is None
     # it keeps stopping turns (it does not quietly mint a session over the bad metadata)...
     shell.run("%%openprogram\n_ran = True", error=UsageError)
     # ...until the user starts fresh
     fresh = shell.line("new")
     shell.run('%%openprogram\n_ran = True\ntriage("x")')
     assert shell.ip.user_ns["_ran"] is True
-    assert shell.magics.kernel_meta.session_id == fresh  # type: ignore[union-attr]
+    assert shell.magics.turns.kernel_meta.session_id == fresh  # type: ignore[union-attr]
     assert len(turns_of(fresh)) == 1
     written = listing(tmp_path) - before
     assert written and all(p.startswith("home") for p in written), sorted(written)[:5]
@@ -216,17 +216,17 @@ def test_two_copies_of_a_notebook_fork_instead_of_interleaving(
     shell: Shell, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shell.run('%%openprogram\ntriage("shared start")')
-    copied = shell.magics.kernel_meta  # the notebook is copied here (its metadata too)
+    copied = shell.magics.turns.kernel_meta  # the notebook is copied here (its metadata too)
     assert copied is not None
     shell.run('%%openprogram\ntriage("copy A goes on")')
-    a_last = shell.magics.kernel_meta.last_turn_id  # type: ignore[union-attr]
+    a_last = shell.magics.turns.kernel_meta.last_turn_id  # type: ignore[union-attr]
 
     other = make_shell(Path(shell.ip.ipython_dir))  # copy B, in another kernel
     hand_metadata(copied.to_json())
     other.run(AGENTS)
     capsys.readouterr()
     other.run('%%openprogram\ntriage("copy B goes on")')
-    b_meta = other.magics.kernel_meta
+    b_meta = other.magics.turns.kernel_meta
     assert b_meta is not None and b_meta.session_id == copied.session_id
     nodes = {n.id: n for n in session_nodes(copied.session_id)}
     b_turn = nodes[b_meta.last_turn_id]  # type: ignore[index]
@@ -241,7 +241,7 @@ def test_two_copies_of_a_notebook_fork_instead_of_interleaving(
     # B goes on from its own branch without forking again
     other.run('%%openprogram\ntriage("copy B again")')
     last = {n.id: n for n in session_nodes(copied.session_id)}[
-        other.magics.kernel_meta.last_turn_id  # type: ignore[union-attr,index]
+        other.magics.turns.kernel_meta.last_turn_id  # type: ignore[union-attr,index]
     ]
     assert last.predecessor == b_turn.id
     assert "forked" not in other.bundles()[-1]["text/plain"]
@@ -249,8 +249,8 @@ def test_two_copies_of_a_notebook_fork_instead_of_interleaving(
 
 def test_unknown_last_turn_falls_back_to_head(shell: Shell) -> None:
     shell.run('%%openprogram\ntriage("one")')
-    sid = shell.magics.kernel_meta.session_id  # type: ignore[union-attr]
-    shell.magics.kernel_meta = NotebookMeta(sid, "n_doesnotexist")
+    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
+    shell.magics.turns.kernel_meta = NotebookMeta(sid, "n_doesnotexist")
     shell.run('%%openprogram\ntriage("two")')
     t1, t2 = turns_of(sid)
     assert t2.predecessor == t1.id

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from openprogram_magics import bridge
+from openprogram_magics import bridge, use_runtime
 from openprogram_magics.headless import run_notebook, state_payload
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta, parse_metadata
 from tests.test_magics import AGENTS, Shell
@@ -23,7 +23,7 @@ def test_the_chosen_provider_is_recorded_and_a_restarted_kernel_uses_it(
     bare_shell.line("provider test --model tiny-1")
     bare_shell.run(AGENTS)
     bare_shell.run('%%openprogram\ntriage("one")')
-    saved = bare_shell.magics.kernel_meta.to_json()  # type: ignore[union-attr]
+    saved = bare_shell.magics.turns.kernel_meta.to_json()  # type: ignore[union-attr]
     assert (saved["provider"], saved["model"]) == ("test", "tiny-1")
     assert bare_shell.bundles()[-1][MIME_TYPE]["provider"] == "test"
     assert set(saved) <= {"session_id", "version", "last_turn_id", "remote", "provider", "model"}
@@ -32,7 +32,8 @@ def test_the_chosen_provider_is_recorded_and_a_restarted_kernel_uses_it(
     monkeypatch.delenv("OPENPROGRAM_PROVIDER", raising=False)
     monkeypatch.delenv("OPENPROGRAM_MODEL", raising=False)
     magics = bare_shell.magics
-    magics.provider, magics.model, magics.kernel_meta, magics._runtime = "", "", None, None
+    magics.provider, magics.model, magics.turns.kernel_meta = "", "", None
+    use_runtime(None, bare_shell.ip)
     magics.turns.chosen = None  # a fresh kernel has chosen nothing
     bridge.receive_frontend_state(state_payload(saved, "work/a.ipynb"))
     capsys.readouterr()

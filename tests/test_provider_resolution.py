@@ -187,6 +187,6 @@ def test_status_names_each_layer_and_a_higher_layer_wins(
     line = "provider test (this notebook) overrides openai (environment OPENPROGRAM_PROVIDER)"
     assert out.count(line) == 1
     env_shell.run('%%openprogram\nreply = "done"')
-    saved = env_shell.magics.kernel_meta.to_json()  # type: ignore[union-attr]
+    saved = env_shell.magics.turns.kernel_meta.to_json()  # type: ignore[union-attr]
     assert (saved["provider"], saved["model"]) == ("test", "m-notebook")
     assert "sk-never" not in str(saved)

@@ -25,9 +25,8 @@ USE = f"""
 from openprogram.providers import create_runtime
 from openprogram.providers.test import TestProvider
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(TestProvider({REPLY!r}))  # streams the reply word by word
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(TestProvider({REPLY!r})))  # streams the reply word by word
 """
 CELL = '%%openprogram\nfrom openprogram import llm\nreply = llm("Count to ten.")'
 

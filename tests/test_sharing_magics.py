@@ -66,7 +66,9 @@ def test_push_pull_divergence_and_status(
     shell.run(CELL.format("alice again"))
     shell.line("push")
     home(monkeypatch, bob)
-    monkeypatch.setattr(shell.magics, "kernel_meta", NotebookMeta(sid, alice_state[1], remote))
+    monkeypatch.setattr(
+        shell.magics.turns, "kernel_meta", NotebookMeta(sid, alice_state[1], remote)
+    )
     shell.run(CELL.format("bob continues"))
     bob_head = state(sid)[1]
     with pytest.raises(UsageError, match="pull first"):

@@ -363,8 +363,8 @@ def test_exec_with_tools_in_a_plain_cell(bare_shell: Shell) -> None:
     assert ns["seen"] == [TOKEN]
     reply = ns["reply"]
     assert reply.finish_reason == "max_iterations" and reply.iterations == 2
-    assert bare_shell.magics.kernel_meta is not None
-    nodes = {n.id: n for n in nodes_of(bare_shell.magics.kernel_meta.session_id)}
+    assert bare_shell.magics.turns.kernel_meta is not None
+    nodes = {n.id: n for n in nodes_of(bare_shell.magics.turns.kernel_meta.session_id)}
     (tool,) = [n for n in nodes.values() if n.kind == "tool"]
     llm = nodes[tool.caller or ""]
     assert llm.kind == "llm" and nodes[llm.caller or ""].kind == "turn"

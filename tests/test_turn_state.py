@@ -252,7 +252,7 @@ def test_notebook_turns_claim_a_bare_call_only_in_a_cell_on_the_main_thread(
 # -- a real IPython shell ------------------------------------------------------------------------
 def test_a_plain_cell_of_a_real_shell_records_into_the_notebooks_session(shell: Any) -> None:
     shell.run('%%openprogram\ntriage("first")')
-    sid = shell.magics.kernel_meta.session_id
+    sid = shell.magics.turns.kernel_meta.session_id
     shell.run('kind = triage("in a plain cell")')
     assert shell.ip.user_ns["kind"] == "bug"
     shell.run(

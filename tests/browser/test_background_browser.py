@@ -34,9 +34,8 @@ def slow(request):
     return "ok"
 
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(FunctionProvider(slow), backoff=0.0)
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(FunctionProvider(slow), backoff=0.0))
 
 
 @agentic_function
@@ -48,9 +47,8 @@ STREAMING = """
 from openprogram import create_runtime
 from openprogram.providers.openai_provider import OpenAIProvider
 
-_m = get_ipython().magics_manager.registry["OpenProgramMagics"]
-_m._runtime = create_runtime(OpenAIProvider(base_url={url!r}, api_key="k", model="wire"))
-_m._runtime_key = _m.runtime_key()
+from openprogram_magics import use_runtime
+use_runtime(create_runtime(OpenAIProvider(base_url={url!r}, api_key="k", model="wire")))
 """
 SCREENSHOT = Path("/tmp/op-background.png")
 

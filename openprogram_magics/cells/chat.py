@@ -16,11 +16,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
+    from openprogram_magics.cells import CellHost
+    from openprogram_magics.cells.options import CellOptions
     from openprogram_magics.chat_view import ChatDag
-    from openprogram_magics.magics import OpenProgramMagics
 
 
-def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) -> Any:
+def run_chat_cell(host: CellHost, opts: CellOptions, body: str, source: str) -> Any:
     from IPython.core.error import UsageError
 
     from openprogram.agent.chat import chat_turn, tools_in
@@ -35,36 +36,36 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
     text = body.strip()
     if not text:
         raise UsageError("%%openprogram --chat: write the message in the cell")
-    opts = magics.cell_args(args)
-    shell = magics.shell
+    turns = host.turns
+    shell = host.shell
     assert shell is not None
-    raw = str(getattr(magics, "_raw_cell", "") or "")
+    raw = turns.raw_cell or ""
     cell = raw if raw.lstrip().startswith("%%openprogram") else source
     reply = ReplyOutput() if updates_in_place(shell) else None
-    dag = ChatDag(live_view(magics))
+    dag = ChatDag(live_view(turns.settings))
     try:
-        meta, pinned = magics.cell_session(opts.session)
+        meta, pinned = turns.cell_session(opts.session)
         db, sid = default_db(), meta.session_id
         after = chained_after(db.open(sid), meta) if db.exists(sid) else None
         result, streamed = chat_turn(
             text,
             session_id=meta.session_id,
-            runtime=magics.runtime(),
+            runtime=turns.runtime(),
             tools=tools_in(shell.user_ns),
             after=after,
             ask=notebook_ask_handler,
             out=cast("TextIO | None", reply),
-            goal=notebook_goal(magics),
+            goal=notebook_goal(host),
             cell=cell,
             on_event=dag.on_event,
         )
     except UserError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:  # Ctrl-C ends a goal run as a stop does
-        goal_done(magics, {"status": "stopped"})
+        goal_done(host, {"status": "stopped"})
         if dag.turn_ids:  # recorded (its reply cancelled): drawn, and the next turn follows it
             done = replace(meta, last_turn_id=dag.turn_ids[-1])
-            magics.turn_done(done, pinned)
+            turns.turn_done(done, pinned)
             header = f"openprogram · session {done.session_id} · {turns_label(dag)}chat turn"
             show_turn(dag, header + " · cancelled", {**done.to_json(), "status": "cancelled"})
         raise
@@ -72,9 +73,9 @@ def run_chat_cell(magics: OpenProgramMagics, args: str, body: str, source: str) 
         dag.close()
         if reply is not None:
             reply.close()
-    goal_done(magics, result.goal)
+    goal_done(host, result.goal)
     done = replace(meta, last_turn_id=result.user_node_id)
-    magics.turn_done(done, pinned)
+    turns.turn_done(done, pinned)
     if not streamed and result.text:
         from openprogram.context.secrets import redact_secrets
 

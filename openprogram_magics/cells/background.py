@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from openprogram.agent.background import BackgroundRun, Progress
 
 if TYPE_CHECKING:
-    from openprogram_magics.magics import OpenProgramMagics
+    from openprogram_magics.cells import CellHost
+    from openprogram_magics.cells.options import CellOptions
 
 TICK = 0.5  # seconds between refreshes of the progress line while nothing is written
 MIME_PROGRESS = "application/vnd.openprogram.progress+json"
@@ -72,7 +73,7 @@ class ProgressLine:
 
 
 def start_background_cell(
-    magics: OpenProgramMagics, args: str, body: str, source: str
+    host: CellHost, opts: CellOptions, body: str, source: str
 ) -> BackgroundRun:
     """Begin the cell's turn on a thread, return its run once the turn exists."""
     from IPython.core.error import UsageError
@@ -81,19 +82,19 @@ def start_background_cell(
     from openprogram_magics.ask import request_ask_handler
     from openprogram_magics.turn import CellTurn
 
-    opts = magics.cell_args(args)
+    turns = host.turns
     try:
-        meta, pinned = magics.cell_session(opts.session)
+        meta, pinned = turns.cell_session(opts.session)
     except UserError as exc:
         raise UsageError(str(exc)) from None
-    shell = magics.shell
+    shell = host.shell
     assert shell is not None
     ask = request_ask_handler(shell)  # this cell's stdin, while the cell still runs
-    count = magics._cell_count  # the frontend's In [n] (IPython has counted on by now)
+    count = turns.cell_count  # the frontend's In [n] (IPython has counted on by now)
     label = f"[{count}]" if count else ""
     # top-level `await` is allowed, as in any cell; a SyntaxError stops the cell now
     code = compile(body, f"<background cell {label}>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    runtime = magics.runtime()
+    runtime = turns.runtime()
     line = ProgressLine(label)
     namespace = shell.user_ns
     begun: dict[str, str] = {}
@@ -104,8 +105,8 @@ def start_background_cell(
             source=source,
             execution_count=count,
             runtime=runtime,
-            live=magics.live_dag and not opts.no_dag,
-            stream=magics.stream,
+            live=turns.settings.live_dag and not opts.no_dag,
+            stream=turns.settings.stream,
             pinned=pinned,
             ask=ask,
         )
@@ -134,7 +135,7 @@ def start_background_cell(
     try:
         run.wait_attached(30)
         if "turn_id" in begun:  # the notebook's next cell chains after this turn (unless pinned)
-            magics.turn_done(replace(meta, last_turn_id=begun["turn_id"]), pinned)
+            turns.turn_done(replace(meta, last_turn_id=begun["turn_id"]), pinned)
         print("openprogram: running in the background; `%openprogram stop` stops it")
     finally:
         announced.set()
