@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from openprogram import settings
 from openprogram.errors import CliError as CliError  # moved; old path kept
 from openprogram.errors import UserError
 
@@ -558,7 +559,6 @@ def add_sessions_parser(sub: SubParsers) -> None:
 # -- run --------------------------------------------------------------------------------------
 def run_notebook_cmd(args: argparse.Namespace) -> int:
     """Execute a notebook headless, continuing the session in its metadata."""
-    import os
     from pathlib import Path
 
     if args.record_misses and not args.replay:
@@ -576,16 +576,16 @@ def run_notebook_cmd(args: argparse.Namespace) -> int:
             f"`openprogram run` needs the Jupyter extras ({exc}): "
             "pip install 'openprogram[jupyter]'"
         ) from None
-    if getattr(args, "home", None):  # the kernel inherits where sessions live
-        os.environ["OPENPROGRAM_HOME"] = str(Path(args.home).expanduser().resolve())
-    result = run_notebook(
-        source,
-        args.output,
-        timeout=args.timeout,
-        replay=args.replay,
-        record_misses=args.record_misses,
-        only_stale=args.only_stale,
-    )
+    home = {"home": args.home} if getattr(args, "home", None) else {}
+    with settings.using(**home):  # the kernel is told where sessions live
+        result = run_notebook(
+            source,
+            args.output,
+            timeout=args.timeout,
+            replay=args.replay,
+            record_misses=args.record_misses,
+            only_stale=args.only_stale,
+        )
     if result.session_id:  # kept in the notebook written: running that again continues it
         again = ["openprogram", "run", str(result.path)]
         if getattr(args, "home", None):
@@ -863,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpenProgramError as exc:  # a provider's or a reply's failure: one line, not a trace
         import os
 
-        if getattr(args, "traceback", False) or os.environ.get("OPENPROGRAM_TRACEBACK"):
+        if getattr(args, "traceback", False) or settings.current().traceback:
             raise
         print(
             f"openprogram: {type(exc).__name__}: {one_line(str(exc))[:600]}\n"

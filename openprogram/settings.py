@@ -41,6 +41,10 @@ BUDGET_PER = "OPENPROGRAM_BUDGET_PER"
 REQUESTS_PER_MINUTE = "OPENPROGRAM_REQUESTS_PER_MINUTE"
 MAX_TOKENS = "OPENPROGRAM_MAX_TOKENS"
 TRACEBACK = "OPENPROGRAM_TRACEBACK"
+MODEL = "OPENPROGRAM_MODEL"  # the model when no layer above the environment names one
+ALLOW_MODEL_REQUESTS = "OPENPROGRAM_ALLOW_MODEL_REQUESTS"  # 0: loopback servers only
+ARXIV_URL = "OPENPROGRAM_ARXIV_URL"  # the literature tools' arXiv endpoint
+SAVED_TIMINGS = "OPENPROGRAM_SAVED_TIMINGS"  # 1: cells save their wall-clock timings
 
 _FLAGS_OFF = ("", "0", "false", "no")
 
@@ -68,6 +72,10 @@ class Settings:
     requests_per_minute: str | None = None  # checked by agentic_programming.ratelimit
     max_tokens: str | None = None  # checked by the OpenAI provider
     traceback: bool = False
+    model: str | None = None
+    allow_model_requests: bool = True
+    arxiv_url: str | None = None
+    saved_timings: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -95,6 +103,10 @@ class Settings:
             requests_per_minute=text(REQUESTS_PER_MINUTE),
             max_tokens=text(MAX_TOKENS),
             traceback=_flag(environ.get(TRACEBACK)),
+            model=text(MODEL),
+            allow_model_requests=_flag(environ.get(ALLOW_MODEL_REQUESTS, "1")),
+            arxiv_url=text(ARXIV_URL),
+            saved_timings=environ.get(SAVED_TIMINGS, "").strip() == "1",
         )
 
     def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -109,10 +121,16 @@ class Settings:
             BUDGET_PER: self.budget_per,
             REQUESTS_PER_MINUTE: self.requests_per_minute,
             MAX_TOKENS: self.max_tokens,
+            MODEL: self.model,
+            ARXIV_URL: self.arxiv_url,
         }
         env.update({k: v for k, v in pairs.items() if v is not None})
         if self.traceback:
             env[TRACEBACK] = "1"
+        if self.saved_timings:
+            env[SAVED_TIMINGS] = "1"
+        if not self.allow_model_requests:
+            env[ALLOW_MODEL_REQUESTS] = "0"
         if self.replay is not None:
             env[REPLAY] = self.replay.session_id
             if self.replay.misses:
@@ -143,6 +161,10 @@ _OWN = (
     REQUESTS_PER_MINUTE,
     MAX_TOKENS,
     TRACEBACK,
+    MODEL,
+    ALLOW_MODEL_REQUESTS,
+    ARXIV_URL,
+    SAVED_TIMINGS,
 )
 
 _installed: ContextVar[Settings | None] = ContextVar("openprogram_settings", default=None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openprogram.settings import Replay
+from openprogram.settings import current as current_settings
 from openprogram_magics.notebook import (
     METADATA_KEY,
     NotebookMeta,
@@ -74,15 +77,14 @@ def run_notebook(
     stored = nb.metadata.get(METADATA_KEY)
     recorded = copy.deepcopy(stored)  # what a replay written in place keeps
     parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
-    env: dict[str, str] = {}
+    settings = current_settings()  # the kernel is told them in its environment
     mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
     if only_stale:
         replay = record_misses = True
     if replay:  # its turns go to a local replay session (see store.session.replays)
-        stored, env = replay_setup(parsed, source.name, record_misses)
-        if only_stale:
-            env["OPENPROGRAM_REPLAY_STALE"] = "1"
-        mode = {"session_id": env["OPENPROGRAM_REPLAY"], "record_misses": record_misses}
+        stored, forced = replay_setup(parsed, source.name, record_misses)
+        settings = settings.with_changes(replay=dataclasses.replace(forced, stale=only_stale))
+        mode = {"session_id": forced.session_id, "record_misses": record_misses}
     else:
         stored = with_last_turn(stored, nb.cells)
     client = QuietClient(
@@ -98,20 +100,12 @@ def run_notebook(
     for cell in nb.cells:  # like papermill: the file shows this run only, nothing stale
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)  # the kernel inherits them
     try:
-        error = _execute(client, nb, stored, source, mode)
+        error = _execute(client, nb, stored, source, mode, settings.environ(os.environ))
     except BaseException:
         if mode is not None:  # a kernel that never ran a turn leaves no replay session
             _drop_unused_fork(stored.get("session_id"))
         raise
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     for index, outputs in bundles.items():  # after the note saying embed was skipped
         nb.cells[index].outputs.extend(outputs)
     write_back(nb)
@@ -228,12 +222,10 @@ def with_last_turn(stored: Any, cells: list[Any]) -> Any:
     return {**stored, "last_turn_id": last} if last else stored
 
 
-def replay_setup(
-    meta: Any, name: str, record_misses: bool
-) -> tuple[dict[str, Any], dict[str, str]]:
+def replay_setup(meta: Any, name: str, record_misses: bool) -> tuple[dict[str, Any], Replay]:
     """The metadata to hand the kernel — a new local replay session forked from the
     notebook's (:func:`openprogram.store.session.replays.fork_for_replay`), from its root,
-    so the replay's turns never enter the notebook's session — and the environment that
+    so the replay's turns never enter the notebook's session — and the replay setting that
     makes every provider the replay of the notebook's session."""
     from openprogram.errors import UserError
     from openprogram.store.session.db import default_db
@@ -246,19 +238,21 @@ def replay_setup(
         meta.session_id, f"`openprogram sessions pull --notebook {name}` fetches it"
     )
     fork = fork_for_replay(default_db(), meta.session_id)
-    env = {"OPENPROGRAM_REPLAY": meta.session_id}
-    if record_misses:
-        env["OPENPROGRAM_REPLAY_MISSES"] = "1"
-    return NotebookMeta(fork, root, None).to_json(), env
+    return NotebookMeta(fork, root, None).to_json(), Replay(meta.session_id, record_misses)
 
 
 def _execute(
-    client: Any, nb: Any, stored: Any, source: Path, replay: dict[str, Any] | None = None
+    client: Any,
+    nb: Any,
+    stored: Any,
+    source: Path,
+    replay: dict[str, Any] | None,
+    env: dict[str, str],
 ) -> str | None:
     from nbclient.exceptions import CellExecutionError
 
     error: str | None = None
-    with client.setup_kernel():
+    with client.setup_kernel(env=env):  # the kernel's environment: the settings in force
         hand_over_state(client.kc, stored, str(source), replay)
         try:
             for index, cell in enumerate(nb.cells):

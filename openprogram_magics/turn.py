@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from openprogram.context.nodes import ERROR, INTERRUPTED, Call, make_call
 from openprogram.context.outcome import finish
 from openprogram.context.secrets import redact_secrets
+from openprogram.settings import current as current_settings
 from openprogram_magics import bridge
 from openprogram_magics.ask import notebook_ask_handler
 from openprogram_magics.notebook import MIME_TYPE, NotebookMeta
@@ -278,12 +279,11 @@ def mark_replay_session(session: Any, source_id: str) -> None:
 #: every changed line is a possible merge conflict.  The session keeps them and the live
 #: view shows them; ``OPENPROGRAM_SAVED_TIMINGS=1`` keeps them in saved outputs too.
 VOLATILE_METADATA = ("run", "duration_ms")
-SAVED_TIMINGS_ENV = "OPENPROGRAM_SAVED_TIMINGS"
 
 
 def saved_node(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` (a node's dict) as a turn's saved output shows it (see VOLATILE_METADATA)."""
-    if os.environ.get(SAVED_TIMINGS_ENV) == "1":
+    if current_settings().saved_timings:
         return item
     out = {k: v for k, v in item.items() if k != "created_at"}
     meta = out.get("metadata")

@@ -61,10 +61,11 @@ from openprogram.agentic_programming.function import (
 from openprogram.context.nodes import Call
 from openprogram.context.outcome import error_text, traceback_text
 from openprogram.context.secrets import refresh_secrets, register_secret
-from openprogram.errors import ProcessRunCancelled as ProcessRunCancelled
-from openprogram.errors import ProcessRunError as ProcessRunError  # moved; old path kept
-from openprogram.errors import UserError
+from openprogram.errors import ProcessRunCancelled, ProcessRunError, UserError
 from openprogram.providers import network
+from openprogram.settings import Settings
+from openprogram.settings import current as current_settings
+from openprogram.settings import install as install_settings
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
 from openprogram.store.session.writer import SessionNodeWriter
@@ -75,8 +76,8 @@ if TYPE_CHECKING:
 
     from openprogram.agentic_programming.ask_user import AskHandler
     from openprogram.agentic_programming.runtime import Runtime
-
-EventCallback = Callable[[dict[str, Any]], None]
+    from openprogram.agentic_programming.tool_loop import EventCallback
+    from openprogram.store.session.session import Session
 
 
 @dataclass
@@ -89,7 +90,7 @@ class _Spec:
     session_id: str
     call_id: str | None
     runtime: bytes | None  # a pickled Runtime, or None: the child configures its own
-    home: str
+    settings: Settings  # the parent's, in force in the child (its home above all)
     allow_requests: bool
     parent_pid: int
     secrets: tuple[str, ...] = ()  # the values the parent masks: the child masks them too
@@ -163,7 +164,7 @@ class ProcessRun:
             session_id=self.session_id,
             call_id=self.call_id,
             runtime=self.runtime,
-            home=os.environ.get("OPENPROGRAM_HOME", ""),
+            settings=current_settings(),
             allow_requests=network.model_requests_allowed(),
             parent_pid=os.getpid(),
             secrets=tuple(sorted(refresh_secrets())),
@@ -411,8 +412,7 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
     proctree.become_subreaper()  # what the function starts stays under this process
     signal.signal(signal.SIGTERM, lambda _signum, _frame: _end_now(128 + signal.SIGTERM))
     _tie_to_parent(spec.parent_pid)
-    if spec.home:
-        os.environ["OPENPROGRAM_HOME"] = spec.home
+    install_settings(spec.settings)
     try:
         outcome: tuple[Any, ...] = ("result", _run_child(spec, outbox, inbox))
         try:
@@ -440,50 +440,62 @@ def _run_child(spec: _Spec, outbox: Any, inbox: Any) -> Any:
         answer: str | None = inbox.get()
         return answer
 
-    db = default_db()
-    if not db.exists(spec.session_id):  # (a bare call's session: session_context's rule)
-        db.create_session(spec.session_id, source="process")
     unsubscribe = events.subscribe(forward)
-    try:
-        with (
-            session_context(
-                spec.session_id,
-                runtime=runtime,
-                source="process",
-                message=spec.target,
-                writer=_ChildWriter(db, spec.session_id, spec.parent_pid),
-            ),
-            using(call_id=spec.call_id, ask=ask_parent),  # under the parent's frame
-        ):
-            return fn(*spec.args, **spec.kwargs)
+    try:  # session_context opens the session (a bare call's: created, as its rule says)
+        with session_context(
+            spec.session_id, runtime=runtime, source="process", message=spec.target
+        ) as handle:
+            writer = _ChildWriter(handle.writer, spec.parent_pid)
+            try:
+                # the nodes hang under the parent's frame; questions go to the parent
+                with using(writer=writer, call_id=spec.call_id, ask=ask_parent):
+                    return fn(*spec.args, **spec.kwargs)
+            finally:
+                writer.check()  # nor is the turn ended and committed once the parent is gone
     finally:
         unsubscribe()
 
 
-class _ChildWriter(SessionNodeWriter):
-    """The child's node writer: it writes nothing once the parent is gone (the parent's
-    recovery closes the frame the child hangs under); the child ends instead."""
+class _ChildWriter:
+    """The child's node writer: the turn's own, writing nothing once the parent is gone (the
+    parent's recovery closes the frame the child hangs under); the child ends instead."""
 
-    def __init__(self, db: Any, session_id: str, parent_pid: int) -> None:
+    def __init__(self, nodes: SessionNodeWriter, parent_pid: int) -> None:
+        self.nodes = nodes
         self.parent_pid = parent_pid
-        super().__init__(db, session_id)
+        self.session_id = nodes.session_id
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if _parent_gone(self.parent_pid):
             _end_now(PARENT_GONE_EXIT)
 
+    @property
+    def session(self) -> Session:
+        return self.nodes.session
+
+    @property
+    def turn(self) -> int:
+        return self.nodes.turn
+
+    @property
+    def head_id(self) -> str | None:
+        return self.nodes.head_id
+
+    def get(self, node_id: str) -> Call:
+        return self.nodes.get(node_id)
+
     def append(self, call: Call, *, turn_level: bool = False) -> Call:
-        self._check()
-        return super().append(call, turn_level=turn_level)
+        self.check()
+        return self.nodes.append(call, turn_level=turn_level)
 
     def append_many(self, calls: Sequence[Call]) -> list[Call]:
-        self._check()
-        return super().append_many(calls)
+        self.check()
+        return self.nodes.append_many(calls)
 
     def update(self, call: Call) -> None:
-        self._check()
-        super().update(call)
+        self.check()
+        self.nodes.update(call)
 
     def commit(self, message: str) -> str | None:
-        self._check()
-        return super().commit(message)
+        self.check()
+        return self.nodes.commit(message)

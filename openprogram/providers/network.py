@@ -7,14 +7,14 @@ nothing leaves the machine.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from openprogram.errors import ModelRequestsBlocked as ModelRequestsBlocked  # moved; old path kept
+from openprogram.settings import current as current_settings
 
-_allowed = os.environ.get("OPENPROGRAM_ALLOW_MODEL_REQUESTS", "1") not in ("0", "false", "no")
+_allowed = current_settings().allow_model_requests  # the process's switch, read at import
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 

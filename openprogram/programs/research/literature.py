@@ -29,6 +29,7 @@ from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
 from openprogram.errors import LiteratureError as LiteratureError  # moved; old path kept
 from openprogram.programs.research import http_get
+from openprogram.settings import current as current_settings
 from openprogram.store.vars import get_store
 
 ARXIV_URL = "https://export.arxiv.org/api/query"
@@ -96,7 +97,7 @@ def search_arxiv(query: str, max_results: int = 10, base_url: str = "") -> list[
     """Search arXiv for papers matching a query; returns id, title, authors, year, summary
     and pdf link of each."""
     max_results = max(1, min(int(max_results), 50))
-    base = base_url or os.environ.get("OPENPROGRAM_ARXIV_URL") or ARXIV_URL
+    base = base_url or current_settings().arxiv_url or ARXIV_URL
     params = urllib.parse.urlencode(
         {"search_query": f"all:{query}", "start": 0, "max_results": max_results}
     )

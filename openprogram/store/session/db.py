@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
+from openprogram.settings import current as current_settings
 from openprogram.store.session.store import SessionStore
 
 _db: SessionStore | None = None
@@ -15,7 +15,7 @@ _lock = threading.Lock()
 def default_db() -> SessionStore:
     """The shared store; rebuilt if ``OPENPROGRAM_HOME`` changed (tests, notebooks)."""
     global _db, _db_home
-    home = os.environ.get("OPENPROGRAM_HOME") or os.path.expanduser("~/.openprogram")
+    home = str(current_settings().home)
     with _lock:
         if _db is None or _db_home != home:
             if _db is not None:

@@ -38,6 +38,7 @@ from typing import Any
 
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
+from openprogram.settings import current as current_settings
 from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
 from openprogram.store.session.identity import current_author
@@ -74,7 +75,7 @@ class SessionStore:
     """All sessions under ``<home>/sessions``; hands out one :class:`Session` per id."""
 
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
-        default = os.environ.get("OPENPROGRAM_HOME") or Path.home() / ".openprogram"
+        default = current_settings().home
         self.home = Path(home if home is not None else default).expanduser().resolve()
         self.root = self.home / "sessions"
         self._open: dict[str, Session] = {}
