@@ -25,19 +25,14 @@ from helpers import settled
 from wire_server import Reply, WireServer
 
 from openprogram import ask_user, create_runtime, session_context
-from openprogram.agent.process_runner import (
-    ProcessRun,
-    ProcessRunCancelled,
-    ProcessRunError,
-    run_in_process,
-)
+from openprogram.agent.process_runner import ProcessRun, run_in_process
 from openprogram.agentic_programming import (
     Runtime,
     agentic_function,
     current_node,
     using_ask_user_handler,
 )
-from openprogram.errors import UserError
+from openprogram.errors import ProcessRunCancelled, ProcessRunError, UserError
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.store.session.store import SessionStore
 

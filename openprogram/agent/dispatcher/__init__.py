@@ -4,8 +4,9 @@ This module only orchestrates: :func:`process_user_turn` is the entry point of e
 caller, :func:`_process_turn_once` runs the numbered stages, each a named call into a
 sibling module:
 
-1-2  ``prep.prepare_turn``              session, predecessor, the user message persisted
-3    ``turn_context.bind``              ``session_context`` (commits the turn on exit)
+1    ``turn_context.bind``              ``session_context``: the session minted or opened,
+                                        the turn's ContextVars (commits the turn on exit)
+2    ``prep.prepare_turn``              predecessor, the user message persisted
 3a   ``compaction.before_turn``         a summary node when the history would not fit
 3b   ``TurnWriter.open_placeholder``    the ``reply`` node, running
 3c   ``runtime_attach.runtime_blocks``  agentic tools as child-process runtime blocks
@@ -77,14 +78,17 @@ def process_user_turn(request: TurnRequest) -> TurnResult:
 
 
 def _process_turn_once(request: TurnRequest, state: goal.GoalState | None = None) -> TurnResult:
-    prepared = prep.prepare_turn(request)  # 1-2
-    emit(request, {"type": "user", "session_id": prepared.session_id, "node_id": prepared.user.id})
-    with turn_context.bind(request, prepared) as handle:  # 3
+    with turn_context.bind(request) as handle:  # 1
+        prepared = prep.prepare_turn(request, handle)  # 2
+        user = {"type": "user", "session_id": prepared.session_id, "node_id": prepared.user.id}
+        emit(request, user)
         try:
             summary = compaction.before_turn(prepared)  # 3a, None when the history fits
             reply = prepared.writer.open_placeholder(request.agent_id, request.system)  # 3b
             emit(request, {"type": "reply_started", "node_id": reply.id})
-            tools = approval_registry.gated(runtime_attach.runtime_blocks(request))  # 3c
+            mcp = getattr(handle.runtime, "mcp_tools", None)  # 3c, with its MCP servers' tools
+            blocks = runtime_attach.runtime_blocks(request)
+            tools = approval_registry.gated({**(mcp(strict=False) if mcp else {}), **blocks})
             tooled = replace(request, tools=tools)
             outcome = compaction.retry_on_overflow(  # 4, once more after a compaction
                 prepared, lambda: _run_loop_blocking(tooled, handle, reply)

@@ -20,16 +20,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from openprogram.agent.dispatcher import error_path, prep
+from openprogram.agent.dispatcher import error_path, prep, turn_context
 from openprogram.agent.dispatcher.types import EventCallback, TurnRequest, TurnResult, emit
-from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.provider import ToolCall
 from openprogram.agentic_programming.tool_loop import run_tool
 from openprogram.context.nodes import CANCELLED, COMPLETED, ERROR, make_call
 from openprogram.context.outcome import is_cancellation
 from openprogram.errors import UserError
-from openprogram.store.session.context import session_context
-from openprogram.store.session.writer import SessionNodeWriter
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.provider import ToolRun
@@ -62,29 +59,28 @@ def dispatch_forced_tool_call(
     as ``cancelled`` and re-raised.  Approval rules (``approval_registry``) are not asked:
     the user asked for this call."""
     arguments = dict(kwargs or {})
+    mcp = getattr(runtime, "mcp_tools", None)
+    if mcp is not None and name not in (tools or {}) and ":" not in name:
+        tools = {**mcp(), **(tools or {})}  # an MCP server's tool
     fn = resolve_tool(name, tools)
     text = call_text(name, arguments)
     request = TurnRequest(session_id, text, agent_id=agent_id, runtime=runtime, on_event=on_event)
-    db = default_db()
-    sid, created = prep.ensure_session(db, request)
-    nodes = SessionNodeWriter(db, sid)
-    predecessor = anchor(nodes.session, after, retry_of)
-    marks: dict[str, Any] = {"forced_tool": name}
-    if retry_of is not None:
-        marks["retry_of"] = retry_of
-    node = make_call(
-        "turn",
-        TURN_NAME,
-        input={"text": text, "tool": name, "arguments": arguments},
-        predecessor=predecessor,
-        status=COMPLETED,
-        **marks,
-    )
-    turn = nodes.append(node, turn_level=True)  # this path moves HEAD itself (§3)
-    emit(request, {"type": "user", "session_id": sid, "node_id": turn.id})
-    with session_context(
-        sid, agent_id=agent_id, runtime=runtime, source=TURN_NAME, message=text, writer=nodes
-    ):
+    with turn_context.bind(request) as handle:  # the session minted or opened, as for a turn
+        sid, created, nodes = handle.session_id, handle.created, handle.writer
+        predecessor = anchor(nodes.session, after, retry_of)
+        marks: dict[str, Any] = {"forced_tool": name}
+        if retry_of is not None:
+            marks["retry_of"] = retry_of
+        node = make_call(
+            "turn",
+            TURN_NAME,
+            input={"text": text, "tool": name, "arguments": arguments},
+            predecessor=predecessor,
+            status=COMPLETED,
+            **marks,
+        )
+        turn = nodes.append(node, turn_level=True)  # this path moves HEAD itself (§3)
+        emit(request, {"type": "user", "session_id": sid, "node_id": turn.id})
         try:
             call = ToolCall("forced", name, arguments)
             ran = run_tool(call, {name: fn}, lambda event: emit(request, event), caller=turn.id)

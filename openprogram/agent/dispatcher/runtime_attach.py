@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from openprogram.agent.dispatcher.types import emit
 from openprogram.agent.process_runner import ProcessRun, target_of
 from openprogram.agentic_programming.stopping import stop_requested
+from openprogram.agentic_programming.tool_loop import EventCallback
 from openprogram.errors import RunStopped, UserError
 from openprogram.store.vars import get_call_id
 
@@ -41,9 +42,7 @@ def is_agentic(fn: Any) -> bool:
     return bool(getattr(fn, "__agentic__", False))
 
 
-def _wrap_agentic_runtime_block(
-    fn: Tool, *, on_event: Callable[[dict[str, Any]], None] | None = None
-) -> Tool:
+def _wrap_agentic_runtime_block(fn: Tool, *, on_event: EventCallback | None = None) -> Tool:
     """``fn`` as a tool whose every call runs in a child process (see the module)."""
     target = target_of(fn)  # refuses what a fresh interpreter cannot import
 
@@ -67,7 +66,7 @@ def _wrap_agentic_runtime_block(
     return block
 
 
-def _announce(target: str, run: ProcessRun, notify: Callable[[dict[str, Any]], None]) -> None:
+def _announce(target: str, run: ProcessRun, notify: EventCallback) -> None:
     """Tell the turn's listener which process runs the block under which tool node."""
     pid = run.process.pid if run.process is not None else None
     notify({"type": "runtime_block", "node_id": get_call_id(), "target": target, "pid": pid})

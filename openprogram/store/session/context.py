@@ -59,23 +59,18 @@ def session_context(
     title: str | None = None,
     message: str | None = None,
     db: SessionStore | None = None,
-    writer: SessionNodeWriter | None = None,
 ) -> Iterator[SessionHandle]:
     """Install the turn state (writer, turn id, runtime; no frame yet: ``call_id`` None) for
     one turn of ``session_id``; commit the turn on exit.
 
-    ``writer``: a node writer that already wrote part of this turn (the dispatcher persists
-    the user message before binding the turn), so the whole turn shares one shard and commit.
+    Everything the turn writes goes through ``handle.writer`` (the chat dispatcher persists
+    its user message there first thing), so the whole turn is one shard and one commit.
 
     With no provider configured the store is still installed, so the DAG, docstrings and
     history all work; only ``runtime.exec`` fails, saying how to configure a provider.
     """
-    database = db if db is not None else writer.db if writer is not None else default_db()
-    if session_id is None and writer is not None:
-        session_id = writer.session_id
+    database = db if db is not None else default_db()
     sid = mint_session_id(id_prefix) if session_id is None else validate_session_id(session_id)
-    if writer is not None and writer.session_id != sid:
-        raise ValueError(f"writer is bound to session {writer.session_id!r}, not {sid!r}")
     created = not database.exists(sid)
     if created:
         database.create_session(sid, agent_id, source=source, title=title)
@@ -83,7 +78,7 @@ def session_context(
     if rt is None and create_runtime_if_none:
         rt = default_runtime()
     tid = turn_id or new_id("turn")
-    writer = writer if writer is not None else SessionNodeWriter(database, sid)
+    writer = SessionNodeWriter(database, sid)
     handle = SessionHandle(
         db=database,
         session_id=sid,
