@@ -10,21 +10,20 @@ run from the reply the provider returned (exact arguments), never from the store
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openprogram.agentic_programming.provider import Reply
 from openprogram.agentic_programming.tool_args import Tool
-from openprogram.agentic_programming.tool_loop import CONTINUE, run_tool
+from openprogram.agentic_programming.tool_loop import CONTINUE, EventCallback, run_tool
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
     from openprogram.context.policy import ContextPolicy
 
-EventCallback = Callable[[dict[str, Any]], None]
 
-__all__ = ["CONTINUE", "EventCallback", "LoopResult", "agent_loop", "run_tool"]
+__all__ = ["CONTINUE", "LoopResult", "agent_loop", "run_tool"]
 
 
 @dataclass

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from openprogram.agent.dispatcher.types import TurnResult
     from openprogram.agentic_programming.ask_user import AskHandler
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.agentic_programming.tool_loop import EventCallback
 
 F = TypeVar("F", bound=Callable[..., Any])
 TOOL_MARK = "__openprogram_tool__"
@@ -51,7 +52,7 @@ def chat_turn(
     out: TextIO | None = None,
     goal: Any = None,
     cell: str | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: EventCallback | None = None,
 ) -> tuple[TurnResult, bool]:
     """Send ``text`` as the user message of a turn of ``session_id`` (after node ``after``,
     else HEAD); the reply streams to ``out`` (default stdout) piece by piece.  Returns the

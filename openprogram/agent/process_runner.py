@@ -63,6 +63,9 @@ from openprogram.context.outcome import error_text, traceback_text
 from openprogram.context.secrets import refresh_secrets, register_secret
 from openprogram.errors import ProcessRunCancelled, ProcessRunError, UserError
 from openprogram.providers import network
+from openprogram.settings import Settings
+from openprogram.settings import current as current_settings
+from openprogram.settings import install as install_settings
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
 from openprogram.store.session.writer import SessionNodeWriter
@@ -87,7 +90,7 @@ class _Spec:
     session_id: str
     call_id: str | None
     runtime: bytes | None  # a pickled Runtime, or None: the child configures its own
-    home: str
+    settings: Settings  # the parent's, in force in the child (its home above all)
     allow_requests: bool
     parent_pid: int
     secrets: tuple[str, ...] = ()  # the values the parent masks: the child masks them too
@@ -161,7 +164,7 @@ class ProcessRun:
             session_id=self.session_id,
             call_id=self.call_id,
             runtime=self.runtime,
-            home=os.environ.get("OPENPROGRAM_HOME", ""),
+            settings=current_settings(),
             allow_requests=network.model_requests_allowed(),
             parent_pid=os.getpid(),
             secrets=tuple(sorted(refresh_secrets())),
@@ -409,8 +412,7 @@ def _child_main(spec: _Spec, outbox: Any, inbox: Any) -> None:
     proctree.become_subreaper()  # what the function starts stays under this process
     signal.signal(signal.SIGTERM, lambda _signum, _frame: _end_now(128 + signal.SIGTERM))
     _tie_to_parent(spec.parent_pid)
-    if spec.home:
-        os.environ["OPENPROGRAM_HOME"] = spec.home
+    install_settings(spec.settings)
     try:
         outcome: tuple[Any, ...] = ("result", _run_child(spec, outbox, inbox))
         try:

@@ -1,4 +1,5 @@
-"""Stages 1-2: make sure the session exists, resolve the predecessor, persist the message."""
+"""Stage 2: resolve where the user message links and persist it, in the turn stage 1
+(``turn_context.bind``, that is ``session_context``) opened."""
 
 from __future__ import annotations
 
@@ -6,15 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from openprogram.agent.dispatcher.turn_writer import TurnWriter
-from openprogram.agent.session_db import default_db
 from openprogram.errors import UserError
-from openprogram.store.session.ids import mint_session_id, validate_session_id
-from openprogram.store.session.writer import SessionNodeWriter
 
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.types import TurnRequest
     from openprogram.context.nodes import Call
-    from openprogram.store.session.store import Session, SessionStore
+    from openprogram.store.session.context import SessionHandle
+    from openprogram.store.session.store import Session
 
 
 @dataclass
@@ -25,27 +24,13 @@ class PreparedTurn:
     user: Call
 
 
-def prepare_turn(request: TurnRequest) -> PreparedTurn:
-    """Stage 1: ensure the session; stage 2: resolve where the message links, persist it."""
-    db = default_db()
-    session_id, created = ensure_session(db, request)
-    nodes = SessionNodeWriter(db, session_id)
-    predecessor = resolve_predecessor(nodes.session, request.fork_from)
-    writer = TurnWriter(nodes)
+def prepare_turn(request: TurnRequest, handle: SessionHandle) -> PreparedTurn:
+    """The user message, persisted through the turn's node writer after ``fork_from`` (or
+    HEAD) — the turn-level write that moves HEAD (``TurnWriter``)."""
+    predecessor = resolve_predecessor(handle.writer.session, request.fork_from)
+    writer = TurnWriter(handle.writer)
     user = writer.persist_user(request.text, predecessor, request.continuation, cell=request.cell)
-    return PreparedTurn(session_id, created, writer, user)
-
-
-def ensure_session(db: SessionStore, request: TurnRequest) -> tuple[str, bool]:
-    """The request's session (created under that id if missing), or a new ``chat_…`` one."""
-    if request.session_id is None:
-        session_id = mint_session_id("chat")
-    else:
-        session_id = validate_session_id(request.session_id)
-    if db.exists(session_id):
-        return session_id, False
-    db.create_session(session_id, request.agent_id, source="chat")
-    return session_id, True
+    return PreparedTurn(handle.session_id, handle.created, writer, user)
 
 
 def resolve_predecessor(session: Session, fork_from: str | None) -> str | None:

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from openprogram.agentic_programming.tool_loop import Event, EventCallback
+
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
 
-Event = dict[str, Any]  # {"type": "user" | "reply_started" | "tool_call" | ... , ...}
-EventCallback = Callable[[Event], None]
 Tool = Callable[..., Any]
 
 DEFAULT_SYSTEM = (
