@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from openprogram.cli import main as cli_main
+from openprogram.compare import appendix
 from openprogram.compare.appendix import build_appendix, render_html, render_markdown
 from openprogram.context.nodes import COMPLETED, Call, make_call
+from openprogram.context.secrets import redact_key_like
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.usage.prices import clear_prices, set_price
 from tests.test_magics import Shell, turns_of
@@ -161,3 +163,43 @@ def test_a_deeply_nested_turn_costs_work_in_proportion_to_its_depth(
     assert f"#### Call 1: `{path} › llm 1` — provider `function`, model `m`" in md
     assert md.count("### `level_") == 2000  # every function's docstring
     assert "the bottom" in html and html.count("level_1999") >= 2  # the DAG and the call
+
+
+def test_the_html_redacts_a_node_whole_only_when_its_drawing_shows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line's DAG shows its newest rows (300): the other 1,700 frames of a 2,000-deep
+    turn are placed by their ids and links, and their content is not redacted for nothing
+    (each node's whole dict was: 2.4 s of a 10,000-deep appendix)."""
+    nodes, turn_id = nested(2000)
+    for node in nodes:
+        if node.kind == "function":
+            node.input = {"note": f"note of {node.name}"}
+    nodes[-2].input = {"note": f"deepest, holding {LOOKS}"}
+    redacted: list[str] = []
+
+    def counted(text: str) -> str:
+        redacted.append(text)
+        return redact_key_like(text)
+
+    app = build_appendix(nodes, session_id="s_deep", head_id=turn_id)
+    monkeypatch.setattr(appendix, "redact_key_like", counted)
+    html = render_html(app, nodes, turn_id)
+
+    notes = [t for t in redacted if t.startswith("note of level_")]
+    assert 0 < len(notes) <= 300  # the drawn rows' notes, not all 2,000
+    assert "note of level_1998" in html  # a drawn row's content is there, redacted
+    assert LOOKS not in html and "deepest, holding ***" in html
+
+
+def test_a_node_id_shaped_like_a_key_is_masked_in_the_drawing() -> None:
+    nodes, turn_id = nested(3)
+    token = "ghp_" + "Ab3" * 12  # a valid node id, and a GitHub token's shape
+    frame, llm = nodes[-2], nodes[-1]
+    frame.id, llm.caller = token, token
+    app = build_appendix(nodes, session_id="s_deep", head_id=turn_id)
+
+    html = render_html(app, nodes, turn_id)
+
+    assert token not in html
+    assert "the bottom" in html and "level_2" in html  # drawn, under its masked id

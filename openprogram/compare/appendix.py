@@ -15,6 +15,7 @@ styles only, no script.  Pure: nodes in, text out (the CLI reads the session).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,29 +37,39 @@ MessagesOf = Callable[[Call], Any]  # an llm node -> the whole prompt it was sen
 TURN_COMMIT: Final = re.compile(r"^turn (\d+)\b")
 
 
-def redact(value: Any) -> str:
+def redact(value: Any, home: str | None = None) -> str:
     """``value`` as text with the known credentials (read by :func:`refresh_secrets`, once
-    per appendix) and whatever looks like a key masked, the home folder written ``~``."""
+    per appendix) and whatever looks like a key masked, the home folder (``home``, default
+    ``~``) written ``~``."""
     text = redact_key_like(redact_value(value if isinstance(value, str) else str(value)))
-    return without_home(text)  # a published text names no user's home folder
+    return without_home(text, home)  # a published text names no user's home folder
 
 
-def redact_tree(value: Any, seen: dict[str, str] | None = None) -> Any:
-    """``value`` (JSON-like) with :func:`redact` applied to every string, keys too.
-    ``seen``: the strings redacted already (pass one dict for a whole view: the same keys
-    and names recur in every node, and each is redacted once)."""
-    if seen is None:
-        seen = {}
-    if isinstance(value, str):
-        done = seen.get(value)
+class Redactor:
+    """:func:`redact` for one view: the credentials and the home folder read once, and each
+    string redacted once (the same keys, names and docstrings recur in every node)."""
+
+    def __init__(self) -> None:
+        refresh_secrets()
+        self.home = os.path.expanduser("~")
+        self.done: dict[str, str] = {}
+
+    def text(self, value: Any) -> str:
+        value = value if isinstance(value, str) else str(value)
+        done = self.done.get(value)
         if done is None:
-            done = seen[value] = redact(value)
+            done = self.done[value] = redact(value, self.home)
         return done
-    if isinstance(value, dict):
-        return {redact_tree(k, seen): redact_tree(v, seen) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_tree(v, seen) for v in value]
-    return value
+
+    def tree(self, value: Any) -> Any:
+        """``value`` (JSON-like) with every string redacted, keys too."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k): self.tree(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.tree(v) for v in value]
+        return value
 
 
 @dataclass
@@ -125,7 +136,7 @@ def build_appendix(
     messages_of: MessagesOf | None = None,
 ) -> Appendix:
     """The appendix of the line ending at ``tip`` (a node id, turn number or ``head``)."""
-    refresh_secrets()
+    masked = Redactor()
     index = Nodes(nodes, head_id)
     line = index.line(index.find(tip))
     in_line = {t.id for t in line}
@@ -139,23 +150,22 @@ def build_appendix(
     by_model: dict[tuple[str, str], Totals] = {}
     functions: dict[str, FunctionEntry] = {}
     turns: list[TurnEntry] = []
-    seen: dict[str, str] = {}  # strings redacted already
     for turn in line:
         text = turn.input.get("text") if isinstance(turn.input, dict) else turn.input
         entry = TurnEntry(
             turn.turn,
             turn.id,
-            redact(turn.name),
+            masked.text(turn.name),
             (commits or {}).get(turn.turn, "") if turn.turn is not None else "",
-            redact(text if text is not None else ""),
-            redact(turn.metadata.get("run") or ""),
+            masked.text(text if text is not None else ""),
+            masked.text(turn.metadata.get("run") or ""),
         )
         counters: dict[str, int] = {}
         for node in under.get(turn.id, []):
             if node.kind == "function":
-                _add_function(functions, node, seen)
+                _add_function(functions, node, masked)
                 continue
-            chain = _chain(index, node)
+            chain = masked.text(_chain(index, node))
             counters[chain] = counters.get(chain, 0) + 1
             messages = messages_of(node) if messages_of else node.metadata.get("messages")
             provider, model = str(node.name), str(node.metadata.get("model") or "")
@@ -166,17 +176,17 @@ def build_appendix(
             entry.calls.append(
                 CallEntry(
                     f"{chain} › llm {counters[chain]}" if chain else f"llm {counters[chain]}",
-                    redact(provider),
-                    redact(model),
+                    masked.text(provider),
+                    masked.text(model),
                     used,
-                    redact(prompt_text(messages)),
-                    redact(node.output if node.output is not None else ""),
+                    masked.text(prompt_text(messages)),
+                    masked.text(node.output if node.output is not None else ""),
                 )
             )
         turns.append(entry)
     return Appendix(
         session_id,
-        redact(title),
+        masked.text(title),
         tip,
         head_commit,
         turns,
@@ -186,13 +196,13 @@ def build_appendix(
     )
 
 
-def _add_function(functions: dict[str, FunctionEntry], node: Call, seen: dict[str, str]) -> None:
+def _add_function(functions: dict[str, FunctionEntry], node: Call, masked: Redactor) -> None:
     meta = node.metadata
     key = f"{node.name} {meta.get('doc_hash')} {meta.get('source_hash')}"
     if key not in functions:
         functions[key] = FunctionEntry(
-            redact_tree(str(node.name), seen),
-            redact_tree(str(meta.get("doc") or ""), seen),  # one docstring, many frames
+            masked.text(node.name),
+            masked.text(meta.get("doc") or ""),  # one docstring, many frames: redacted once
             str(meta.get("doc_hash") or "-"),
             str(meta.get("source_hash") or "-"),
         )
@@ -207,7 +217,7 @@ def _chain(index: Nodes, node: Call) -> str:
         seen.add(up.id)
         names.append(str(up.name))
         up = index.by_id.get(up.caller) if up.caller else None
-    return redact(" › ".join(reversed(names)))
+    return " › ".join(reversed(names))
 
 
 def _usage(t: Totals) -> tuple[str, str, str, str]:
@@ -280,9 +290,6 @@ _CSS: Final = {
 def render_html(app: Appendix, nodes: Sequence[Call] = (), head_id: str | None = None) -> str:
     """One self-contained HTML document: the line's DAG drawn as the DAG page's static form
     (``nodes``: the session's, when given), then the appendix; no script."""
-    from openprogram.view.static import render_static_html
-
-    refresh_secrets()
     css = _CSS
     title = _title(app)
     parts = [
@@ -302,16 +309,8 @@ def render_html(app: Appendix, nodes: Sequence[Call] = (), head_id: str | None =
         "text are masked as <code>***</code>.</p>"
     )
     if nodes:
-        line = {t.node_id for t in app.turns}
-        index = Nodes(nodes, head_id)
-        seen: dict[str, str] = {}
-        drawn = [
-            redact_tree(n.to_dict(), seen)
-            for n in index.all
-            if n.kind == "root" or index.turn_of(n).id in line
-        ]
         parts.append("<h2>The line</h2>")
-        parts.append(render_static_html(drawn, head_id, title=f"session {app.session_id}"))
+        parts.append(_line_drawing(app, nodes, head_id))
     parts.append("<h2>Totals</h2>")
     head = ("provider", "model", "calls", "input tokens", "output tokens", "cost")
     rows = [(p, m or "-", *_usage(used)) for (p, m), used in sorted(app.by_model.items())]
@@ -342,6 +341,48 @@ def render_html(app: Appendix, nodes: Sequence[Call] = (), head_id: str | None =
             parts.append(f"<div>Prompt:</div>{_pre(c.prompt)}<div>Answer:</div>{_pre(c.answer)}")
     parts.append("</div></body></html>")
     return "\n".join(parts)
+
+
+class _MaskedNodes(dict[str, Mapping[str, Any]]):
+    """Node id -> the node's dict redacted, made when the drawing first reads it: a long
+    line draws its newest rows, and only the nodes it reads are redacted whole."""
+
+    def __init__(self, nodes: Mapping[str, Call], masked: Redactor) -> None:
+        super().__init__()
+        self.nodes, self.masked = nodes, masked
+
+    def __missing__(self, node_id: str) -> Mapping[str, Any]:
+        found = self[node_id] = self.masked.tree(self.nodes[node_id].to_dict())
+        return found
+
+
+def _line_drawing(app: Appendix, nodes: Sequence[Call], head_id: str | None) -> str:
+    """The line's DAG as the DAG page's static form, from the session's ``nodes``.  It is
+    laid out from what places a node (its id, seq, caller, predecessor, kind and status,
+    redacted as everything else), and a node's whole content is redacted only if the
+    drawing shows it (its last rows, the HEAD, a branch's start)."""
+    from openprogram.view.layout import compute_layout
+    from openprogram.view.static import render_static_html
+
+    masked = Redactor()
+    line = {t.node_id for t in app.turns}
+    index = Nodes(nodes, head_id)
+    drawn = [n for n in index.all if n.kind == "root" or index.turn_of(n).id in line]
+    layout = compute_layout([_placing(n, masked) for n in drawn], head_id)
+    layout.source = _MaskedNodes({masked.text(n.id): n for n in drawn}, masked)
+    return render_static_html([], head_id, title=f"session {app.session_id}", layout=layout)
+
+
+def _placing(node: Call, masked: Redactor) -> dict[str, Any]:
+    """What the layout reads of a node (``Call.to_dict``'s fields), redacted."""
+    meta = node.metadata
+    return {
+        "id": masked.text(node.id),
+        "seq": node.seq,
+        "caller": None if node.caller is None else masked.text(node.caller),
+        "predecessor": None if node.predecessor is None else masked.text(node.predecessor),
+        "metadata": {k: masked.tree(meta[k]) for k in ("kind", "status") if k in meta},
+    }
 
 
 def _pre(text: str) -> str:
