@@ -15,6 +15,7 @@ happens, so ``%load_ext`` does not import the engine to name its error classes.
 from __future__ import annotations
 
 import sys
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -61,16 +62,19 @@ def _show(
     return stb
 
 
+_shortened: weakref.WeakSet[Any] = weakref.WeakSet()  # shells whose handler is ours
+
+
 def install(shell: Any) -> bool:
     """Show the project's errors short in ``shell`` — unless another handler is set."""
-    if shell.custom_exceptions and getattr(shell, "_openprogram_short_errors", False) is False:
+    if shell.custom_exceptions and shell not in _shortened:
         return False
     shell.set_custom_exc((Exception,), _show)
-    shell._openprogram_short_errors = True
+    _shortened.add(shell)
     return True
 
 
 def uninstall(shell: Any) -> None:
-    if getattr(shell, "_openprogram_short_errors", False):
+    if shell in _shortened:
         shell.set_custom_exc((), None)
-        shell._openprogram_short_errors = False
+        _shortened.discard(shell)

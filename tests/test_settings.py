@@ -143,3 +143,30 @@ def test_run_with_home_tells_the_kernel_without_changing_this_process(
     assert (elsewhere / "sessions" / sid / ".git").is_dir()  # the kernel wrote there
     assert not (op_home / "sessions" / sid).exists()
     assert os.environ["OPENPROGRAM_HOME"] == str(op_home)  # this process was not changed
+
+
+def test_nothing_keeps_its_state_on_the_host_shell() -> None:
+    """The extension's state lives in its own objects: no private attribute is set on, or
+    read off, IPython's shell (another extension, or IPython's next release, owns it)."""
+    found = {}
+    for path, tree in sources():
+        lines = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_openprogram")
+            and "shell" in ast.unparse(node.value)
+        ]
+        lines += [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and "shell" in ast.unparse(node.args[0])
+            and isinstance(node.args[1], ast.Constant)
+            and str(node.args[1].value).startswith("_")
+        ]
+        if lines:
+            found[str(path.relative_to(REPO))] = lines
+    assert found == {}
