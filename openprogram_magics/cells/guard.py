@@ -40,10 +40,17 @@ def _cell_guard(args: str) -> None:
 
 
 def _body_guard(args: str, body: str) -> Any:
-    """The whole of a ``--background`` or ``--chat`` cell: its body is handed over, not run."""
+    """The whole of a ``--background``, ``--chat`` or ``--eval`` cell: its body is handed
+    over, not run in place."""
     found = host()
     opts = parse_cell_options(args)
     source = f"{MAGIC} {args}\n{body}"
+    if opts.eval:
+        if opts.background or opts.chat:
+            raise UsageError("%%openprogram: --eval goes with neither -b nor --chat")
+        from openprogram_magics.cells.evaluate import run_eval_cell
+
+        return run_eval_cell(found, args, opts, body, source)
     if opts.background and opts.chat:
         raise UsageError("%%openprogram: --background and --chat do not go together")
     if opts.start:

@@ -45,6 +45,20 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
             "help": "Send the cell's text to the agent as a chat message of this session.",
         },
     ),
+    (
+        ("--eval",),
+        {
+            "nargs": "+",
+            "default": None,
+            "metavar": "FN",
+            "help": "--eval FN [SCORER ...]: evaluate FN over the cases the cell's last "
+            "expression gives, scored by the SCORERs (openprogram.evaluate).",
+        },
+    ),
+    (
+        ("--executor",),
+        {"default": None, "metavar": "NAME", "help": "With --eval: run the cases on NAME."},
+    ),
 )
 
 
@@ -56,6 +70,8 @@ class CellOptions:
     no_dag: bool
     background: bool
     chat: bool
+    eval: list[str] | None
+    executor: str | None
 
 
 def cell_options(func: _F) -> _F:

@@ -12,9 +12,10 @@ import re
 MAGIC = "%%openprogram"
 _GUARDS = '__import__("openprogram_magics.cells.guard", fromlist=["_"])'
 GUARD = _GUARDS + "._cell_guard({args!r})\n"
-# cells whose body is not run in place: --background (on a thread), --chat (a message)
+# cells whose body is not run in place: --background (on a thread), --chat (a message),
+# --eval (the cases of an evaluation)
 BODY_GUARD = _GUARDS + "._body_guard({args!r}, {body!r})\n"
-BODY_FLAGS = ("--background", "-b", "--chat")
+BODY_FLAGS = ("--background", "-b", "--chat", "--eval")
 
 
 def transform_cell(lines: list[str]) -> list[str]:
