@@ -6,6 +6,10 @@ what providers send (``Optional[int]`` is an integer or null, ``list[str]`` an a
 strings, a ``Literal`` an enum), and the model validates the arguments the model sent
 before the tool runs, so a bad argument is refused with a message the model can act on.
 An unannotated parameter accepts anything.  pydantic is imported at the first tool.
+
+A callable that carries its own spec in :data:`TOOL_SPEC` (an MCP server's tool: its
+JSON schema as the server wrote it) is sent that spec, and its arguments are passed as
+the model wrote them (a JSON object; the tool checks them itself).
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from openprogram.errors import ToolArgumentsError as ToolArgumentsError  # moved; old path kept
+from openprogram.errors import ToolArgumentsError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Tool = Callable[..., Any]
 SKIPPED = ("runtime",)
+TOOL_SPEC = "__openprogram_tool_spec__"  # a tool's own spec: sent as is, no signature check
+NODE_MARKS = "__openprogram_node_marks__"  # metadata its ``tool`` nodes get (the tool loop)
 
 
 @functools.lru_cache(maxsize=512)
@@ -48,7 +54,11 @@ def arguments_model(fn: Tool) -> type[BaseModel]:
 
 def tool_spec(name: str, fn: Tool) -> dict[str, Any]:
     """The spec providers get: the docstring's first paragraph describes the tool, the
-    parameters' JSON schema (from :func:`arguments_model`) its arguments."""
+    parameters' JSON schema (from :func:`arguments_model`) its arguments; a tool's own
+    spec (:data:`TOOL_SPEC`) as it is, under ``name``."""
+    own = getattr(fn, TOOL_SPEC, None)
+    if isinstance(own, Mapping):
+        return {**own, "name": name}
     from pydantic.json_schema import GenerateJsonSchema
 
     class NoTitles(GenerateJsonSchema):
@@ -72,6 +82,8 @@ def checked_arguments(name: str, fn: Tool, arguments: Mapping[str, Any]) -> dict
 
     if not isinstance(arguments, Mapping):
         raise ToolArgumentsError(f"bad arguments for tool {name!r}: not a JSON object")
+    if isinstance(getattr(fn, TOOL_SPEC, None), Mapping):
+        return dict(arguments)  # the tool checks them against its own schema
     model = arguments_model(fn)
     unknown = sorted(set(arguments) - set(model.model_fields))
     problems = [f"{key}: not a parameter of {name}" for key in unknown]

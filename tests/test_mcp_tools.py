@@ -1,0 +1,321 @@
+"""MCP servers as tools (issue 39 item 1), against real servers the suite starts:
+``mcp-server-time``, ``mcp-server-git`` on a scratch repository, and a tiny server of ours
+(``mcp_flaky_server.py``) whose tools die mid-call, hang or fail.  Each call is a ``tool``
+node with its arguments and result; a dead or hung server ends the call with one line and
+the turn goes on; a replay answers from the recording without starting the server; no
+server outlives its stop or its process."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openprogram import create_runtime, session_context
+from openprogram.agent import dispatcher as D
+from openprogram.agent.proctree import descendants
+from openprogram.agent.session_db import default_db
+from openprogram.agentic_programming.mcp import McpServers, ServerSpec, spec_of
+from openprogram.agentic_programming.runtime import Runtime
+from openprogram.context.nodes import Call
+from openprogram.errors import McpServerError, UserError
+from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
+from openprogram.providers.replay import ReplayProvider
+from openprogram.providers.test import FunctionProvider, TestProvider
+
+HERE = Path(__file__).resolve().parent
+FLAKY = f"flaky={sys.executable} {HERE / 'mcp_flaky_server.py'}"
+TIME = "time=mcp-server-time --local-timezone UTC"
+
+
+def scripted(*calls: tuple[str, dict[str, Any]], answer: str = "done") -> FunctionProvider:
+    """A model that calls each tool in turn (one per round), then answers ``answer``."""
+    queue = list(calls)
+
+    def reply(request: LLMRequest) -> LLMResponse:
+        if queue and request.tools:
+            name, arguments = queue.pop(0)
+            return LLMResponse("", tool_calls=[ToolCall(f"c{len(queue)}", name, arguments)])
+        return LLMResponse(answer)
+
+    return FunctionProvider(reply)
+
+
+def runtime(provider: Any, servers: list[Any]) -> Runtime:
+    return create_runtime(provider, backoff=0.0, max_retries=0, mcp=servers)
+
+
+def tool_nodes(session_id: str) -> list[Call]:
+    return [n for n in default_db().open(session_id).nodes() if n.kind == "tool"]
+
+
+def server_pids() -> list[int]:
+    """The processes under this one that are MCP servers of the tests."""
+    out = []
+    for pid in descendants(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"mcp-server" in cmdline or b"mcp_flaky_server" in cmdline:
+            out.append(pid)
+    return out
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie waiting to be reaped has ended too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A scratch git repository with one commit and one untracked file."""
+    path = tmp_path / "scratch"
+    path.mkdir()
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    git = ["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.org"]
+    subprocess.run([*git, "init", "-q"], cwd=path, check=True, env=env)
+    (path / "notes.txt").write_text("first\n")
+    subprocess.run([*git, "add", "notes.txt"], cwd=path, check=True, env=env)
+    subprocess.run([*git, "commit", "-qm", "Add the notes"], cwd=path, check=True, env=env)
+    (path / "draft.txt").write_text("not yet\n")
+    return path
+
+
+# -- specs ---------------------------------------------------------------------------------------
+def test_specs_read_what_users_write() -> None:
+    assert spec_of("time=mcp-server-time --local-timezone UTC") == ServerSpec(
+        "time", command=("mcp-server-time", "--local-timezone", "UTC")
+    )
+    assert spec_of({"name": "web", "url": "http://127.0.0.1:8000/mcp"}).url.endswith("/mcp")
+    assert spec_of({"name": "g", "command": "mcp-server-git", "args": ["-r", "x"]}).command == (
+        "mcp-server-git",
+        "-r",
+        "x",
+    )
+    with pytest.raises(UserError, match="NAME=COMMAND"):
+        spec_of("just-a-command")
+    with pytest.raises(UserError, match="a letter"):
+        spec_of("bad name=cmd")
+    with pytest.raises(UserError, match="timeout"):
+        spec_of({"name": "t", "command": "x", "timeout": 0})
+
+
+# -- real servers through runtime.exec -----------------------------------------------------------
+def test_time_server_tool_is_a_tool_node_with_the_servers_schema_as_is() -> None:
+    provider = TestProvider("it is late", tool_calls=[("get_current_time", {"timezone": "UTC"})])
+    rt = runtime(provider, [TIME])
+    try:
+        with session_context() as s:
+            tools = rt.mcp_tools()
+            reply = rt.exec("What time is it in UTC?", tools=tools)
+        offered = {t["name"]: t for t in provider.requests[0].tools or []}
+        schema = tools["get_current_time"].listed["inputSchema"]
+        assert offered["get_current_time"]["parameters"] == schema  # as the server wrote it
+        assert schema.get("title") == "get_current_timeArguments"  # no rebuilt schema has it
+        assert set(offered) == {"get_current_time", "convert_time"}
+        assert str(reply) == "it is late"
+        [node] = tool_nodes(s.session_id)
+        assert node.name == "get_current_time" and node.status == "completed"
+        assert node.input == {"timezone": "UTC"}
+        assert set(node.output) == {"timezone", "datetime", "day_of_week", "is_dst"}
+        assert node.output["timezone"] == "UTC" and node.output["datetime"].endswith("+00:00")
+        assert node.metadata["mcp"]["server"] == "time"
+        llm = default_db().open(s.session_id).get(node.caller)
+        assert llm.kind == "llm"  # under the llm node that called it
+    finally:
+        rt.mcp.stop()
+
+
+def test_git_server_on_a_scratch_repository_and_its_result_is_redacted(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "tok-deploy-5f4e3d2c1b0a"
+    monkeypatch.setenv("DEPLOY_TOKEN", token)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull}
+    git = ["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.org"]
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"use {token}"], cwd=repo, env=env)
+    rt = runtime(
+        scripted(("git_status", {"repo_path": str(repo)}), ("git_log", {"repo_path": str(repo)})),
+        [f"git=mcp-server-git --repository {repo}"],
+    )
+    try:
+        with session_context() as s:
+            assert rt.exec("What changed?", tools=rt.mcp_tools()) == "done"
+        status, log = tool_nodes(s.session_id)
+        assert "draft.txt" in status.output and "Untracked" in status.output
+        assert "Add the notes" in log.output
+        assert token not in log.output  # the redaction point: the environment's secret
+        assert token not in str(default_db().open(s.session_id).nodes())
+    finally:
+        rt.mcp.stop()
+
+
+# -- a server that dies or hangs -------------------------------------------------------------------
+def test_a_server_that_dies_mid_call_ends_that_call_in_one_line_and_the_turn_goes_on() -> None:
+    rt = runtime(scripted(("die", {}), ("echo", {"text": "back"})), [FLAKY])
+    try:
+        with session_context() as s:
+            assert rt.exec("Try both.", tools=rt.mcp_tools()) == "done"
+        died, echoed = tool_nodes(s.session_id)
+        error = died.metadata["error"]
+        assert died.status == "error" and "\n" not in error
+        assert "MCP server 'flaky' stopped during die" in error
+        assert "dying on purpose" in error  # its last line on stderr
+        assert echoed.status == "completed" and echoed.output == {"result": "echo: back"}
+    finally:
+        rt.mcp.stop()
+
+
+def test_a_server_that_hangs_ends_the_call_at_its_timeout_and_the_turn_goes_on() -> None:
+    spec = dataclasses.replace(spec_of(FLAKY), timeout=2.0)
+    rt = runtime(scripted(("hang", {}), answer="gave up"), [spec])
+    try:
+        with session_context() as s:
+            rt.mcp_tools()  # started (and its first call's imports paid) before the clock
+            assert rt.exec("Wait for it.", tools=rt.mcp_tools()) == "gave up"
+        [hung] = tool_nodes(s.session_id)
+        assert hung.status == "error"
+        assert "MCP server 'flaky' did not answer hang within 2 s" in hung.metadata["error"]
+        assert server_pids() == []  # the hung server was stopped
+    finally:
+        rt.mcp.stop()
+
+
+def test_an_error_result_goes_back_to_the_model_as_the_tools_error() -> None:
+    seen: list[Any] = []
+
+    def model(request: LLMRequest) -> LLMResponse:
+        seen.append(request)
+        if len(seen) == 1:
+            return LLMResponse("", tool_calls=[ToolCall("c1", "get_current_time", {})])
+        return LLMResponse("sorry")
+
+    rt = runtime(FunctionProvider(model), [TIME])
+    try:
+        with session_context() as s:
+            assert rt.exec("Time?", tools=rt.mcp_tools()) == "sorry"
+        [node] = tool_nodes(s.session_id)
+        assert node.status == "error" and node.metadata["error"].startswith("McpToolError: ")
+        assert "timezone" in node.metadata["error"]  # the server's own complaint
+    finally:
+        rt.mcp.stop()
+
+
+def test_a_server_that_cannot_start_says_so_in_one_line() -> None:
+    servers = McpServers(["nothing=/nonexistent/mcp-server --flag"])
+    with pytest.raises(McpServerError, match="could not start") as caught:
+        servers.tools()
+    assert "\n" not in str(caught.value)
+
+
+# -- chat turns, approvals, %openprogram call -----------------------------------------------------
+def test_a_chat_turn_offers_the_runtimes_mcp_tools_and_the_approval_rules_apply() -> None:
+    rt = runtime(scripted(("echo", {"text": "hi"}), answer="asked"), [FLAKY])
+    try:
+        result = D.process_user_turn(D.TurnRequest(None, "Say hi back", runtime=rt))
+        [node] = tool_nodes(result.session_id)
+        assert result.text == "asked" and node.output == {"result": "echo: hi"}
+        with D.approval_registry.requiring("ech*"):  # nobody here to say yes
+            refused = D.process_user_turn(
+                D.TurnRequest(result.session_id, "Again", runtime=rt_again(rt))
+            )
+        second = tool_nodes(refused.session_id)[-1]
+        assert refused.status == "completed"
+        assert second.status == "error" and "was not approved" in second.metadata["error"]
+    finally:
+        rt.mcp.stop()
+
+
+def rt_again(rt: Runtime) -> Runtime:
+    """The same servers, a model that calls echo once more."""
+    return Runtime(scripted(("echo", {"text": "again"})), mcp=rt.mcp)
+
+
+def test_a_forced_call_reaches_an_mcp_tool_by_its_name() -> None:
+    rt = runtime(TestProvider(), [TIME])
+    try:
+        result = D.dispatch_forced_tool_call(
+            None, "get_current_time", {"timezone": "Asia/Tokyo"}, runtime=rt
+        )
+        assert result.status == "completed" and '"timezone": "Asia/Tokyo"' in result.text
+        [node] = tool_nodes(result.session_id)
+        assert node.metadata["mcp"]["tool"] == "get_current_time"
+    finally:
+        rt.mcp.stop()
+
+
+# -- replay ------------------------------------------------------------------------------------
+def test_replay_answers_mcp_calls_from_the_recording_without_starting_the_server() -> None:
+    rt = runtime(scripted(("echo", {"text": "recorded"}), answer="heard it"), [FLAKY])
+    try:
+        with session_context() as s:
+            assert rt.exec("Echo it.", tools=rt.mcp_tools()) == "heard it"
+    finally:
+        rt.mcp.stop()
+    # the same server name, a command that cannot start: a replay must not need it
+    replay = runtime(ReplayProvider(s.session_id), ["flaky=/nonexistent/flaky-server"])
+    with session_context() as again:
+        assert replay.exec("Echo it.", tools=replay.mcp_tools()) == "heard it"
+    [node] = tool_nodes(again.session_id)
+    assert node.output == {"result": "echo: recorded"} and node.status == "completed"
+    assert server_pids() == []
+
+
+# -- stopping ----------------------------------------------------------------------------------
+def test_no_server_outlives_its_stop() -> None:
+    servers = McpServers([TIME, FLAKY])
+    servers.tools()
+    pids = server_pids()
+    assert len(pids) == 2
+    servers.stop()
+    assert all(gone(pid) for pid in pids)
+
+
+def test_no_server_outlives_its_process(tmp_path: Path) -> None:
+    script = tmp_path / "uses_servers.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            from openprogram import create_runtime
+            rt = create_runtime("test", mcp=[{TIME!r}, {FLAKY!r}])
+            print(sorted(rt.mcp_tools()))
+            print(" ".join(os.listdir("/proc/self/task")), flush=True)
+            """
+        )
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", PRINT_CHILDREN.format(script=str(script))],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    pids = [int(p) for p in ran.stdout.split("children:")[1].split()]
+    assert len(pids) == 2, ran.stdout
+    assert all(gone(pid) for pid in pids), ran.stdout  # atexit stopped both
+
+
+# runs the script in a child that reports its MCP servers' pids at the moment it exits
+PRINT_CHILDREN = """
+import atexit, os, runpy
+from pathlib import Path
+from openprogram.agent.proctree import descendants
+def report():
+    pids = [p for p in descendants(os.getpid())
+            if b"mcp" in Path(f"/proc/{{p}}/cmdline").read_bytes()]
+    print("children:", *pids, flush=True)
+runpy.run_path({script!r})
+atexit.register(report)  # registered after the servers' stop: runs before it
+"""
