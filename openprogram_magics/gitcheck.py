@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -136,10 +136,12 @@ def tell_here(stream: TextIO | None = None) -> None:
     tell([here], stream)
 
 
-def remerge_broken(top: Path) -> list[str]:
-    """Re-merge, with the driver, each notebook git's line merge left broken; a line each."""
-    from openprogram_magics.gitmerge import merge_notebook
-
+def remerge_broken(
+    top: Path, merge_notebook: Callable[[str, str, str, str, str], int]
+) -> list[str]:
+    """Re-merge, with the driver (``merge_notebook``: :func:`openprogram_magics.gitmerge.
+    merge_notebook`, handed in: the driver's module calls this one), each notebook git's line
+    merge left broken; a line each."""
     lines = []
     for rel in broken_notebooks(top):
         stages = _stages(top, rel)

@@ -79,7 +79,7 @@ def git_setup(where: Path) -> list[str]:
         lines.append(f"added `{ATTRIBUTE_LINE}` to {attributes} (commit it)")
     from openprogram_magics.gitcheck import remerge_broken
 
-    lines += remerge_broken(root)  # what git's line merge broke before the driver was known
+    lines += remerge_broken(root, merge_notebook)  # what git's line merge broke before
     return lines or [f"already set up: {root} merges notebooks with the openprogram driver"]
 
 

@@ -123,7 +123,8 @@ def test_a_pulled_commit_message_is_shown_escaped_on_one_line(op_home: Path) -> 
 
 
 def test_the_notebook_commands_show_escapes_too(op_home: Path) -> None:
-    from openprogram_magics.sessions import context_lines, session_log
+    from openprogram_magics.commands.context import context_lines
+    from openprogram_magics.sessions import session_log
 
     make_hostile_session("from_nb")
     for line in session_log("from_nb"):
