@@ -22,6 +22,7 @@ call, the tools it called as ``tool`` nodes under it.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -57,6 +58,7 @@ from openprogram.store.vars import default_runtime, get_store
 from openprogram.usage.prices import price_call
 
 if TYPE_CHECKING:
+    from openprogram.agentic_programming.mcp.registry import McpServers
     from openprogram.usage.budget import Budget
 
 
@@ -79,6 +81,20 @@ class _Loop(NamedTuple):
     on_event: tool_loop.EventCallback | None
 
 
+_MCP_REGISTRY = "openprogram.agentic_programming.mcp.registry"
+
+
+def _mcp_servers(mcp: Any) -> McpServers:
+    """``mcp=``: an :class:`McpServers`, or server specs (a list) for a set of its own."""
+    from openprogram.agentic_programming.mcp.registry import McpServers
+
+    if isinstance(mcp, McpServers):
+        return mcp
+    if isinstance(mcp, str | bytes) or not hasattr(mcp, "__iter__"):
+        mcp = [mcp]
+    return McpServers(mcp)
+
+
 class Runtime:
     """Binds a provider (or none) to retry and rendering settings."""
 
@@ -95,6 +111,7 @@ class Runtime:
         budget: Budget | None = None,
         requests_per_minute: float | None = None,
         sleep: Callable[[float], None] | None = None,
+        mcp: Any = None,
     ) -> None:
         self.provider = provider
         self.model = model or (provider.model if provider is not None else "")
@@ -108,6 +125,27 @@ class Runtime:
         self.requests_per_minute = checked_rate(requests_per_minute)
         # how the waits between retries are waited (tests inject one: no clock read)
         self.sleep = sleep or pause
+        # MCP servers of its own (``mcp=[specs]``), else the process's (``mcp_servers``)
+        self._mcp: McpServers | None = None if mcp is None else _mcp_servers(mcp)
+
+    @property
+    def mcp(self) -> McpServers:
+        """This runtime's MCP servers: its own (``create_runtime(mcp=[...])``), else the
+        process's (``%openprogram mcp add``).  Each starts at its first use."""
+        from openprogram.agentic_programming.mcp.registry import mcp_servers
+
+        return self._mcp if self._mcp is not None else mcp_servers
+
+    def mcp_tools(self, *, strict: bool = True) -> dict[str, Any]:
+        """The tools of :attr:`mcp`'s servers by name, for ``exec(tools=...)`` (chat turns
+        and ``%openprogram call`` add them themselves).  Under a replay no server starts:
+        the tools the recording called answer from it.  A server that cannot start raises
+        :class:`~openprogram.errors.McpServerError` (not ``strict``: it is left out)."""
+        if self._mcp is None and _MCP_REGISTRY not in sys.modules:
+            return {}  # nothing imported it: the process has no servers
+        from openprogram.agentic_programming.mcp.registry import tools_of
+
+        return dict(tools_of(self, strict=strict))
 
     @property
     def configured(self) -> bool:

@@ -33,7 +33,12 @@ from typing import Any
 
 from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.agentic_programming.provider import Reply, ToolCall, ToolRun, add_usage
-from openprogram.agentic_programming.tool_args import Tool, checked_arguments, tool_spec
+from openprogram.agentic_programming.tool_args import (
+    NODE_MARKS,
+    Tool,
+    checked_arguments,
+    tool_spec,
+)
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
 from openprogram.errors import ToolArgumentsError, UserError
@@ -211,7 +216,10 @@ def run_tool(
     assert writer is not None
     name, arguments = call.name, call.arguments
     parent = caller if caller is not None else get_call_id()
-    node = make_call("tool", name, input=arguments, caller=parent, call_id=call.id or None)
+    marks = getattr(tools.get(name), NODE_MARKS, None) or {}  # an MCP tool: its server
+    node = make_call(
+        "tool", name, input=arguments, caller=parent, call_id=call.id or None, **marks
+    )
     writer.append(node)
     notify({"type": "tool_call", "name": name, "arguments": node.input, "node_id": node.id})
     error: str | None = None
