@@ -136,6 +136,9 @@ class EvalResult:
 
         return result_text(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text/plain
+        printer.text(str(self))
+
     def __repr__(self) -> str:
         return f"<EvalResult {self.function}: {len(self.cases)} cases, mean {self.mean()}>"
 
@@ -197,6 +200,9 @@ class EvalComparison:
         from openprogram.scale.evals.table import comparison_text
 
         return "\n".join(comparison_text(self))
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
     def __repr__(self) -> str:
         return (
