@@ -9,6 +9,7 @@
     openprogram sessions delete ID [--yes] [--force]   --force: turns not pushed too
     openprogram sessions export ID -o FILE    a git bundle of the session
     openprogram sessions export ID --appendix -o methods.md   a methods appendix
+    openprogram sessions export ID --pytest tests/test_x.py   a keyless test of its calls
     openprogram sessions import FILE [--as NEW_ID [--join]]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
                      push [--with-replays]   a replay session too (run --replay keeps them here)
@@ -37,8 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from openprogram import settings
-from openprogram.errors import CliError as CliError  # moved; old path kept
-from openprogram.errors import UserError
+from openprogram.errors import CliError, UserError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -336,6 +336,13 @@ def sessions_delete(args: argparse.Namespace) -> int:
 
 
 def sessions_export(args: argparse.Namespace) -> int:
+    if args.pytest:  # a keyless test of the session (openprogram.programs.pytest_export)
+        from openprogram.programs.pytest_export import export_command
+
+        store = open_store(args)
+        return export_command(store, args.session_id, args.pytest, args.functions, args.record)
+    if args.output is None:
+        raise CliError("sessions export: -o FILE is required (or --pytest FILE)")
     if args.appendix:
         return sessions_appendix(args)
     if args.line is not None:
@@ -511,7 +518,10 @@ def add_sessions_parser(sub: SubParsers) -> None:
         "export", help="write a session as a git bundle (--appendix: a methods appendix)"
     )
     p.add_argument("session_id", metavar="ID")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write")
+    p.add_argument("-o", "--output", metavar="FILE", help="the bundle to write")
+    p.add_argument("--pytest", metavar="FILE", help="write a keyless pytest module instead")
+    p.add_argument("--functions", metavar="WHERE", help="with --pytest: module, .py or notebook")
+    p.add_argument("--record", action="store_true", help="with --pytest: call a real model first")
     p.add_argument(
         "--appendix",
         action="store_true",

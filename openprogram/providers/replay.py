@@ -37,20 +37,20 @@ from typing import Any
 
 from openprogram.agentic_programming.prompt import sent_messages
 from openprogram.agentic_programming.request_fields import request_settings
+from openprogram.compare.diffs import diff_lines
 from openprogram.compare.diffs import prompt_text as prompt_text  # one rendering of a prompt
 from openprogram.compare.stale import Cell as Cell
 from openprogram.compare.stale import cell_of as cell_of
 from openprogram.compare.stale import recorded_cells, stale_reasons, top_of
 from openprogram.compare.stale import text_hash as text_hash
 from openprogram.context.secrets import redact_secrets
-from openprogram.errors import ReplayMiss as ReplayMiss  # moved; old path kept
+from openprogram.errors import ReplayMiss
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider
 from openprogram.providers.replay_match import first_difference, replayed_response, settings_match
 from openprogram.store.session.db import default_db
 from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
 Key = tuple[str, str, str]  # (cell hash, function, own prompt hash)
-MAX_DIFF_LINES = 12
 TURN_FRAME = "<turn>"
 
 
@@ -146,15 +146,8 @@ def closest(prompt: str, candidates: list[Recorded], part: str = "own") -> Recor
 
 
 def prompt_diff(recorded: str, now: str) -> str:
-    lines = list(
-        difflib.unified_diff(
-            recorded.splitlines(), now.splitlines(), "recorded", "now", n=1, lineterm=""
-        )
-    )
-    shown = [line[:160] for line in lines[2 : 2 + MAX_DIFF_LINES]]
-    if len(lines) > 2 + MAX_DIFF_LINES:
-        shown.append(f"… ({len(lines) - 2 - MAX_DIFF_LINES} more diff lines)")
-    return "\n".join(shown)
+    """The two prompts' diff, as ``sessions diff`` shows one (``-`` recorded, ``+`` now)."""
+    return "\n".join(diff_lines(recorded, now))
 
 
 class ReplayProvider:
@@ -203,7 +196,7 @@ class ReplayProvider:
         place = self._places.get(group, 0)
         self._places[group] = place + 1
         mine = own_messages(request)
-        now = _Now(
+        now = Asked(
             redact_secrets(prompt_text(mine)),
             redact_secrets(prompt_text(request.messages)),
             mine,
@@ -245,7 +238,7 @@ class ReplayProvider:
         self._stale_turns[key] = stale
         return stale
 
-    def _take(self, cell: Cell, function: str, place: int, now: _Now) -> Recorded | None:
+    def _take(self, cell: Cell, function: str, place: int, now: Asked) -> Recorded | None:
         """The recording that answers this call (used up, when it is of this cell)."""
         own_hash, prompt = text_hash(now.own), now.prompt
         fits = [
@@ -271,7 +264,7 @@ class ReplayProvider:
             elsewhere[0] if elsewhere else None
         )
 
-    def _miss(self, cell: Cell, function: str, place: int, now: _Now) -> str:
+    def _miss(self, cell: Cell, function: str, place: int, now: Asked) -> str:
         where = f"{cell.label}, LLM call {place + 1} of function {function}"
         how = (
             "(run with a real provider, or `openprogram run --replay --record-misses`, "
@@ -286,7 +279,7 @@ class ReplayProvider:
 
 
 @dataclass(frozen=True)
-class _Now:
+class Asked:
     """A request as replay compares it: its own prompt and whole prompt as (redacted) text,
     its own messages and its settings."""
 
@@ -296,7 +289,7 @@ class _Now:
     settings: dict[str, Any]
 
 
-def nearest(pool: list[Recorded], now: _Now) -> Recorded:
+def nearest(pool: list[Recorded], now: Asked) -> Recorded:
     """The recording of ``pool`` (not empty) nearest to the request: the same own prompt
     and settings, then the same own prompt, then the nearest own prompt."""
     same = [r for r in pool if r.own == now.own]
@@ -310,7 +303,7 @@ def nearest(pool: list[Recorded], now: _Now) -> Recorded:
     return found
 
 
-def miss_detail(pool: list[Recorded], now: _Now) -> str:
+def miss_detail(pool: list[Recorded], now: Asked) -> str:
     """What a miss says of the nearest recording in ``pool``: which it is (turn, cell,
     call, node), the first field where it differs and the prompts' diff."""
     near = nearest(pool, now)
