@@ -56,7 +56,8 @@ class EvalResult:
     node_id: str = ""
     turn: int = 0
     comparison: EvalComparison | None = None
-    nodes: Sequence[Call] = field(default=(), repr=False)  # the session's, when it ended
+    # its own nodes and the callers above it (what the call-by-call diff reads)
+    nodes: Sequence[Call] = field(default=(), repr=False)
 
     @property
     def scores(self) -> dict[str, dict[str, float]]:
@@ -118,8 +119,8 @@ class EvalResult:
 
     def compare(self, other: EvalResult) -> EvalComparison:
         """How ``self`` differs from ``other`` (the earlier one), case by case."""
-        nodes = self.nodes if len(self.nodes) >= len(other.nodes) else other.nodes
-        return compare_results(other, self, nodes)
+        both = {n.id: n for n in [*other.nodes, *self.nodes]}
+        return compare_results(other, self, list(both.values()))
 
     def _repr_html_(self) -> str:
         from openprogram.scale.evals.table import result_html
@@ -233,8 +234,19 @@ def result_of(
         session_id=session_id,
         node_id=evaluation.id,
         turn=evaluation.turn,
-        nodes=nodes,
+        nodes=[*_callers(evaluation, nodes), *subtree(evaluation, kids)],
     )
+
+
+def _callers(node: Call, nodes: Sequence[Call]) -> list[Call]:
+    """The nodes above ``node`` (its frame, up to its turn)."""
+    by_id = {n.id: n for n in nodes}
+    out: list[Call] = []
+    up = by_id.get(node.caller) if node.caller else None
+    while up is not None and all(up.id != n.id for n in out):
+        out.append(up)
+        up = by_id.get(up.caller) if up.caller else None
+    return out
 
 
 def _case_result(
