@@ -736,12 +736,14 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
 def chat_cmd(args: argparse.Namespace) -> int:
     """Chat with the agent in a session: each message is a dispatcher turn; replies stream."""
     from openprogram.agent.chat import chat_turn
+    from openprogram.agentic_programming.mcp.spec import parse_assignment
     from openprogram.providers import create_runtime
     from openprogram.store.session.ids import mint_session_id, validate_session_id
 
     goal = chat_goal(args)  # a bad limit: one line, before anything else
+    mcp = [parse_assignment(text) for text in args.mcp or ()]  # a bad spec: one line too
     # no provider: a how-to error before any write
-    runtime = create_runtime(args.provider, timeout=args.request_timeout)
+    runtime = create_runtime(args.provider, timeout=args.request_timeout, mcp=mcp)
     session_id = validate_session_id(args.session) if args.session else mint_session_id("chat")
     print(f"session: {session_id} (--session {session_id} to continue)", flush=True)
     messages = iter(args.message) if args.message else None
@@ -790,6 +792,13 @@ def add_chat_parser(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--goal-turns", type=int, default=None, metavar="N", help="at most N continuation turns"
+    )
+    p.add_argument(
+        "--mcp",
+        action="append",
+        metavar="NAME=CMD ARGS",
+        help="offer the tools of an MCP server (stdio: NAME=COMMAND ARGS…; streamable HTTP: "
+        "NAME=URL); repeatable; stopped when the command exits",
     )
     add_request_timeout_option(p)
     p.set_defaults(handler=chat_cmd)
