@@ -21,7 +21,7 @@ from openprogram import create_runtime, session_context
 from openprogram.agent import dispatcher as D
 from openprogram.agent.proctree import descendants
 from openprogram.agent.session_db import default_db
-from openprogram.agentic_programming.mcp import McpServers, ServerSpec, spec_of
+from openprogram.agentic_programming.mcp import McpServers, ServerSpec, spec_of, stop_every_server
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
 from openprogram.errors import McpServerError, UserError
@@ -319,3 +319,26 @@ def report():
 runpy.run_path({script!r})
 atexit.register(report)  # registered after the servers' stop: runs before it
 """
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_chat_on_the_command_line_offers_an_mcp_servers_tools(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from openprogram.cli import main
+
+    assert main(["chat", "--provider", "test", "--mcp", TIME, "-m", "What time is it?"]) == 0
+    session_id = capsys.readouterr().out.split("session: ")[1].split()[0]
+    [llm] = [n for n in default_db().open(session_id).nodes() if n.kind == "llm"]
+    offered = [t["name"] for t in llm.metadata["request"]["tools"]]
+    assert offered == ["get_current_time", "convert_time"]
+    stop_every_server()  # what the command's process does at its exit
+    assert server_pids() == []
+
+
+def test_a_bad_mcp_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from openprogram.cli import main
+
+    assert main(["chat", "--provider", "test", "--mcp", "no-command", "-m", "hi"]) != 0
+    err = capsys.readouterr().err
+    assert "NAME=COMMAND" in err and len(err.strip().splitlines()) == 1
