@@ -77,6 +77,7 @@ class Recorded:
     settings: dict[str, Any] | None = None  # None: recorded before settings were kept
     tool_calls: list[Any] = field(default_factory=list)
     finish_reason: str | None = None
+    shown: str = ""  # how a miss names it, when not by turn, cell and call
 
 
 def frame_name(node: Any) -> str:
@@ -327,6 +328,8 @@ def miss_detail(pool: list[Recorded], now: Asked) -> str:
 
 
 def _named(rec: Recorded) -> str:
+    if rec.shown:
+        return rec.shown
     turn = f"turn {rec.turn}, " if rec.turn else ""
     return (
         f"{turn}{rec.cell.label}, call {rec.place + 1} of function {rec.function} "

@@ -92,6 +92,7 @@ def _recorded(call: Mapping[str, Any], index: int, label: str) -> Recorded:
         settings=call.get("settings") if isinstance(call.get("settings"), dict) else None,
         tool_calls=list(call.get("tool_calls") or []),
         finish_reason=call.get("finish_reason"),
+        shown=f"recorded call {index + 1} of {label} (in function {function})",
     )
 
 
