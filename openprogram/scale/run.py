@@ -517,7 +517,11 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     if provider is None:
         return RuntimeSpec(settings=settings)
     if provider.name not in OFFLINE_PROVIDERS:
-        return RuntimeSpec(provider=provider.name, model=runtime.model, settings=settings)
+        rewrap = getattr(provider, "rewrap", None)  # a wrapper, put back around the worker's
+        wrap = rewrap() if callable(rewrap) else None
+        return RuntimeSpec(
+            provider=provider.name, model=runtime.model, settings=settings, wrap=wrap
+        )
     offline = copy.copy(provider)
     if hasattr(offline, "requests"):
         offline.requests = []  # what it answered here stays here

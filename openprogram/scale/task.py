@@ -47,6 +47,9 @@ class RuntimeSpec:
     model: str | None = None
     offline: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # a picklable callable, worker's provider -> the provider the items use (a wrapper that
+    # holds no credential: an evaluation's reuse of recorded answers)
+    wrap: Any = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,10 @@ def build_runtime(spec: RuntimeSpec) -> Runtime:
     """The worker's Runtime for ``spec``: its credentials come from its own environment."""
     if spec.offline is not None:
         return create_runtime(spec.offline, spec.model, **spec.settings)
-    return create_runtime(spec.provider, spec.model, required=False, **spec.settings)
+    runtime = create_runtime(spec.provider, spec.model, required=False, **spec.settings)
+    if spec.wrap is not None and runtime.provider is not None:
+        runtime.provider = spec.wrap(runtime.provider)
+    return runtime
 
 
 def _portable(

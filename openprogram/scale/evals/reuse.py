@@ -11,12 +11,14 @@ replay's identity: docstring, earlier steps, content, without earlier turns) is 
 that answer is returned — no request is sent, the ``llm`` node says ``reused_from``.
 Otherwise the call goes to the wrapped provider, as it would have.
 
-It holds no credential of its own: it travels to a map's worker processes when the wrapped
-provider does (the offline ``test``/``function`` providers).
+It holds no credential of its own: it travels to a map's worker processes with the offline
+``test``/``function`` providers, and is put back (:meth:`ReuseProvider.rewrap`) around the
+provider a remote worker builds from its own environment.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,8 +49,13 @@ class ReuseProvider:
         self._used: set[str] = set()
         self._mu = threading.Lock()
 
+    def rewrap(self) -> Callable[[Provider], ReuseProvider]:
+        """How a map's remote worker wraps the provider it builds from its own environment
+        the same way (no credential travels; the recordings do)."""
+        return functools.partial(ReuseProvider, recordings=self.recordings)
+
     def __getattr__(self, name: str) -> Any:  # what a Runtime reads of its provider
-        if name.startswith("__") or name in ("inner", "recordings", "_used", "_mu"):
+        if name.startswith("__") or name in ("inner", "recordings", "_used", "_mu", "rewrap"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
