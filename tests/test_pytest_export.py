@@ -18,6 +18,7 @@ import pytest
 from wire_server import Reply, WireServer
 
 from openprogram import create_runtime, session_context
+from openprogram.agent.session_db import default_db
 from openprogram.cli import main as cli_main
 from openprogram.programs.functions_from import load_functions
 from openprogram.providers.test import TestProvider
@@ -137,7 +138,9 @@ NOTEBOOK_CELLS = [
 ]
 
 
-def test_the_functions_of_a_notebook_come_from_its_cells(tmp_path: Path) -> None:
+def test_the_functions_of_a_notebook_come_from_its_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     nb = tmp_path / "labels.ipynb"
     cells = [{"cell_type": "code", "source": s, "metadata": {}} for s in NOTEBOOK_CELLS]
     nb.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}))
@@ -147,7 +150,11 @@ def test_the_functions_of_a_notebook_come_from_its_cells(tmp_path: Path) -> None
         module.label("hello")
     out = tmp_path / "tests" / "test_labels.py"
     args = ["sessions", "export", handle.session_id, "--pytest", str(out)]
-    assert cli_main([*args, "--functions", str(nb)]) == 0
+    assert cli_main(args) == 2  # where the function is defined is not known yet
+    assert "pass --functions" in capsys.readouterr().err
+    # the notebook the session was last run from (what a kernel notes) is the default
+    default_db().open(handle.session_id).note_place(f"notebook {nb}")
+    assert cli_main(args) == 0
     assert 'functions_from("../labels.ipynb", __file__)' in out.read_text()
     ran = run_pytest(out, tmp_path / "h")
     assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
