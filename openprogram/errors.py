@@ -28,8 +28,9 @@ boundaries: what the user fixes, what a run ended with, what is a bug).
                                                    Exception`` in user code lets it pass
     CorruptedFileWarning (UserWarning)             a damaged node skipped while reading
 
-Modules that raised these before keep them importable under their old names
-(``from openprogram.store.session.syncrules import SyncError`` still works).
+Import them from here (``from openprogram.errors import SyncError``): the modules that
+raised them before no longer re-export them (the session store's last few go with its
+redesign).
 """
 
 from __future__ import annotations

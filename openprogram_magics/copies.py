@@ -15,7 +15,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from openprogram_magics.notebook import MetadataError, NotebookMeta, parse_metadata
+from openprogram.errors import MetadataError
+from openprogram_magics.notebook import NotebookMeta, parse_metadata
 
 
 def notebook_path(place: str) -> Path | None:

@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openprogram.errors import InvalidSessionId
-from openprogram.errors import MetadataError as MetadataError  # moved; old path kept
+from openprogram.errors import InvalidSessionId, MetadataError
 from openprogram.store.session.ids import validate_session_id
 
 METADATA_KEY = "openprogram"

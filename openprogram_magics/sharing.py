@@ -89,8 +89,8 @@ def elsewhere_note(session_id: str, remote: str | None) -> str | None:
 
 
 def _has_origin(where: Path) -> bool:
+    from openprogram.errors import SyncError
     from openprogram.store.session.remotes import resolve_remote
-    from openprogram.store.session.syncrules import SyncError
 
     try:
         resolve_remote(None, where)  # reads the repository's config; contacts nothing

@@ -21,12 +21,10 @@ from helpers import assert_vars_clear, reopen
 
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.agentic_programming import function as fn_mod
-from openprogram.agentic_programming.function import (
-    AgenticRecursionError,
-    get_call_id,
-)
+from openprogram.agentic_programming.function import get_call_id
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
+from openprogram.errors import AgenticRecursionError
 from openprogram.providers.test import TestProvider
 
 DOC = "Classify the ticket as bug, feature or question."

@@ -19,14 +19,13 @@ from openprogram import agentic_function, background, create_runtime
 from openprogram.agent.background import BackgroundRun, Progress
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.stopping import (
-    RunKilled,
-    RunStopped,
     check_stop,
     killable,
     raise_in_thread,
     using_stop_flag,
 )
 from openprogram.context.nodes import Call
+from openprogram.errors import RunKilled, RunStopped
 from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram_magics.cells.background import MIME_PROGRESS

@@ -14,9 +14,10 @@ from wire_server import Reply, WireServer
 
 from openprogram import create_runtime, session_context
 from openprogram.agentic_programming.validate import extract_json
+from openprogram.errors import UnsupportedParameter
 from openprogram.providers import capabilities
 from openprogram.providers.base import LLMRequest
-from openprogram.providers.capabilities import UnsupportedParameter, unsupported_parameter
+from openprogram.providers.capabilities import unsupported_parameter
 from openprogram.usage.prices import clear_prices, price_call, set_price
 
 LLAMA_500 = (

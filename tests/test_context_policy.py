@@ -11,11 +11,12 @@ import pytest
 from openprogram import ContextPolicy, agentic_function, create_runtime, session_context
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.prompt import sent_messages
-from openprogram.agentic_programming.provider import LLMRequest, ProviderError
+from openprogram.agentic_programming.provider import LLMRequest
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call, make_call
 from openprogram.context.policy import effective, estimate_tokens, select_history
 from openprogram.context.render import turn_messages
+from openprogram.errors import ProviderError
 from openprogram.providers.test import FunctionProvider, TestProvider
 
 DOC = "Summarise the text in one sentence."

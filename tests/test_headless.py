@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from openprogram.cli import main as cli_main
+from openprogram.errors import MetadataError
 from openprogram.store.session.store import SessionStore
 from openprogram_magics.headless import run_notebook
-from openprogram_magics.notebook import MIME_TYPE, MetadataError
+from openprogram_magics.notebook import MIME_TYPE
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"

@@ -16,9 +16,9 @@ import pytest
 
 from openprogram import create_runtime, session_context
 from openprogram.agent.session_db import default_db
+from openprogram.errors import LiteratureError
 from openprogram.programs.research import literature, survey_topic
 from openprogram.programs.research.literature import (
-    LiteratureError,
     fetch_page,
     read_pdf,
     search_arxiv,

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from openprogram.errors import LiteratureError
 from openprogram.programs.research import literature
 from openprogram.programs.research.literature import (
-    LiteratureError,
     fetch_page,
     read_pdf,
     search_arxiv,

@@ -286,7 +286,8 @@ def test_items_see_the_earlier_turns_as_a_local_call_would_on_threads_and_a_pool
 
 
 def test_a_stopped_background_run_stops_its_map_and_records_every_item(op_home: Path) -> None:
-    from openprogram.agentic_programming.stopping import RunStopped, using_stop_flag
+    from openprogram.agentic_programming.stopping import using_stop_flag
+    from openprogram.errors import RunStopped
 
     flag = threading.Event()  # what `%openprogram stop` sets for a background run
     rt = create_runtime(reply_doing(flag.set), backoff=0.0)

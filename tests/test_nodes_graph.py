@@ -12,10 +12,10 @@ from openprogram.context.graph import Graph
 from openprogram.context.nodes import (
     FORMAT_VERSION,
     Call,
-    NodeFormatError,
     make_call,
 )
 from openprogram.context.render import render_messages
+from openprogram.errors import NodeFormatError
 
 
 # -- Call --------------------------------------------------------------------------------------

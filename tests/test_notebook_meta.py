@@ -20,9 +20,9 @@ from IPython.core.error import UsageError
 import openprogram_magics.bridge as bridge
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.prompt import sent_messages
+from openprogram.errors import MetadataError
 from openprogram_magics.notebook import (
     MIME_TYPE,
-    MetadataError,
     NotebookMeta,
     parse_metadata,
     resolve,

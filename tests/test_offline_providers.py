@@ -11,10 +11,10 @@ from pydantic import BaseModel
 
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.agentic_programming.runtime import Runtime
-from openprogram.errors import NoProviderConfigured, UserError
+from openprogram.errors import NoProviderConfigured, ReplayMiss, UserError
 from openprogram.providers import create_provider
 from openprogram.providers.base import LLMRequest, LLMResponse, ProviderError, Usage
-from openprogram.providers.replay import ReplayMiss, ReplayProvider
+from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.test import FunctionProvider, TestProvider
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import Reply, WireServer, wire_provider
 
+from openprogram.errors import ModelRequestsBlocked
 from openprogram.providers.anthropic_provider import (
     AnthropicProvider,
     strip_code_fence,
@@ -29,7 +30,7 @@ from openprogram.providers.base import (
     ProviderError,
     TransientProviderError,
 )
-from openprogram.providers.network import ModelRequestsBlocked, allow_model_requests
+from openprogram.providers.network import allow_model_requests
 from openprogram.providers.openai_provider import OpenAIProvider
 
 KEY = "sk-test-SECRET-123"

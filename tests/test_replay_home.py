@@ -26,12 +26,12 @@ from openprogram.cli import main as cli_main
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import traceback_text
 from openprogram.context.paths import portable_path
+from openprogram.errors import SyncError
 from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
 from openprogram.store.session.replays import fork_for_replay, live_turns
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import push
-from openprogram.store.session.syncrules import SyncError
 from openprogram_magics.replay_outputs import differing_cells
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from openprogram.errors import RefChanged, RefLocked
 from openprogram.store.session import packing, repository
 from openprogram.store.session.packing import (
     MAX_PACKS,
@@ -21,7 +22,6 @@ from openprogram.store.session.packing import (
     merge_small_packs,
     pack_loose,
 )
-from openprogram.store.session.refs import RefChanged, RefLocked
 from openprogram.store.session.repository import (
     MAIN_REF,
     TREE_MODE,

@@ -22,9 +22,9 @@ import pytest
 from test_sync import craft, git, state, turns
 
 from openprogram.cli import main as cli_main
+from openprogram.errors import SyncError
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
-from openprogram.store.session.syncrules import SyncError
 
 HOOKS = (
     "pre-receive",

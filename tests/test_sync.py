@@ -16,6 +16,7 @@ from helpers import settled
 
 from openprogram import agentic_function
 from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.errors import SyncError
 from openprogram.providers import create_runtime
 from openprogram.store.session import checkout, maintenance, session_context
 from openprogram.store.session.files import MAX_FILE_BYTES
@@ -28,7 +29,6 @@ from openprogram.store.session.sync import (
     push,
 )
 from openprogram.store.session.syncmerge import lines
-from openprogram.store.session.syncrules import SyncError
 
 
 @agentic_function

@@ -19,11 +19,10 @@ from helpers import settled
 from test_sync import craft, git, turns
 
 from openprogram.cli import main as cli_main
-from openprogram.errors import CorruptedFileWarning, UserError
+from openprogram.errors import CorruptedFileWarning, SyncError, UserError
 from openprogram.store.session.files import MAX_FILE_BYTES
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
-from openprogram.store.session.syncrules import SyncError
 
 Machines = tuple[SessionStore, SessionStore]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_sync import bare, git, state, turns
 
+from openprogram.errors import SyncError
 from openprogram.store.session import maintenance, quarantines
 from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
 from openprogram.store.session.syncgit import own_object_kinds
-from openprogram.store.session.syncrules import SyncError
 
 
 def spare_of(store, sid: str) -> Path:  # type: ignore[no-untyped-def]

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from openprogram.agentic_programming.stopping import (
-    RunKilled,
-    RunStopped,
     raise_in_thread,
     using_stop_flag,
 )
+from openprogram.errors import RunKilled, RunStopped
 from openprogram.store.session import events
 from openprogram.store.session.context import session_context
 

@@ -4,11 +4,11 @@
 from openprogram.agentic_programming.tool_args import (
     SKIPPED,
     Tool,
-    ToolArgumentsError,
     arguments_model,
     checked_arguments,
     tool_spec,
 )
+from openprogram.errors import ToolArgumentsError
 
 __all__ = [
     "SKIPPED",

@@ -26,9 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from openprogram.context.nodes import KIND_ROLE, RUNNING, Call, new_id, sanitize
 from openprogram.context.outcome import finish, is_cancellation
-from openprogram.errors import (
-    AgenticRecursionError as AgenticRecursionError,  # moved; old path kept
-)
+from openprogram.errors import AgenticRecursionError
 from openprogram.settings import current as current_settings
 from openprogram.store.session.context import session_context
 from openprogram.store.session.ids import mint_session_id, validate_session_id

@@ -17,10 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from openprogram.errors import MissingCredentials as MissingCredentials
-from openprogram.errors import ProviderError as ProviderError  # moved; old path kept
-from openprogram.errors import TransientProviderError as TransientProviderError
-
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
 _OVERFLOW = re.compile(

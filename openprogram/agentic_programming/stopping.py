@@ -9,8 +9,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, cast
 
-from openprogram.errors import RunKilled as RunKilled
-from openprogram.errors import RunStopped as RunStopped  # moved; old path kept
+from openprogram.errors import RunKilled, RunStopped
 from openprogram.store.vars import current, using
 
 T = TypeVar("T")

@@ -6,15 +6,13 @@ from openprogram.agentic_programming.provider import (
     LLMRequest,
     LLMResponse,
     Message,
-    MissingCredentials,
     Provider,
-    ProviderError,
     Reply,
     ToolCall,
     ToolRun,
-    TransientProviderError,
     Usage,
 )
+from openprogram.errors import MissingCredentials, ProviderError, TransientProviderError
 
 __all__ = [
     "DeltaCallback",

@@ -32,8 +32,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from openprogram.errors import UnsupportedParameter as UnsupportedParameter  # moved; old path kept
-
 OUTPUT_MODES = ("native", "json_object", "prompted")
 
 # request parameters a server may refuse, as they appear in its error bodies

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from openprogram.errors import ModelRequestsBlocked as ModelRequestsBlocked  # moved; old path kept
+from openprogram.errors import ModelRequestsBlocked
 from openprogram.settings import current as current_settings
 
 _allowed = current_settings().allow_model_requests  # the process's switch, read at import

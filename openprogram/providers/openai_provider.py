@@ -29,7 +29,7 @@ from typing import Any
 
 from openprogram.context.outcome import error_text
 from openprogram.context.policy import estimate_tokens
-from openprogram.errors import OpenProgramError, UserError
+from openprogram.errors import OpenProgramError, UnsupportedParameter, UserError
 from openprogram.providers import capabilities, usage_counts
 from openprogram.providers.base import (
     DeltaCallback,
@@ -214,7 +214,7 @@ class OpenAIProvider(SDKProvider):
             sent = replace(request, extra={**request.extra, _MODE_KEY: mode})
             try:
                 response = super().complete(sent, on_delta)
-            except capabilities.UnsupportedParameter as exc:
+            except UnsupportedParameter as exc:
                 lower = capabilities.step_down(mode)
                 if lower is None or not capabilities.refused_output(exc.parameter):
                     raise

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from openprogram.context.secrets import register_secret, url_passwords
-from openprogram.errors import OpenProgramError, UserError
+from openprogram.errors import OpenProgramError, UnsupportedParameter, UserError
 from openprogram.providers.base import (
     DeltaCallback,
     LLMRequest,
@@ -31,7 +31,7 @@ from openprogram.providers.base import (
     ProviderError,
     TransientProviderError,
 )
-from openprogram.providers.capabilities import UnsupportedParameter, unsupported_parameter
+from openprogram.providers.capabilities import unsupported_parameter
 from openprogram.providers.network import check_model_request
 from openprogram.providers.retry_after import retry_after
 from openprogram.settings import current as current_settings

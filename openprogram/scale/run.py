@@ -30,9 +30,9 @@ from openprogram.agentic_programming.function import (
     run_in_session,
 )
 from openprogram.agentic_programming.runtime import Runtime
-from openprogram.agentic_programming.stopping import RunStopped, stop_requested
+from openprogram.agentic_programming.stopping import stop_requested
 from openprogram.context.nodes import CANCELLED, ERROR, INTERRUPTED, Call
-from openprogram.errors import UserError
+from openprogram.errors import RunStopped, UserError
 from openprogram.scale.executors import DaskSubmitter, FuturesSubmitter, Message, dask_client
 from openprogram.scale.merge import adopt, attempt_node, inputs_of, snapshot
 from openprogram.scale.progress import Progress

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from openprogram.context.nodes import CANCELLED, ERROR, UNANSWERED, Call, make_call
 from openprogram.context.outcome import error_text, finish
-from openprogram.errors import RemoteError as RemoteError  # moved; old path kept
+from openprogram.errors import RemoteError
 from openprogram.providers import create_runtime
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openprogram.context.nodes import ERROR, make_call
 from openprogram.context.policy import estimate_tokens
-from openprogram.errors import BudgetExceeded as BudgetExceeded  # moved; old path kept
-from openprogram.errors import UserError
+from openprogram.errors import BudgetExceeded, UserError
 from openprogram.settings import current as current_settings
 from openprogram.store.session.index import usage_of
 from openprogram.usage.prices import price_of

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from openprogram.agent.dispatcher.aside import commit_meta, run_aside
 from openprogram.agentic_programming.function import agentic_function
-from openprogram.agentic_programming.stopping import RunStopped, stop_requested
+from openprogram.agentic_programming.stopping import stop_requested
 from openprogram.context.outcome import ended_sentence
 from openprogram.context.policy import ContextPolicy
-from openprogram.errors import UserError
+from openprogram.errors import RunStopped, UserError
 
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn

@@ -5,6 +5,7 @@ the notebook (``notebooks/research.ipynb``), the CLI (``openprogram research``) 
 background run call the same functions and keep their results in one work folder.
 """
 
+from openprogram.errors import LiteratureError
 from openprogram.programs.research.artifacts import ResearchWork
 from openprogram.programs.research.harness import (
     PIPELINE,
@@ -14,7 +15,6 @@ from openprogram.programs.research.harness import (
     run_stage,
 )
 from openprogram.programs.research.literature import (
-    LiteratureError,
     fetch_page,
     read_pdf,
     search_arxiv,

@@ -27,7 +27,7 @@ from openprogram.agent.chat import tool
 from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
-from openprogram.errors import LiteratureError as LiteratureError  # moved; old path kept
+from openprogram.errors import LiteratureError
 from openprogram.programs.research import http_get
 from openprogram.settings import current as current_settings
 from openprogram.store.vars import get_store
