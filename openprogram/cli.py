@@ -13,14 +13,16 @@
     openprogram sessions import FILE [--as NEW_ID [--join]]
     openprogram sessions push|pull ID [REMOTE] | pull --notebook NB.ipynb [REMOTE]
                      push [--with-replays]   a replay session too (run --replay keeps them here)
-    openprogram run NB.ipynb [-o OUT]         execute a notebook, continuing its session
     openprogram research ["TASK"] --work-dir DIR [--session ID] [--provider NAME] [--restart]
                          [--brief] [--budget-tokens N] [--budget-usd X] [--budget-per session|run]
     openprogram chat [--session ID] [-m TEXT]... replies stream; ends at EOF or /exit
 
 Adding a command: write ``add_<name>_parser(subparsers)`` that registers a parser whose
 handler is set with ``parser.set_defaults(handler=<function(args) -> exit code>)``, and
-append it to :data:`COMMANDS`.  Keep imports inside the handlers so ``openprogram --help``
+append it to :data:`COMMANDS`.  Another package adds commands through the entry point group
+``openprogram.cli`` (:mod:`openprogram.cli_plugins`): the notebook extension adds ``run NB.ipynb
+[-o OUT]`` (execute a notebook, continuing its session), ``git-setup`` and
+``git-merge-notebook``.  Keep imports inside the handlers so ``openprogram --help``
 stays fast.  A handler reports a mistake the user can fix by raising :class:`CliError` (or
 any :class:`~openprogram.errors.UserError` / ``SessionError``): ``main`` prints it as one
 line on stderr and exits with status 2.  A provider's or a reply's failure
@@ -37,12 +39,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from openprogram import settings
+from openprogram import cli_plugins, settings
 from openprogram.errors import CliError, UserError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from openprogram.cli_plugins import CliPlugin
     from openprogram.store.session.store import SessionStore
 
 Handler = Callable[[argparse.Namespace], int]
@@ -566,78 +569,6 @@ def add_sessions_parser(sub: SubParsers) -> None:
         p.set_defaults(handler=handler)
 
 
-# -- run --------------------------------------------------------------------------------------
-def run_notebook_cmd(args: argparse.Namespace) -> int:
-    """Execute a notebook headless, continuing the session in its metadata."""
-    from pathlib import Path
-
-    if args.record_misses and not args.replay:
-        raise CliError(
-            "--record-misses goes with --replay (it records the calls a replay misses): "
-            "openprogram run NB.ipynb --replay --record-misses"
-        )
-    source = Path(args.notebook)
-    if not source.is_file():
-        raise CliError(f"no notebook {source}")
-    try:
-        from openprogram_magics.headless import run_notebook
-    except ImportError as exc:
-        raise CliError(
-            f"`openprogram run` needs the Jupyter extras ({exc}): "
-            "pip install 'openprogram[jupyter]'"
-        ) from None
-    home = {"home": args.home} if getattr(args, "home", None) else {}
-    with settings.using(**home):  # the kernel is told where sessions live
-        result = run_notebook(
-            source,
-            args.output,
-            timeout=args.timeout,
-            replay=args.replay,
-            record_misses=args.record_misses,
-            only_stale=args.only_stale,
-        )
-    if result.session_id:  # kept in the notebook written: running that again continues it
-        again = ["openprogram", "run", str(result.path)]
-        if getattr(args, "home", None):
-            again[1:1] = ["--home", str(args.home)]
-        print(f"session: {result.session_id} ({shlex.join(again)} to continue)")
-    elif result.written:
-        print("session: none (no %%openprogram cell ran)")
-    for note in result.notes:  # a replay: which cells ran live, where its turns are
-        print(f"openprogram: {note}")
-    if result.written:
-        print(f"wrote {result.path}")
-    if result.error:
-        print(f"openprogram: a cell failed: {result.error.strip()}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def add_run_parser(sub: SubParsers) -> None:
-    p = sub.add_parser(
-        "run", help="execute a notebook in place, continuing the session in its metadata"
-    )
-    p.add_argument("notebook", metavar="NOTEBOOK.ipynb")
-    p.add_argument("-o", "--output", metavar="OUT", help="write the result here instead")
-    p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    p.add_argument(
-        "--replay",
-        action="store_true",
-        help="answer every LLM call from the session's recording (no API key needed)",
-    )
-    p.add_argument(
-        "--record-misses",
-        action="store_true",
-        help="with --replay: calls not recorded go to the configured provider and are recorded",
-    )
-    p.add_argument(
-        "--only-stale",
-        action="store_true",
-        help="replay unchanged cells; run the stale ones (cell, docstring, model changed) live",
-    )
-    p.set_defaults(handler=run_notebook_cmd)
-
-
 # -- research ---------------------------------------------------------------------------------
 def research_cmd(args: argparse.Namespace) -> int:
     """Run the research workflow as one turn of a (new or continued) session."""
@@ -815,19 +746,10 @@ def chat_goal(args: argparse.Namespace) -> Any:
 
 
 # -- the command table -------------------------------------------------------------------------
-def add_git_parsers(sub: SubParsers) -> None:
-    """``git-setup`` and ``git-merge-notebook`` (see ``openprogram_magics.gitmerge``)."""
-    from openprogram_magics.gitmerge import add_parsers
-
-    add_parsers(sub)
-
-
 COMMANDS: list[Callable[[SubParsers], None]] = [
     add_sessions_parser,
-    add_run_parser,
     add_research_parser,
     add_chat_parser,
-    add_git_parsers,
 ]
 
 
@@ -836,7 +758,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: Sequence[CliPlugin] | None = None) -> argparse.ArgumentParser:
     from openprogram import __version__
 
     parser = argparse.ArgumentParser(
@@ -858,6 +780,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
+    for plugin in cli_plugins.plugins() if plugins is None else plugins:
+        plugin.add_parsers(sub)  # other packages' commands (the notebook's `run`)
     parser.set_defaults(handler=lambda _args: _usage(parser))
     return parser
 
@@ -865,15 +789,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from openprogram.errors import OpenProgramError, SessionError
 
-    args = build_parser().parse_args(argv)
+    plugins = cli_plugins.plugins()
+    args = build_parser(plugins).parse_args(argv)
     handler: Handler = args.handler
-    if args.command not in (None, "git-setup", "git-merge-notebook"):
-        from pathlib import Path
-
-        from openprogram_magics.gitcheck import tell  # a clone that lacks the merge driver
-
-        words = sys.argv[1:] if argv is None else argv
-        tell([Path.cwd(), *(Path(w) for w in words if w.endswith(".ipynb"))])
+    words = sys.argv[1:] if argv is None else argv
+    cli_plugins.before_command(plugins, args.command, words)
     try:
         return handler(args)
     except (CliError, UserError, SessionError) as exc:

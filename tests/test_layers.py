@@ -1,11 +1,13 @@
-"""The engine's layers point down and its modules import no cycle.
+"""The engine's layers point down, the engine never names the notebook extension, and no
+module of the project imports a cycle.
 
-The import graph of ``openprogram/`` is read from the source (``ast``): every ``import`` and
-``from … import`` of an ``openprogram`` module, at the top of a module or inside a function
-(a function-local import is still a dependency); imports under ``if TYPE_CHECKING:`` are
-annotations only and are left out.  Importing ``a.b.c`` runs the package ``a.b`` first, so
-it is an edge to ``a.b`` as well (unless ``a.b`` contains the importer, or is the root
-package, which every module's import runs first anyway).
+The import graph of every package (``openprogram/`` and ``openprogram_magics/``) is read from
+the source (``ast``): every ``import`` and ``from … import`` of a module of the project, at
+the top of a module or inside a function (a function-local import is still a dependency);
+imports under ``if TYPE_CHECKING:`` are annotations only and are left out of the layers but
+counted for cycles (``type_only=True``).  Importing ``a.b.c`` runs the package ``a.b``
+first, so it is an edge to ``a.b`` as well (unless ``a.b`` contains the importer, or is the
+root package, which every module's import runs first anyway).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "openprogram"
+PACKAGES = ("openprogram", "openprogram_magics")  # every package the project ships
+ENGINE, EXTENSION = PACKAGES
 
 # Bottom first.  A module may import its own layer or a lower one, never a higher one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -29,17 +32,46 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("providers", ("openprogram.providers",)),
     ("agent and programs", ("openprogram.agent", "openprogram.programs", "openprogram.scale")),
     ("entry points", ("openprogram.cli", "openprogram")),
+    # the notebook extension: above the whole engine, which never names it (it plugs in
+    # through openprogram.hosts and the CLI's entry point group)
+    ("the notebook extension", ("openprogram_magics",)),
 ]
 
+# Cycles through ``if TYPE_CHECKING:`` imports still left in the engine, each with the
+# annotation that closes it; the test fails on any other cycle and on one of these gone
+# (then delete it here).
+TYPE_ONLY_CYCLES_LEFT: dict[tuple[str, ...], str] = {
+    (
+        "openprogram.store.session",
+        "openprogram.store.session.context",
+        "openprogram.store.vars",
+    ): "store/vars.py annotates with store.session.writer (the store is being redesigned)",
+    (
+        "openprogram.agentic_programming.function",
+        "openprogram.agentic_programming.questions",
+        "openprogram.agentic_programming.runtime",
+        "openprogram.agentic_programming.tool_loop",
+    ): "agentic_programming/function.py annotates with Runtime",
+    (
+        "openprogram.scale.evals.result",
+        "openprogram.scale.evals.table",
+    ): "scale/evals/table.py annotates with the result types that call it",
+}
 
-def module_names() -> dict[str, Path]:
+
+def module_names(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
+    for package in packages:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
     return out
+
+
+def of_project(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in PACKAGES)
 
 
 def layer_of(module: str) -> int:
@@ -82,7 +114,7 @@ def import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [f"{node.module}.{a.name}" for a in node.names]
             for target in targets:
-                found = known(target) if target.startswith("openprogram") else None
+                found = known(target) if of_project(target) else None
                 if found is None:
                     continue
                 graph[module].add(found)
@@ -161,6 +193,56 @@ def test_the_store_does_not_even_name_a_higher_layer_in_its_annotations() -> Non
 
 def test_the_import_graph_has_no_cycle() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_no_cycle_through_annotations_either() -> None:
+    """Counting ``if TYPE_CHECKING:`` imports too: no cycle but the ones listed as left."""
+    found = {tuple(c): " -> ".join(c) for c in cycles(import_graph(type_only=True))}
+    assert [c for c in found if c not in TYPE_ONLY_CYCLES_LEFT] == []
+    assert [c for c in TYPE_ONLY_CYCLES_LEFT if c not in found] == [], "fixed: delete it"
+    extension = [c for c in found if any(m.startswith(EXTENSION) for m in c)]
+    assert extension == []
+
+
+def _names_in_code(tree: ast.Module) -> list[str]:
+    """The string constants of a module that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_the_engine_never_names_the_extension() -> None:
+    """No module of the engine imports the extension (not even for an annotation, not
+    inside a function) or names it in a string to import it some other way: the extension
+    plugs in (openprogram.hosts, the ``openprogram.cli`` entry point group)."""
+    graph = import_graph(type_only=True)
+    imports = [
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        if a.startswith(ENGINE + ".") or a == ENGINE
+        for b in sorted(targets)
+        if b == EXTENSION or b.startswith(EXTENSION + ".")
+    ]
+    assert imports == []
+    named = [
+        f"{module}: {text!r}"
+        for module, path in module_names((ENGINE,)).items()
+        for text in _names_in_code(ast.parse(path.read_text(), str(path)))
+        if EXTENSION in text
+    ]
+    assert named == []
 
 
 def test_the_check_sees_function_local_imports_and_cycles() -> None:
