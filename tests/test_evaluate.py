@@ -170,6 +170,9 @@ def test_a_docstring_edit_resends_only_the_changed_prompts_and_explains_the_move
     assert "1 case(s) changed score (1 better, 0 worse), 4 the same" in text
     assert "+Label the ticket as bug or feature. Be careful: slowness is a bug." in text
     assert "-Label the ticket as bug or feature." in text
+    html = second._repr_html_()  # the one changed case's diff is shown unfolded
+    assert "<details open><summary" in html and "why case slow moved" in html
+    assert "Be careful: slowness is a bug." in html
     # the same comparison, asked for by hand
     again = second.compare(first)
     assert [c.key for c in again.changed] == ["slow"]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the result types call these renderers (no import cycle)
 
 KEY_WIDTH: Final = 28
 OUTPUT_CHARS: Final = 60
+OPEN_CHANGES: Final = 3  # this few changed cases: their diffs are shown unfolded
 _TD: Final = "padding:2px 8px;border-bottom:1px solid #f1f5f9;text-align:left;vertical-align:top"
 _TH: Final = "padding:2px 8px;border-bottom:1px solid #e5e7eb;background:#f8fafc;text-align:left"
 _UP: Final = "color:#166534"
@@ -93,7 +94,7 @@ def _header(names: list[str]) -> list[str]:
 def _mean_row(result: EvalResult, names: list[str]) -> list[str]:
     means = result.mean()
     return [
-        "mean",
+        "mean · total",
         "",
         *[_num(means.get(n)) for n in names],
         str(result.tokens),
@@ -215,6 +216,7 @@ def result_html(result: EvalResult) -> str:
 
 def comparison_html(comparison: EvalComparison) -> str:
     parts = [f'<div style="margin:6px 0 2px">{escape(comparison_line(comparison))}</div>']
+    shown_open = " open" if len(comparison.changed) <= OPEN_CHANGES else ""
     for change in comparison.changed:
         style = _UP if change.delta > 0 else _DOWN if change.delta < 0 else ""
         summary = f"case {change.key}: {_score_moves(change)}"
@@ -224,7 +226,6 @@ def comparison_html(comparison: EvalComparison) -> str:
             if change.report
             else ""
         )
-        parts.append(
-            f'<details><summary style="{style}">{escape(summary)}</summary>{why}{diff}</details>'
-        )
+        head = f'<details{shown_open}><summary style="{style}">{escape(summary)}</summary>'
+        parts.append(f"{head}{why}{diff}</details>")
     return "".join(parts)
