@@ -6,17 +6,19 @@ channel, a refusal going back to the model as the tool's error."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from openprogram import create_runtime, errors, session_context
+from openprogram import agentic_function, create_runtime, errors, session_context
 from openprogram.agent import dispatcher as D
 from openprogram.agent.dispatcher.error_path import classify
 from openprogram.agent.dispatcher.types import REASONS
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.ask_user import using_ask_user_handler
+from openprogram.context.policy import ContextPolicy
 from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
 from openprogram.providers.test import FunctionProvider
 
@@ -24,26 +26,58 @@ PACKAGE = Path(D.__file__).parent
 HEAD_WRITERS = {"turn_writer.py", "forced_tool.py"}
 
 
-def test_the_interface_is_importable_from_the_package() -> None:
-    from openprogram.agent.dispatcher import (  # noqa: F401
+@agentic_function
+def shout(text: str) -> str:
+    """Say ``text`` louder."""
+    return f"{text.upper()}! (pid {os.getpid()})"
+
+
+SURFACE = (  # seed 003 §5: what callers import from the package
+    "process_user_turn",
+    "TurnRequest",
+    "TurnResult",
+    "dispatch_forced_tool_call",
+    "trigger_compaction",
+    "approval_registry",
+    "_wrap_agentic_runtime_block",
+)
+
+
+def test_the_whole_interface_comes_from_the_package_and_works(op_home: Path) -> None:
+    """Every name of the seed's surface, imported from the package, in one session: a turn,
+    an agentic function as a runtime block (its call runs in a child process, its frame
+    under the tool node), a tool the approval rules hold, a compaction on demand."""
+    from openprogram.agent.dispatcher import (
         TurnRequest,
         TurnResult,
+        _wrap_agentic_runtime_block,
         approval_registry,
         dispatch_forced_tool_call,
         process_user_turn,
         trigger_compaction,
     )
-    from openprogram.agent.dispatcher.runtime_attach import _wrap_agentic_runtime_block  # noqa: F401
 
-    for name in (
-        "process_user_turn",
-        "TurnRequest",
-        "TurnResult",
-        "dispatch_forced_tool_call",
-        "trigger_compaction",
-        "approval_registry",
-    ):
-        assert name in D.__all__
+    assert set(SURFACE) <= set(D.__all__)
+    rt = create_runtime("test", context=ContextPolicy(turns=2))
+    first = process_user_turn(TurnRequest(None, "hello", runtime=rt))
+    assert isinstance(first, TurnResult) and first.status == "completed"
+
+    block = _wrap_agentic_runtime_block(shout)
+    with approval_registry.requiring("shout"):  # a forced call is the user's own: not asked
+        assert approval_registry.active
+        forced = dispatch_forced_tool_call(
+            first.session_id, "shout", {"text": "hi"}, tools={"shout": block}
+        )
+    assert forced.status == "completed" and forced.text.startswith("HI! (pid ")
+    assert forced.text != f"HI! (pid {os.getpid()})"  # it ran in another process
+    session = default_db().open(first.session_id)
+    assert forced.reply_node_id is not None
+    (frame,) = [session.get(c) for c in session.children(forced.reply_node_id)]
+    assert (frame.kind, frame.name, frame.output) == ("function", "shout", forced.text)
+
+    summary = trigger_compaction(first.session_id, runtime=rt)
+    assert summary is not None
+    assert session.get(summary).metadata["covers"] == [first.user_node_id]
 
 
 def head_moves(tree: ast.AST) -> list[str]:

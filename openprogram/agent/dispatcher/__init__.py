@@ -22,6 +22,11 @@ err  ``error_path.handle_turn_error``   the failure on the reply, an error resul
 
 The test seam ``_run_loop_blocking`` is a module global looked up at call time, so
 ``monkeypatch.setattr(D, "_run_loop_blocking", ...)`` is seen by the pipeline.
+
+Callers import the seed's surface (003 §5) from here: ``process_user_turn``,
+``TurnRequest``, ``TurnResult``, ``dispatch_forced_tool_call``, ``trigger_compaction``,
+``approval_registry`` and ``_wrap_agentic_runtime_block`` (an agentic function as a tool
+whose every call runs in a child process).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from openprogram.agent.dispatcher.approval import ApprovalRegistry, approval_reg
 from openprogram.agent.dispatcher.compaction import trigger_compaction
 from openprogram.agent.dispatcher.forced_tool import dispatch_forced_tool_call
 from openprogram.agent.dispatcher.loop_runner import run_loop_blocking as _run_loop_blocking
+from openprogram.agent.dispatcher.runtime_attach import _wrap_agentic_runtime_block
 from openprogram.agent.dispatcher.turn_writer import TurnWriter
 from openprogram.agent.dispatcher.types import (
     DEFAULT_SYSTEM,
@@ -61,6 +67,7 @@ __all__ = [
     "TurnRequest",
     "TurnResult",
     "TurnWriter",
+    "_wrap_agentic_runtime_block",
     "approval_registry",
     "dispatch_forced_tool_call",
     "process_user_turn",
