@@ -1,11 +1,10 @@
 """Secrets the process did not know by the classifier's names, URL passwords, a
 ``TurnResult`` and the ``%openprogram call`` line, the shapes a methods appendix masks,
-what a kernel message carries, and titles without the user's home (issue 34, item 2).
-The saved-notebook case (a real kernel) is in ``test_secret_outputs.py``."""
+and titles without the user's home (issue 34, item 2).  What a kernel message carries is
+in ``test_outputs.py``, the saved-notebook case (a real kernel) in ``test_secret_outputs.py``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from jupyter_client.session import Session
 from test_magic_commands import Host as CommandHost
 from traitlets.config import Config
 
@@ -27,7 +25,7 @@ from openprogram.context.secrets import (
     redact_url_passwords,
     refresh_secrets,
 )
-from openprogram_magics import bridge, commands, outputs
+from openprogram_magics import bridge, commands
 from openprogram_magics.notebook import NotebookMeta
 from openprogram_magics.sessions import shareable_title
 from tests.test_secret_outputs import leaks_in_files
@@ -180,26 +178,6 @@ def test_the_appendix_keeps_what_only_resembles_a_secret() -> None:
         "ada@example.com, https://example.com/a?b=c, doc_hash `0123456789abcdef`"
     )
     assert redact_key_like(text) == text
-
-
-def test_a_kernel_message_is_packed_masked_and_the_program_keeps_its_value(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    session = Session()
-    plain = session.pack
-    shell = SimpleNamespace(kernel=SimpleNamespace(session=session))
-    assert outputs.install(shell) == 1 and outputs.install(shell) == 1  # wrapped once
-    content = {"data": {"text/plain": f"'{KEY}'"}, "url": "http://u:pw@h/", "n": 3}
-    packed = session.pack(content)
-    assert json.loads(packed) == {"data": {"text/plain": "'***'"}, "url": "http://u:***@h/", "n": 3}
-    assert content["data"] == {"text/plain": f"'{KEY}'"}  # what the program holds is whole
-    part = type("Part", (dict,), {})(text=KEY)  # a message part of a dict subclass
-    assert json.loads(session.pack(part)) == {"text": "***"}
-    clean = {"name": "stdout", "text": "nothing to hide"}
-    assert session.pack(clean) == plain(clean)  # untouched bytes when nothing matches
-    outputs.uninstall(shell)
-    assert session.pack(content) == plain(content)
 
 
 def test_a_title_names_the_home_folder_as_tilde() -> None:

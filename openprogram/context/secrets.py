@@ -168,6 +168,24 @@ def holds_secret(data: bytes) -> bool:
     )
 
 
+def mask_binary(data: bytes) -> bytes:
+    """``data`` (a binary buffer: a widget's bytes) with every known secret and every URL's
+    password in it overwritten by as many ``*``: its length and offsets stay, so a binary
+    format around the text stays readable."""
+    if not holds_secret(data):
+        return data
+    out = bytearray(data)
+    for pattern in _patterns:
+        at = data.find(pattern)
+        while at != -1:
+            out[at : at + len(pattern)] = b"*" * len(pattern)
+            at = data.find(pattern, at + len(pattern))
+    if b"://" in data:
+        for found in _URL_PASSWORD_BYTES.finditer(data):
+            out[found.start(2) : found.end(2)] = b"*" * (found.end(2) - found.start(2))
+    return bytes(out)
+
+
 def needs_masking(data: bytes) -> bool:
     """:func:`holds_secret` with the environment re-read first (every message a kernel
     sends: a variable set in a cell counts at once)."""
