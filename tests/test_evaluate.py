@@ -18,8 +18,9 @@ from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call
 from openprogram.errors import UserError
 from openprogram.providers.base import LLMRequest
-from openprogram.providers.test import FunctionProvider
+from openprogram.providers.test import FunctionProvider, TestProvider
 from openprogram.scale.evals.cases import cases_of, score_values
+from openprogram.usage.prices import clear_prices, set_price
 
 CASES = [
     {"id": "crash", "input": "the app crashes on save", "expected": "bug"},
@@ -276,3 +277,20 @@ def test_cases_need_distinct_keys_and_scores_are_numbers() -> None:
         score_values("j", "maybe")
     with pytest.raises(ValueError, match="not a score"):
         score_values("j", float("nan"))
+
+
+def test_the_table_counts_tokens_and_cost_of_the_calls_sent_now(op_home: Path) -> None:
+    set_price("priced-test", input=1_000_000.0, output=1_000_000.0)  # $1 a token
+    try:
+        runtime = create_runtime(TestProvider(model="priced-test"), backoff=0.0)
+        triage = make_triage("Label the ticket as bug or feature.")
+        with cell(runtime) as (s, _):
+            first = openprogram.evaluate(triage, CASES[:2], progress=False)
+        with cell(runtime, s.session_id):
+            again = openprogram.evaluate(triage, CASES[:2], progress=False)
+    finally:
+        clear_prices()
+    assert first.tokens > 0 and first.cost == float(first.tokens)
+    assert all(c.tokens > 0 and c.cost == float(c.tokens) for c in first.cases)
+    assert f"${first.cost:.4f}" in str(first)
+    assert again.tokens == 0 and again.cost is None  # every answer reused: nothing spent
