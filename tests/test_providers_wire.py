@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import Reply, WireServer, wire_provider
+from waiting import until
 
 from openprogram.errors import ModelRequestsBlocked
 from openprogram.providers.anthropic_provider import (
@@ -102,15 +102,6 @@ def ask(text: str = "Hello there", **kwargs: Any) -> LLMRequest:
         messages=[{"role": "system", "content": DOC}, {"role": "user", "content": text}],
         **kwargs,
     )
-
-
-def wait_for(condition: Any, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return bool(condition())
 
 
 def no_key_anywhere(err: BaseException) -> None:
@@ -408,41 +399,35 @@ def test_error_in_stream_after_it_started(kind: str, wire: WireServer) -> None:
 
 
 def test_slow_server_times_out_promptly(kind: str, wire: WireServer) -> None:
-    wire.reply(Reply(text="too late", delay=10))
-    start = time.monotonic()
+    # the server answers only after the module's timeout: a provider that did not give up
+    # would get "too late" (or be stopped by the timeout), never this error
+    wire.reply(Reply(text="too late", delay=60))
     with pytest.raises(TransientProviderError, match="timed out") as info:
         make(kind, wire, timeout=0.2).complete(ask())
-    assert time.monotonic() - start < 2
     no_key_anywhere(info.value)
 
 
 def test_per_request_timeout_overrides_the_provider_default(kind: str, wire: WireServer) -> None:
-    wire.reply(Reply(text="too late", delay=10))
-    start = time.monotonic()
+    wire.reply(Reply(text="too late", delay=60))  # (after the module's timeout)
     with pytest.raises(TransientProviderError):
         make(kind, wire, timeout=60).complete(ask(timeout=0.2))
-    assert time.monotonic() - start < 2
 
 
 def test_stream_that_stalls_times_out(kind: str, wire: WireServer) -> None:
-    wire.reply(
-        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
+    wire.reply(  # a stall longer than the module's timeout: only the provider's ends it
+        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=60)
     )
     seen: list[str] = []
-    start = time.monotonic()
     with pytest.raises(TransientProviderError, match="timed out"):
         make(kind, wire, timeout=0.2).complete(ask(), on_delta=seen.append)
-    assert time.monotonic() - start < 2
     assert seen  # some text arrived before the stall
-    assert wait_for(lambda: wire.hangups == 1)  # and the connection was closed
+    assert until(lambda: wire.hangups == 1)  # and the connection was closed
 
 
 def test_stream_that_dies_midway_is_an_error_not_a_hang(kind: str, wire: WireServer) -> None:
     wire.reply(Reply(chunks=["one ", "two ", "three ", "four"], die_after=4))
-    start = time.monotonic()
-    with pytest.raises(TransientProviderError, match="connection") as info:
+    with pytest.raises(TransientProviderError, match="connection") as info:  # (a hang: timeout)
         make(kind, wire).complete(ask(), on_delta=lambda _: None)
-    assert time.monotonic() - start < 2
     no_key_anywhere(info.value)
 
 
@@ -456,25 +441,24 @@ def test_stream_that_ends_before_the_final_event(kind: str, wire: WireServer) ->
 def test_ctrl_c_in_on_delta_propagates_and_provider_still_works(
     kind: str, wire: WireServer
 ) -> None:
-    # After the first text the server stalls for 20 s: if the provider did not close the stream
-    # on KeyboardInterrupt, or the next request reused that connection, this would hang.
+    # After the first text the server stalls past the module's timeout: if the provider did
+    # not close the stream on KeyboardInterrupt, or the next request reused that connection,
+    # this would hang.
     wire.reply(
-        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=20)
+        Reply(chunks=["one ", "two ", "three"], stall_after=FIRST_TEXT[kind] + 1, stall_for=60)
     )
     provider = make(kind, wire, fresh=True)
 
     def interrupt(chunk: str) -> None:
         raise KeyboardInterrupt
 
-    start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         provider.complete(ask(), on_delta=interrupt)
-    assert wait_for(lambda: wire.hangups == 1)  # the provider closed the stream
+    assert until(lambda: wire.hangups == 1)  # the provider closed the stream
     wire.reply(Reply(chunks=["fine ", "again"]))
     seen: list[str] = []
     response = provider.complete(ask(), on_delta=seen.append)
     assert response.text == "fine again" and seen == ["fine ", "again"]
-    assert time.monotonic() - start < 3
     assert len(wire.requests) == 2
 
 
