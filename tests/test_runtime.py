@@ -6,7 +6,6 @@ against the local wire server.  After each failure: the ``llm`` node ends ``erro
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -377,14 +376,13 @@ def test_openai_choices_go_out_as_an_enum_and_step_down_when_refused(
 @pytest_wire
 @pytest.mark.parametrize("kind", SDKS)
 def test_sdk_stalled_stream_times_out(kind: str, wire: WireServer, op_home: Path):
-    wire.reply(Reply(chunks=["Once ", "upon ", "a time"], stall_after=2, stall_for=10))
+    # a stall longer than the test's timeout: only the provider's own timeout ends it
+    wire.reply(Reply(chunks=["Once ", "upon ", "a time"], stall_after=2, stall_for=600))
     wire.reply(Reply(text="recovered"))
     rt = runtime(sdk_provider(kind, wire, timeout=0.5), max_retries=0)
     with session_context(runtime=rt) as handle:
-        started = time.perf_counter()
         with pytest.raises(TransientProviderError, match=r"timed out|ended|connection"):
             ask("tell a story", stream=True)
-        assert time.perf_counter() - started < 5
         assert ask("and now?") == "recovered"  # the next call works
     llms = [n for n in assert_clean(op_home, handle.session_id) if n.kind == "llm"]
     assert [n.status for n in llms] == ["error", "completed"]
