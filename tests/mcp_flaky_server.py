@@ -1,6 +1,7 @@
 """A tiny MCP server (the SDK's ``MCPServer``, FastMCP's successor) for the MCP tests:
 ``echo`` answers, ``die`` ends the process mid-call, ``hang`` never answers, ``fail``
-answers with an error.  Run as ``python tests/mcp_flaky_server.py``."""
+answers with an error.  Run as ``python tests/mcp_flaky_server.py`` (stdio), or with
+``--http PORT`` to serve streamable HTTP at ``http://127.0.0.1:PORT/mcp``."""
 
 from __future__ import annotations
 
@@ -40,4 +41,7 @@ def fail(reason: str) -> str:
 
 
 if __name__ == "__main__":
-    app.run()
+    if sys.argv[1:2] == ["--http"]:
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()

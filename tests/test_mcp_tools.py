@@ -23,6 +23,7 @@ from openprogram.agent.proctree import descendants
 from openprogram.agent.session_db import default_db
 from openprogram.agentic_programming.mcp import McpServers, ServerSpec, spec_of, stop_every_server
 from openprogram.agentic_programming.runtime import Runtime
+from openprogram.agentic_programming.tool_args import TOOL_SPEC
 from openprogram.context.nodes import Call
 from openprogram.errors import McpServerError, UserError
 from openprogram.providers.base import LLMRequest, LLMResponse, ToolCall
@@ -342,3 +343,51 @@ def test_a_bad_mcp_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["chat", "--provider", "test", "--mcp", "no-command", "-m", "hi"]) != 0
     err = capsys.readouterr().err
     assert "NAME=COMMAND" in err and len(err.strip().splitlines()) == 1
+
+
+# -- streamable HTTP, and two servers with a tool of the same name -------------------------------
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_server_over_streamable_http_is_reached_by_its_url() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "mcp_flaky_server.py"), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:  # until uvicorn says it listens (or the server ended)
+            if "Uvicorn running on" in line:
+                break
+        servers = McpServers([f"web=http://127.0.0.1:{port}/mcp"])
+        tools = servers.tools()
+        assert tools["echo"](text="over http") == {"result": "echo: over http"}
+        assert tools["echo"].listed["inputSchema"]["required"] == ["text"]
+        servers.stop()
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_a_tool_name_two_servers_share_is_named_after_each_server() -> None:
+    servers = McpServers(["a=mcp-server-time", "b=mcp-server-time --local-timezone UTC"])
+    try:
+        tools = servers.tools()
+        assert sorted(tools) == [
+            "a_convert_time",
+            "a_get_current_time",
+            "b_convert_time",
+            "b_get_current_time",
+        ]
+        assert tools["b_get_current_time"](timezone="UTC")["timezone"] == "UTC"
+        assert getattr(tools["a_get_current_time"], TOOL_SPEC)["name"] == "a_get_current_time"
+    finally:
+        servers.stop()
