@@ -104,6 +104,8 @@ def test_specs_read_what_users_write() -> None:
         "-r",
         "x",
     )
+    secret = spec_of("web=https://ada:s3cr3t-pw@mcp.example.org/mcp?key=k-123")
+    assert secret.shown == "https://ada:***@mcp.example.org/mcp"  # what listings and errors show
     with pytest.raises(UserError, match="NAME=COMMAND"):
         spec_of("just-a-command")
     with pytest.raises(UserError, match="a letter"):

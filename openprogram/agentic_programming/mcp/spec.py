@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openprogram.context.secrets import redact_secrets, redact_url_passwords
 from openprogram.errors import UserError
 
 DEFAULT_TIMEOUT_S = 30.0  # how long one call may take before it ends the call
@@ -52,10 +53,11 @@ class ServerSpec:
 
     @property
     def shown(self) -> str:
-        """What the server is, for a listing (a URL without its query: it may hold a token)."""
+        """What the server is, for a listing and errors (a URL without its query or its
+        password: they may hold a token)."""
         if self.url is not None:
-            return self.url.split("?", 1)[0]
-        return shlex.join(self.command)
+            return redact_url_passwords(self.url.split("?", 1)[0])
+        return redact_secrets(shlex.join(self.command))
 
 
 def parse_assignment(text: str) -> ServerSpec:
