@@ -112,14 +112,14 @@ class McpServers:
         for _, tool in found:
             seen[tool.tool] = seen.get(tool.tool, 0) + 1
         out: dict[str, McpTool] = {}
-        for server, tool in found:
+        for owner, tool in found:
             if seen[tool.tool] > 1:
                 tool = McpTool(
-                    server,
+                    owner,
                     tool.listed,
                     server=tool.server,
                     answer=tool.answer,
-                    name=exposed_name(server, tool.tool),
+                    name=exposed_name(owner, tool.tool),
                     listing=tool.listing,
                 )
             out[tool.__name__] = tool

@@ -20,7 +20,7 @@ import concurrent.futures
 import tempfile
 import threading
 from collections.abc import Coroutine
-from typing import IO, Any
+from typing import Any, TextIO
 
 from openprogram.agentic_programming.mcp.spec import ServerSpec
 from openprogram.errors import McpServerError
@@ -47,7 +47,7 @@ class McpServer:
         self._keeper: concurrent.futures.Future[None] | None = None
         self._stop_event: asyncio.Event | None = None
         self._client: Any = None
-        self._errlog: IO[str] | None = None
+        self._errlog: TextIO | None = None
         self._listing: list[dict[str, Any]] | None = None
 
     @property
