@@ -150,16 +150,25 @@ def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
 
 
 def load() -> dict[str, Command]:
-    """Import every subcommand module of this package (once): each registers itself."""
+    """Import every subcommand module of this package (once): each registers itself.  The
+    table is then in the help's order, whichever module was imported first (a module may be
+    imported on its own for its helpers); commands registered from elsewhere come after the
+    package's, in the order they were registered, and ``help`` last."""
     global _loaded
     if not _loaded:
         found = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
         rest = sorted(found - set(HELP_ORDER) - {"help"})
-        for name in [n for n in HELP_ORDER if n in found] + rest + ["help"]:
-            importlib.import_module(f"{__name__}.{name}")
+        modules = [f"{__name__}.{n}" for n in [n for n in HELP_ORDER if n in found] + rest]
+        for module in [*modules, f"{__name__}.help"]:
+            importlib.import_module(module)
         _loaded = True
-        if "help" in COMMANDS:  # a command registered before the load: help stays last
-            COMMANDS["help"] = COMMANDS.pop("help")
+        rank = {module: i for i, module in enumerate(modules)}
+        ordered = sorted(
+            COMMANDS.values(),
+            key=lambda c: (c.name == "help", rank.get(c.run.__module__, len(rank))),
+        )
+        COMMANDS.clear()
+        COMMANDS.update((c.name, c) for c in ordered)
     return COMMANDS
 
 
