@@ -52,13 +52,12 @@ from openprogram.view.bulk import paused_gc
 from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
-    Layout,
-    Placed,
     compute_layout,
     node_kind,
     node_status,
 )
 from openprogram.view.page import ASSETS, dag_module_source
+from openprogram.view.placed import Layout, Placed
 from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, mime_value, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (

@@ -12,9 +12,9 @@ from openprogram.view.layout import (
     FLAG_MISSING_CALLER,
     FLAG_MISSING_PREDECESSOR,
     FLAG_UNKNOWN_KIND,
-    Layout,
     compute_layout,
 )
+from openprogram.view.placed import Layout
 
 
 def mk(
@@ -245,7 +245,7 @@ def test_the_layout_does_not_depend_on_the_order_the_nodes_come_in() -> None:
 
 
 def test_both_layouts_read_kind_and_status_as_a_node_does() -> None:
-    """A session's list (the one-pass layout) and the same nodes shuffled (the general one)
+    """A session's list (laid out as it comes) and the same nodes shuffled (repaired first)
     give every node the kind and status ``Call`` gives it, defaults included."""
     import random
 
@@ -263,3 +263,44 @@ def test_both_layouts_read_kind_and_status_as_a_node_does() -> None:
     for listed in (nodes, shuffled):
         placed = compute_layout(listed, "t1").placed
         assert {nid: (p.kind, p.status) for nid, p in placed.items()} == want
+
+
+def interleaved(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``nodes`` as two writers list them: now and then a turn's last call is recorded
+    after the next turn began (seqs renumbered: the list stays in seq order)."""
+    out = [dict(n) for n in nodes]
+    for i in range(len(out) - 2, 0, -1):
+        if out[i]["caller"] is not None and out[i + 1]["caller"] is None and i % 7 == 0:
+            out[i], out[i + 1] = out[i + 1], out[i]
+    for seq, node in enumerate(out):
+        node["seq"] = seq
+    return out
+
+
+def test_one_engine_places_every_list_the_same_way() -> None:
+    """A session's list, the same with interleaved turns, shuffled, or with junk beside it:
+    one engine lays them all out (columns, a ``Placed`` made when asked for), with the same
+    rows, lanes and folds."""
+    from openprogram.view.placed import Rows
+
+    nodes = sample_nodes(400, fork_every=5)
+    head = [n["id"] for n in nodes if n["metadata"]["kind"] == "turn"][-2]
+    mixed = interleaved(nodes)
+    assert [n["id"] for n in mixed] != [n["id"] for n in nodes]
+    shuffled = nodes[:]
+    import random
+
+    random.Random(5).shuffle(shuffled)
+    with_junk: list[Any] = [*nodes, None, "junk"]
+    want = compute_layout(nodes, head, last_turns=4)
+
+    def seen(layout: Layout) -> list[tuple[Any, ...]]:
+        return [(p.id, p.order, p.lane, p.x, p.y, p.descendants, p.hidden)
+                for p in layout.placed.values()]  # fmt: skip
+
+    for listed in (mixed, shuffled, with_junk):
+        layout = compute_layout(listed, head, last_turns=4)
+        assert isinstance(layout.placed, Rows)
+        assert seen(layout) == seen(want)
+        assert (layout.lanes, layout.rows, layout.folded) == (want.lanes, want.rows, want.folded)
+    assert compute_layout(with_junk, head).skipped == 2

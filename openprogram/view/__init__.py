@@ -7,12 +7,11 @@ carry the static HTML, and :mod:`openprogram_magics.widget` builds the live widg
 from openprogram.view.layout import (
     KNOWN_KINDS,
     KNOWN_STATUSES,
-    Layout,
-    Placed,
     compute_layout,
     node_kind,
     node_status,
 )
+from openprogram.view.placed import Layout, Placed
 from openprogram.view.static import render_static_html, render_text_tree
 from openprogram.view.summary import (
     DETAIL_FIELDS,

@@ -12,6 +12,13 @@ The picture it describes:
   lane's vertical line never runs through someone else's call.
 - Folding a node hides the calls nested under it (not the conversation that follows it).
 
+One engine (:func:`_lay_out`) places the rows, in one pass over nodes listed in row order:
+a session lists its nodes that way (in ``seq`` order a call comes after its caller and
+after the calls its earlier siblings made), so its list is laid out as it comes, keeping
+columns instead of per-node objects (:class:`~openprogram.view.placed.Rows`).  Any other
+list — turns that interleave (two writers, a background run), any order, bad data — is
+first put in row order by :func:`_repair`, which fixes the data and places nothing.
+
 Bad data still lays out: entries that are not dicts are skipped (counted), missing or
 non-string ids get a placeholder id, duplicate ids keep the last occurrence, a caller or
 predecessor that does not exist is ignored, and a cycle is cut at one of its nodes.  Every
@@ -25,8 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from openprogram.context.nodes import COMPLETED, KINDS, STATUSES
-from openprogram.view.linear import linear_layout
-from openprogram.view.placed import Layout, Placed
+from openprogram.view.placed import Columns, Layout, Rows
 from openprogram.view.rules import DEFAULT_KIND, branch_lanes, fold_ids, kind_and_status
 
 # What the engine writes (openprogram.context.nodes); anything else is flagged as unknown.
@@ -75,9 +81,226 @@ def compute_layout(
     every turn-level node except the last ``N`` (for long sessions).
     """
     folded = list(folded)
-    linear = linear_layout(nodes, head_id, folded, last_turns)
-    if linear is not None:  # a session's nodes, as it lists them: one pass
-        return linear
+    listed = _lay_out(nodes, head_id, folded, last_turns)
+    if listed is _INTERLEAVED:  # clean, in seq order, but the calls of turns interleave
+        order = _depth_first(nodes)
+        rows = [nodes[r] for r in order] if order is not None else []
+        listed = _lay_out(rows, head_id, folded, last_turns, in_seq_order=False) if rows else None
+    if isinstance(listed, Layout):  # a session's nodes, as it lists them
+        return listed
+    repaired = _repair(nodes)
+    laid = _lay_out(repaired.rows, head_id, folded, last_turns, repaired)
+    assert isinstance(laid, Layout), "repaired rows are in row order"
+    return laid
+
+
+_INTERLEAVED = object()  # in seq order, clean, but calls of different turns interleave
+
+
+@dataclass(slots=True)
+class _Repaired:
+    """Nodes put in row order by :func:`_repair`: ``rows`` are stand-ins the engine reads
+    (resolved links, the kind and status as read); ``source`` the nodes themselves."""
+
+    rows: list[dict[str, Any]]
+    source: dict[str, Mapping[str, Any]]
+    flags: dict[str, tuple[str, ...]]
+    lane_order: list[str]  # the turn-level nodes, each after its predecessor
+    skipped: int
+
+
+def _lay_out(
+    nodes: Sequence[Any],
+    head_id: str | None,
+    folded: Iterable[str],
+    last_turns: int | None,
+    repaired: _Repaired | None = None,
+    *,
+    in_seq_order: bool = True,
+) -> Layout | object | None:
+    """The layout of ``nodes`` listed in row order; ``_INTERLEAVED`` when they are listed in
+    seq order but a turn's calls are not depth first (:func:`_depth_first` orders them,
+    then ``in_seq_order`` is False); None when their data is not clean: :func:`_repair`
+    puts those in order first (``repaired``)."""
+    source: dict[str, Any] = {}
+    row_of: dict[str, int] = {}
+    count = len(nodes)  # the columns, filled row by row (most of the time at 100,000 nodes)
+    ids: list[str] = [""] * count
+    kinds: list[str] = [""] * count
+    statuses: list[str] = [""] * count
+    depths: list[int] = [0] * count
+    tops: list[int] = [0] * count
+    callers: list[str | None] = [None] * count
+    preds: list[Any] = [None] * count
+    kids: list[int] = [0] * count
+    desc: list[int] = [0] * count
+    turn_rows: list[int] = []
+    open_rows: list[int] = []  # the current row's callers, outermost first
+    top = 0
+    last_seq = -1
+    try:
+        for row, node in enumerate(nodes):
+            if type(node) is not dict:
+                return None
+            nid = node["id"]  # a node without some key is repaired first
+            seq = node["seq"]
+            if type(nid) is not str or not nid or nid in row_of or type(seq) is not int:
+                return None
+            if seq <= last_seq and in_seq_order:
+                return None
+            last_seq = seq
+            meta = node["metadata"]
+            if type(meta) is dict:  # rules.kind_and_status, inlined for the common case
+                kind = meta.get("kind", DEFAULT_KIND)
+                status = meta.get("status", COMPLETED)
+                if type(kind) is not str or type(status) is not str:
+                    return None
+            else:
+                read = kind_and_status(meta)
+                if read is None:
+                    return None
+                kind, status = read
+            if repaired is None and (kind not in KINDS or status not in STATUSES):
+                return None  # kept as read, and flagged, by the repair
+            caller = node["caller"]
+            if caller is None:
+                for done in open_rows:
+                    desc[done] = row - 1 - done
+                open_rows = [row]
+                top = row
+                turn_rows.append(row)
+                preds[row] = node["predecessor"]
+            else:
+                at = row_of.get(caller) if type(caller) is str else None
+                if at is None:
+                    return None
+                interleaved = _INTERLEAVED if in_seq_order and repaired is None else None
+                if tops[at] != top:  # an earlier turn goes on (another writer, a background run)
+                    return interleaved
+                while open_rows[-1] != at:  # the rows whose calls have all been listed
+                    done = open_rows.pop()
+                    desc[done] = row - 1 - done
+                    if not open_rows:  # the caller is not an open call: not depth first
+                        return interleaved
+                open_rows.append(row)
+                kids[at] += 1
+                depths[row] = depths[at] + 1
+                callers[row] = caller
+            source[nid] = node
+            row_of[nid] = row
+            ids[row] = nid
+            kinds[row] = kind
+            statuses[row] = status
+            tops[row] = top
+    except KeyError:
+        return None
+    for done in open_rows:
+        desc[done] = count - 1 - done
+
+    # The chain: each turn-level row's predecessor, and which rows are a first chain child.
+    pred_rows: dict[int, int] = {}
+    first_kids: set[int] = set()
+    continued: set[int] = set()
+    for row in turn_rows:
+        pred = preds[row]
+        if pred is None:
+            continue
+        at = row_of.get(pred) if type(pred) is str else None
+        if at is None or (repaired is None and at > row):
+            return None
+        pred_rows[row] = at
+        if at not in continued:
+            continued.add(at)
+            first_kids.add(row)
+
+    # Folds (the rule of rules.fold_ids); a fold skips its rows.
+    turn_ids = [ids[r] for r in turn_rows] if last_turns is not None else []
+    effective = fold_ids(folded, last_turns, turn_ids, lambda nid: kids[row_of[nid]] > 0)
+    ys: list[int | None] = [None] * count
+    visible: list[int] = []
+    row = 0
+    while row < count:
+        ys[row] = len(visible)
+        visible.append(row)
+        row += desc[row] + 1 if kids[row] and ids[row] in effective else 1
+
+    if turn_rows:  # lanes (the rule of rules.branch_lanes), each turn after its predecessor
+        tip = row_of[head_id] if head_id in row_of else turn_rows[-1]  # type: ignore[index]
+        order = turn_rows if repaired is None else [row_of[n] for n in repaired.lane_order]
+        last_rows = {r: r + desc[r] for r in turn_rows}
+        lane_of_top, lanes = branch_lanes(order, tip, tops, pred_rows, first_kids, last_rows)
+    else:
+        lane_of_top, lanes = {}, 0
+    flags = repaired.flags if repaired is not None else {}
+    columns = Columns(
+        ids,
+        kinds,
+        statuses,
+        depths,
+        tops,
+        callers,
+        preds,
+        kids,
+        desc,
+        ys,
+        visible,
+        lane_of_top,
+        lanes,
+        frozenset(effective),
+        flags,
+    )
+    return Layout(
+        placed=Rows(columns, row_of),
+        source=repaired.source if repaired is not None else source,
+        head_id=head_id if head_id in row_of else None,
+        lanes=lanes,
+        columns=lanes + max(depths) if ids else 0,
+        rows=len(visible),
+        folded=frozenset(effective),
+        skipped=repaired.skipped if repaired is not None else 0,
+    )
+
+
+def _depth_first(nodes: Sequence[Any]) -> list[int] | None:
+    """Row order of nodes in seq order whose callers come before them: turn-level nodes,
+    each followed by its nested calls depth first (None if they are not so listed; the
+    rest is checked by the pass over the reordered nodes)."""
+    row_of: dict[str, int] = {}
+    kids_of: dict[int, list[int]] = {}
+    tops: list[int] = []
+    last_seq = -1
+    for row, node in enumerate(nodes):
+        if type(node) is not dict:
+            return None
+        nid, seq, caller = node.get("id"), node.get("seq"), node.get("caller")
+        if type(nid) is not str or type(seq) is not int or seq <= last_seq:
+            return None
+        last_seq = seq
+        row_of[nid] = row
+        if caller is None:
+            tops.append(row)
+            continue
+        at = row_of.get(caller) if type(caller) is str else None
+        if at is None:
+            return None
+        if at in kids_of:
+            kids_of[at].append(row)
+        else:
+            kids_of[at] = [row]
+    order: list[int] = []
+    for top in tops:
+        stack = [top]
+        while stack:
+            row = stack.pop()
+            order.append(row)
+            if row in kids_of:
+                stack.extend(reversed(kids_of[row]))
+    return order
+
+
+def _repair(nodes: Sequence[Any]) -> _Repaired:
+    """``nodes`` in row order with their data fixed (see the module), as rows the engine
+    reads: turn-level nodes by ``seq``, each followed by its nested calls depth first."""
     index = _normalize(nodes)
     source, key, flags = index.source, index.key, index.flags
     links = _link(source, key, flags, index.in_order)
@@ -88,93 +311,29 @@ def compute_layout(
         topo = _break_cycles(source, key, links, flags)
         for kids in (*nest_kids.values(), *links.chain_kids.values()):
             kids.sort(key=key.__getitem__)
-
-    # Rows: turn-level nodes in seq order, each followed by its nested calls (depth first).
     turn_level = [n for n in source if n not in caller_of]
     if not links.simple:
         turn_level.sort(key=key.__getitem__)
-    ordered: list[str] = []  # row order
-    depths: list[int] = []  # depth of each row
-    last_row: dict[str, int] = {}  # turn-level node -> the last row of its nested calls
-    for top in turn_level:
-        if top in nest_kids:
-            stack = [(top, 0)]
-            while stack:
-                nid, d = stack.pop()
-                ordered.append(nid)
-                depths.append(d)
-                if nid in nest_kids:
-                    stack.extend((k, d + 1) for k in reversed(nest_kids[nid]))
-        else:
-            ordered.append(top)
-            depths.append(0)
-        last_row[top] = len(ordered) - 1
-
-    tops = turn_level if links.simple else [n for n in topo if n not in caller_of]
-    tip = head_id if head_id in source else turn_level[-1] if turn_level else None
-    lane_of_top, lanes = _assign_lanes(tip, links, tops, ordered, last_row)
-
-    effective = fold_ids(folded, last_turns, turn_level, nest_kids.__contains__)
-
-    descendants: dict[str, int] = {}
-    for nid in reversed(ordered):
-        if nid in caller_of:
-            par = caller_of[nid]
-            descendants[par] = descendants.get(par, 0) + descendants.get(nid, 0) + 1
-
-    placed: dict[str, Placed] = {}
-    hides: set[str] = set()  # nodes whose nested calls are hidden (folded or hidden)
+    rows: list[dict[str, Any]] = []
     kinds, statuses = index.kind, index.status
-    row = 0
-    columns = lanes if ordered else 0
-    lane = 0
-    for order, nid in enumerate(ordered):
-        d = depths[order]
-        if d == 0:
-            lane = lane_of_top[nid]
-            caller = None
-            is_hidden = False
-            x = lane
-        else:
-            caller = caller_of[nid]
-            is_hidden = caller in hides
-            x = lanes + d - 1
-            if x >= columns:
-                columns = x + 1
-        n_kids = len(nest_kids[nid]) if nid in nest_kids else 0
-        is_folded = n_kids > 0 and nid in effective
-        if is_hidden or is_folded:
-            hides.add(nid)
-        found = flags.get(nid)
-        placed[nid] = Placed(  # positional: this loop is most of the layout time
-            nid,
-            order,
-            d,
-            lane,
-            x,
-            None if is_hidden else row,
-            caller,
-            pred_of.get(nid) if d == 0 else None,
-            n_kids,
-            descendants.get(nid, 0),
-            is_folded,
-            is_hidden,
-            kinds[nid],
-            statuses[nid],
-            tuple(found) if found else (),
-        )
-        if not is_hidden:
-            row += 1
-    return Layout(
-        placed=placed,
-        source=source,
-        head_id=head_id if head_id in source else None,
-        lanes=lanes,
-        columns=columns,
-        rows=row,
-        folded=frozenset(effective),
-        skipped=index.skipped,
-    )
+    for top in turn_level:
+        stack = [top]
+        while stack:
+            nid = stack.pop()
+            rows.append(
+                {
+                    "id": nid,
+                    "seq": len(rows),
+                    "caller": caller_of.get(nid),
+                    "predecessor": None if nid in caller_of else pred_of.get(nid),
+                    "metadata": {"kind": kinds[nid], "status": statuses[nid]},
+                }
+            )
+            if nid in nest_kids:
+                stack.extend(reversed(nest_kids[nid]))
+    lane_order = turn_level if links.simple else [n for n in topo if n not in caller_of]
+    found = {nid: tuple(marks) for nid, marks in flags.items()}
+    return _Repaired(rows, source, found, lane_order, index.skipped)
 
 
 @dataclass(slots=True)
@@ -319,28 +478,3 @@ def _break_cycles(
             flags.setdefault(member, []).append(FLAG_CYCLE)
             reach(member)
     return topo
-
-
-def _assign_lanes(
-    tip: str | None,
-    links: _Links,
-    tops: list[str],
-    ordered: list[str],
-    last_row: dict[str, int],
-) -> tuple[dict[str, int], int]:
-    """Lane of every turn-level node (the rule of ``rules.branch_lanes``, on rows).
-
-    ``tops`` are the turn-level nodes, parents first; the trunk leads to ``tip``."""
-    if tip is None or not tops:
-        return {}, 0
-    caller_of, pred_of = links.caller_of, links.pred_of
-    row_of = {nid: row for row, nid in enumerate(ordered)}
-    top_of: list[int] = []  # row -> the row of its turn-level node
-    for row, nid in enumerate(ordered):
-        top_of.append(top_of[row_of[caller_of[nid]]] if nid in caller_of else row)
-    turn_rows = [row_of[nid] for nid in tops]
-    pred_rows = {row_of[nid]: row_of[pred_of[nid]] for nid in tops if nid in pred_of}
-    first_kids = {row_of[kids[0]] for kids in links.chain_kids.values() if kids}
-    last_rows = {row_of[nid]: last_row[nid] for nid in tops}
-    lanes_of, lanes = branch_lanes(turn_rows, row_of[tip], top_of, pred_rows, first_kids, last_rows)
-    return {ordered[row]: lane for row, lane in lanes_of.items()}, lanes

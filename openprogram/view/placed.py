@@ -43,7 +43,7 @@ class Layout:
     """The result of :func:`~openprogram.view.layout.compute_layout`; ``placed`` is in row
     order."""
 
-    placed: Mapping[str, Placed]
+    placed: Rows
     source: dict[str, Mapping[str, Any]]  # id -> the node dict that was laid out
     head_id: str | None
     lanes: int
@@ -54,14 +54,10 @@ class Layout:
 
     def visible(self, start: int = 0, stop: int | None = None) -> list[Placed]:
         """The visible rows (not folded away), top to bottom; ``start``/``stop`` slice them."""
-        if isinstance(self.placed, Rows):
-            return self.placed.visible(start, stop)
-        return [p for p in self.placed.values() if not p.hidden][start:stop]
+        return self.placed.visible(start, stop)
 
     def visible_ids(self, start: int = 0, stop: int | None = None) -> list[str]:
-        if isinstance(self.placed, Rows):
-            return self.placed.visible_ids(start, stop)
-        return [p.id for p in self.placed.values() if not p.hidden][start:stop]
+        return self.placed.visible_ids(start, stop)
 
     def edges(self) -> list[tuple[str, str, str]]:
         """``(from, to, "caller" | "pred")`` for every edge the layout uses."""
@@ -92,6 +88,7 @@ class Columns:
     lane_of_top: dict[int, int]  # turn-level row -> lane
     lanes: int
     folded: frozenset[str]
+    flags: Mapping[str, tuple[str, ...]]  # only the nodes that have some (bad data)
 
 
 class Rows(Mapping[str, Placed]):
@@ -145,5 +142,5 @@ class Rows(Mapping[str, Placed]):
             y is None,
             c.kinds[row],
             c.statuses[row],
-            (),
+            c.flags.get(nid, ()),
         )

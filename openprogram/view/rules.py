@@ -1,9 +1,6 @@
-"""The rules of the DAG layout, written once for both ways of computing it.
-
-:mod:`~openprogram.view.linear` lays out a session's nodes as the session lists them, in
-one pass; :mod:`~openprogram.view.layout` takes anything else (any order, bad data).  Both
-call these: a node's kind and status with the engine's defaults, which nodes a fold
-covers, and the lanes of the conversation's branches.
+"""The rules of the DAG layout (:mod:`openprogram.view.layout`): a node's kind and status
+with the engine's defaults, which nodes a fold covers, and the lanes of the conversation's
+branches.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from typing import Any, Final
 
 import orjson
 
-from openprogram.view.layout import Layout
+from openprogram.view.placed import Layout
 from openprogram.view.summary import _SHOWN_META, node_detail, summarize, text_field
 
 DAG_MIME: Final = "application/vnd.openprogram.dag+json"

@@ -25,7 +25,8 @@ from typing import Any, Final
 from openprogram.context.nodes import OPEN_STATUSES
 from openprogram.view.branches import branch_lines
 from openprogram.view.inert import terminal_text
-from openprogram.view.layout import KNOWN_KINDS, Layout, Placed, compute_layout
+from openprogram.view.layout import KNOWN_KINDS, compute_layout
+from openprogram.view.placed import Layout, Placed
 from openprogram.view.summary import clip, content_summary, node_detail
 
 STYLE: Final[dict[str, Any]] = json.loads(

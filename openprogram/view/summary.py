@@ -28,7 +28,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from openprogram.view.layout import Layout, Placed, node_kind, node_status
+from openprogram.view.layout import node_kind, node_status
+from openprogram.view.placed import Layout, Placed
 
 PREVIEW_CHARS: Final = 120
 PREVIEW_BYTES: Final = 180  # UTF-8 bytes: keeps a CJK-heavy session under the 2 MB budget
