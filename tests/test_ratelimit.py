@@ -5,7 +5,7 @@ that is not a number is one clear error."""
 from __future__ import annotations
 
 import os
-import time
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -17,6 +17,7 @@ from test_map import cell
 
 import openprogram
 from openprogram import agentic_function, create_runtime
+from openprogram.agentic_programming import ratelimit
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.errors import UserError
 from openprogram.providers.base import LLMRequest
@@ -29,10 +30,36 @@ def pool() -> Iterator[ProcessPoolExecutor]:
         yield executor
 
 
+class VirtualClock:
+    """The pacing's clock for a test: it moves only when the pacing sleeps (by as much), so
+    the spacing it keeps is exact and costs no real time.  Starts far past any schedule a
+    real clock left (and leaves none: a process forked later would wait for it)."""
+
+    def __init__(self) -> None:
+        self.time = 1e9
+        self.lock = threading.Lock()
+
+    def now(self) -> float:
+        with self.lock:
+            return self.time
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.time += seconds
+
+
+@pytest.fixture
+def virtual(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    clock = VirtualClock()
+    monkeypatch.setattr(ratelimit, "clock", ratelimit.Clock(clock.now, clock.sleep))
+    monkeypatch.setattr(ratelimit, "_next_start", {})  # its schedule goes with it
+    return clock
+
+
 def stamp_reply(request: LLMRequest) -> str:
-    """When the request reached the provider (the monotonic clock, one for every process of
-    the machine: no wall-clock step can move it), and the process it reached."""
-    return f"{time.monotonic()!r} {os.getpid()}"
+    """When the request reached the provider (the pacing's clock), and the process it
+    reached."""
+    return f"{ratelimit.clock.now()!r} {os.getpid()}"
 
 
 @agentic_function
@@ -40,6 +67,14 @@ def stamp(text: str, runtime: Runtime | None = None) -> str:
     """Say when."""
     assert runtime is not None
     return str(runtime.exec(text))
+
+
+@agentic_function
+def share(text: str, runtime: Runtime | None = None) -> str:
+    """Say at which rate this process paces, and which process it is."""
+    assert runtime is not None
+    runtime.exec(text)
+    return f"{runtime.requests_per_minute} {os.getpid()}"
 
 
 def sends_by_process(results: list[Any]) -> dict[str, list[float]]:
@@ -50,29 +85,36 @@ def sends_by_process(results: list[Any]) -> dict[str, list[float]]:
     return {pid: sorted(times) for pid, times in out.items()}
 
 
-def test_a_request_rate_paces_every_thread_of_the_process(op_home: Path) -> None:
+def test_a_request_rate_paces_every_thread_of_the_process(
+    op_home: Path, virtual: VirtualClock
+) -> None:
     rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=600)  # 0.1 s apart
-    started = time.monotonic()
+    started = virtual.now()
     with cell(rt) as (s, _turn):
         results = openprogram.map(stamp, list("abcde"), max_in_flight=5, progress=False)
     (sends,) = sends_by_process(results).values()
-    # the k-th request leaves no sooner than k intervals after the map started (lower bounds
-    # only: a loaded machine makes them later, never earlier)
-    assert all(sent - started >= k * 0.1 - 0.005 for k, sent in enumerate(sends))
+    # the k-th request leaves no sooner than k intervals after the map started
+    assert all(sent - started >= k * 0.1 - 1e-6 for k, sent in enumerate(sends))
     llms = [n for n in reopen(op_home, s.session_id) if n.kind == "llm"]
     assert len([n for n in llms if n.metadata.get("rate_wait_ms", 0) > 0]) >= 4  # shown why
+
+
+def test_the_schedule_spaces_requests_an_interval_apart_from_when_each_asked() -> None:
+    name = "schedule-test"
+    assert ratelimit.reserve(name, 60, now=100.0) == 100.0  # the first: at once
+    assert ratelimit.reserve(name, 60, now=100.0) == 101.0  # then one a second
+    assert ratelimit.reserve(name, 120, now=100.5) == 102.0  # a new rate: from the next one
+    assert ratelimit.reserve(name, 120, now=200.0) == 200.0  # idle since: at once again
 
 
 def test_a_map_gives_each_pool_process_its_share_of_the_rate(
     op_home: Path, pool: ProcessPoolExecutor
 ) -> None:
-    rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=240)  # 2 processes
-    started = time.monotonic()
+    rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=240)
     with cell(rt):
-        results = openprogram.map(stamp, list("abcdef"), executor=pool, progress=False)
-    for sends in sends_by_process(results).values():  # each process: 120/min, 0.5 s apart
-        assert all(sent - started >= k * 0.5 - 0.005 for k, sent in enumerate(sends))
-    assert len(results) == 6
+        results = openprogram.map(share, list("abcdef"), executor=pool, progress=False)
+    rates = {pid: float(rate) for rate, pid in (str(r).split() for r in results)}
+    assert len(results) == 6 and set(rates.values()) == {120.0}  # 2 processes: half each
 
 
 def test_a_request_rate_that_is_not_a_number_is_one_clear_error(

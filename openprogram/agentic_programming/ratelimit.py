@@ -13,17 +13,30 @@ request reserves the slot at ``max(now, nxt)`` and moves ``nxt`` one interval on
 sleeps until its slot — so requests waiting in several threads leave in the order they
 asked, each an interval after the one before, and a rate lowered later applies from the
 next request.  The wait checks every quarter second whether the run was asked to stop.
+The time is read from :data:`clock` (the monotonic clock and ``time.sleep``; a test sets
+a virtual one to check the spacing without waiting for it).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 from openprogram.agentic_programming.stopping import check_stop
 from openprogram.errors import UserError
 from openprogram.settings import current as current_settings
 
+
+class Clock(NamedTuple):
+    """What the pacing reads the time with, and waits with."""
+
+    now: Callable[[], float]
+    sleep: Callable[[float], None]
+
+
+clock = Clock(time.monotonic, time.sleep)  # read at each call: a test may set another
 RATE_VARIABLE = "OPENPROGRAM_REQUESTS_PER_MINUTE"
 _POLL_S = 0.25
 
@@ -54,7 +67,7 @@ def checked_rate(value: object, what: str = "requests_per_minute") -> float | No
 
 def reserve(provider: str, per_minute: float, now: float | None = None) -> float:
     """Reserve the next start for ``provider``; returns the monotonic time it may start."""
-    now = time.monotonic() if now is None else now
+    now = clock.now() if now is None else now
     with _lock:
         start = max(now, _next_start.get(provider, now))
         _next_start[provider] = start + 60.0 / per_minute
@@ -66,9 +79,9 @@ def wait_turn(provider: str, per_minute: float | None) -> float:
     returns the seconds waited.  A stop of the run (``RunStopped``) and Ctrl-C end the wait."""
     if not per_minute:
         return 0.0
-    asked = time.monotonic()
+    asked = clock.now()
     start = reserve(provider, per_minute, asked)
-    while (left := start - time.monotonic()) > 0:
+    while (left := start - clock.now()) > 0:
         check_stop()
-        time.sleep(min(left, _POLL_S))
+        clock.sleep(min(left, _POLL_S))
     return start - asked
