@@ -336,9 +336,12 @@ def test_async_function_every_path(rt: Runtime, op_home: Path):
     async def interrupted() -> None:
         raise KeyboardInterrupt
 
+    started = asyncio.Event()
+
     @agentic_function
     async def sleeper() -> None:
-        await asyncio.sleep(30)
+        started.set()
+        await asyncio.sleep(30)  # until cancelled
 
     async def main() -> None:
         assert await fine(1) == "ok 1"
@@ -347,7 +350,7 @@ def test_async_function_every_path(rt: Runtime, op_home: Path):
         with pytest.raises(KeyboardInterrupt):
             await interrupted()
         task = asyncio.ensure_future(sleeper())
-        await asyncio.sleep(0.01)
+        await started.wait()  # its node is open: cancelling ends it
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -164,7 +164,7 @@ def test_traceback_is_the_original_exception(
 
 
 def test_top_level_await(shell: Shell) -> None:
-    result = shell.run("%%openprogram\nimport asyncio\nawait asyncio.sleep(0.01)\nz = 'awaited'\nz")
+    result = shell.run("%%openprogram\nimport asyncio\nawait asyncio.sleep(0)\nz = 'awaited'\nz")
     assert result.result == "awaited"
     sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
     assert [t.status for t in turns_of(sid)] == ["completed"]
