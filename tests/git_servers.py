@@ -7,13 +7,14 @@ import base64
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from tests.waiting import until
 
 
 def free_port() -> int:
@@ -23,15 +24,17 @@ def free_port() -> int:
 
 
 def _wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
+    def answers() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"git daemon exited: {proc.stderr.read() if proc.stderr else ''}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                return True
         except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("git daemon did not start")
+            return False
+
+    if not until(answers, 10):
+        raise RuntimeError("git daemon did not start")
 
 
 @contextmanager

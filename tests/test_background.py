@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram_magics.cells.background import MIME_PROGRESS
 from tests.test_magics import Shell
+from tests.waiting import until
 from tests.wire_server import Reply
 
 
@@ -284,10 +284,7 @@ def test_a_killed_kernel_leaves_nothing_running_and_the_run_resumes(
         k.run(SLOW_SCHEMA_PROVIDER)
         k.run("%openprogram new --id nb_bg")  # --session names only a session there is
         k.run('%%openprogram --background --session nb_bg\nresearch_agent("work")')
-        deadline = time.monotonic() + 60
-        while not (work / "gaps.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert (work / "gaps.json").exists()
+        assert until((work / "gaps.json").exists, 60)
         os.kill(km.provisioner.process.pid, signal.SIGKILL)
         km.provisioner.process.wait(timeout=10)
     finally:
@@ -312,9 +309,7 @@ def test_a_second_stop_kills_a_call_blocked_in_a_socket_read(op_home: Path, wire
     wire.reply(Reply(text="late", delay=20.0))  # the server answers in 20 s; reads block
     provider = wire_provider("openai", wire, api_key="k", timeout=60.0, model="wire-model")
     run = background(steps, 1, runtime=create_runtime(provider, backoff=0.0))
-    deadline = time.monotonic() + 10
-    while not wire.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert until(lambda: wire.requests, 10)  # the call is blocked in its read
     run.stop()
     assert run.stop() == "killed"
     with pytest.raises(RunKilled):

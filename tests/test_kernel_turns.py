@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until
 
 from openprogram.context.nodes import Call
 from openprogram.store.session.store import SessionStore
@@ -122,10 +122,7 @@ def slow_provider(seconds: float, marker: Path | None = None) -> str:
 
 def wait_for(path: Path, timeout: float = 60) -> None:
     """Until ``path`` exists (a marker the kernel writes); fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
-        time.sleep(0.02)
+    assert until(path.exists, timeout), f"{path.name} never appeared"
 
 
 def test_interrupt_mid_llm_call_then_the_next_cell_continues(kernel: Kernel, op_home: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import map_shape, reopen
 from test_map import cell, classify, items_under, unpicklable
+from waiting import until
 
 import openprogram
 from openprogram import create_runtime
@@ -141,8 +142,7 @@ def when_under_way(run: MapRun, results: int, then: Callable[[], None]) -> None:
     """Call ``then`` from a thread once ``run`` has ``results`` results."""
 
     def wait() -> None:
-        while sum(r is not None for r in run.results) < results:
-            time.sleep(0.01)
+        until(lambda: sum(r is not None for r in run.results) >= results, 600)
         then()
 
     threading.Thread(target=wait, daemon=True).start()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import settled
+from waiting import until
 from wire_server import Reply, WireServer
 
 from openprogram import ask_user, create_runtime, session_context
@@ -144,10 +145,11 @@ def test_ask_user_is_answered_by_the_parent(rt: Runtime, monkeypatch: pytest.Mon
 
 
 def wait_until_running(run: ProcessRun, events: list[dict[str, Any]], name: str) -> None:
-    deadline = time.monotonic() + 15
-    while not any(e.get("node", {}).get("name") == name for e in events):
-        assert time.monotonic() < deadline, "the child never started"
-        assert not run.poll(0.05), "the child ended early"
+    def started() -> bool:
+        return any(e.get("node", {}).get("name") == name for e in events)
+
+    assert until(lambda: started() or run.poll(0.05), 15), "the child never started"
+    assert started(), "the child ended early"
 
 
 def test_stop_is_graceful_first_then_kills(rt: Runtime, op_home: Path) -> None:
@@ -213,11 +215,8 @@ def write_pids(marker: str, pids: list[int]) -> None:
 
 def read_pids(marker: Path, alive: Any) -> list[int]:
     """The pids the child wrote to ``marker`` (waiting for it while ``alive()``)."""
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert alive(), "the child ended before it started anything"
-        assert time.monotonic() < deadline, "the child never started"
-        time.sleep(0.02)
+    assert until(lambda: marker.exists() or not alive(), 60), "the child never started"
+    assert marker.exists(), "the child ended before it started anything"
     return [int(pid) for pid in json.loads(marker.read_text())]
 
 
