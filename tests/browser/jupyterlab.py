@@ -49,7 +49,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -57,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from tests.waiting import until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -232,16 +233,17 @@ class LabServer:
             shutil.rmtree(base, ignore_errors=True)
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyter lab exited {self.proc.returncode}:\n{self.log()}")
             try:
                 self.api("api/status")
-                return
+                return True
             except (urllib.error.URLError, OSError, ValueError):
-                time.sleep(0.2)
-        raise TimeoutError(f"jupyter lab not ready after {timeout}s:\n{self.log()}")
+                return False
+
+        if not until(answers, timeout):
+            raise TimeoutError(f"jupyter lab not ready after {timeout}s:\n{self.log()}")
 
     def shutdown_notebook_kernels(self, path: str) -> None:
         """Delete the server sessions (so the kernels) of notebook ``path`` (root-relative)."""

