@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from dask_cluster import local_cluster
 from helpers import map_shape, reopen
-from test_map import cell, classify, items_under, unpicklable
+from test_scale import cell, classify, items_under, unpicklable
 from waiting import until
 
 import openprogram

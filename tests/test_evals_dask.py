@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from dask_cluster import local_cluster
 from helpers import reopen
-from test_evaluate import CASES, exact, judge, make_triage, model
-from test_map import cell
+from test_evals import CASES, exact, judge, make_triage, model
+from test_scale import cell
 
 import openprogram
 from openprogram import create_runtime

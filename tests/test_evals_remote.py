@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from dask_cluster import local_cluster
-from test_evaluate import CASES, exact, judge, make_triage, model
-from test_map import cell
+from test_evals import CASES, exact, judge, make_triage, model
+from test_scale import cell
 from wire_server import Recorded, Reply, WireServer
 
 import openprogram
