@@ -173,7 +173,7 @@ def test_a_grown_notebook_replays_every_recorded_call(
     assert live_calls(tmp_path) == []
     assert "ReplayMiss" in err
     assert said(err, f"for cell [N] ({NEW}), LLM call 1 of function triage")
-    assert said(err, f"closest recording, cell [N] ({CRASH}), call 1 of function triage")
+    assert said(err, f"nearest recording is turn 1, cell [N] ({CRASH}), call 1 of function triage")
     assert f"(node {crash_call.id})" in err
     assert "-user: the app crashes on save\n+user: export to csv is broken" in err
     assert results(out)[f"%%openprogram\n{DARK}"] == recorded[f"%%openprogram\n{DARK}"]
@@ -210,7 +210,7 @@ def test_a_grown_notebook_replays_every_recorded_call(
     assert cli_main(["--home", str(home), "run", str(edited), "--replay", "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert said(err, f"for cell [N] ({CRASH}), LLM call 1 of function triage")
-    assert said(err, f"closest recording, cell [N] ({CRASH}), call 1 of function triage")
+    assert said(err, f"nearest recording is turn 1, cell [N] ({CRASH}), call 1 of function triage")
     assert "-system: Classify the support ticket" in err
     assert "+system: Sort the support ticket" in err
 
