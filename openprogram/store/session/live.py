@@ -48,8 +48,10 @@ DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
 BUSY_MS = 500  # one wait for another writer's transaction; waited again until it ends
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)",
-    "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)",
+    "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)"
+    " WITHOUT ROWID",  # one b-tree: a row written is one page or two
 )
+PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
 _OWNER: tuple[int, str] | None = None
 
 
@@ -225,6 +227,22 @@ class LiveState:
                     pass
             raise self._error(exc) from exc
 
+    def _autocommit(self, sql: str, args: tuple[Any, ...]) -> None:
+        """One statement in its own transaction (the caller holds the lock's ``RLock``),
+        waiting for another process's transaction as :meth:`_begin` does."""
+        db = self._db
+        if db.in_transaction:
+            self._end(commit=True)
+        while True:
+            try:
+                db.execute(sql, args)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise self._error(exc) from exc
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
     def _execute(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, tuple(args))
@@ -285,12 +303,15 @@ class LiveState:
     def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
         """Record the newest state of nodes (id, JSON body) for ``owner`` (this process)."""
         who = owner or own_owner()
-        with self.lock:
+        items = [(node_id, who, body) for node_id, body in rows]
+        lock = self.lock
+        if len(items) == 1 and not lock.held():  # the hot path: one statement, autocommit
+            with lock._rlock:  # (not inside another thread's transaction)
+                self._autocommit(PUT_ROW, items[0])
+            return
+        with lock:
             try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)",
-                    [(node_id, who, body) for node_id, body in rows],
-                )
+                self._db.executemany(PUT_ROW, items)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
@@ -317,7 +338,7 @@ class LiveState:
         return [str(owner) for (owner,) in found]
 
     def _bodies(self, owner: str) -> Iterator[Any]:
-        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY rowid", (owner,))
+        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
         for (body,) in cursor.fetchall():
             yield body
 
