@@ -158,8 +158,8 @@ class Session(SessionQueries):
             self._nodes.pop(node_id, None)
 
     def _ensure_counters(self) -> None:
-        """Rebuild ``.state/counters`` (a clone, ``.state`` deleted) from the newest bucket
-        and ``meta.json``'s HEAD."""
+        """Rebuild the counters of the live database (a clone, ``live.db`` deleted) from
+        the newest bucket and ``meta.json``'s HEAD."""
         if self.live.read() is not None:
             return
         turn, seq = self._index.max_turn_and_seq()
@@ -365,7 +365,7 @@ class Session(SessionQueries):
             self._wrote = True
         try:  # (outside _mu: the write lock is always taken first)
             self.live.put_rows(rows)
-        except StoreError:  # held: the commit writes them first, or fails before git
+        except BaseException:  # (a full disk, a Ctrl-C) held: the commit writes them first
             with self._mu:
                 self._unsaved.update((call.id, call) for call in calls)
             raise
