@@ -326,64 +326,6 @@ def test_a_plain_cells_call_is_a_turn_of_its_own_in_the_notebooks_session(
 
 
 # -- line commands ---------------------------------------------------------------------------
-def test_line_commands(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
-    info = shell.line("status")
-    assert info["session_id"] is None and info["provider"] == "test"
-    shell.line("help")
-    assert "use ID" in capsys.readouterr().out
-    shell.run('%%openprogram\ntriage("one")')
-    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
-    info = shell.line("status")
-    assert info["session_id"] == sid and info["turns"] == 1
-    assert info["path"] == str(default_db().root / sid)
-    assert info["head"] == shell.magics.turns.kernel_meta.last_turn_id  # type: ignore[union-attr]
-    assert "session_id" in capsys.readouterr().out
-    assert [m["id"] for m in shell.line("list")] == [sid]
-
-    new = shell.line("new")
-    assert new != sid and shell.line("status")["session_id"] == new
-    shell.run('%%openprogram\ntriage("two")')
-    assert len(turns_of(new)) == 1 and len(turns_of(sid)) == 1
-    assert shell.line("use " + sid) == sid
-    shell.run('%%openprogram\ntriage("three")')
-    assert len(turns_of(sid)) == 2
-    assert len(shell.line(f"log {new}")) == 2
-
-    shell.line("provider test --model tiny")
-    chosen = shell.magics.resolution()  # the notebook's layer, not %config's traitlets
-    assert (chosen.provider.value, chosen.model.value) == ("test", "tiny")
-    assert chosen.model.layer == "notebook" and shell.magics.model == ""
-    assert shell.line("status")["model"] == "tiny"
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "frobnicate",
-        "use",
-        "use a b",
-        "use ../x",
-        "provider",  # valid: shows the provider (checked below), not an error
-        "provider nope",
-        "provider test --bogus x",
-        "auto maybe",
-        "dag --last x",
-        'use "unterminated',
-    ],
-)
-def test_bad_usage_is_a_usage_error(shell: Shell, line: str) -> None:
-    if line == "provider":
-        shell.line(line)
-        return
-    with pytest.raises(UsageError):
-        shell.line(line)
-
-
-def test_log_without_a_session_is_a_usage_error(shell: Shell) -> None:
-    with pytest.raises(UsageError, match="no session yet"):
-        shell.line("log")
-
-
 def test_config_traitlets(shell: Shell) -> None:
     shell.run('%config OpenProgramMagics.provider = "test"')
     shell.run('%config OpenProgramMagics.model = "m2"')
@@ -400,17 +342,6 @@ def test_cell_magic_help(shell: Shell, capsys: pytest.CaptureFixture[str]) -> No
     assert "--session" in doc
     shell.ip.run_cell("%%openprogram?", store_history=False)  # pinfo: must not run a turn
     assert shell.magics.turns.kernel_meta is None
-
-
-def test_auto_makes_plain_cells_turns(shell: Shell) -> None:
-    shell.line("auto on")
-    shell.run('r1 = triage("auto one")')
-    shell.run("r2 = 2")
-    shell.run("%openprogram status")  # magics are not turns
-    shell.line("auto off")
-    shell.run("r3 = 3")
-    sid = shell.magics.turns.kernel_meta.session_id  # type: ignore[union-attr]
-    assert [t.status for t in turns_of(sid)] == ["completed", "completed"]
 
 
 def test_auto_does_not_turn_silent_requests(shell: Shell) -> None:
@@ -490,14 +421,6 @@ def test_a_terminal_shows_only_the_final_view(shell: Shell) -> None:
     (only,) = shell.display.outputs
     assert MIME_TYPE in only["data"] and "running" not in only["data"]["text/plain"]
     assert "missing-predecessor" not in only["data"]["text/plain"]
-
-
-def test_line_command_values_are_printed_once(
-    shell: Shell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    result = shell.run("%openprogram status")
-    assert result.result["provider"] == "test"  # x = %openprogram status still works
-    assert capsys.readouterr().out.count("provider: test") == 1  # not shown again as Out
 
 
 def test_a_value_whose_repr_fails_still_ends_the_turn_and_the_next_does_not_fork(

@@ -19,9 +19,9 @@ import pytest
 from nbconvert import HTMLExporter
 
 from openprogram.view.saved import DAG_MIME, read_saved
+from openprogram_magics.commands.stale import shown_turns
 from openprogram_magics.headless import run_notebook
 from openprogram_magics.notebook import MIME_TYPE
-from openprogram_magics.commands.stale import shown_turns
 
 REPO = Path(__file__).resolve().parents[1]
 CELL = '%%openprogram\nfrom openprogram import llm\nreply = llm("Say hello.")'

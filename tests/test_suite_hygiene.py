@@ -14,6 +14,9 @@ Read from the tests' source (code and the scripts they hand a kernel or a child 
 tests (:data:`STORE_TESTS`, ``test_store*``, ``test_sync*``) are left to the store's
 redesign: the store reads the clock itself (``updated_at``, maintenance spacing), and they
 are not scanned here.
+
+Every module of the package has a test file a newcomer finds by name (issue 37 item 7):
+see :func:`test_every_module_has_a_test_file_named_after_it_or_its_package`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+PACKAGES = ("openprogram", "openprogram_magics")
 CLOCKS = frozenset({"time", "monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns"})
 SLEEP_IN_TEXT = re.compile(r"\bsleep\(\s*(?!0\s*\))[^)\s]")  # sleep(x), x not a literal 0
 
@@ -38,10 +42,10 @@ SLEEPS_THAT_ARE_BEHAVIOUR: dict[str, tuple[int, str]] = {
         "answer once the map has taken the stop",
     ),
     "test_background.py": (1, "a slow model: the kernel is killed while a run is under way"),
-    "test_map_dask.py": (1, "a slow model: workers are killed while items are under way"),
+    "test_scale_dask.py": (1, "a slow model: workers are killed while items are under way"),
     "test_runtime_blocks.py": (1, "a body that runs until it is stopped (it ignores Ctrl-C)"),
     "test_process_runner.py": (2, "a tool body that works for a while or until told to finish"),
-    "test_agentic_function.py": (2, "a body cancelled while it sleeps; a child killed mid-call"),
+    "test_function.py": (2, "a body cancelled while it sleeps; a child killed mid-call"),
     "test_double_interrupt.py": (3, "Ctrl-C at random moments of a child's turns"),
     "browser/test_background_browser.py": (1, "a slow model: the stop lands while steps run"),
     "browser/test_dag_widget_browser.py": (1, "a pause between two calls of a running cell"),
@@ -156,3 +160,93 @@ def test_the_scan_sees_a_clock_assertion_and_a_sleep() -> None:
     )
     assert clock_assertions(tree) == [5, 6]
     assert sleeps(tree) == [4, 8]
+
+
+#: modules still without a test file named after them or their package: module -> why
+MODULES_WITHOUT_A_TEST_FILE: dict[str, str] = {}
+
+
+def covering_names(module: Path, root: Path) -> list[str]:
+    """The names a test file may carry to cover ``module`` (a ``.py`` under ``root``): its
+    own name (``import_.py`` -> ``import``) and those of its enclosing packages below the
+    root; an ``__init__.py`` is its package, the root's own ``__init__.py`` the root."""
+    parts = [part.removesuffix(".py").rstrip("_") for part in module.relative_to(root).parts]
+    if parts[-1] == "__init":  # "__init__" with its trailing underscores dropped
+        parts.pop()
+    return parts or [root.name]
+
+
+def only_a_docstring(module: Path) -> bool:
+    """An ``__init__.py`` with no statement but its docstring: nothing to test."""
+    body = ast.parse(module.read_text(encoding="utf-8")).body
+    return module.name == "__init__.py" and all(
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body
+    )
+
+
+def names_file(stem: str, name: str) -> bool:
+    return stem == f"test_{name}" or stem.startswith(f"test_{name}_")
+
+
+def modules_without_a_test_file(roots: list[Path], test_files: list[str]) -> list[str]:
+    stems = [name.removesuffix(".py") for name in test_files]
+
+    def covers(stem: str, name: str) -> bool:  # test_openprogram_magics* is not openprogram's
+        longer = [r.name for r in roots if len(r.name) > len(name) and names_file(stem, r.name)]
+        return names_file(stem, name) and not longer
+
+    return [
+        module.relative_to(root.parent).as_posix()
+        for root in roots
+        for module in sorted(root.rglob("*.py"))
+        if not only_a_docstring(module)
+        and not any(covers(stem, name) for name in covering_names(module, root) for stem in stems)
+    ]
+
+
+def test_every_module_has_a_test_file_named_after_it_or_its_package() -> None:
+    """Every ``.py`` of ``openprogram/`` and ``openprogram_magics/`` has a test file directly
+    in ``tests/`` named ``test_<name>.py`` or ``test_<name>_<anything>.py``, where ``<name>``
+    is the module's name (a trailing ``_`` dropped: ``commands/import_.py`` is ``import``) or
+    the name of one of its enclosing packages below the root: ``openprogram_magics/commands/
+    push.py`` is covered by ``test_push.py``, ``test_push_*.py``, ``test_commands.py`` or
+    ``test_commands_*.py``.  An ``__init__.py`` is its package (``view/__init__.py`` is
+    ``view``); the root's own is the root (``test_openprogram.py``; ``test_openprogram_magics
+    *.py`` names the other root, not this one), and an ``__init__.py`` holding nothing but its
+    docstring has nothing to test.  ``test_run.py`` covers ``run.py``, ``test_runtime.py``
+    does not: the name ends at ``.py`` or at an ``_``."""
+    roots = [TESTS.parent / package for package in PACKAGES]
+    test_files = [path.name for path in TESTS.glob("test_*.py")]
+    lacking = modules_without_a_test_file(roots, test_files)
+    missing = sorted(set(lacking) - set(MODULES_WITHOUT_A_TEST_FILE))
+    assert not missing, "no tests/test_<module or package>*.py for:\n" + "\n".join(missing)
+    covered = sorted(set(MODULES_WITHOUT_A_TEST_FILE) - set(lacking))
+    assert not covered, "a test file now, out of MODULES_WITHOUT_A_TEST_FILE:\n" + "\n".join(
+        covered
+    )
+
+
+def test_a_module_is_covered_by_its_own_name_or_a_package_name_ending_at_an_underscore(
+    tmp_path: Path,
+) -> None:
+    root, other = tmp_path / "pkg", tmp_path / "pkg_ext"
+    for name in ("__init__.py", "run.py", "cmds/__init__.py", "cmds/import_.py", "cmds/push.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("VALUE = 1\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "__init__.py").write_text('"""Nothing but a docstring."""\n')
+    other.mkdir()
+    (other / "__init__.py").write_text("VALUE = 2\n")
+    assert modules_without_a_test_file([root, other], ["test_runtime.py", "test_pkg_ext.py"]) == [
+        "pkg/__init__.py",
+        "pkg/cmds/__init__.py",
+        "pkg/cmds/import_.py",
+        "pkg/cmds/push.py",
+        "pkg/run.py",
+    ]
+    assert modules_without_a_test_file(
+        [root], ["test_pkg.py", "test_run_slow.py", "test_import.py", "test_push.py"]
+    ) == ["pkg/cmds/__init__.py"]
+    assert (
+        modules_without_a_test_file([root], ["test_pkg.py", "test_run.py", "test_cmds_x.py"]) == []
+    )

@@ -304,23 +304,33 @@ def test_the_third_person_adds_her_cell_in_jupyterlab(team: tuple[Path, str, lis
     alice.git("pull", "--rebase")
     alice.git("push")
 
-    # Carol clones the merged notebook and opens it in JupyterLab: a new cell, run, saved
+    # Carol clones the merged notebook and opens it in JupyterLab: adds a cell, runs, saves
     carol.clone(url)
     carol.openprogram("sessions", "pull", "--notebook", "nb.ipynb")
-    carol.add_cell(cell("crash on exit"))
+    mine = len(carol.notebook().cells)  # her cell goes after Alice's and Bob's
     with lab_for(carol) as server, chromium() as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
         page.set_default_timeout(60_000)
         lab = LabPage(page, server)
         lab.open_notebook("nb.ipynb")
         lab.wait_kernel_idle()
-        for index in range(3):  # setup, the function, then her own cell (the last)
-            lab.run_cell_expect(index if index < 2 else 4, index + 1, timeout=60_000)
-        lab.wait_output(4, r"bug|feature|question", timeout=60_000)
+        lab.run_cell_expect(0, 1, timeout=60_000)  # the setup and the function
+        lab.run_cell_expect(1, 2, timeout=60_000)
+        lab.cell(mine - 1).locator(".jp-InputPrompt").click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("b")  # a new cell below the last one, typed in
+        lab.cell(mine).wait_for()
+        page.keyboard.press("Enter")
+        page.keyboard.type(cell("crash on exit"))
+        page.keyboard.press("Control+Enter")  # run it, no new cell after it
+        lab.cell(mine).locator(".jp-InputPrompt", has_text="[3]").wait_for(timeout=60_000)
+        lab.wait_output(mine, r"bug|feature|question", timeout=60_000)
         lab.save()
+        lab.screenshot("team-three-people-carol")
         page.context.close()
     saved = carol.notebook()
     assert saved.metadata["openprogram"]["session_id"] == sid
+    assert saved.cells[mine].source == cell("crash on exit") and saved.cells[mine].outputs
     carol.git("commit", "-qam", "carol: crash on exit (in JupyterLab)")
     assert f"session {sid} pushed to" in carol.git("push").stderr
     for person in (alice, bob):

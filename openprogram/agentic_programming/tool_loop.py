@@ -217,9 +217,7 @@ def run_tool(
     name, arguments = call.name, call.arguments
     parent = caller if caller is not None else get_call_id()
     marks = getattr(tools.get(name), NODE_MARKS, None) or {}  # an MCP tool: its server
-    node = make_call(
-        "tool", name, input=arguments, caller=parent, call_id=call.id or None, **marks
-    )
+    node = make_call("tool", name, input=arguments, caller=parent, call_id=call.id or None, **marks)
     writer.append(node)
     notify({"type": "tool_call", "name": name, "arguments": node.input, "node_id": node.id})
     error: str | None = None

@@ -34,12 +34,14 @@ _HERE = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark (or skip) the browser tests, and run them last: Playwright's sync API keeps an
     event loop running in the main thread until the session ends, which would break every
-    later test that starts its own loop (``asyncio.run``, top-level ``await``)."""
+    later test that starts its own loop (``asyncio.run``, top-level ``await``).  A test
+    elsewhere marked ``browser`` (a story whose one step is in a browser) runs last too."""
     reason = browser_skip_reason()
     browser: list[pytest.Item] = []
     others: list[pytest.Item] = []
     for item in items:
-        if _HERE in Path(str(item.fspath)).resolve().parents:
+        here = _HERE in Path(str(item.fspath)).resolve().parents
+        if here or item.get_closest_marker("browser") is not None:
             item.add_marker(pytest.mark.browser)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))

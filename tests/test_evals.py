@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from helpers import reopen
-from test_map import cell
+from test_scale import cell
 
 import openprogram
 from openprogram import agentic_function, create_runtime

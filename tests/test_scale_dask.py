@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dask_cluster import local_cluster
 from helpers import map_shape, reopen
-from test_map import cell, classify, items_under, unpicklable
+from test_scale import cell, classify, items_under, unpicklable
 from waiting import until
 
 import openprogram
@@ -34,17 +35,7 @@ distributed = pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     """Two worker processes on loopback, started once for the module."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=4,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            silence_logs=50,
-        ) as cluster,
-        distributed.Client(cluster) as dask_client,
-    ):
+    with local_cluster(threads_per_worker=4) as dask_client:
         yield dask_client
 
 

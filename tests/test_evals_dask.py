@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dask_cluster import local_cluster
 from helpers import reopen
-from test_evaluate import CASES, exact, judge, make_triage, model
-from test_map import cell
+from test_evals import CASES, exact, judge, make_triage, model
+from test_scale import cell
 
 import openprogram
 from openprogram import create_runtime
 from openprogram.providers.base import LLMRequest
 from openprogram.providers.test import FunctionProvider
-
-distributed = pytest.importorskip("distributed")
 
 
 @dataclass
@@ -38,18 +37,7 @@ class LoggedModel:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=2,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            silence_logs=50,
-        ) as cluster,
-        distributed.Client(cluster) as dask_client,
-    ):
-        dask_client.wait_for_workers(2, timeout=60)
+    with local_cluster() as dask_client:
         yield dask_client
 
 

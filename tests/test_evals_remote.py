@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_evaluate import CASES, exact, judge, make_triage, model
-from test_map import cell
+from dask_cluster import local_cluster
+from test_evals import CASES, exact, judge, make_triage, model
+from test_scale import cell
 from wire_server import Recorded, Reply, WireServer
 
 import openprogram
 from openprogram import create_runtime
 from openprogram.providers.base import LLMRequest
-
-distributed = pytest.importorskip("distributed")
 
 
 class ModelServer(WireServer):
@@ -46,17 +45,7 @@ def test_reuse_on_workers_that_build_a_real_provider_from_their_environment(
         monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
         monkeypatch.setenv("OPENPROGRAM_MODEL", "gpt-test")
         runtime = create_runtime("openai", "gpt-test", backoff=0.0)
-        with (  # worker processes started now: the environment above is theirs
-            distributed.LocalCluster(
-                n_workers=2,
-                threads_per_worker=2,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-                silence_logs=50,
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
+        with local_cluster() as client:  # workers started now: the environment above is theirs
             run: dict[str, Any] = {"executor": client, "progress": False}
             with cell(runtime) as (s, _):
                 first = openprogram.evaluate(
