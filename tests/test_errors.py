@@ -60,16 +60,16 @@ def test_every_error_sits_under_one_family_and_the_tree_is_documented() -> None:
 def test_the_old_import_paths_name_the_same_classes() -> None:
     """The facades and the modules that raise an error name the class of ``errors``
     (``agentic_programming.provider`` no longer offers ``ProviderError``: decision 0052)."""
-    old = {
-        "openprogram.store.session.syncrules": "SyncError",
-        "openprogram.providers.base": "ProviderError",
-        "openprogram.providers.base": "TransientProviderError",
-        "openprogram.providers.replay": "ReplayMiss",
-        "openprogram.agentic_programming.stopping": "RunStopped",
-        "openprogram.usage.budget": "BudgetExceeded",
-        "openprogram.agent.process_runner": "ProcessRunError",
-        "openprogram_magics.notebook": "MetadataError",
-        "openprogram.cli": "CliError",
-    }
-    for module, name in old.items():
+    old = [
+        ("openprogram.store.session.syncrules", "SyncError"),
+        ("openprogram.providers.base", "ProviderError"),
+        ("openprogram.providers.base", "TransientProviderError"),
+        ("openprogram.providers.replay", "ReplayMiss"),
+        ("openprogram.agentic_programming.stopping", "RunStopped"),
+        ("openprogram.usage.budget", "BudgetExceeded"),
+        ("openprogram.agent.process_runner", "ProcessRunError"),
+        ("openprogram_magics.notebook", "MetadataError"),
+        ("openprogram.cli", "CliError"),
+    ]
+    for module, name in old:
         assert getattr(importlib.import_module(module), name) is getattr(errors, name)
