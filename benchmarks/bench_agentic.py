@@ -8,7 +8,7 @@
    and an OpenTelemetry in-memory span (TracerProvider + SimpleSpanProcessor +
    InMemorySpanExporter) flat and nested.  Targets: ≤ 50 µs flat, ≤ 150 µs nested.
    The agentic calls keep "nothing lost if the process is killed": every node event is one
-   journal line written before the call returns (the table shows lines per call).
+   row written to the live database before the call returns (the table shows rows per call).
 2. Rendering the prompt for an exec at a 1,000-turn session built through the store (one
    ``session_context`` turn per call, each a function node with an llm child), warm (same
    process) and cold (a fresh ``SessionStore``), and a whole ``runtime.exec`` with the
@@ -122,9 +122,9 @@ def time_calls(fn: Callable[..., int], n: int, out: list[float]) -> None:
         out.append((clock() - started) / 1000)
 
 
-def journal_lines(session_dir: Path) -> int:
-    journal = session_dir / ".state" / "journal"
-    return sum(p.read_bytes().count(b"\n") for p in journal.glob("*.jsonl"))
+def row_writes(session: Any) -> int:
+    """Rows written to the session's live database by this process so far."""
+    return int(session.live.changes())
 
 
 def bench_overhead(rounds: int) -> list[tuple[str, float, float, str, str]]:
@@ -147,10 +147,10 @@ def bench_overhead(rounds: int) -> list[tuple[str, float, float, str, str]]:
     for _ in range(rounds):
         for name, (fn, agentic) in variants.items():
             with session_context(sid, runtime=runtime) as handle:
-                before = journal_lines(handle.writer.session.path) if agentic else 0
+                before = row_writes(handle.writer.session) if agentic else 0
                 time_calls(fn, CALLS_PER_ROUND, samples[name])
                 if agentic:  # every event already on disk before the turn commits
-                    written = journal_lines(handle.writer.session.path) - before
+                    written = row_writes(handle.writer.session) - before
                     lines[name].append(written / CALLS_PER_ROUND)
             exporter.clear()
     base = statistics.median(samples["undecorated call, flat"])
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  load average {load}")
         print(
             f"  {'variant':32s} {'median µs':>10s} {'p10-p90':>13s} {'minus plain':>12s} "
-            f"{'journal lines':>14s}"
+            f"{'rows written':>14s}"
         )
         rows = bench_overhead(rounds)
         for name, median, extra, lines, spread in rows:

@@ -200,7 +200,7 @@ def build(size: int, cache: Path, rebuild: bool) -> tuple[Path, str]:
     session = store.create_session(sid) if not path.exists() else store.open(sid)
     every = 1 if size <= 5000 else 10
     started = time.perf_counter()
-    first = session.counters.read()[1] - 1  # type: ignore[index]
+    first = session.live.read()[1] - 1  # type: ignore[index]
     for i in range(first, size):
         write_turn(session, i) if every == 1 else write_turn_batched(session, i, every)
         if (i + 1) % 2000 == 0:

@@ -183,20 +183,25 @@ def sessions_show(args: argparse.Namespace) -> int:
 
 
 def running_elsewhere(session_path: Path) -> list[str]:
-    """What other processes are running in the session now (their journals: a research
-    stage, a kernel's cell), before their turn commits; [] when nothing is running."""
+    """What other processes are running in the session now (their rows in the live
+    database: a research stage, a kernel's cell), before their turn commits; [] when
+    nothing is running."""
     import time
 
     from openprogram.context.nodes import OPEN_STATUSES
-    from openprogram.store.session.statefiles import live_journals
+    from openprogram.store.session.files import is_real_dir
+    from openprogram.store.session.live import opened
 
+    if not is_real_dir(session_path / ".state"):
+        return []
+    with opened(session_path / ".state") as live:
+        found = live.live_rows()
     lines: list[str] = []
-    for path, records in live_journals(session_path / ".state" / "journal"):
+    for pid, records in found:
         last = {str(r.get("id")): r for r in records if isinstance(r.get("metadata"), dict)}
         running = [r for r in last.values() if r["metadata"].get("status") in OPEN_STATUSES]
         if not running:
             continue
-        pid = path.name.split("-", 1)[0]
         lines.append(f"running  in process {pid}, not committed yet:")
         for record in running[-12:]:
             meta = record["metadata"]

@@ -10,7 +10,8 @@ boundaries: what the user fixes, what a run ended with, what is a bug).
     │   └── LiteratureError (a paper that cannot be read)
     ├── SessionError              data on disk that is missing, locked or damaged
     │   ├── SessionNotFound (KeyError), CorruptedFile (.path), NodeFormatError (ValueError)
-    │   └── RefusedFile (OSError), RefChanged, RefLocked (RuntimeError)
+    │   ├── RefusedFile (OSError), RefChanged, RefLocked (RuntimeError)
+    │   └── StoreError (OSError: disk full, read-only, ``ulimit -f``; one line)
     ├── RunError                  how a run ended, with structured fields
     │   ├── ChoiceError (.choices, .answers), ResponseFormatError (.problems)
     │   ├── BudgetExceeded (also a UserError: raise the budget), AgenticRecursionError
@@ -131,6 +132,15 @@ class RefChanged(SessionError, RuntimeError):
 
 class RefLocked(SessionError, RuntimeError):
     """Another writer holds ``<ref>.lock`` (and kept it past the wait)."""
+
+
+class StoreError(SessionError, OSError):
+    """A session's state could not be written (disk full, a read-only folder, ``ulimit
+    -f``): one line naming the session and the cause; every committed turn is intact and
+    the turn in flight is recovered at the next open."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "the session store failed"
 
 
 # -- how a run ended ----------------------------------------------------------------------

@@ -30,7 +30,8 @@ def build(home: Path, sid: str, turns: int = TURNS) -> None:
     path, root = session.path, session.head_id
     store.close()
     bulk_commit(path, turns, root)
-    (path / ".state" / "counters").unlink(missing_ok=True)  # rebuilt from the index
+    for name in ("live.db", "live.db-wal", "live.db-shm"):  # counters rebuilt from the index
+        (path / ".state" / name).unlink(missing_ok=True)
     shutil.rmtree(path / ".state" / "index", ignore_errors=True)
     maintenance.run_now(path)
 

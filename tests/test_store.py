@@ -21,6 +21,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import CorruptedFile, InvalidSessionId, SessionNotFound
 from openprogram.store.session import checkout, maintenance
 from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+from tests.test_live import plant_dead_rows
 
 
 def sessions_listing(home: Path) -> list[str]:
@@ -295,17 +296,15 @@ def test_stray_warnings_do_not_leak_from_a_healthy_session(op_home: Path) -> Non
 
 
 # -- files someone else wrote --------------------------------------------------------------
-def test_a_journal_line_with_a_path_in_its_id_writes_nothing_outside(op_home: Path) -> None:
-    """A copied or synced session folder can carry a crafted journal: recovery refuses an
-    id that is not a short name instead of writing ``history/…/<id>.json`` outside."""
+def test_a_dead_writers_row_with_a_path_in_its_id_writes_nothing_outside(op_home: Path) -> None:
+    """A copied session folder can carry a crafted live database: recovery refuses an id
+    that is not a short name instead of writing ``history/…/<id>.json`` outside."""
     store = SessionStore(op_home)
     add_turn(store, "s_journal", "first")
     store.close()
-    journal = op_home / "sessions" / "s_journal" / ".state" / "journal"
-    journal.mkdir(parents=True, exist_ok=True)
     evil = make_call("function", "evil").to_dict()
     evil.update(id="x/../../../../../../ESCAPED", seq=99, turn=1)
-    (journal / "999-dead.jsonl").write_text(json.dumps(evil) + "\n")
+    plant_dead_rows(op_home / "sessions" / "s_journal", [json.dumps(evil).encode()])
     session = SessionStore(op_home).open("s_journal")
     assert "x/../../../../../../ESCAPED" not in {e["id"] for e in session.index()}
     assert [p for p in op_home.rglob("ESCAPED*")] == []

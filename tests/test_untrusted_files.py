@@ -1,11 +1,12 @@
 """A session folder someone else wrote: nothing written or read outside it, nothing hangs.
 
 Symlinks anywhere (a bucket, a turn folder, a node file, ``meta.json``, ``.state``, the
-journal folder, the index cache) are never followed; a FIFO, a device, a 300 MB node file
+live database, the index cache) are never followed; a FIFO, a device, a 300 MB node file
 and deeply nested JSON are refused with ``CorruptedFile`` naming them, by an open that
-returns (checked in a child process with a timeout and its peak memory); absurd numbers in a
-journal, the index cache or the counters are reported and skipped; a session whose creation
-was killed leaves nothing ``sessions list`` shows nor anything in the way of creating it.
+returns (checked in a child process with a timeout and its peak memory); absurd numbers in
+a dead writer's rows, the index cache or the counters are reported and skipped; a session
+whose creation was killed leaves nothing ``sessions list`` shows nor anything in the way of
+creating it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.errors import CorruptedFile
 from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps
+from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+from tests.test_live import DEAD_OWNER, plant_dead_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SID = "from_elsewhere"
@@ -135,12 +138,11 @@ def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) 
 def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Path) -> None:
     turn(op_home, "first")
     state = op_home / "sessions" / SID / ".state"
-    for name in ("lock", "counters", "index.json", "maintain.lock"):
+    for name in ("live.db", "live.db-wal", "live.db-shm", "index.json", "maintain.lock"):
         (state / name).unlink(missing_ok=True)
         (state / name).symlink_to(outside / "secret.json")
-    shutil.rmtree(state / "journal", ignore_errors=True)
     (outside / "journal").mkdir()
-    (state / "journal").symlink_to(outside / "journal")
+    (state / "live.db-journal").symlink_to(outside / "journal")
     before = snapshot(outside)
     open_fresh(op_home)
     assert_healthy(op_home)
@@ -210,7 +212,7 @@ def test_special_and_huge_node_files_are_refused_within_bounds(op_home: Path, ki
     assert_healthy(op_home)
 
 
-def test_absurd_numbers_in_journal_index_and_counters_are_reported_and_skipped(
+def test_absurd_numbers_in_rows_index_and_counters_are_reported_and_skipped(
     op_home: Path,
 ) -> None:
     turn(op_home, "first")
@@ -225,21 +227,21 @@ def test_absurd_numbers_in_journal_index_and_counters_are_reported_and_skipped(
         records.append(json.dumps(bad).encode())
     records.append(b'{"id": "x", "role": "code", "name": "n", "seq": 62, "metadata": 5}')
     records.append(b"[1, 2]")
-    (state / "journal").mkdir(exist_ok=True)
-    (state / "journal" / "1-dead.jsonl").write_bytes(b"\n".join(records) + b"\n")
+    plant_dead_rows(folder, records)
     cache = state / "index" / "0000.json"  # the local index cache of bucket 0000
     head, body = cache.read_bytes().split(b"\n", 1)
     columns = json.loads(body)
     columns[1][0] = -5  # a seq
     columns[10][0] = "../../../outside.json"  # a path
     cache.write_bytes(head + b"\n" + json.dumps(columns).encode() + b"\n")
-    with open(state / "counters", "r+b") as fh:
-        fh.write((-(2**40)).to_bytes(8, "little", signed=True))  # next seq: negative
+    live = LiveState(state)
+    live.write(-(2**40), 2, None)  # next seq: negative
+    live.close()
 
     with pytest.warns(CorruptedFileWarning) as caught:
         problems, names = open_fresh(op_home)
     text = "\n".join(problems)
-    assert "1-dead.jsonl: 7 record(s) skipped" in text
+    assert f"{DEAD_OWNER}): 7 record(s) skipped" in text
     assert "stuck" in names and "bad" not in names  # the good record was recovered
     assert caught
     assert_healthy(op_home)

@@ -5,7 +5,7 @@ program or pull in a file: hooks (in ``.git/hooks`` and a ``core.hooksPath`` out
 ``include.path``, ``core.fsmonitor``, ``gpg.program`` with ``log.showSignature`` and a signed
 commit, pagers, an external diff, filter and textconv drivers bound by a committed
 ``.gitattributes``, a credential helper, ``objects/info/alternates`` and ``commondir``
-pointing at another repository, and a dead writer's journal (so opening it recovers).
+pointing at another repository, and a dead writer's rows (so opening it recovers).
 Every program it names would create a file in ``marks/``.
 """
 
@@ -29,6 +29,7 @@ from openprogram.store.session.maintenance import wait_for
 from openprogram.store.session.repository import MAIN_REF, Repository
 from openprogram.store.session.safegit import canonical_config, run_git
 from openprogram.store.session.store import SessionStore
+from tests.test_live import plant_dead_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOKS = (
@@ -154,13 +155,12 @@ def make_hostile(home: Path, tmp: Path) -> Hostile:
     turn = session.begin_turn()
     stuck = session.append(make_call("function", "stuck", status=RUNNING), turn=turn)
     record = dumps(stuck.to_dict())
-    assert session._journal is not None
-    session._journal.truncate()
+    session.live.drop_rows()  # its row is planted below as a dead writer's
     session._dirty.clear()
     session._open.clear()
     store.close()
     wait_for(folder)
-    (folder / ".state" / "journal" / "1-dead.jsonl").write_bytes(record + b"\n")
+    plant_dead_rows(folder, [record])
     (git_dir / "config").write_text(config)  # the open above made it canonical already
     (git_dir / "config.worktree").write_text(f"[core]\n\tfsmonitor = {prog['fsmonitor']}\n")
     (git_dir / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")

@@ -23,7 +23,7 @@ A child never outlives its owner (Linux; elsewhere the child's process group is 
   started the child); either ends its tree and itself at once, writing nothing more;
 - its node writer checks that the parent is alive before each write, so nothing lands in
   the session after the parent died (whose recovery closes the frames the child hangs
-  under): the child's own open frames are recovered ``interrupted`` from its journal;
+  under): the child's own open frames are recovered ``interrupted`` from its live rows;
 - the parent ends the trees of the runs still going when its interpreter exits, before its
   store closes.
 
@@ -344,7 +344,7 @@ _ending = threading.Lock()
 
 def _end_now(code: int) -> NoReturn:
     """End this child at once: every process under it, then itself; nothing more is
-    written or sent (its journal is left to the recovery: open frames end interrupted)."""
+    written or sent (its rows are left to the recovery: open frames end interrupted)."""
     _ending.acquire()  # a second caller (the watcher and the signal) waits for the exit
     try:
         proctree.end_tree(os.getpid(), include_root=False)

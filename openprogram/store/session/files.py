@@ -1,7 +1,7 @@
 """Safe file I/O and JSON: reading a file someone else may have written (never through a
 symlink, never a FIFO or device, bounded), atomic writes, real directories, and JSON that
 holds anything (:func:`dumps`, :func:`jsonable`, :func:`loads`).  The session's own state
-files (lock, counters, journals) are in :mod:`statefiles`.
+state (write lock, counters, rows of turns in flight) is in :mod:`live`.
 
 A file written here survives ``SIGKILL`` of the writing process: it is either the old or
 the new version (tmp + rename).
@@ -22,9 +22,9 @@ from openprogram.store.session.replaced import replace
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES — by the reader here and by an
-# import or pull (syncrules.HistoryCheck), one rule — a dead writer's journal is read
-# up to statefiles.MAX_JOURNAL_BYTES; JSON nested deeper than orjson's 1,024 levels is
-# refused.  So an open reads at most (files x 64 MiB) and never blocks on a FIFO or a device.
+# import or pull (syncrules.HistoryCheck), one rule — and so is a dead writer's row;
+# JSON nested deeper than orjson's 1,024 levels is refused.  So an open reads at most
+# (files x 64 MiB) and never blocks on a FIFO or a device.
 MAX_FILE_BYTES = 64 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -11,20 +11,60 @@ stream; :mod:`sync` runs git.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, overload
 
 from openprogram.store.session.syncrules import SyncError
 
 _COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
 _KIND = {_COMMIT: "commit", _TREE: "tree", _BLOB: "blob", _TAG: "tag"}
 _CHUNK = 1 << 16
-Buffer = bytes | mmap.mmap  # a pack read whole or mapped
+
+
+class PackFile:
+    """A pack on disk read by offset (``pread`` of a 64 KiB window), as ``bytes`` is
+    indexed and sliced: its headers are read where they are, never the whole file, and
+    nothing is memory-mapped (a file shrinking under a map would end the process)."""
+
+    WINDOW = 64 << 10
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._size = os.fstat(fd).st_size
+        self._start = 0
+        self._window = b""
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _read(self, start: int, stop: int) -> bytes:
+        start, stop = max(0, start), min(stop, self._size)
+        if stop <= start:
+            return b""
+        if self._start <= start and stop <= self._start + len(self._window):
+            return self._window[start - self._start : stop - self._start]
+        if stop - start > self.WINDOW:
+            return os.pread(self._fd, stop - start, start)
+        self._start, self._window = start, os.pread(self._fd, self.WINDOW, start)
+        return self._window[: stop - start]
+
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+    @overload
+    def __getitem__(self, key: slice) -> bytes: ...
+    def __getitem__(self, key: int | slice) -> int | bytes:
+        if isinstance(key, slice):
+            return self._read(key.start or 0, self._size if key.stop is None else key.stop)
+        if not 0 <= key < self._size:
+            raise IndexError(key)
+        return self._read(key, key + 1)[0]
+
+
+Buffer = bytes | PackFile  # a pack read whole, or by offset from its file
 _NAMES = {kind: name.encode() for kind, name in _KIND.items()}
 Header = tuple[int, int, int, int]  # see _object_header
 

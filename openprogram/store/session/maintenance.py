@@ -44,10 +44,10 @@ from openprogram.store.session.files import (
 )
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.indexcache import CACHE_DIR
+from openprogram.store.session.live import LiveState
 from openprogram.store.session.packing import pack_loose
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import git_argv, git_env
-from openprogram.store.session.statefiles import SessionLock
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
 # A maintenance costs a Python start and a few git commands over the session's index: one
@@ -202,9 +202,10 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
             break
     sealed: list[str] = []
     if payloads:
-        lock = SessionLock(root / ".state" / "lock")
+        live = LiveState(root / ".state")
+        repo.lock_held = live.lock.held
         try:
-            with lock:  # held for the commit only: a few ms
+            with live.lock:  # the session's write lock, held for the commit only: a few ms
                 now = bucket_trees(repo)
                 files: dict[str, bytes | None] = {}
                 for name, (tree, payload) in payloads.items():
@@ -219,7 +220,7 @@ def seal_old_buckets(root: Path, repo: Repository) -> list[str]:
                     after = bucket_trees(repo)
                     known.update({name: after[name].hex() for name in sealed if name in after})
         finally:
-            lock.close()
+            live.close()
     try:
         atomic_write(known_path, json.dumps(known).encode())
     except OSError:

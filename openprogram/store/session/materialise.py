@@ -17,11 +17,11 @@ symlink; a folder whose tree holds anything but plain files with plain names is 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -162,14 +162,24 @@ def materialise(root: str, git: Git, commit: str, folders: Iterable[str]) -> lis
 def _rename_in(
     root: str, git: Git, commit: str, staged: dict[str, str], trees: dict[str, str]
 ) -> list[str]:
-    """Under the session lock: rename each staged folder in if HEAD still has its tree."""
+    """Under the session's write lock (a ``BEGIN IMMEDIATE`` on ``.state/live.db``, as
+    :mod:`live` takes it): rename each staged folder in if HEAD still has its tree."""
+    path = f"{root}/.state/live.db"
     try:
-        fd = os.open(f"{root}/.state/lock", os.O_RDWR | NOFOLLOW)
-    except OSError:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return []
+        db = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=1, isolation_level=None)
+    except (OSError, sqlite3.Error):
         return []
     done: list[str] = []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    return []
         head = _head(root, git)
         if head != commit:  # committed since: only folders whose tree did not move
             now = _listing(git, head, staged)
@@ -185,7 +195,7 @@ def _rename_in(
                 os.rename(where, target)
                 done.append(folder)
     finally:
-        os.close(fd)  # (releases the lock)
+        db.close()  # (rolls back: releases the lock, nothing was written)
     _note_on_disk(root, {folder: trees[folder] for folder in done})
     return done
 

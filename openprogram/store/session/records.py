@@ -1,6 +1,6 @@
 """The one point where a node becomes what is persisted and shown.
 
-Every node write of the store (the journal line, the node file at commit, the live event a
+Every node write of the store (the live row, the node file at commit, the live event a
 notebook view draws) takes its bytes from :func:`node_record`.  The fast path is one
 ``to_dict`` + ``orjson.dumps`` + a few ``bytes in bytes`` tests for the known secret values.
 When the node holds something JSON cannot (a lone surrogate, a 5,000-digit int, an object)

@@ -80,11 +80,22 @@ def read_ref(git_dir: Path, name: str = MAIN_REF) -> bytes | None:
 
 
 def update_ref(
-    git_dir: Path, name: str, new: bytes, expected: bytes | None, *, wait_s: float = 2.0
+    git_dir: Path,
+    name: str,
+    new: bytes,
+    expected: bytes | None,
+    *,
+    wait_s: float = 2.0,
+    take_over: bool = False,
 ) -> None:
     """Point ``name`` at ``new`` if it still points at ``expected`` (None: does not
     exist), under git's lock protocol; raises :class:`RefChanged` otherwise, or
-    :class:`RefLocked` if another writer keeps ``<name>.lock`` past ``wait_s``."""
+    :class:`RefLocked` if another writer keeps ``<name>.lock`` past ``wait_s``.
+
+    ``take_over``: the caller holds the session's write lock (:mod:`live`), under which
+    every writer of the session moves this ref, and which the kernel releases when its
+    holder dies: so a ``<name>.lock`` found is a dead writer's (its owner checked by that
+    lock) and is removed at once, not after ``STALE_LOCK_S``."""
     if not name.startswith("refs/") or ".." in name or name.endswith(".lock"):
         raise ValueError(f"not a ref name: {name!r}")
     path = git_dir / name
@@ -97,6 +108,13 @@ def update_ref(
                 fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 break
             except FileExistsError:
+                if take_over:  # once: a lock made again is someone else's, waited for
+                    take_over = False
+                    try:
+                        os.unlink(lock)
+                    except FileNotFoundError:
+                        pass
+                    continue
                 try:
                     if time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
                         os.unlink(lock)  # left by a process killed while holding it

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -150,6 +150,10 @@ def cat_file_batch(
     return out
 
 
+def _never() -> bool:
+    return False
+
+
 class Repository:
     """Objects, trees, refs and commits of one session repository (``<worktree>/.git``).
 
@@ -178,6 +182,9 @@ class Repository:
         self._merger: threading.Thread | None = None  # the thread merging them
         self._stopping = False
         self._busy = False  # the thread is merging (or about to)
+        # whether the calling thread holds the session's write lock (every ref move of the
+        # session's main line is made under it): a ref lock found then is a dead writer's
+        self.lock_held: Callable[[], bool] = _never
 
     # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
@@ -397,7 +404,7 @@ class Repository:
     ) -> None:
         """Point ``name`` at ``new`` if it still points at ``expected`` (see
         :func:`refs.update_ref`)."""
-        update_ref(self.git_dir, name, new, expected, wait_s=wait_s)
+        update_ref(self.git_dir, name, new, expected, wait_s=wait_s, take_over=self.lock_held())
 
     # -- commits ---------------------------------------------------------------------
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:

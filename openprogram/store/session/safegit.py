@@ -354,7 +354,7 @@ def object_db(objects_dir: Path) -> GitDB:
     reads ``info/alternates``: objects outside the folder are not the session's.
 
     When it looks at the packs again (:meth:`update_cache`), the mapped windows no pack in
-    use holds are unmapped: gitdb drops the packs a maintenance removed, but smmap's map
+    use holds are unmapped: gitdb drops the packs a maintenance removed, but its window
     manager keeps their windows (deleted files, resident memory) until its limits — a
     kernel that commits a pack per turn kept ~5 KiB of them per cell."""
     from gitdb.db import GitDB
@@ -412,7 +412,7 @@ def object_db(objects_dir: Path) -> GitDB:
             changed = bool(super().update_cache(force))
             mman.collect()
             files = mman._fdict  # path -> its windows; a removed pack's list stays, empty
-            # smmap's manager is shared by every thread's database: take a snapshot (one C
+            # the window manager is shared by every thread's database: take a snapshot (one C
             # call under the GIL) and drop entries with pop, another thread may map meanwhile
             for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
                 files.pop(gone, None)

@@ -1,7 +1,8 @@
 """One session opened by this process: opening, syncing with other writers, and the write
 path (its queries are in :mod:`queries`, a base of :class:`Session`).
 
-Writes are cheap (:meth:`Session.append` journals one line); :meth:`Session.commit`
+Writes are cheap (:meth:`Session.append` records one row of the live database,
+:mod:`live`); :meth:`Session.commit`
 makes one commit, its objects one pack (a new turn's node files come to disk later, a
 whole folder at a time: :mod:`materialise`), and nothing on that path grows
 with the session: packing, sealing buckets and git's index run detached
@@ -30,7 +31,7 @@ from openprogram.context.nodes import (
     Call,
 )
 from openprogram.context.secrets import redact_secrets, redact_shown, refresh_secrets
-from openprogram.errors import CorruptedFile
+from openprogram.errors import CorruptedFile, SessionError, StoreError
 from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
@@ -46,14 +47,13 @@ from openprogram.store.session.index import (
     entry_path,
     node_relpath,
 )
+from openprogram.store.session.live import LiveState
 from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
-from openprogram.store.session.recovery import replay_dead_journals
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import make_safe
-from openprogram.store.session.statefiles import Counters, Journal, SessionLock
 
 META_VERSION = 1
 # seqs a process leases at once: the shared counter moves by a block under the lock and the
@@ -75,9 +75,10 @@ class Session(SessionQueries):
         state = ensure_dir(path, ".state")  # a symlink there is removed, never followed
         ensure_dir(path, "workdir")
         self._state = state
-        self.lock = SessionLock(state / "lock")
-        self.counters = Counters(state / "counters")
+        self.live = LiveState(state, session_id)
+        self.lock = self.live.lock  # the session's write lock: SQLite's (BEGIN IMMEDIATE)
         self.git = Repository(path)
+        self.git.lock_held = self.lock.held  # a ref lock found under it: a dead writer's
         self._files = NodeFiles(path, self.git)
         self.meta: dict[str, Any] = {}
         self.problems: list[str] = []
@@ -89,7 +90,10 @@ class Session(SessionQueries):
         self._unindexed: dict[str, Call] = {}
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
-        self._journal: Journal | None = None
+        self._wrote = False  # this process recorded a node (a light maintenance at close)
+        # node states whose row could not be written (disk full): an open node reaches git
+        # only once its row is in the live database, so a recovery can close it
+        self._unsaved: dict[str, Call] = {}
         self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
         self._new_turns: set[str] = set()  # turns of this process not committed yet
         self._synced = (-1, -1)  # (seq counter, commits) when this view was last complete
@@ -102,7 +106,7 @@ class Session(SessionQueries):
             self._index.open()
             self._ensure_counters()
             self._recover()
-            self._synced = self.counters.stamp()
+            self._synced = self.live.stamp()
         if checkout.never_refreshed(path, self._counters()[1] - 1):
             maintenance.spawn(path)  # leaves older turns out of the working tree
 
@@ -154,25 +158,29 @@ class Session(SessionQueries):
             self._nodes.pop(node_id, None)
 
     def _ensure_counters(self) -> None:
-        """Rebuild ``.state/counters`` (a clone, ``.state`` deleted) from the newest bucket
-        and ``meta.json``'s HEAD."""
-        if self.counters.read() is not None:
+        """Rebuild the counters of the live database (a clone, ``live.db`` deleted) from
+        the newest bucket and ``meta.json``'s HEAD."""
+        if self.live.read() is not None:
             return
         turn, seq = self._index.max_turn_and_seq()
         head = self.meta.get("head_id")
         if not isinstance(head, str) or self._index.find(head) is None:
             roots = [e for e in self._index.entries.values() if e[F_KIND] == "root"]
             head = roots[0][0] if roots else None
-        self.counters.write(seq + 1, turn + 1, head)
+        self.live.write(seq + 1, turn + 1, head)
 
     def _recover(self) -> None:
-        """Commit what writers that died mid-turn left in their journals."""
-        own = self._journal.path if self._journal else None
-        calls, journals, skipped = replay_dead_journals(self._state / "journal", own)
-        for where, reason in skipped:
-            self._problem(where, reason)
-        if not journals:
-            return
+        """Commit what writers that died mid-turn left in the live database (their open
+        nodes end ``interrupted``), as one ``recovery`` commit: no journal to replay."""
+        with self.lock:
+            calls, owners, skipped = self.live.dead_rows()
+            for where, reason in skipped:
+                self._problem(where, reason)
+            if owners:
+                self._commit_recovered(calls)
+                self.live.drop_owners(owners)
+
+    def _commit_recovered(self, calls: list[Call]) -> None:
         with self._mu:
             for call in calls:
                 if counts_as_turn(call.caller, call.kind) and not self._committed(call):
@@ -181,22 +189,20 @@ class Session(SessionQueries):
                 self._dirty[call.id] = call
             self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
             # (a maintenance it would ask for waits for the next commit's)
-        for path in journals:
-            path.unlink(missing_ok=True)
 
     def sync(self) -> None:
         """Refresh this view if another process wrote to the session since: leased seqs or
         committed (one read of the shared counters when nothing changed).  Called when a
         turn begins."""
         with self.lock:
-            stamp = self.counters.stamp()
+            stamp = self.live.stamp()
             if stamp != self._synced:
                 self.refresh()
                 self._synced = stamp
 
     def refresh(self) -> None:
         """Pick up what other processes committed since (new turns, rewritten buckets),
-        ``meta.json``, and the journals of writers that died.  This process's unsaved
+        ``meta.json``, and the rows of writers that died.  This process's unsaved
         writes are kept.  O(the buckets that changed), not O(session)."""
         with self.lock, self._mu:
             self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
@@ -236,11 +242,14 @@ class Session(SessionQueries):
         refresh_secrets()  # credential variables set since: redacted from this turn on
         with self.lock:
             seq, turn, head = self._counters()
-            self.counters.write(seq, turn + 1, head)
+            self.live.write(seq, turn + 1, head)
         return turn
 
     def _counters(self) -> tuple[int, int, str | None]:
-        state = self.counters.read()
+        state = self.live.read()
+        if state is None:  # damaged meanwhile (or deleted): rebuilt from git
+            self._ensure_counters()
+            state = self.live.read()
         assert state is not None
         return state
 
@@ -266,13 +275,13 @@ class Session(SessionQueries):
             if is_turn:
                 self._new_turns.add(call.id)
             head = chain_after_head(call, head)  # the one rule, shared with memory.py
-            self.counters.write(counter, next_turn, head)
+            self.live.write(counter, next_turn, head)
         self._record(call, new=True)
         return call
 
     def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
         """Append ``calls`` (nested nodes: none moves HEAD) in one go: consecutive seqs in
-        their order and one journal write for all of them.  What :meth:`append` costs per
+        their order and one row write for all of them.  What :meth:`append` costs per
         node, paid once per batch (a map's returned nodes)."""
         if not calls:
             return []
@@ -295,7 +304,7 @@ class Session(SessionQueries):
             counter, next_turn, head = self._counters()
             start, moved = self._lease_locked(count, counter)
             if moved != counter:
-                self.counters.write(moved, next_turn, head)
+                self.live.write(moved, next_turn, head)
         return start
 
     def _lease_locked(self, count: int, counter: int) -> tuple[int, int]:
@@ -319,10 +328,10 @@ class Session(SessionQueries):
         with self.lock, self._lease_mu:
             start, end = self._lease
             self._lease = [0, 0]
-            state = self.counters.read()
+            state = self.live.read()
             if state is None or start >= end or state[0] != end:
                 return
-            self.counters.write(start, state[1], state[2])
+            self.live.write(start, state[1], state[2])
             seq, commits = self._synced
             if seq == end:
                 self._synced = (start, commits)
@@ -332,14 +341,12 @@ class Session(SessionQueries):
         self._record(call)
 
     def _record(self, *calls: Call, new: bool = False) -> None:
-        """Journal the states of ``calls`` (a line each, in the page cache before this
-        returns: a SIGKILL right after loses nothing) and hold them for the commit; their
-        index entries wait until a read or the commit asks (see :attr:`_index`).  ``new``:
-        nodes just appended."""
-        if len(calls) == 1:
-            records = node_record(calls[0])
-        else:
-            records = b"\n".join([node_record(call) for call in calls])
+        """Record the states of ``calls`` (a row each in the live database, committed
+        before this returns: a SIGKILL right after loses nothing) and hold them for the
+        commit; their index entries wait until a read or the commit asks (see
+        :attr:`_index`).  ``new``: nodes just appended.  A write that fails (disk full)
+        raises one :class:`StoreError`; the states stay held for the next commit."""
+        rows = [(call.id, node_record(call)) for call in calls]
         with self._mu:
             unindexed = self._unindexed
             for call in calls:
@@ -355,9 +362,17 @@ class Session(SessionQueries):
                     self._open.add(node_id)
                 else:
                     self._open.discard(node_id)
-            if self._journal is None:
-                self._journal = Journal(self._state / "journal")
-            self._journal.append(records)
+            self._wrote = True
+        try:  # (outside _mu: the write lock is always taken first)
+            self.live.put_rows(rows)
+        except BaseException:  # (a full disk, a Ctrl-C) held: the commit writes them first
+            with self._mu:
+                self._unsaved.update((call.id, call) for call in calls)
+            raise
+        if self._unsaved:
+            with self._mu:
+                for call in calls:
+                    self._unsaved.pop(call.id, None)
         if events._listeners:  # (events.has_listeners(), inline: the hot path)
             for call in calls:
                 events.emit(self.id, call.to_dict())
@@ -384,15 +399,24 @@ class Session(SessionQueries):
         duration has passed: a busy writer never keeps maintenances running back to back
         (its packs stay few meanwhile: it merges them itself).  It is started after the
         lock is released; one running already takes the request (one more round)."""
-        with self._mu:
-            written, _made = self._node_files({})
-        with self.lock, self._mu:
-            sha, maintain = self._commit_locked(message, written)
+        try:
+            if self._unsaved:
+                self._save_unsaved()
+            with self._mu:
+                written, _made = self._node_files({})
+            with self.lock, self._mu:
+                sha, maintain = self._commit_locked(message, written)
+        except OSError as exc:  # disk full, read-only, ulimit -f: one line, nothing lost
+            if isinstance(exc, SessionError):
+                raise
+            reason = exc.strerror or str(exc)
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
         self.git.merge_own_packs()  # outside the lock, in a thread: nobody waits for it
         if maintain:  # a running one takes a new bucket's request (one more round) only
             bucket, self._bucket_opened = self._bucket_opened, False
             if maintenance.spawn(self.path, again=bucket):
-                self.counters.set_maintained()
+                self.live.set_maintained()
                 # the newest two buckets' caches: a long writer's older ones are sealed by
                 # the maintenances (which need no cache), or saved at close
                 with self._mu:
@@ -400,6 +424,17 @@ class Session(SessionQueries):
             else:  # one is running: it says when the next may be asked (read it again)
                 self._maintain_after = 0.0
         return sha
+
+    def _save_unsaved(self) -> None:
+        """Write the rows a failed write left out (in their own transaction, before the
+        commit's): raises :class:`StoreError` while the disk is still full."""
+        with self._mu:
+            pending = list(self._unsaved.values())
+        self.live.put_rows([(call.id, node_record(call)) for call in pending])
+        with self._mu:
+            for call in pending:
+                if self._unsaved.get(call.id) is call:
+                    del self._unsaved[call.id]
 
     def _node_files(
         self, written: dict[str, bytes | None]
@@ -459,9 +494,8 @@ class Session(SessionQueries):
         self._dirty.clear()
         self._new_turns.clear()
         self._meta_changes.clear()
-        if not self._open and self._journal is not None:
-            self._journal.truncate()
-        commits, maintained = self.counters.bump_commits()  # counted across processes
+        self.live.drop_rows(keep=self._open)  # committed; an open node's stays for recovery
+        commits, maintained = self.live.bump_commits()  # counted across processes
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
@@ -479,7 +513,7 @@ class Session(SessionQueries):
         return now >= self._maintain_after
 
     def _committed(self, call: Call) -> bool:
-        """Whether ``call``'s node file is in HEAD (a dead writer's journal keeps what it
+        """Whether ``call``'s node file is in HEAD (a dead writer's rows keep what it
         committed while a node was still open)."""
         folder, _, name = node_relpath(call).rpartition("/")
         return name in self.git.tree_at(folder)
@@ -498,9 +532,9 @@ class Session(SessionQueries):
         if wait:
             maintenance.run_now(self.path)
             self.git.forget()
-            self.counters.set_maintained()
+            self.live.set_maintained()
         elif maintenance.spawn(self.path):
-            self.counters.set_maintained()
+            self.live.set_maintained()
         self.save_index()
 
     def save_index(self) -> None:
@@ -540,12 +574,10 @@ class Session(SessionQueries):
                 self._return_lease()
             except OSError:
                 pass
-            if self._journal is not None:
-                self._journal.close(remove=not self._open)
-                self._journal = None
+            if self._wrote:
+                self._wrote = False
                 # `git status` clean again; the newest turns only checked out
                 turns = self._counters()[1] - 1
                 maintenance.spawn(self.path, index_only=turns <= checkout.RECENT_TURNS)
             self.git.close()
-            self.lock.close()
-            self.counters.close()
+            self.live.close()

@@ -10,14 +10,16 @@
       history/<bucket>/index.json   the bucket's committed index, once sealed
                      (only the newest turns are checked out, the rest is in git only)
       workdir/       per-session scratch space
-      .state/        lock, counters (seq, turn, HEAD), journals, local index cache
+      .state/        live.db (SQLite, WAL: counters, HEAD, the rows of turns in flight),
+                     the local index cache
 
-The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`statefiles`
-(lock, counters, journals), :mod:`refs` (reading and compare-and-swap of refs),
+The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`live`
+(the live database: write lock, counters, rows of turns in flight, recovery), :mod:`refs`
+(reading and compare-and-swap of refs),
 :mod:`packing` (loose objects, packs), :mod:`repository` (git objects, trees, commits),
 :mod:`index` (the light entry of a node), :mod:`buckets` (sealed bucket indexes),
 :mod:`indexcache` (the local index cache files), :mod:`nodeindex` (the lazily loaded
-index), :mod:`recovery` (dead writers' journals), :mod:`checkout` (which turns are checked
+index), :mod:`checkout` (which turns are checked
 out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what runs
 detached), :mod:`queries` (the read side of an open session), :mod:`session` (one open
 session: opening, syncing and the write path) and this module (the sessions under a home
@@ -44,6 +46,7 @@ from openprogram.store.session.files import dumps, is_real_dir, loads, read_byte
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
+from openprogram.store.session.live import opened
 from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.session import (
@@ -53,7 +56,6 @@ from openprogram.store.session.session import (
     CorruptedFileWarning,
     Session,
 )
-from openprogram.store.session.statefiles import Counters
 
 __all__ = ["CorruptedFileWarning", "Session", "SessionStore"]
 
@@ -143,7 +145,8 @@ class SessionStore:
             Repository(tmp).commit(files, f"session {session_id} created", author=creator)
             run_git(tmp, "read-tree", "HEAD", check=False)
             (tmp / ".state").mkdir()
-            Counters(tmp / ".state" / "counters").write(1, 1, root.id)
+            with opened(tmp / ".state") as live:
+                live.write(1, 1, root.id)
             try:
                 os.rename(tmp, target)
             except OSError:  # somebody else created it first: theirs wins

@@ -6,13 +6,19 @@ failed git command becomes.
 
 from __future__ import annotations
 
-import mmap
 import subprocess
 import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from openprogram.store.session.incoming import Caps, Header, PackScan, pack_objects, scan_pack
+from openprogram.store.session.incoming import (
+    Caps,
+    Header,
+    PackFile,
+    PackScan,
+    pack_objects,
+    scan_pack,
+)
 from openprogram.store.session.refs import read_ref
 from openprogram.store.session.safegit import git_command, git_dir_of, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
@@ -101,11 +107,8 @@ def own_object_kinds(
         scanned = None
     for idx in indexes:
         try:
-            with (
-                idx.with_suffix(".pack").open("rb") as f,
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pack,
-            ):
-                found = pack_objects(idx.read_bytes(), pack, scanned)
+            with idx.with_suffix(".pack").open("rb") as f:
+                found = pack_objects(idx.read_bytes(), PackFile(f.fileno()), scanned)
         except (OSError, ValueError):
             return None
         if found is None:

@@ -270,7 +270,7 @@ def _reroot(
         parts = entry["path"].split("/")
         blob = _subtree(repo, ours, tuple(parts[:-1])).get(parts[-1])
         if blob is None:
-            continue  # not committed: the journal's copy is rewritten at its commit
+            continue  # not committed: the writer's copy is rewritten at its commit
         node = loads(repo.read(blob[0], MAX_FILE_BYTES))
         old = node.get("predecessor") if node.get("predecessor") in mine else node.get("caller")
         files[entry["path"]] = strict_dumps(rerooted(node, old, theirs_root[0]))
@@ -346,14 +346,14 @@ def _settle(session: Session, *, follow: bool) -> Links:
     turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
     line that arrived (``follow``: a plain fast-forward).  Returns its chain then."""
     session.refresh()
-    seq, turn, head = session.counters.read() or (0, 1, None)
+    seq, turn, head = session.live.read() or (0, 1, None)
     links = session.links()
     arrived = session.meta.get("head_id")
     if follow and isinstance(arrived, str) and _on_chain(links.predecessors, arrived, head):
         head = arrived
     elif isinstance(arrived, str) and head not in links.predecessors:
         head = arrived  # ours was the root a join left out (nothing had been run here)
-    session.counters.write(max(seq, links.top_seq + 1), max(turn, links.top_turn + 1), head)
+    session.live.write(max(seq, links.top_seq + 1), max(turn, links.top_turn + 1), head)
     return links
 
 

@@ -1,0 +1,428 @@
+"""A session's live state: ``.state/live.db``, a SQLite database in WAL mode (stdlib
+``sqlite3``) beside the repository, never committed, never shared.
+
+It holds what is not in git yet and what every writing process of the session shares:
+
+- ``state(k, v)``: ``seq`` (the end of the last block of seqs a process leased), ``turn``
+  (the next turn number), ``head`` (HEAD's node id), ``commits`` (made, by any process)
+  and ``maintained`` (commits at the last maintenance);
+- ``rows(id, owner, body)``: the newest recorded state of each node of a turn in flight
+  that a process has not committed, or whose node is still open, with the process that
+  wrote it (``host:pid:start time``).
+
+Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
+session's write lock (re-entrant, across threads and processes; the kernel releases it
+when its process dies).  A row survives ``SIGKILL`` of its writer once the call that wrote
+it returns; the next open turns the rows of dead owners into a ``recovery`` commit
+(:func:`dead_rows`: open nodes end ``interrupted`` or ``unanswered``).  Counters missing or
+damaged are rebuilt by the caller from git.  Nothing here is memory-mapped by the package:
+a full disk or ``ulimit -f`` ends a write in one :class:`StoreError`, the process alive.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from openprogram.context.nodes import (
+    AWAITING,
+    INTERRUPTED,
+    MAX_COUNT,
+    OPEN_STATUSES,
+    UNANSWERED,
+    Call,
+    NodeFormatError,
+)
+from openprogram.errors import StoreError
+from openprogram.store.session.files import MAX_FILE_BYTES, loads
+
+DB_NAME = "live.db"
+DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
+BUSY_MS = 500  # one wait for another writer's transaction; waited again until it ends
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)",
+    "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)"
+    " WITHOUT ROWID",  # one b-tree: a row written is one page or two
+)
+PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
+_OWNER: tuple[int, str] | None = None
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot), or None if it is gone
+    (a zombie too); "0" where ``/proc`` cannot say (a live pid then counts as its owner)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        fields = data.rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X"):  # a zombie has ended (and released its locks)
+            return None
+        return fields[19].decode()
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, UnicodeDecodeError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except OSError:
+            pass
+        return "0"
+
+
+def own_owner() -> str:
+    """``host:pid:start time`` of this process (computed again in a forked child)."""
+    global _OWNER
+    pid = os.getpid()
+    if _OWNER is None or _OWNER[0] != pid:
+        _OWNER = (pid, f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}")
+    return _OWNER[1]
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process that wrote ``owner`` still runs (on this host; a row from
+    another host is a copied folder's: its writer is not running here)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    started = _start_time(pid)
+    return started is not None and (started == parts[2] or "0" in (started, parts[2]))
+
+
+def _remove_if_not_regular(path: Path) -> None:
+    """A symlink, FIFO or directory where a database file goes is removed, never
+    followed or opened (a folder someone else wrote)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+class WriteLock:
+    """The session's write lock: a ``BEGIN IMMEDIATE`` transaction on the live database,
+    re-entrant (the outermost ``with`` begins and commits; an exception rolls back)."""
+
+    def __init__(self, live: LiveState) -> None:
+        self._live = live
+        self._rlock = threading.RLock()
+        self._depth = 0
+        self._owner = 0
+
+    def held(self) -> bool:
+        """Whether the calling thread holds it."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    def __enter__(self) -> WriteLock:
+        self._rlock.acquire()
+        if self._depth == 0:
+            try:
+                self._live._begin()
+            except BaseException:
+                self._rlock.release()
+                raise
+            self._owner = threading.get_ident()
+        self._depth += 1
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if self._depth == 1:
+                self._live._end(commit=exc_type is None)
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = 0
+            self._rlock.release()
+
+
+class LiveState:
+    """The live database of one session, one connection per session per process."""
+
+    def __init__(self, state_dir: Path, label: str = "") -> None:
+        self.path = state_dir / DB_NAME
+        self.label = label or state_dir.parent.name
+        self.lock = WriteLock(self)
+        self._db, self._inode = self._connect()
+
+    def _connect(self) -> tuple[sqlite3.Connection, int]:
+        """A connection to the database (made if missing; a link or FIFO in the way is
+        removed first), and the inode it opened."""
+        for name in DB_FILES:
+            _remove_if_not_regular(self.path.parent / name)
+        try:
+            db = sqlite3.connect(
+                str(self.path), timeout=BUSY_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA journal_size_limit={4 << 20}")
+            for statement in SCHEMA:
+                db.execute(statement)
+            return db, os.stat(self.path).st_ino
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc) from exc
+
+    # -- transactions ------------------------------------------------------------------
+    def _error(self, exc: BaseException) -> StoreError:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        name = getattr(exc, "sqlite_errorname", "")
+        if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
+            text += " (is the disk full, the folder read-only, or a file size limit set?)"
+        return StoreError(f"session {self.label}: live state {self.path}: {text}")
+
+    def _begin(self) -> None:
+        try:
+            inode: int | None = os.stat(self.path).st_ino
+        except OSError:
+            inode = None
+        if inode != self._inode:  # deleted (or replaced) since: never write to a lost file
+            self._db.close()
+            self._db, self._inode = self._connect()
+        db = self._db
+        if db.in_transaction:  # left by an interrupt between BEGIN and COMMIT: finish it
+            self._end(commit=True)
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise self._error(exc) from exc
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def _end(self, *, commit: bool) -> None:
+        db = self._db
+        if not db.in_transaction:  # (SQLite rolled back a failed statement's transaction)
+            return
+        try:
+            db.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise self._error(exc) from exc
+
+    def _autocommit(self, sql: str, args: tuple[Any, ...]) -> None:
+        """One statement in its own transaction (the caller holds the lock's ``RLock``),
+        waiting for another process's transaction as :meth:`_begin` does."""
+        db = self._db
+        if db.in_transaction:
+            self._end(commit=True)
+        while True:
+            try:
+                db.execute(sql, args)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise self._error(exc) from exc
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def _execute(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, tuple(args))
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+
+    def _values(self) -> dict[str, Any]:
+        return dict(self._execute("SELECT k, v FROM state").fetchall())
+
+    def _set(self, **values: Any) -> None:
+        with self.lock:
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO state (k, v) VALUES (?, ?)", list(values.items())
+                )
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    # -- counters ----------------------------------------------------------------------
+    def read(self) -> tuple[int, int, str | None] | None:
+        """(next seq, next turn, HEAD id), or None when missing or damaged (the caller
+        rebuilds them from git)."""
+        values = self._values()
+        seq, turn, head = values.get("seq"), values.get("turn"), values.get("head")
+        if type(seq) is not int or type(turn) is not int:
+            return None
+        if not (0 <= seq < MAX_COUNT and 1 <= turn < MAX_COUNT):
+            return None
+        if head is not None and (type(head) is not str or not 0 < len(head) <= 48):
+            return None
+        return seq, turn, head
+
+    def write(self, seq: int, turn: int, head_id: str | None) -> None:
+        self._set(seq=seq, turn=turn, head=head_id)
+
+    def stamp(self) -> tuple[int, int]:
+        """(next seq, commits made): what moves when any process leases seqs or commits."""
+        values = self._values()
+        return _int(values.get("seq")), _int(values.get("commits"))
+
+    def commits(self) -> int:
+        """Commits made so far (by any process)."""
+        return _int(self._values().get("commits"))
+
+    def bump_commits(self) -> tuple[int, int]:
+        """Count one more commit; returns (commits, commits at the last maintenance)."""
+        with self.lock:
+            values = self._values()
+            commits = _int(values.get("commits")) + 1
+            self._set(commits=commits)
+            return commits, _int(values.get("maintained"))
+
+    def set_maintained(self) -> None:
+        with self.lock:
+            self._set(maintained=self.commits())
+
+    # -- rows of turns in flight -------------------------------------------------------
+    def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
+        """Record the newest state of nodes (id, JSON body) for ``owner`` (this process)."""
+        who = owner or own_owner()
+        items = [(node_id, who, body) for node_id, body in rows]
+        lock = self.lock
+        if len(items) == 1 and not lock.held():  # the hot path: one statement, autocommit
+            with lock._rlock:  # (not inside another thread's transaction)
+                self._autocommit(PUT_ROW, items[0])
+            return
+        with lock:
+            try:
+                self._db.executemany(PUT_ROW, items)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def drop_rows(self, keep: Iterable[str] = ()) -> None:
+        """Forget this process's rows (committed), but those of the ids in ``keep``."""
+        keep_ids = list(keep)
+        with self.lock:
+            if not keep_ids:
+                self._execute("DELETE FROM rows WHERE owner = ?", (own_owner(),))
+                return
+            marks = ",".join("?" * len(keep_ids))
+            self._execute(
+                f"DELETE FROM rows WHERE owner = ? AND id NOT IN ({marks})",
+                (own_owner(), *keep_ids),
+            )
+
+    def drop_owners(self, owners: Iterable[str]) -> None:
+        with self.lock:
+            for owner in owners:
+                self._execute("DELETE FROM rows WHERE owner = ?", (owner,))
+
+    def _owners(self) -> list[str]:
+        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner").fetchall()
+        return [str(owner) for (owner,) in found]
+
+    def _bodies(self, owner: str) -> Iterator[Any]:
+        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+        for (body,) in cursor.fetchall():
+            yield body
+
+    def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """(owner pid, its records) of the other processes alive with rows: what a view
+        may show of their turns before they commit."""
+        found = []
+        for owner in self._owners():
+            if owner == own_owner() or not owner_alive(owner):
+                continue
+            records, _bad = _records(self._bodies(owner))
+            found.append((owner.rsplit(":", 2)[-2], records))
+        return found
+
+    def dead_rows(self) -> tuple[list[Call], list[str], list[tuple[str, str]]]:
+        """The nodes recorded by processes that are gone, open ones closed (``running`` →
+        ``interrupted``, ``awaiting`` → ``unanswered``), their owners (to drop once the
+        nodes are committed), and (where, reason) for owners with records skipped (not
+        JSON objects, or not nodes: absurd numbers, wrong types)."""
+        recovered: dict[str, Call] = {}
+        owners: list[str] = []
+        skipped: list[tuple[str, str]] = []
+        for owner in self._owners():
+            if owner == own_owner() or owner_alive(owner):
+                continue
+            owners.append(owner)
+            records, bad = _records(self._bodies(owner))
+            reasons = [f"{bad} row(s) not JSON objects"] if bad else []
+            for record in records:
+                try:
+                    call = Call.from_dict(record)
+                except NodeFormatError as exc:
+                    reasons.append(str(exc))
+                    continue
+                recovered[call.id] = call
+            if reasons:
+                where = f"{self.path} (process {owner})"
+                skipped.append((where, f"{len(reasons)} record(s) skipped: {reasons[0]}"))
+        for call in recovered.values():
+            if call.status in OPEN_STATUSES:
+                call.metadata["status"] = UNANSWERED if call.status == AWAITING else INTERRUPTED
+                call.metadata["recovered"] = True
+        return list(recovered.values()), owners, skipped
+
+    def changes(self) -> int:
+        """Rows inserted, replaced or deleted through this connection (a benchmark's count)."""
+        return self._db.total_changes
+
+    def close(self) -> None:
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._db.close()
+        except sqlite3.Error:
+            pass
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int else 0
+
+
+def _records(bodies: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for body in bodies:
+        try:
+            if not isinstance(body, bytes) or len(body) > MAX_FILE_BYTES:
+                raise ValueError("not a node's bytes")
+            record = loads(body)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad += 1
+    return records, bad
+
+
+@contextmanager
+def opened(state_dir: Path) -> Iterator[LiveState]:
+    """The live state of a session folder for one short use (a CLI command, a child)."""
+    live = LiveState(state_dir)
+    try:
+        yield live
+    finally:
+        live.close()

@@ -1,0 +1,249 @@
+"""The live state in SQLite (``.state/live.db``): nothing memory-mapped by the package, a
+full disk or ``ulimit -f`` mid-turn ending in one ``StoreError`` line with the process
+alive, a ref lock left by a writer killed while holding it taken over at once, and the
+live database deleted between turns rebuilt with the same answers."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+
+from openprogram import session_context
+from openprogram.context.nodes import COMPLETED, make_call
+from openprogram.store.session import maintenance
+from openprogram.store.session.live import LiveState
+from openprogram.store.session.store import SessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "openprogram" / "store"
+DEAD_OWNER = f"{socket.gethostname()}:0:0"  # pid 0 is never a writer: its rows are a dead one's
+
+
+def plant_dead_rows(folder: Path, bodies: Iterable[bytes]) -> None:
+    """Rows a writer that died left in a session's live database (a crafted folder's too)."""
+    live = LiveState(folder / ".state")
+    try:
+        live.put_rows(((f"planted-{i}", body) for i, body in enumerate(bodies)), DEAD_OWNER)
+    finally:
+        live.close()
+
+
+def row_owners(folder: Path) -> list[str]:
+    """The owners of the rows in a session's live database (turns in flight)."""
+    db = sqlite3.connect(folder / ".state" / "live.db")
+    try:
+        return [owner for (owner,) in db.execute("SELECT DISTINCT owner FROM rows")]
+    finally:
+        db.close()
+
+
+def run_child(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+
+
+def git(path: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_store_maps_no_file_into_memory() -> None:
+    """No memory-mapped write path (a full disk then kills the process with SIGBUS): the
+    word does not occur in the store's source."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search("mmap", line, re.IGNORECASE)
+    ]
+    assert found == []
+
+
+FILL_THE_DISK = """
+import resource, sys
+from openprogram.context.nodes import COMPLETED, RUNNING, make_call
+from openprogram.errors import StoreError
+from openprogram.store.session.store import SessionStore
+
+store = SessionStore()
+session = store.create_session("full")
+ids = []
+for t in range(2):  # two committed turns
+    turn = session.begin_turn()
+    top = session.append(make_call("turn", f"done-{t}", status=COMPLETED), turn=turn,
+                         advance_head=True)
+    ids.append(top.id)
+    session.commit(f"turn {t}")
+turn = session.begin_turn()
+top = session.append(make_call("turn", "in flight", status=RUNNING), turn=turn, advance_head=True)
+ids.append(top.id)
+print(" ".join(ids), flush=True)
+# from now on no file of this process may grow past its size now (as `ulimit -f`)
+wal = session.path / ".state" / "live.db-wal"
+resource.setrlimit(resource.RLIMIT_FSIZE, (wal.stat().st_size + 200_000,) * 2)
+errors = []
+for k in range(10_000):
+    call = make_call("function", f"step-{k}", caller=top.id, status=RUNNING)
+    call.output = "x" * 20_000
+    try:
+        session.append(call, turn=turn)
+    except StoreError as exc:
+        errors.append(exc)
+        break
+try:
+    session.commit("the turn in flight")
+except StoreError as exc:
+    errors.append(exc)
+for exc in errors:
+    print(f"{type(exc).__name__}: {exc}", flush=True)
+print("alive", flush=True)
+"""
+
+
+def test_a_full_disk_mid_turn_is_one_line_and_the_next_open_recovers_the_turn(
+    op_home: Path,
+) -> None:
+    done = run_child(FILL_THE_DISK)
+    assert done.returncode == 0, done.stderr
+    first, *errors, last = done.stdout.splitlines()
+    assert last == "alive"  # no SIGBUS, no SIGXFSZ: the process goes on
+    assert errors and all(line.startswith("StoreError: session full") for line in errors)
+    done_0, done_1, in_flight = first.split()
+
+    path = op_home / "sessions" / "full"
+    session = SessionStore(op_home).open("full")  # space freed: the limit was the child's
+    by_id = {n.id: n for n in session.nodes()}
+    assert by_id[done_0].status == by_id[done_1].status == COMPLETED  # committed turns intact
+    assert by_id[in_flight].status == "interrupted"  # the turn in flight, recovered
+    steps = [n for n in by_id.values() if n.name.startswith("step-")]
+    assert steps and {n.status for n in steps} == {"interrupted"}
+    assert git(path, "log", "-1", "--format=%s").startswith("recovery")
+    assert git(path, "fsck", "--strict", "--no-progress") == ""
+    assert row_owners(path) == []
+
+
+HOLD_THE_REF_LOCK = """
+import os, signal
+import openprogram.store.session.refs as refs
+from openprogram import session_context
+from openprogram.context.nodes import COMPLETED, make_call
+
+def killed(src, dst):  # main.lock made and written, the rename never comes
+    os.kill(os.getpid(), signal.SIGKILL)
+
+with session_context("locked", message="turn 0") as h:
+    h.writer.append(make_call("turn", "before", status=COMPLETED), turn_level=True)
+refs.replace = killed
+with session_context("locked", message="turn 1") as h:
+    h.writer.append(make_call("turn", "killed", status=COMPLETED), turn_level=True)
+"""
+
+
+def test_a_ref_lock_left_by_a_killed_writer_is_taken_over_at_once(op_home: Path) -> None:
+    """A writer SIGKILLed while it holds ``main.lock``: the next writer takes it over (the
+    session's write lock, which every writer holds around the ref, died with it) instead
+    of failing with ``RefLocked`` for the next 60 s."""
+    done = run_child(HOLD_THE_REF_LOCK)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    path = op_home / "sessions" / "locked"
+    assert (path / ".git" / "refs" / "heads" / "main.lock").exists()
+    with session_context("locked", db=SessionStore(op_home), message="after") as h:
+        after = h.writer.append(make_call("turn", "after", status=COMPLETED), turn_level=True)
+    assert not (path / ".git" / "refs" / "heads" / "main.lock").exists()
+    session = SessionStore(op_home).open("locked")
+    names = [n.name for n in session.nodes()]
+    assert "killed" in names and "after" in names  # the killed turn recovered, then ours
+    assert session.head_id == after.id
+    fsck = git(path, "fsck", "--strict", "--no-progress").splitlines()
+    assert [line for line in fsck if not line.startswith("dangling commit")] == []
+
+
+def answers(home: Path, sid: str) -> dict[str, object]:
+    store = SessionStore(home)
+    session = store.open(sid)
+    found = {
+        "index": session.index(),
+        "head": session.head_id,
+        "totals": session.totals(),
+        "nodes": [(n.id, n.seq, n.turn, n.status) for n in session.nodes()],
+    }
+    store.close()
+    return found
+
+
+def test_the_live_database_deleted_between_turns_is_rebuilt_with_the_same_answers(
+    op_home: Path,
+) -> None:
+    for t in range(3):
+        with session_context("rebuilt", message=f"turn {t}") as h:
+            top = h.writer.append(make_call("turn", f"t{t}", status=COMPLETED), turn_level=True)
+            h.writer.append(make_call("function", "f", caller=top.id, status=COMPLETED))
+    path = op_home / "sessions" / "rebuilt"
+    maintenance.wait_for(path)
+    before = answers(op_home, "rebuilt")
+    for name in ("live.db", "live.db-wal", "live.db-shm"):
+        (path / ".state" / name).unlink(missing_ok=True)
+    assert answers(op_home, "rebuilt") == before
+    with session_context("rebuilt", message="next") as h:
+        nxt = h.writer.append(make_call("turn", "next", status=COMPLETED), turn_level=True)
+    assert nxt.predecessor == before["head"]
+    nodes = before["nodes"]
+    assert isinstance(nodes, list)
+    assert nxt.turn == 4 and nxt.seq > max(seq for _id, seq, _turn, _status in nodes)
+
+
+def test_sessions_show_names_a_running_process_from_its_rows(op_home: Path) -> None:
+    """``running_elsewhere`` reads the rows of a live writer (not committed yet)."""
+    from openprogram.cli import running_elsewhere
+
+    with session_context("watched", message="first") as h:
+        h.writer.append(make_call("turn", "first", status=COMPLETED), turn_level=True)
+    path = op_home / "sessions" / "watched"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import sys
+                from openprogram.context.nodes import RUNNING, make_call
+                from openprogram.store.session.store import SessionStore
+                session = SessionStore().open("watched")
+                turn = session.begin_turn()
+                session.append(make_call("turn", "busy", status=RUNNING), turn=turn,
+                               advance_head=True)
+                print("ready", flush=True)
+                sys.stdin.readline()
+                """
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        lines = running_elsewhere(path)
+        assert lines[0] == f"running  in process {child.pid}, not committed yet:"
+        assert "turn busy · running" in lines[1]
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+    assert running_elsewhere(path) == []  # it closed its turn at exit
