@@ -35,9 +35,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark (or skip) the browser tests, and run them last: Playwright's sync API keeps an
     event loop running in the main thread until the session ends, which would break every
     later test that starts its own loop (``asyncio.run``, top-level ``await``).  A test
-    elsewhere marked ``browser`` (a story whose one step is in a browser) runs last too."""
+    elsewhere marked ``browser`` (a story whose one step is in a browser) runs just before
+    them: it starts and stops its own Playwright, which cannot start inside the session's."""
     reason = browser_skip_reason()
     browser: list[pytest.Item] = []
+    elsewhere: list[pytest.Item] = []  # they start and stop their own Playwright: before ours
     others: list[pytest.Item] = []
     for item in items:
         here = _HERE in Path(str(item.fspath)).resolve().parents
@@ -45,10 +47,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.browser)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
-            browser.append(item)
+            (browser if here else elsewhere).append(item)
         else:
             others.append(item)
-    items[:] = others + browser
+    items[:] = others + elsewhere + browser
 
 
 @pytest.hookimpl(wrapper=True)
