@@ -203,3 +203,31 @@ def test_a_node_id_shaped_like_a_key_is_masked_in_the_drawing() -> None:
 
     assert token not in html
     assert "the bottom" in html and "level_2" in html  # drawn, under its masked id
+
+
+def test_a_minted_id_skips_the_shape_search_but_not_the_known_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ids the store mints (``n_`` and ten hex digits) are drawn without the
+    credential-shape search (thousands of them in a deep line), yet a known credential
+    inside one is still masked."""
+    from openprogram.context.secrets import register_secret
+
+    nodes, turn_id = nested(50)
+    searched: list[str] = []
+
+    def counted(text: str) -> str:
+        searched.append(text)
+        return redact_key_like(text)
+
+    monkeypatch.setattr(appendix, "redact_key_like", counted)
+    known = "c0ffee0123"  # a key this process was given, ten hex digits like an id's
+    frame, llm = nodes[-2], nodes[-1]
+    frame.id = llm.caller = f"n_{known}"
+    register_secret(known)
+    app = build_appendix(nodes, session_id="s_deep", head_id=turn_id)
+    html = render_html(app, nodes, turn_id)
+
+    assert not [t for t in searched if appendix.MINTED_ID.fullmatch(t)]
+    assert nodes[1].id in html  # a minted id is drawn as it is
+    assert known not in html and "n_***" in html

@@ -35,6 +35,9 @@ from openprogram.usage.totals import Totals
 
 MessagesOf = Callable[[Call], Any]  # an llm node -> the whole prompt it was sent
 TURN_COMMIT: Final = re.compile(r"^turn (\d+)\b")
+# an id as context.nodes.new_id mints it: too short and plain for a key's shape, never a
+# path; only a known credential (by value) can be inside one
+MINTED_ID: Final = re.compile(r"[a-z]{1,16}_[0-9a-f]{10}")
 
 
 def redact(value: Any, home: str | None = None) -> str:
@@ -58,7 +61,10 @@ class Redactor:
         value = value if isinstance(value, str) else str(value)
         done = self.done.get(value)
         if done is None:
-            done = self.done[value] = redact(value, self.home)
+            if MINTED_ID.fullmatch(value):  # a drawing's thousands of ids: no shape search
+                done = self.done[value] = redact_value(value)
+            else:
+                done = self.done[value] = redact(value, self.home)
         return done
 
     def tree(self, value: Any) -> Any:
