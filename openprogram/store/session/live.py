@@ -203,15 +203,7 @@ class LiveState:
         db = self._db
         if db.in_transaction:  # left by an interrupt between BEGIN and COMMIT: finish it
             self._end(commit=True)
-        while True:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise self._error(exc) from exc
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        self._waiting_out_others("BEGIN IMMEDIATE")
 
     def _end(self, *, commit: bool) -> None:
         db = self._db
@@ -230,12 +222,16 @@ class LiveState:
     def _autocommit(self, sql: str, args: tuple[Any, ...]) -> None:
         """One statement in its own transaction (the caller holds the lock's ``RLock``),
         waiting for another process's transaction as :meth:`_begin` does."""
-        db = self._db
-        if db.in_transaction:
+        if self._db.in_transaction:
             self._end(commit=True)
+        self._waiting_out_others(sql, args)
+
+    def _waiting_out_others(self, sql: str, args: tuple[Any, ...] = ()) -> None:
+        """Run ``sql``; while another process's transaction holds the database (busy or
+        locked: each try waits ``BUSY_MS``), try again; any other failure is one error."""
         while True:
             try:
-                db.execute(sql, args)
+                self._db.execute(sql, args)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
