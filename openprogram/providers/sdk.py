@@ -278,15 +278,14 @@ def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Base
     timeouts: list[type[BaseException]] = []
     transport: list[type[BaseException]] = []
     for name in ("httpx2", "httpx"):
-        module = sys.modules.get(name)
-        if module is None and name == "httpx2":
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                module = None
-        if module is not None:
-            timeouts.append(module.TimeoutException)
-            transport.append(module.TransportError)
+        if name == "httpx" and name not in sys.modules:
+            continue
+        try:  # (not sys.modules: a module another thread is importing is only half there;
+            module = importlib.import_module(name)  # this waits for that import to end)
+        except ImportError:
+            continue
+        timeouts.append(module.TimeoutException)
+        transport.append(module.TransportError)
     return tuple(timeouts) or (_Never,), tuple(transport) or (_Never,)
 
 
