@@ -95,6 +95,10 @@ class ChatDag:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+        if self.widget is not None:  # live for the newest cells only (the rest: saved view)
+            from openprogram_magics.live_views import VIEWS
+
+            VIEWS.keep(self.widget, self.display_id, data)
 
     def bundle(self, header: str, payload: dict[str, Any]) -> dict[str, Any]:
         from openprogram_magics.notebook import MIME_TYPE

@@ -262,6 +262,10 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+        if self.widget is not None:  # live for the newest cells only (the rest: saved view)
+            from openprogram_magics.live_views import VIEWS
+
+            VIEWS.keep(self.widget, self.display_id, data)
 
 
 def mark_replay_session(session: Any, source_id: str) -> None:

@@ -1,0 +1,151 @@
+"""openprogram_magics.live_views: a kernel keeps the live DAG widgets of its newest cells only.
+
+The kernel test plays a Jupyter server's kernel (``JPY_SESSION_NAME`` set, so a frontend may
+watch and each ``%%openprogram`` cell shows its DAG live) with nothing but jupyter_client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openprogram.view.saved import DAG_MIME, read_saved
+from openprogram_magics.live_views import without_widget
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_retired_output_names_no_widget_and_keeps_the_rest() -> None:
+    data = {
+        "text/plain": "openprogram · turn 3",
+        DAG_MIME: {"title": "t", "nodes": [{"id": "n_1"}], "widget": "abc123"},
+        "application/vnd.openprogram.session+json": {"session_id": "s"},
+    }
+    out = without_widget(data)
+    assert out[DAG_MIME] == {"title": "t", "nodes": [{"id": "n_1"}]}
+    assert out["text/plain"] == data["text/plain"]
+    assert out["application/vnd.openprogram.session+json"] == {"session_id": "s"}
+    assert data[DAG_MIME]["widget"] == "abc123"  # the kept data is not changed
+
+
+def test_a_large_view_saved_as_text_stays_text() -> None:
+    data = {DAG_MIME: json.dumps({"title": "big", "widget": "abc123", "rows": [1, 2]})}
+    out = without_widget(data)
+    assert isinstance(out[DAG_MIME], str)
+    assert read_saved(out[DAG_MIME]) == {"title": "big", "rows": [1, 2]}
+
+
+def test_an_output_without_a_dag_is_left_as_it_is() -> None:
+    assert without_widget({"text/plain": "x"}) == {"text/plain": "x"}
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+class Kernel:
+    def __init__(self, km: Any, kc: Any) -> None:
+        self.km, self.kc = km, kc
+
+    def run(self, code: str) -> list[dict[str, Any]]:
+        """Run a cell; its iopub messages (until idle)."""
+        msg_id = self.kc.execute(code, store_history=True, allow_stdin=False)
+        while True:
+            reply = self.kc.get_shell_msg(timeout=60)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        assert reply["content"]["status"] == "ok", reply["content"]
+        out = []
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return out
+
+    def value(self, expression: str) -> Any:
+        msgs = self.run(f"print(__import__('json').dumps({expression}))")
+        text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+        return json.loads(text)
+
+
+@pytest.fixture
+def kernel(op_home: Path) -> Iterator[Kernel]:
+    from jupyter_client.manager import start_new_kernel
+
+    env = dict(os.environ)
+    env["OPENPROGRAM_HOME"] = str(op_home)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["JPY_SESSION_NAME"] = str(op_home.parent / "live.ipynb")  # as a Jupyter server does
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(op_home.parent), env=env)
+    k = Kernel(km, kc)
+    try:
+        k.run("%load_ext openprogram_magics\n%openprogram provider test")
+        yield k
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+AGENT = '''
+from openprogram import agentic_function
+
+@agentic_function
+def triage(ticket: str, runtime=None) -> str:
+    """Classify the support ticket as bug, feature or question."""
+    return runtime.exec(ticket, choices=["bug", "feature", "question"])
+
+import openprogram_magics.live_views as _lv
+_lv.VIEWS.limit = 3
+'''
+
+WIDGETS = "len(__import__('ipywidgets').widgets.widget._instances)"
+
+
+def widget_of(data: dict[str, Any]) -> Any:
+    return read_saved(data[DAG_MIME]).get("widget")
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(180)
+def test_a_kernel_keeps_the_live_dags_of_its_newest_cells_only(kernel: Kernel) -> None:
+    kernel.run(AGENT)
+    shown: list[str] = []  # each cell's live widget, oldest first
+    layouts: list[str] = []  # and the layout widget ipywidgets makes for each
+    closed: set[str] = set()
+    final: dict[str, Any] = {}  # the latest data of each cell's output, by display id
+    by_widget: dict[str, str] = {}  # widget model id -> its cell's display id
+    for i in range(8):
+        for msg in kernel.run(f'%%openprogram\ntriage("ticket {i}")'):
+            content = msg["content"]
+            if msg["msg_type"] == "comm_open" and content.get("target_name") == "jupyter.widget":
+                state = content["data"]["state"]
+                (shown if state["_model_name"] == "AnyModel" else layouts).append(
+                    content["comm_id"]
+                )
+            elif msg["msg_type"] == "comm_close":
+                closed.add(content["comm_id"])
+            elif msg["msg_type"] in ("display_data", "update_display_data"):
+                display_id = content.get("transient", {}).get("display_id")
+                if display_id and DAG_MIME in content["data"]:
+                    final[display_id] = content["data"]
+                    if widget_of(content["data"]):
+                        by_widget[widget_of(content["data"])] = display_id
+    assert len(shown) == 8  # one live view a cell, as a watching frontend gets
+    assert kernel.value(WIDGETS) == 3 * 2  # only the newest three are live (and their layouts)
+    assert len(layouts) == 8
+    # the browser is told the older ones are gone (the metadata comm closes each cell too)
+    assert closed & set(shown + layouts) == set(shown[:5] + layouts[:5])
+    for model_id in shown[:5]:  # whose outputs now draw their saved view, naming no widget
+        assert widget_of(final[by_widget[model_id]]) is None
+    for model_id in shown[5:]:
+        assert widget_of(final[by_widget[model_id]]) == model_id
+    open_comms = "len(__import__('comm').get_comm_manager().comms)"
+    before = kernel.value(open_comms)
+    kernel.run('%%openprogram\ntriage("one more")')
+    assert kernel.value(open_comms) == before  # one opened, one closed: bounded
