@@ -56,7 +56,7 @@ from openprogram.view.layout import (
     node_kind,
     node_status,
 )
-from openprogram.view.page import ASSETS, dag_module_source
+from openprogram.view.page import dag_css, dag_module_source
 from openprogram.view.placed import Layout, Placed
 from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, mime_value, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
@@ -68,7 +68,6 @@ from openprogram.view.summary import (
     position_summary,
 )
 
-_STATIC = ASSETS  # the engine view's drawing code: it also draws saved DAGs and HTML pages
 SHOWN_ROWS = 300  # the static drawing's and text tree's rows: read whole up front
 ALL_SUMMARIES_MAX = 5_000  # up to this many nodes, even folded-away ones are summarized
 ROWS_PER_REQUEST = 200  # light rows the browser may ask for at once
@@ -88,7 +87,9 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     """The session DAG, drawn live; click a node for its detail, fold a subtree, search."""
 
     _esm = dag_module_source()  # dag.js with style.json inlined
-    _css = _STATIC / "dag.css"
+    # text, not a path: anywidget ties every instance to a path's change signal, for good
+    # (a kernel kept every DAG widget it ever made, closed or not)
+    _css = dag_css()
 
     summary: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)
     head_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)

@@ -105,6 +105,10 @@ _lv.VIEWS.limit = 3
 '''
 
 WIDGETS = "len(__import__('ipywidgets').widgets.widget._instances)"
+DAG_OBJECTS = (  # what the kernel's memory still holds, registered or not
+    "[__import__('gc').collect(),"
+    " sum(type(o).__name__ == 'DagWidget' for o in __import__('gc').get_objects())][1]"
+)
 
 
 def widget_of(data: dict[str, Any]) -> Any:
@@ -138,6 +142,7 @@ def test_a_kernel_keeps_the_live_dags_of_its_newest_cells_only(kernel: Kernel) -
                         by_widget[widget_of(content["data"])] = display_id
     assert len(shown) == 8  # one live view a cell, as a watching frontend gets
     assert kernel.value(WIDGETS) == 3 * 2  # only the newest three are live (and their layouts)
+    assert kernel.value(DAG_OBJECTS) == 3  # and the others are freed
     assert len(layouts) == 8
     # the browser is told the older ones are gone (the metadata comm closes each cell too)
     assert closed & set(shown + layouts) == set(shown[:5] + layouts[:5])

@@ -362,3 +362,17 @@ def test_status_updates_in_place_match_a_full_relayout(session: list[dict[str, A
         return {s["id"]: s for s in summary}
 
     assert by_id(live.summary) == by_id(fresh.summary)
+
+
+def test_a_closed_widget_is_freed(session: list[dict[str, Any]]) -> None:
+    """Nothing but the caller keeps a closed widget (anywidget once tied every instance to
+    its stylesheet's change signal: a kernel kept each cell's DAG widget for good)."""
+    import gc
+    import weakref
+
+    widget = DagWidget(session, head_id=head_of(session))
+    gone = weakref.ref(widget)
+    widget.close()
+    del widget
+    gc.collect()
+    assert gone() is None
