@@ -9,6 +9,8 @@ tasks get keys the map recognises and go in batches, results are gathered in bat
 thread of their own (the map's loop never waits on a gather), and when a worker is removed
 while it held tasks of this map, the scheduler's ``remove-worker`` event puts
 ``("lost", index, (address, name))`` on the queue before the retry's result can arrive.
+The same events say which workers the cluster has (:class:`~openprogram.scale.workers.Workers`):
+a cluster left with none is given up on after the setting's time (:meth:`gone_for`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecu
 from typing import Any
 
 from openprogram.scale.task import Task, run_task
+from openprogram.scale.workers import Workers
 
 Message = tuple[str, int, Any]
 DEFAULT_IN_FLIGHT = 16
@@ -33,6 +36,7 @@ class FuturesSubmitter:
         self.executor = executor
         self.inbox = inbox
         self.remote = not isinstance(executor, ThreadPoolExecutor)
+        self.name = type(executor).__name__
         self._futures: dict[int, Future[Any]] = {}
 
     def _workers(self) -> int | None:
@@ -49,6 +53,10 @@ class FuturesSubmitter:
 
     def start(self) -> None:
         pass
+
+    def gone_for(self, limit: float | None) -> tuple[float, str] | None:
+        """A pool's workers are its own: a pool that lost one fails its tasks itself."""
+        return None
 
     def submit(self, tasks: list[Task]) -> None:
         for task in tasks:
@@ -87,6 +95,8 @@ class DaskSubmitter:
         self._futures: dict[int, Any] = {}
         self._names: dict[str, str] = {}
         self._previous: Callable[..., Any] | None = None
+        self.name = str(getattr(client.scheduler, "address", client))
+        self.workers = Workers(self.name, ())
         self._done: queue.Queue[tuple[int, Any] | None] = queue.Queue()
         self._fetcher = threading.Thread(target=self._fetch, name="openprogram-map-gather")
         self._fetcher.daemon = True
@@ -99,13 +109,19 @@ class DaskSubmitter:
         return max(1, len(self.client.nthreads()))
 
     def start(self) -> None:
-        info = self.client.scheduler_info()
-        self._names = {a: str(w.get("name", a)) for a, w in info.get("workers", {}).items()}
         previous = getattr(self.client, "_event_handlers", {}).get("all")
         if not isinstance(getattr(previous, "__self__", None), DaskSubmitter):
             self._previous = previous  # a handler the user set for this topic: chained
-        self.client.subscribe_topic("all", self._on_event)
+        self.client.subscribe_topic("all", self._on_event)  # first: no worker goes unseen
+        info = self.client.scheduler_info()
+        workers = info.get("workers", {})
+        self._names = {a: str(w.get("name", a)) for a, w in workers.items()}
+        self.workers = Workers(self.name, workers)
         self._fetcher.start()
+
+    def gone_for(self, limit: float | None) -> tuple[float, str] | None:
+        """``(seconds, why)`` once the cluster has had no worker for ``limit`` seconds."""
+        return self.workers.gone_for(limit)
 
     def _on_event(self, event: Any) -> None:
         if self._previous is not None:
@@ -114,15 +130,22 @@ class DaskSubmitter:
             except Exception:
                 pass
         msg = event[1] if isinstance(event, tuple) and len(event) == 2 else {}
-        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+        action = msg.get("action") if isinstance(msg, dict) else None
+        if action == "add-worker":
+            self.workers.added(str(msg.get("worker", "")))
+        if action != "remove-worker":
             return
         worker = str(msg.get("worker", ""))
         keys = set(msg.get("processing-tasks") or ()) | set(msg.get("lost-computed-tasks") or ())
-        for key in keys:
-            if isinstance(key, str) and key.startswith(self.prefix):
-                index = int(key[len(self.prefix) :])
-                if index in self._futures:
-                    self.inbox.put(("lost", index, (worker, self._names.get(worker))))
+        lost = [
+            int(key[len(self.prefix) :])
+            for key in keys
+            if isinstance(key, str) and key.startswith(self.prefix)
+        ]
+        for index in lost:
+            if index in self._futures:
+                self.inbox.put(("lost", index, (worker, self._names.get(worker))))
+        self.workers.removed(worker, len(lost))
 
     def submit(self, tasks: list[Task]) -> None:
         keys = [f"{self.prefix}{t.index}" for t in tasks]
