@@ -109,48 +109,47 @@ DAG_OBJECTS = (  # what the kernel's memory still holds, registered or not
     "[__import__('gc').collect(),"
     " sum(type(o).__name__ == 'DagWidget' for o in __import__('gc').get_objects())][1]"
 )
+TITLES = (  # each live DAG widget's title, by its model id
+    "{k: w.title for k, w in __import__('ipywidgets').widgets.widget._instances.items()"
+    " if type(w).__name__ == 'DagWidget'}"
+)
 
 
-def widget_of(data: dict[str, Any]) -> Any:
-    return read_saved(data[DAG_MIME]).get("widget")
+def saved(data: dict[str, Any]) -> dict[str, Any]:
+    return read_saved(data[DAG_MIME])
 
 
 @pytest.mark.kernel
 @pytest.mark.timeout(180)
 def test_a_kernel_keeps_the_live_dags_of_its_newest_cells_only(kernel: Kernel) -> None:
     kernel.run(AGENT)
-    shown: list[str] = []  # each cell's live widget, oldest first
-    layouts: list[str] = []  # and the layout widget ipywidgets makes for each
+    opened: list[str] = []  # the DAG widgets the kernel made, oldest first
     closed: set[str] = set()
-    final: dict[str, Any] = {}  # the latest data of each cell's output, by display id
-    by_widget: dict[str, str] = {}  # widget model id -> its cell's display id
+    outputs: dict[str, dict[str, Any]] = {}  # each cell's output: its latest data, in order
     for i in range(8):
         for msg in kernel.run(f'%%openprogram\ntriage("ticket {i}")'):
             content = msg["content"]
             if msg["msg_type"] == "comm_open" and content.get("target_name") == "jupyter.widget":
-                state = content["data"]["state"]
-                (shown if state["_model_name"] == "AnyModel" else layouts).append(
-                    content["comm_id"]
-                )
+                if content["data"]["state"]["_model_name"] == "AnyModel":
+                    opened.append(content["comm_id"])
             elif msg["msg_type"] == "comm_close":
                 closed.add(content["comm_id"])
             elif msg["msg_type"] in ("display_data", "update_display_data"):
                 display_id = content.get("transient", {}).get("display_id")
                 if display_id and DAG_MIME in content["data"]:
-                    final[display_id] = content["data"]
-                    if widget_of(content["data"]):
-                        by_widget[widget_of(content["data"])] = display_id
-    assert len(shown) == 8  # one live view a cell, as a watching frontend gets
-    assert kernel.value(WIDGETS) == 3 * 2  # only the newest three are live (and their layouts)
-    assert kernel.value(DAG_OBJECTS) == 3  # and the others are freed
-    assert len(layouts) == 8
-    # the browser is told the older ones are gone (the metadata comm closes each cell too)
-    assert closed & set(shown + layouts) == set(shown[:5] + layouts[:5])
-    for model_id in shown[:5]:  # whose outputs now draw their saved view, naming no widget
-        assert widget_of(final[by_widget[model_id]]) is None
-    for model_id in shown[5:]:
-        assert widget_of(final[by_widget[model_id]]) == model_id
-    open_comms = "len(__import__('comm').get_comm_manager().comms)"
-    before = kernel.value(open_comms)
-    kernel.run('%%openprogram\ntriage("one more")')
-    assert kernel.value(open_comms) == before  # one opened, one closed: bounded
+                    outputs[display_id] = content["data"]
+    assert len(outputs) == 8  # one DAG output a cell, each drawn live while its cell ran
+    final = list(outputs.values())
+    # the older five now show their saved view (named by no widget), the newest three live
+    assert [saved(data).get("widget") is None for data in final] == [True] * 5 + [False] * 3
+    # by widgets the kernel still has, each showing its own cell's turn
+    titles = kernel.value(TITLES)
+    assert {saved(d)["widget"]: saved(d)["title"] for d in final[5:]}.items() <= titles.items()
+    # four widgets were ever made (the newest three and one spare reused for each new cell),
+    # none closed, and the kernel holds no other
+    assert len(opened) == 4 and not closed & set(opened)
+    assert kernel.value(DAG_OBJECTS) == 4
+    assert kernel.value(WIDGETS) == 4 * 2  # (each DOM widget has a layout widget)
+    msgs = kernel.run('%%openprogram\ntriage("one more")')
+    assert not [m for m in msgs if m["msg_type"] == "comm_open" and "state" in m["content"]["data"]]
+    assert kernel.value(WIDGETS) == 4 * 2

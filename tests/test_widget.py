@@ -376,3 +376,25 @@ def test_a_closed_widget_is_freed(session: list[dict[str, Any]]) -> None:
     del widget
     gc.collect()
     assert gone() is None
+
+
+def test_a_restarted_widget_shows_the_new_graph_alone_in_one_message(
+    session: list[dict[str, Any]],
+) -> None:
+    """How a kernel reuses a widget for the next cell (openprogram_magics.live_views)."""
+    widget = DagWidget(session, head_of(session), title="cell 1")
+    widget.select(last_function(session)["id"])
+    wire = Recorder(widget)
+    turn = node("t-2", 1, kind="turn")
+    widget.restart([turn], head_id="t-2", title="cell 2", session_id="s_2")
+    [update] = [m for m in wire.messages if m.get("method") == "update"]  # one state message
+    state = update["state"]
+    assert [s["id"] for s in state["summary"]] == ["t-2"]
+    assert (state["head_id"], state["title"]) == ("t-2", "cell 2")
+    assert state["selected"] is None and state["detail"] is None
+    assert wire.custom() == []  # no upsert of the old graph's rows
+    assert widget.to_text().count("\n") < 3 and "t-2" in widget.to_text()
+    # and it goes on as a new widget would: live nodes arrive as upserts
+    widget.upsert(node("live-1", 2, caller="t-2"))
+    [msg] = wire.custom("upsert")
+    assert {s["id"] for s in msg["nodes"]} == {"t-2", "live-1"}
