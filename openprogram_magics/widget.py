@@ -156,7 +156,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self.title = title
             self.summary = list(self._current.values())
             self.selected = None
-            self.detail = None
+            self.set_trait("detail", None)  # (typed as a dict; None is allowed)
             self.older = 0
 
     def _start(
