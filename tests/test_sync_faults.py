@@ -84,14 +84,17 @@ def fill(home: Path) -> Callable[[], None]:
     return lambda: ballast.unlink()
 
 
-@pytest.mark.parametrize("op", ["pull", "import"])
+@pytest.mark.parametrize("op", ["pull", "import", "import as new"])
 @pytest.mark.parametrize("fault", ["ulimit -f", "disk full", "read-only"])
 def test_an_import_or_a_pull_that_meets_a_fault_is_one_line_and_loses_nothing(
     alice_ahead: tuple[SessionStore, Path, Path, Path], op: str, fault: str
 ) -> None:
     alice, home, url, bundle = alice_ahead
-    argv = ["sessions", "pull", "s_f", f"file://{url}"] if op == "pull" else []
-    argv = argv or ["sessions", "import", str(bundle)]
+    argv = {
+        "pull": ["sessions", "pull", "s_f", f"file://{url}"],
+        "import": ["sessions", "import", str(bundle)],
+        "import as new": ["sessions", "import", str(bundle), "--as", "s_new"],
+    }[op]
     bob = SessionStore(home)
     before = state(bob, "s_f")
     bob.close()
@@ -115,11 +118,15 @@ def test_an_import_or_a_pull_that_meets_a_fault_is_one_line_and_loses_nothing(
     assert debris(home) == []
     bob = SessionStore(home)
     assert state(bob, "s_f") == before  # every committed turn intact, nothing half-joined
+    assert not bob.exists("s_new")
     path = bob.session_path("s_f")
     assert git(path, "fsck", "--strict", "--no-dangling", "--no-progress") == ""
     bob.close()
     done = cli(home, *argv)  # the fault gone: the same command goes through
     assert done.returncode == 0, done.stderr
     bob = SessionStore(home)
-    assert state(bob, "s_f") == state(alice, "s_f")
+    if op == "import as new":
+        assert state(bob, "s_new")[2] == state(alice, "s_f")[2]  # the same commits
+    else:
+        assert state(bob, "s_f") == state(alice, "s_f")
     bob.close()

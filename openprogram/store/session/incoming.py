@@ -31,7 +31,6 @@ from openprogram.errors import SyncError
 from openprogram.store.session.files import is_real_dir
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
-    QUARANTINE_PREFIX,
     canonical_config,
     git_command,
     init_repository,
@@ -458,8 +457,3 @@ def _holds(path: Path, content: bytes) -> bool:
         return os.read(fd, len(content) + 1) == content and os.path.isfile(path)
     finally:
         os.close(fd)
-
-
-def is_quarantine(repo: Path) -> bool:
-    """Whether ``repo`` is a quarantine this process made (it borrows through ``alternates``)."""
-    return repo.name.startswith(QUARANTINE_PREFIX)
