@@ -39,7 +39,7 @@ from typing import Any
 from openprogram.errors import InvalidSessionId
 from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kept
 from openprogram.store.session.replaced import replace
-from openprogram.store.session.safegit import ACTOR_EMAIL, ACTOR_NAME, git_env
+from openprogram.store.session.safegit import git_env
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES — by the reader here and by an
@@ -313,8 +313,6 @@ class Author:
             out["unverified"] = True
         return out
 
-
-OPENPROGRAM = Author(ACTOR_NAME, ACTOR_EMAIL)
 
 _cached: Author | None = None
 _record: tuple[Author, dict[str, Any]] | None = None  # (author, its to_json())

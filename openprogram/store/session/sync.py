@@ -103,7 +103,7 @@ def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[
             raise
         where = f" ({exc.filename})" if exc.filename else ""
         text = f"{exc.strerror or exc}{where}"
-        raise StoreError(f"session {session_id or '?'}: nothing received: {text}") from None
+        raise StoreError(f"session {session_id or '?'}: receiving failed: {text}") from None
 
 
 def _borrow(quarantine: Path, local: Path) -> str | None:
