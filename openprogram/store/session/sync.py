@@ -320,7 +320,7 @@ def push(
     store: SessionStore, session_id: str, url: str, protocols: str, *, with_replays: bool = False
 ) -> str:
     """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``; a
-    replay session (:mod:`replays`) only ``with_replays``."""
+    replay session (:func:`fork_for_replay`) only ``with_replays``."""
     session = store.open(session_id)
     refuse_replay_push(session_id, session.meta, with_replays)
     ref = session_ref(session_id)
