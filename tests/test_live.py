@@ -18,7 +18,7 @@ from pathlib import Path
 
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session import maintenance
+from openprogram.store.session.index import row_of
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.store import SessionStore
 
@@ -30,8 +30,10 @@ DEAD_OWNER = f"{socket.gethostname()}:0:0"  # pid 0 is never a writer: its rows 
 def plant_dead_rows(folder: Path, bodies: Iterable[bytes]) -> None:
     """Rows a writer that died left in a session's live database (a crafted folder's too)."""
     live = LiveState(folder / ".state")
+    blank = row_of(make_call("turn", "planted"), None)  # the columns: only the body is read
     try:
-        live.put_rows(((f"planted-{i}", body) for i, body in enumerate(bodies)), DEAD_OWNER)
+        rows = ((f"planted-{i}", *blank[1:-1], body) for i, body in enumerate(bodies))
+        live.put_rows(rows, DEAD_OWNER)
     finally:
         live.close()
 
@@ -40,7 +42,8 @@ def row_owners(folder: Path) -> list[str]:
     """The owners of the rows in a session's live database (turns in flight)."""
     db = sqlite3.connect(folder / ".state" / "live.db")
     try:
-        return [owner for (owner,) in db.execute("SELECT DISTINCT owner FROM rows")]
+        found = db.execute("SELECT DISTINCT owner FROM nodes WHERE owner IS NOT NULL")
+        return [owner for (owner,) in found]
     finally:
         db.close()
 
@@ -181,6 +184,12 @@ def answers(home: Path, sid: str) -> dict[str, object]:
         "head": session.head_id,
         "totals": session.totals(),
         "nodes": [(n.id, n.seq, n.turn, n.status) for n in session.nodes()],
+        "light": session.light_nodes(),
+        "window": session.light_window(2),
+        "usage": session.usage_window(1),
+        "links": session.links(),
+        "children": {n["id"]: session.children(n["id"]) for n in session.index()},
+        "chain": [n.id for n in session.chain(session.head_id, 10)],
     }
     store.close()
     return found
@@ -194,7 +203,6 @@ def test_the_live_database_deleted_between_turns_is_rebuilt_with_the_same_answer
             top = h.writer.append(make_call("turn", f"t{t}", status=COMPLETED), turn_level=True)
             h.writer.append(make_call("function", "f", caller=top.id, status=COMPLETED))
     path = op_home / "sessions" / "rebuilt"
-    maintenance.wait_for(path)
     before = answers(op_home, "rebuilt")
     for name in ("live.db", "live.db-wal", "live.db-shm"):
         (path / ".state" / name).unlink(missing_ok=True)
