@@ -107,3 +107,14 @@ def _history_shape(record: Any) -> Any:
         {k: len(v) for k, v in left.items()},
         record.get("earlier"),
     )
+
+
+def status_shows_nothing(path: Path) -> bool:
+    """``git status`` in a session folder lists no file (changed, deleted, untracked): a
+    session's repository is bare (no working tree), so git refuses to compare one."""
+    import subprocess
+
+    done = subprocess.run(["git", "status", "--porcelain"], cwd=path, capture_output=True)
+    if done.returncode == 0:
+        return done.stdout == b""
+    return b"must be run in a work tree" in done.stderr and done.stdout == b""

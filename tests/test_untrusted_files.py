@@ -27,7 +27,6 @@ from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.errors import CorruptedFile
-from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
@@ -48,7 +47,6 @@ def turn(home: Path, name: str, sid: str = SID) -> None:
         top = h.writer.append(make_call("turn", name, status=COMPLETED), turn_level=True)
         h.writer.append(make_call("function", "plan", caller=top.id, status=COMPLETED))
     store.close()
-    maintenance.wait_for(home / "sessions" / sid)  # its node files on disk (git's before)
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -80,7 +78,6 @@ def assert_healthy(home: Path) -> None:
     turn(home, "after")
     folder = home / "sessions" / SID
     assert len(node_files(folder)) >= before + 2
-    maintenance.wait_for(folder)  # packing by the detached maintenance races fsck's reads
     fsck = run_git(folder, "fsck", "--strict", "--no-progress", check=False)
     assert fsck.returncode == 0, fsck.stderr
 

@@ -170,6 +170,19 @@ class LiveState:
         for name in DB_FILES:
             _remove_if_not_regular(self.path.parent / name)
         try:
+            return self._open_db()
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_NOTADB":
+                raise self._error(exc) from exc
+        for name in DB_FILES:  # not a database (damaged, planted): derived again from git
+            (self.path.parent / name).unlink(missing_ok=True)
+        try:
+            return self._open_db()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+
+    def _open_db(self) -> tuple[sqlite3.Connection, int]:
+        try:
             db = sqlite3.connect(
                 str(self.path), timeout=BUSY_MS / 1000, isolation_level=None,
                 check_same_thread=False,
@@ -180,7 +193,7 @@ class LiveState:
             for statement in SCHEMA:
                 db.execute(statement)
             return db, os.stat(self.path).st_ino
-        except (sqlite3.Error, OSError) as exc:
+        except OSError as exc:
             raise self._error(exc) from exc
 
     # -- transactions ------------------------------------------------------------------

@@ -285,6 +285,7 @@ def make_safe(git_dir: Path) -> None:
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
+        "info/sparse-checkout",  # no working tree: never read, never followed
         "objects/info/alternates",
         "objects/info/http-alternates",
     ):
