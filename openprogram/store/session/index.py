@@ -185,6 +185,25 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
     return changed, removed
 
 
+def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
+    """Those of ``files`` (path -> blob) that are blobs of at most ``MAX_FILE_BYTES``, by
+    one ``git cat-file --batch-check`` (sizes, nothing read); the others reported."""
+    paths = list(files)
+    if not paths:
+        return []
+    checked = run_git(
+        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
+    ).stdout.splitlines()
+    kept = []
+    for path, line in zip(paths, checked, strict=False):
+        parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
+        if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
+            kept.append(path)
+        else:
+            problem(str(root / path), f"not a node file within {MAX_FILE_BYTES} bytes")
+    return kept
+
+
 def _id_of(path: str) -> str:
     """The node id a node file's name ends with (``<seq>-<role>-<id>.json``)."""
     return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
@@ -206,13 +225,13 @@ def derive(
             files = None
     if files is None:
         files, removed = _node_files(root, commit), None
-    paths = list(files)
+    paths = _within_bounds(root, files, problem)
     fetched = cat_file_batch(root, [files[p] for p in paths])
     rows: list[Row] = []
     for path, got in zip(paths, fetched, strict=True):
         try:
-            if got is None or got[1] != b"blob" or len(got[2]) > MAX_FILE_BYTES:
-                raise ValueError("not a readable blob of at most the size of a node")
+            if got is None or got[1] != b"blob":
+                raise ValueError("not a readable blob")
             call = Call.from_dict(loads(got[2]))
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))

@@ -309,8 +309,10 @@ class LiveState:
 
     # -- the nodes table ---------------------------------------------------------------
     def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        """The rows ``sql`` selects (a read: no lock; WAL readers never wait)."""
-        return self._execute(sql, args).fetchall()
+        """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
+        one thread of this process at a time on the connection."""
+        with self.lock._rlock:
+            return self._execute(sql, args).fetchall()
 
     def put_rows(self, rows: Iterable[Row], owner: str | None = None) -> None:
         """Record the newest state of nodes (rows as ``index.row_of`` makes them) for
