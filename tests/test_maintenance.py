@@ -70,18 +70,20 @@ def test_a_node_rewritten_after_its_commit_is_read_as_committed_last(op_home: Pa
     store.close()
 
 
-def live_children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (read from /proc)."""
+def running_in(folder: Path) -> list[int]:
+    """The processes running in ``folder`` now (their working directory; read from /proc):
+    the store starts git there."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
             with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
+        if state not in (b"Z", b"X") and Path(cwd) == folder:
             found.append(int(entry))
     return found
 
@@ -108,17 +110,33 @@ def test_a_writer_repacks_in_a_child_that_ends_with_its_close(
     packs = [n for n in os.listdir(path / ".git" / "objects" / "pack") if n.endswith(".pack")]
     assert len(packs) <= 3  # geometric: a handful, not one a commit
     store.close()
-    assert live_children(os.getpid()) == []
+    assert running_in(path) == []  # nothing it started outlives the close
     assert all(child.poll() is not None for child in started)
     assert git(path, "fsck", "--strict", "--no-progress") == ""
     cold = SessionStore(op_home).open("busy")
     assert len([n for n in cold.nodes() if n.name.startswith("busy")]) == 35
 
 
-def test_a_repack_still_running_at_close_is_ended_within_a_few_seconds() -> None:
-    child = subprocess.Popen(["sleep", "600"])  # a repack that would outlive the close
-    maintenance.finish(child, wait_s=0.05)
-    assert child.poll() is not None  # ended, not left behind
+def test_a_repack_still_running_at_close_is_ended_within_a_few_seconds(
+    op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(maintenance, "REPACK_EVERY", 1)
+    monkeypatch.setattr(maintenance, "WAIT_AT_CLOSE_S", 0.05)
+    started: list[subprocess.Popen[bytes]] = []
+
+    def slow_repack(root: Path) -> subprocess.Popen[bytes]:  # one that would outlive the close
+        started.append(subprocess.Popen(["sleep", "600"], cwd=root))
+        return started[-1]
+
+    monkeypatch.setattr(maintenance, "repack", slow_repack)
+    store = SessionStore(op_home)
+    store.create_session("slow")
+    add_turn(store, "slow", "one")
+    path = op_home / "sessions" / "slow"
+    assert started and running_in(path) == [started[0].pid]  # running while the session is
+    store.close()
+    assert running_in(path) == []  # ended, not left behind
+    assert started[0].poll() is not None
 
 
 def test_a_reader_sees_what_another_writer_commits(op_home: Path) -> None:

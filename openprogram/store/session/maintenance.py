@@ -34,8 +34,9 @@ def repack(root: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def finish(child: subprocess.Popen[bytes], wait_s: float = WAIT_AT_CLOSE_S) -> None:
-    """Wait for a repack ``wait_s`` at most, then end it."""
+def finish(child: subprocess.Popen[bytes], wait_s: float | None = None) -> None:
+    """Wait for a repack ``wait_s`` (``WAIT_AT_CLOSE_S``) at most, then end it."""
+    wait_s = WAIT_AT_CLOSE_S if wait_s is None else wait_s
     try:
         child.wait(wait_s)
     except subprocess.TimeoutExpired:
