@@ -79,8 +79,8 @@ def test_a_node_file_of_another_name_keeps_its_path() -> None:
     call = make_call("llm", "test", caller="c1", status=COMPLETED)
     call.seq, call.turn = 7, 3
     path = 13  # the row's path column (after the usage columns)
-    assert row_of(call, None, node_relpath(call))[path] is None
-    assert row_of(call, None)[path] is None
-    assert row_of(call, None, "history/0000/000003/renamed.json")[path] == (
+    assert row_of(call, node_relpath(call))[path] is None
+    assert row_of(call)[path] is None
+    assert row_of(call, "history/0000/000003/renamed.json")[path] == (
         "history/0000/000003/renamed.json"
     )

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session.index import row_of
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.store import SessionStore
 
@@ -30,10 +29,8 @@ DEAD_OWNER = f"{socket.gethostname()}:0:0"  # pid 0 is never a writer: its rows 
 def plant_dead_rows(folder: Path, bodies: Iterable[bytes]) -> None:
     """Rows a writer that died left in a session's live database (a crafted folder's too)."""
     live = LiveState(folder / ".state")
-    blank = row_of(make_call("turn", "planted"), None)  # the columns: only the body is read
     try:
-        rows = ((f"planted-{i}", *blank[1:-1], body) for i, body in enumerate(bodies))
-        live.put_rows(rows, DEAD_OWNER)
+        live.put_rows(((f"planted-{i}", body) for i, body in enumerate(bodies)), DEAD_OWNER)
     finally:
         live.close()
 
@@ -42,8 +39,7 @@ def row_owners(folder: Path) -> list[str]:
     """The owners of the rows in a session's live database (turns in flight)."""
     db = sqlite3.connect(folder / ".state" / "live.db")
     try:
-        found = db.execute("SELECT DISTINCT owner FROM nodes WHERE owner IS NOT NULL")
-        return [owner for (owner,) in found]
+        return [owner for (owner,) in db.execute("SELECT DISTINCT owner FROM rows")]
     finally:
         db.close()
 

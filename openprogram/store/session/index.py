@@ -1,15 +1,16 @@
 """The one index of a session: the ``nodes`` table of its live database (:mod:`live`).
 
 A row a node: the columns every view reads (seq, turn, role, name, kind, status, caller,
-predecessor, created_at, tokens and cost), the node's file in git (``path``, NULL when it
-is the one :func:`node_relpath` names), and while the node is not committed or still open
-its record (``body``) and the process that wrote it (``owner``).  A committed node's
-content is git's, read at ``path`` (no working tree).
+predecessor, created_at, tokens and cost) and the node's file in git (``path``, NULL when
+it is the one :func:`node_relpath` names).  A committed node's content is git's, read at
+that path (no working tree); a node in flight's is its record in the ``rows`` table of
+:mod:`live`, written at every event (one small row: the hot path), while its index row is
+put when a read or the commit needs it (a batch of the states recorded since).
 
 The table is *derived from git* for every committed turn (:func:`derive`): a session
 cloned, a ``live.db`` deleted, a pull that moved the ref — the rows follow the ref's
-commit, read by git's own ``ls-tree`` / ``diff-tree`` and one ``cat-file --batch``.  Rows
-a live process owns (its turn in flight) are never overwritten from git.
+commit, read by git's own ``ls-tree`` / ``diff-tree`` and one ``cat-file --batch``.  The
+row of a node in flight is never overwritten from git.
 
 The rest is pure: the node's path in a commit, the usage columns of a node, what counts
 as a turn, the exact sum of costs, and ``meta.json``'s field types.
@@ -39,27 +40,32 @@ ENTRY_FIELDS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
     "created_at", "path", "tokens_in", "tokens_out", "cost",
 )  # fmt: skip
-# the columns of a row, as :func:`row_of` makes them (``owner`` is added by the writer)
+# the columns of a row, as :func:`row_of` makes them
 COLUMNS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
-    "created_at", "tokens_in", "tokens_out", "cost", "path", "body",
+    "created_at", "tokens_in", "tokens_out", "cost", "path",
 )  # fmt: skip
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, seq INTEGER, turn INTEGER,"
     " role TEXT, name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT,"
-    " created_at REAL, tokens_in INTEGER, tokens_out INTEGER, cost REAL, path TEXT,"
-    " body BLOB, owner TEXT) WITHOUT ROWID",
+    " created_at REAL, tokens_in INTEGER, tokens_out INTEGER, cost REAL, path TEXT)"
+    " WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS nodes_by_caller ON nodes (caller, turn)",
     "CREATE INDEX IF NOT EXISTS nodes_by_turn ON nodes (turn)",
-    "CREATE INDEX IF NOT EXISTS nodes_in_flight ON nodes (owner) WHERE owner IS NOT NULL",
 )
-_SET = ", ".join(f"{c} = excluded.{c}" for c in (*COLUMNS[1:], "owner"))
-PUT_ROW = (
-    f"INSERT INTO nodes ({', '.join(COLUMNS)}, owner) VALUES ({', '.join('?' * 16)})"
-    f" ON CONFLICT (id) DO UPDATE SET {_SET}"
+_INSERT = f"INSERT INTO nodes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+# a node's new state: what a state changes (a node's seq, turn, caller, role and path are
+# fixed when it is appended; not setting them leaves the indexes alone)
+_CHANGED = ("status", "name", "kind", "predecessor", "tokens_in", "tokens_out", "cost")
+PUT_STATE = f"{_INSERT} ON CONFLICT (id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _CHANGED
 )
-# a committed node's row from git: never over the row of a turn in flight
-PUT_COMMITTED = PUT_ROW + " WHERE nodes.owner IS NULL"
+# a committed node's row from git, every column: never over the row of a node in flight
+PUT_COMMITTED = (
+    f"{_INSERT} ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])
+    + " WHERE nodes.id NOT IN (SELECT id FROM rows)"
+)
 Row = tuple[Any, ...]
 Used = list[Any]  # [calls, input_tokens, output_tokens, unpriced, cost partials (floats)]
 Totals = dict[str, Any]
@@ -93,12 +99,12 @@ def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None
     return tokens[0], tokens[1], cost
 
 
-def row_of(call: Call, body: bytes | None, path: str | None = None) -> Row:
+def row_of(call: Call, path: str | None = None) -> Row:
     """The row of ``call`` (:data:`COLUMNS`); ``path``: its file when not the usual one."""
     return (
         call.id, call.seq, call.turn, call.role, call.name, call.kind, call.status,
         call.caller, call.predecessor, call.created_at, *usage_of(call.metadata),
-        None if path is None or path == node_relpath(call) else path, body,
+        None if path is None or path == node_relpath(call) else path,
     )  # fmt: skip
 
 
@@ -236,7 +242,7 @@ def derive(
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))
             continue
-        rows.append(row_of(call, None, path))
+        rows.append(row_of(call, path))
     return rows, removed
 
 

@@ -7,10 +7,11 @@ It holds what is not in git yet and what every writing process of the session sh
   (the next turn number), ``head`` (HEAD's node id), ``commit`` (the commit the
   ``nodes`` rows are derived to), ``commits`` (made, by any process) and ``maintained``
   (commits at the last repack);
+- ``rows(id, owner, body)``: the newest recorded state of each node of a turn in flight
+  that a process has not committed, or whose node is still open, with the process that
+  wrote it (``host:pid:start time``);
 - ``nodes``: the one index of the session's nodes (:mod:`index`), derived from git for
-  every committed turn (``state.commit``: the commit the rows follow); a node of a turn in
-  flight, or still open, keeps its record (``body``) and the process that wrote it
-  (``owner``: ``host:pid:start time``) until it is committed and done.
+  every committed turn, with the index rows a process put for its nodes in flight.
 
 Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
 session's write lock (re-entrant, across threads and processes; the kernel releases it
@@ -44,13 +45,19 @@ from openprogram.context.nodes import (
 )
 from openprogram.errors import StoreError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.index import PUT_COMMITTED, PUT_ROW, Row
+from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
 BUSY_MS = 500  # one wait for another writer's transaction; waited again until it ends
-SCHEMA = ("CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)", *NODES_SCHEMA)
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)",
+    "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)"
+    " WITHOUT ROWID",  # one b-tree: a row written is one page or two
+    *NODES_SCHEMA,
+)
+PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
 _OWNER: tuple[int, str] | None = None
 
 
@@ -307,18 +314,11 @@ class LiveState:
         with self.lock:
             self._set(maintained=self.commits())
 
-    # -- the nodes table ---------------------------------------------------------------
-    def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
-        one thread of this process at a time on the connection."""
-        with self.lock._rlock:
-            return self._execute(sql, args).fetchall()
-
-    def put_rows(self, rows: Iterable[Row], owner: str | None = None) -> None:
-        """Record the newest state of nodes (rows as ``index.row_of`` makes them) for
-        ``owner`` (this process)."""
+    # -- rows of turns in flight -------------------------------------------------------
+    def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
+        """Record the newest state of nodes (id, JSON body) for ``owner`` (this process)."""
         who = owner or own_owner()
-        items = [(*row, who) for row in rows]
+        items = [(node_id, who, body) for node_id, body in rows]
         lock = self.lock
         if len(items) == 1 and not lock.held():  # the hot path: one statement, autocommit
             with lock._rlock:  # (not inside another thread's transaction)
@@ -331,56 +331,69 @@ class LiveState:
                 raise self._error(exc) from exc
 
     def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> None:
-        """This process's rows are committed (in ``commit``, which the rows then follow):
-        their record and owner go, but those of the ids in ``keep`` (still open)."""
+        """Forget this process's rows (committed, in ``commit``: the ``nodes`` rows follow
+        it then), but those of the ids in ``keep`` (still open)."""
         keep_ids = list(keep)
-        marks = ",".join("?" * len(keep_ids))
         with self.lock:
-            self._execute(
-                "UPDATE nodes SET owner = NULL, body = NULL WHERE owner = ?"
-                + (f" AND id NOT IN ({marks})" if keep_ids else ""),
-                (own_owner(), *keep_ids),
-            )
             if commit is not None:
                 self._set(commit=commit)
+            if not keep_ids:
+                self._execute("DELETE FROM rows WHERE owner = ?", (own_owner(),))
+                return
+            marks = ",".join("?" * len(keep_ids))
+            self._execute(
+                f"DELETE FROM rows WHERE owner = ? AND id NOT IN ({marks})",
+                (own_owner(), *keep_ids),
+            )
 
     def drop_owners(self, owners: Iterable[str]) -> None:
-        """Forget the rows left by these (dead) owners: committed by a recovery, or not
-        nodes at all."""
         with self.lock:
             for owner in owners:
-                self._execute("DELETE FROM nodes WHERE owner = ?", (owner,))
+                self._execute("DELETE FROM rows WHERE owner = ?", (owner,))
+
+    # -- the nodes table ---------------------------------------------------------------
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
+        one thread of this process at a time on the connection."""
+        with self.lock._rlock:
+            return self._execute(sql, args).fetchall()
+
+    def put_index(self, rows: list[Row]) -> None:
+        """Put the index rows of nodes this process recorded (one transaction)."""
+        with self.lock:
+            try:
+                self._db.executemany(PUT_STATE, rows)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
 
     def derived(self) -> str | None:
-        """The commit the rows follow (None: none yet, a new or deleted database)."""
+        """The commit the ``nodes`` rows follow (None: none yet, a new database)."""
         value = self._values().get("commit")
         return value if type(value) is str else None
 
     def follow(self, commit: str, rows: list[Row], removed: list[str] | None) -> None:
-        """The rows now follow ``commit``: ``rows`` from it put (never over a row in
-        flight), the ids ``removed`` dropped (None: every row not in flight first)."""
+        """The ``nodes`` rows now follow ``commit``: ``rows`` from it put, the ids
+        ``removed`` dropped (None: every row first) — never the row of a node in flight."""
         with self.lock:
             try:
                 if removed is None:
-                    self._db.execute("DELETE FROM nodes WHERE owner IS NULL")
+                    self._db.execute("DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)")
                 else:
                     self._db.executemany(
-                        "DELETE FROM nodes WHERE id = ? AND owner IS NULL",
+                        "DELETE FROM nodes WHERE id = ? AND id NOT IN (SELECT id FROM rows)",
                         [(node_id,) for node_id in removed],
                     )
-                self._db.executemany(PUT_COMMITTED, [(*row, None) for row in rows])
+                self._db.executemany(PUT_COMMITTED, rows)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             self._set(commit=commit)
 
     def _owners(self) -> list[str]:
-        found = self._execute(
-            "SELECT DISTINCT owner FROM nodes WHERE owner IS NOT NULL ORDER BY owner"
-        ).fetchall()
+        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner").fetchall()
         return [str(owner) for (owner,) in found]
 
     def _bodies(self, owner: str) -> Iterator[Any]:
-        cursor = self._execute("SELECT body FROM nodes WHERE owner = ? ORDER BY seq", (owner,))
+        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
         for (body,) in cursor.fetchall():
             yield body
 

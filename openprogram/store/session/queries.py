@@ -3,8 +3,8 @@ the conversation chain, the light index entries and the totals — SQL over the 
 table of the live database (:mod:`index`), and the bounded cache of parsed nodes they
 share with the write path.
 
-A node's content is its row's record while it is in flight, else its file in git (one
-``git cat-file --batch`` for many).  :class:`SessionQueries` is a base of
+A node's content is its record in the ``rows`` table while it is in flight, else its file
+in git (one ``git cat-file --batch`` for many).  :class:`SessionQueries` is a base of
 :class:`session.Session`; it never writes a file or a commit.
 """
 
@@ -29,6 +29,7 @@ from openprogram.store.session.index import (
     counts_as_turn,
     exact_add,
     relpath,
+    row_of,
     use,
 )
 from openprogram.store.session.live import LiveState
@@ -81,9 +82,28 @@ class SessionQueries:
     _mu: threading.RLock
     _nodes: dict[str, Call]  # parsed nodes (bounded), ours included
     _dirty: dict[str, Call]  # this process's unsaved nodes
+    _unindexed: dict[str, Call]  # this process's node states whose index rows wait
+
+    def _index_recorded(self) -> None:
+        """Put the index rows of the node states this process recorded since (a batch,
+        before a read: the row per event is the record's)."""
+        if not self._unindexed:
+            return
+        with self._mu:  # (not held while the write lock is taken: it is always taken first)
+            calls = list(self._unindexed.values())
+        self.live.put_index([row_of(call) for call in calls])
+        with self._mu:
+            for call in calls:
+                if self._unindexed.get(call.id) is call:
+                    del self._unindexed[call.id]
+
+    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """``sql`` over the index, this process's newest states in it."""
+        self._index_recorded()
+        return self.live.query(sql, args)
 
     def _entries(self, where: str = "", args: Iterable[Any] = ()) -> list[Entry]:
-        return self.live.query(f"SELECT {ENTRY_SQL} FROM nodes {where} ORDER BY seq", args)
+        return self._query(f"SELECT {ENTRY_SQL} FROM nodes {where} ORDER BY seq", args)
 
     def get(self, node_id: str) -> Call:
         """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
@@ -93,8 +113,10 @@ class SessionQueries:
             if call is not None:
                 self._nodes[node_id] = call  # the most recently used now
                 return call.copy()
-        found = self.live.query(
-            "SELECT body, path, seq, turn, role FROM nodes WHERE id = ?", (node_id,)
+        found = self._query(
+            "SELECT r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
+            " LEFT JOIN rows r ON r.id = n.id WHERE n.id = ?",
+            (node_id,),
         )
         if not found:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
@@ -129,10 +151,8 @@ class SessionQueries:
         """The predecessor of each node of the conversation chain (no caller: the root, a
         cell, a message, a top-level call, a script's bare ``llm`` call) in seq order, and
         the highest seq and turn of any node: what a pull settles on."""
-        chain = self.live.query(
-            "SELECT id, predecessor FROM nodes WHERE caller IS NULL ORDER BY seq"
-        )
-        top_seq, top_turn = self.live.query("SELECT max(seq), max(turn) FROM nodes")[0]
+        chain = self._query("SELECT id, predecessor FROM nodes WHERE caller IS NULL ORDER BY seq")
+        top_seq, top_turn = self._query("SELECT max(seq), max(turn) FROM nodes")[0]
         return Links(dict(chain), -1 if top_seq is None else top_seq, top_turn or 0)
 
     def light_nodes(self) -> list[dict[str, Any]]:
@@ -144,7 +164,7 @@ class SessionQueries:
     def _window_start(self, sql: str, count: int) -> int:
         """The first turn of the newest whole buckets holding the ``count``-th newest of
         what ``sql`` lists (turns, newest first; 0: the whole session)."""
-        found = self.live.query(sql + " LIMIT 1 OFFSET ?", (max(count, 1) - 1,))
+        found = self._query(sql + " LIMIT 1 OFFSET ?", (max(count, 1) - 1,))
         if not found:
             return 0
         return found[0][0] // TURNS_PER_BUCKET * TURNS_PER_BUCKET
@@ -158,7 +178,7 @@ class SessionQueries:
             "SELECT turn FROM nodes WHERE caller IS NULL ORDER BY turn DESC", tops
         )
         entries = self._entries("WHERE turn >= ?", (first,))
-        older = self.live.query("SELECT count(*) FROM nodes WHERE turn < ?", (first,))[0][0]
+        older = self._query("SELECT count(*) FROM nodes WHERE turn < ?", (first,))[0][0]
         known = {e[0] for e in entries}
         kept = []
         for node in map(_light, entries):
@@ -177,6 +197,7 @@ class SessionQueries:
         ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``; ``functions``: by the
         name of the node each was called from; ``llm_turns``: turns with one): SQL over the
         index, no node's content read."""
+        self._index_recorded()
         q = self.live.query
         kinds = dict(q("SELECT kind, count(*) FROM nodes GROUP BY kind"))
         statuses = dict(q("SELECT status, count(*) FROM nodes GROUP BY status"))
@@ -232,13 +253,15 @@ class SessionQueries:
         found: dict[str, tuple[Any, ...]] = {}
         for start in range(0, len(wanted), 500):  # (SQLite's limit on variables)
             part = wanted[start : start + 500]
-            where = f"WHERE id IN ({','.join('?' * len(part))})"
+            where = f"WHERE n.id IN ({','.join('?' * len(part))})"
             found.update((row[0], row) for row in self._rows(where, part))
         return self._read_many([found[i] for i in wanted if i in found])
 
     def _rows(self, where: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.live.query(
-            f"SELECT id, body, path, seq, turn, role FROM nodes {where} ORDER BY seq", args
+        return self._query(
+            "SELECT n.id, r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
+            f" LEFT JOIN rows r ON r.id = n.id {where} ORDER BY n.seq",
+            args,
         )
 
     def _read_many(self, rows: list[tuple[Any, ...]]) -> dict[str, Call]:
@@ -268,7 +291,7 @@ class SessionQueries:
 
     def children(self, caller: str | None) -> list[str]:
         """Ids of the nodes ``caller`` made (None: the turn-level nodes), in seq order."""
-        found = self.live.query("SELECT id FROM nodes WHERE caller IS ? ORDER BY seq", (caller,))
+        found = self._query("SELECT id FROM nodes WHERE caller IS ? ORDER BY seq", (caller,))
         return [node_id for (node_id,) in found]
 
     def chain(self, start: str | None, limit: int) -> list[Call]:

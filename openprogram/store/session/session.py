@@ -73,6 +73,9 @@ class Session(SessionQueries):
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
+        # node states recorded since the index was last asked: their ``nodes`` rows are put
+        # when a read or the commit needs them (a batch; the hot path writes the record only)
+        self._unindexed: dict[str, Call] = {}
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
         # node states whose row could not be written (disk full): an open node reaches git
@@ -161,8 +164,8 @@ class Session(SessionQueries):
                 if counts_as_turn(call.caller, call.kind) and not self._committed(call):
                     self._new_turns.add(call.id)
                 self._dirty[call.id] = call
+                self._unindexed[call.id] = call
                 self._cache(call)
-            self.live.put_rows([row_of(call, node_record(call)) for call in calls])
             self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
 
     def sync(self) -> None:
@@ -314,13 +317,15 @@ class Session(SessionQueries):
         self._record(call)
 
     def _record(self, *calls: Call, new: bool = False) -> None:
-        """Record the states of ``calls`` (a row each in the ``nodes`` table, committed
-        before this returns: a SIGKILL right after loses nothing; every read sees them)
-        and hold them for the commit.  ``new``: nodes just appended.  A write that fails
-        (disk full) raises one :class:`StoreError`; the states stay held for the next
-        commit."""
-        rows = [row_of(call, node_record(call)) for call in calls]
+        """Record the states of ``calls`` (a row each in the live database, committed
+        before this returns: a SIGKILL right after loses nothing) and hold them for the
+        commit; their index rows wait until a read or the commit asks (see
+        :meth:`queries.SessionQueries._index_recorded`).  ``new``: nodes just appended.  A
+        write that fails (disk full) raises one :class:`StoreError`; the states stay held
+        for the next commit."""
+        rows = [(call.id, node_record(call)) for call in calls]
         with self._mu:
+            unindexed = self._unindexed
             for call in calls:
                 node_id = call.id
                 if new or self._nodes.get(node_id) is call:  # unsaved: never dropped, so
@@ -328,6 +333,7 @@ class Session(SessionQueries):
                     self._nodes[node_id] = call
                 else:
                     self._cache(call)
+                unindexed[node_id] = call
                 self._dirty[node_id] = call
                 if call.metadata.get("status", COMPLETED) in OPEN_STATUSES:  # is_open
                     self._open.add(node_id)
@@ -393,6 +399,7 @@ class Session(SessionQueries):
         files: dict[str, bytes | None] = {}
         for call in self._dirty.values():
             files[self._path_of(call)] = node_record(call)
+        self.live.put_index([row_of(call) for call in self._dirty.values()])
         _seq, _turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
         self.meta.update(self._meta_changes)
@@ -409,6 +416,8 @@ class Session(SessionQueries):
         sha = self.git.commit_on(
             parent, files, redact_secrets(message), author=current_author().ident
         )
+        for node_id in self._dirty:
+            self._unindexed.pop(node_id, None)
         self._dirty.clear()
         self._new_turns.clear()
         self._meta_changes.clear()
