@@ -50,8 +50,12 @@ SCHEMA = (
     " role TEXT, name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT,"
     " created_at REAL, tokens_in INTEGER, tokens_out INTEGER, cost REAL, path TEXT)"
     " WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS nodes_by_caller ON nodes (caller, turn)",
+    # children, turn-level nodes by turn (the windows); what the totals scan, covered
+    "CREATE INDEX IF NOT EXISTS nodes_by_caller ON nodes (caller, turn, kind)",
     "CREATE INDEX IF NOT EXISTS nodes_by_turn ON nodes (turn)",
+    "CREATE INDEX IF NOT EXISTS nodes_usage"
+    " ON nodes (kind, turn, caller, tokens_in, tokens_out, cost)",
+    "CREATE INDEX IF NOT EXISTS nodes_by_status ON nodes (status)",
 )
 _INSERT = f"INSERT INTO nodes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 # a node's new state: what a state changes (a node's seq, turn, caller, role and path are
@@ -151,6 +155,18 @@ def use(into: dict[str, Used], key: str, tokens_in: int | None, out: int, cost: 
         exact_add(used[4], cost)
     elif tokens_in is not None:
         used[3] += 1
+
+
+def merge_used(into: dict[str, Used], key: str, used: Used) -> None:
+    """Add ``used`` (another group's) to ``into[key]``, its costs exactly."""
+    have = into.get(key)
+    if have is None:
+        into[key] = [*used[:4], list(used[4])]
+        return
+    for i in range(4):
+        have[i] += used[i]
+    for x in used[4]:
+        exact_add(have[4], x)
 
 
 # -- derivation from git (I/O) ----------------------------------------------------------

@@ -28,6 +28,7 @@ from openprogram.store.session.index import (
     Used,
     counts_as_turn,
     exact_add,
+    merge_used,
     relpath,
     row_of,
     use,
@@ -205,11 +206,10 @@ class SessionQueries:
         functions: dict[str, Used] = {}
         parts: list[float] = []
         calls = tokens_in = tokens_out = unpriced = 0
-        for name, used_in, used_out, cost in q(
-            "SELECT coalesce(c.name, '(top level)'), n.tokens_in, n.tokens_out, n.cost"
-            " FROM nodes n LEFT JOIN nodes c ON c.id = n.caller WHERE n.kind = 'llm'"
-            " ORDER BY n.seq"
-        ):
+        by_caller: dict[str | None, Used] = {}
+        for caller, used_in, used_out, cost in q(
+            "SELECT caller, tokens_in, tokens_out, cost FROM nodes WHERE kind = 'llm'"
+        ):  # (the covering index nodes_usage: no row of the table read)
             calls += 1
             tokens_in += used_in or 0
             tokens_out += used_out or 0
@@ -217,7 +217,15 @@ class SessionQueries:
                 exact_add(parts, cost)
             elif used_in is not None:
                 unpriced += 1
-            use(functions, name, used_in, used_out or 0, cost)
+            use(by_caller, caller, used_in, used_out or 0, cost)  # type: ignore[arg-type]
+        names = dict(
+            q(
+                "SELECT c.id, c.name FROM (SELECT DISTINCT caller FROM nodes"
+                " WHERE kind = 'llm') g JOIN nodes c ON c.id = g.caller"
+            )
+        )
+        for caller, used in by_caller.items():  # by the name of the node each was called from
+            merge_used(functions, names.get(caller, "(top level)"), used)
         (llm_turns,) = q("SELECT count(DISTINCT turn) FROM nodes WHERE kind = 'llm'")[0]
         return {
             "nodes": sum(kinds.values()), "tops": sum(tops.values()),
