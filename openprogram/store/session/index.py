@@ -143,32 +143,6 @@ def exact_add(parts: list[float], x: float) -> None:
     parts[i:] = [x]
 
 
-def use(into: dict[str, Used], key: str, tokens_in: int | None, out: int, cost: Any) -> None:
-    """Count one ``llm`` node's usage under ``key``."""
-    used = into.get(key)
-    if used is None:
-        used = into[key] = [0, 0, 0, 0, []]
-    used[0] += 1
-    used[1] += tokens_in or 0
-    used[2] += out
-    if cost is not None:
-        exact_add(used[4], cost)
-    elif tokens_in is not None:
-        used[3] += 1
-
-
-def merge_used(into: dict[str, Used], key: str, used: Used) -> None:
-    """Add ``used`` (another group's) to ``into[key]``, its costs exactly."""
-    have = into.get(key)
-    if have is None:
-        into[key] = [*used[:4], list(used[4])]
-        return
-    for i in range(4):
-        have[i] += used[i]
-    for x in used[4]:
-        exact_add(have[4], x)
-
-
 # -- derivation from git (I/O) ----------------------------------------------------------
 Problem = Callable[[str, str], None]
 

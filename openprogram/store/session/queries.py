@@ -27,11 +27,8 @@ from openprogram.store.session.index import (
     Totals,
     Used,
     counts_as_turn,
-    exact_add,
-    merge_used,
     relpath,
     row_of,
-    use,
 )
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.repository import Repository
@@ -203,35 +200,50 @@ class SessionQueries:
         kinds = dict(q("SELECT kind, count(*) FROM nodes GROUP BY kind"))
         statuses = dict(q("SELECT status, count(*) FROM nodes GROUP BY status"))
         tops = dict(q("SELECT kind, count(*) FROM nodes WHERE caller IS NULL GROUP BY kind"))
-        functions: dict[str, Used] = {}
-        parts: list[float] = []
-        calls = tokens_in = tokens_out = unpriced = 0
-        by_caller: dict[str | None, Used] = {}
+        # the llm nodes' usage by caller (the covering index nodes_usage: no table row read);
+        # costs kept whole and summed once by math.fsum (correctly rounded: the float a scan
+        # of every node gives), a group's total its one "partial"
+        by_caller: dict[str | None, list[Any]] = {}
         for caller, used_in, used_out, cost in q(
             "SELECT caller, tokens_in, tokens_out, cost FROM nodes WHERE kind = 'llm'"
-        ):  # (the covering index nodes_usage: no row of the table read)
-            calls += 1
-            tokens_in += used_in or 0
-            tokens_out += used_out or 0
+        ):
+            used = by_caller.get(caller)
+            if used is None:
+                used = by_caller[caller] = [0, 0, 0, 0, []]
+            used[0] += 1
+            used[1] += used_in or 0
+            used[2] += used_out or 0
             if cost is not None:
-                exact_add(parts, cost)
+                used[4].append(cost)
             elif used_in is not None:
-                unpriced += 1
-            use(by_caller, caller, used_in, used_out or 0, cost)  # type: ignore[arg-type]
+                used[3] += 1
         names = dict(
             q(
                 "SELECT c.id, c.name FROM (SELECT DISTINCT caller FROM nodes"
                 " WHERE kind = 'llm') g JOIN nodes c ON c.id = g.caller"
             )
         )
+        grouped: dict[str, list[Any]] = {}
         for caller, used in by_caller.items():  # by the name of the node each was called from
-            merge_used(functions, names.get(caller, "(top level)"), used)
+            into = grouped.setdefault(names.get(caller, "(top level)"), [0, 0, 0, 0, []])
+            for i in range(4):
+                into[i] += used[i]
+            into[4] += used[4]
+        functions: dict[str, Used] = {
+            name: [*used[:4], [math.fsum(used[4])] if used[4] else []]
+            for name, used in grouped.items()
+        }
+        costs = [c for used in by_caller.values() for c in used[4]]
+        calls, tokens_in, tokens_out, unpriced = (
+            sum(used[i] for used in by_caller.values()) for i in range(4)
+        )
+        parts = [math.fsum(costs)] if costs else []
         (llm_turns,) = q("SELECT count(DISTINCT turn) FROM nodes WHERE kind = 'llm'")[0]
         return {
             "nodes": sum(kinds.values()), "tops": sum(tops.values()),
             "turns": sum(n for k, n in tops.items() if counts_as_turn(None, k)),
             "calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out,
-            "unpriced": unpriced, "llm_turns": llm_turns, "cost": math.fsum(parts),
+            "unpriced": unpriced, "llm_turns": llm_turns, "cost": math.fsum(costs),
             "cost_parts": parts, "kinds": kinds, "statuses": statuses,
             "functions": functions, "callers": {},
         }  # fmt: skip
