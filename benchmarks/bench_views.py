@@ -132,7 +132,8 @@ def build(size: int, cache: Path) -> tuple[Path, str]:
     head = bulk_commit(path, size, root_id)
     from openprogram.store.session import maintenance
 
-    (path / ".state" / "counters").unlink(missing_ok=True)  # rebuilt from the index
+    for name in ("live.db", "live.db-wal", "live.db-shm"):  # rebuilt from git
+        (path / ".state" / name).unlink(missing_ok=True)
     shutil.rmtree(path / ".state" / "index", ignore_errors=True)
     maintenance.run_now(path)
     store = SessionStore(home)

@@ -19,7 +19,7 @@ from openprogram.store.session import maintenance
 from openprogram.store.session.index import TURNS_PER_BUCKET
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.materialise import materialise
-from openprogram.store.session.packing import MAX_PACKS
+from openprogram.store.session.history import REPACK_EVERY
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
 
@@ -88,7 +88,7 @@ def test_a_busy_writer_asks_for_maintenance_only_after_the_last_ones_spacing(
     """A maintenance costs O(the session): a writer asks for the next one (past the count,
     or opening a bucket) only once ``SPACING`` times the last one's duration has passed (it
     writes when), so a writer that commits faster than maintenances run does not keep one
-    running back to back — and its packs stay few meanwhile: it merges its own."""
+    running back to back — and its packs stay few meanwhile: git repacks them beside it."""
     store = SessionStore(op_home)
     store.create_session("busy")
     path = op_home / "sessions" / "busy"
@@ -102,9 +102,9 @@ def test_a_busy_writer_asks_for_maintenance_only_after_the_last_ones_spacing(
     assert on_disk == []  # no maintenance was asked for: every turn is in git only
     assert not (path / "history" / "0001").exists()
     assert "index.json" not in git(path, "ls-tree", "--name-only", "HEAD:history/0000")
-    store.open("busy").git.wait_for_merge()  # (merges run in a thread of the writer)
+    store.open("busy").git.wait_for_repack()  # (git's repack runs beside the writer)
     packs = [n for n in os.listdir(path / ".git" / "objects" / "pack") if n.endswith(".pack")]
-    assert len(packs) <= MAX_PACKS  # not one a commit: the writer merged its own
+    assert len(packs) <= 2 * REPACK_EVERY  # not one a commit: git repacked them beside it
     newest = path / "history" / "0001" / f"{turns:06d}"
 
     spacing.write_text("0")  # its time has passed; a new process reads it

@@ -604,7 +604,7 @@ def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
 def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
 ) -> None:
-    from openprogram.store.session.repository import Repository
+    from openprogram.store.session.history import Repository
 
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()

@@ -27,7 +27,7 @@ from openprogram.store.session.index import (
     entry_of,
     valid_columns,
 )
-from openprogram.store.session.repository import (
+from openprogram.store.session.history import (
     TREE_MODE,
     Repository,
     TreeEntries,
@@ -119,7 +119,7 @@ def sealed_columns(
             type(header) is not dict
             or header.get("v") != BUCKET_INDEX_VERSION
             or header.get("fields") != list(ENTRY_FIELDS)
-            or header.get("tree") != tree_sha(contents, ordered=True).hex()
+            or header.get("tree") != tree_sha(contents).hex()
         ):
             return None
         if turns_on_disk is None:

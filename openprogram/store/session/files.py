@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kept
-from openprogram.store.session.replaced import replace
 
 # Bounds on files read from a session folder (which may come from someone else): a node
 # file, meta.json, an index is refused above MAX_FILE_BYTES — by the reader here and by an
@@ -119,7 +118,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-    replace(tmp, path)  # (the file replaced is freed off this path)
+    os.replace(tmp, path)
 
 
 try:  # an optional speed-up: ~10x faster than json on the per-event hot path

@@ -5,7 +5,7 @@ history bucket, but no sooner than ``SPACING`` times the last one's duration aft
 committing process starts ``python -m openprogram.store.session.maintenance <session>`` in a
 new session (``setsid``) and returns at once.  That process, at low priority:
 
-1. packs the loose objects (:func:`packing.pack_loose`);
+1. repacks the objects, git's geometric repack (:func:`history.repack`);
 2. seals up to ``SEALS_PER_MAINTENANCE`` older buckets lacking a valid committed index
    (:mod:`buckets`; computed without the session lock, committed under it in a few ms,
    only for buckets whose tree did not move meanwhile);
@@ -45,8 +45,7 @@ from openprogram.store.session.files import (
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.live import LiveState
-from openprogram.store.session.packing import pack_loose
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository, repack
 from openprogram.store.session.safegit import git_argv, git_env
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
@@ -55,8 +54,8 @@ MAINTAIN_EVERY = 50  # commits between two maintenances
 # nearly back to back, and the writer's turns cost ~1.7-2.4x its first ones.  So a commit
 # asks for the next one only once the last one's time has passed SPACING times over
 # (maintenances take at most 1/(1 + SPACING) of the time); a pull, an open, a close or
-# Session.maintain do not wait.  The packs a long gap leaves are few: the writer merges its
-# own (packing.combine_packs).
+# Session.maintain do not wait.  The packs a long gap leaves are few: the writer starts
+# git's repack beside itself (history.REPACK_EVERY).
 SPACING = 9.0
 # .state/: the earliest time (unix) a commit asks again, and the last one's duration (s)
 NEXT_FILE = "maintain.next"
@@ -168,7 +167,7 @@ def run(root: Path) -> None:
             index_lock.unlink()
     except FileNotFoundError:
         pass
-    pack_loose(root)
+    repack(root / ".git")
     repo = Repository(root)
     try:
         seal_old_buckets(root, repo)

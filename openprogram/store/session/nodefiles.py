@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from openprogram.store.session.files import is_real_dir, read_bytes
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 
 BATCH_MIN = 32  # left-out files read by one `git cat-file --batch` rather than one by one
 DIRS_KEPT = 1024  # turn folders remembered as checked out

@@ -63,7 +63,7 @@ from openprogram.store.session.indextotals import (
     totals_of,
     write_totals,
 )
-from openprogram.store.session.repository import TREE_MODE, Repository, cat_file_batch
+from openprogram.store.session.history import TREE_MODE, Repository, cat_file_batch
 
 PREFETCH_MIN = 4  # buckets about to load whose committed indexes are read by one git run
 KIDS_BUCKETS = 4  # buckets whose caller -> children maps are kept (the most recently asked)

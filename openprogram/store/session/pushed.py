@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from openprogram.store.session.refs import RefChanged, RefLocked, read_ref, update_ref
+from openprogram.errors import RefChanged, RefLocked
+from openprogram.store.session.history import read_ref, update_ref
 from openprogram.store.session.safegit import git_dir_of
 from openprogram.store.session.syncgit import git
 from openprogram.store.session.syncrules import redact_url

@@ -52,7 +52,7 @@ from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
@@ -392,12 +392,11 @@ class Session(SessionQueries):
         The node files are written before taking the session lock (they
         are this process's own); under it only ``meta.json``, the trees, the commit and the
         ref are written — what another writer waits for.  The commit's objects are one
-        pack (:meth:`Repository.commit`), not a loose file each; after the lock is released
-        this process merges its own packs (:meth:`Repository.merge_own_packs`).  A
-        maintenance is asked for when the commit opens a bucket or ``MAINTAIN_EVERY``
+        pack (:meth:`Repository.commit`), not a loose file each; git repacks them (see
+        :mod:`history`).  A maintenance is asked for when the commit opens a bucket or ``MAINTAIN_EVERY``
         commits after the last, and not before ``maintenance.SPACING`` times the last one's
         duration has passed: a busy writer never keeps maintenances running back to back
-        (its packs stay few meanwhile: it merges them itself).  It is started after the
+        (its packs stay few meanwhile: git repacks them beside it).  It is started after the
         lock is released; one running already takes the request (one more round)."""
         try:
             if self._unsaved:
@@ -412,7 +411,6 @@ class Session(SessionQueries):
             reason = exc.strerror or str(exc)
             where = f" ({exc.filename})" if exc.filename else ""
             raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
-        self.git.merge_own_packs()  # outside the lock, in a thread: nobody waits for it
         if maintain:  # a running one takes a new bucket's request (one more round) only
             bucket, self._bucket_opened = self._bucket_opened, False
             if maintenance.spawn(self.path, again=bucket):

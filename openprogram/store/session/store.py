@@ -14,9 +14,8 @@
                      the local index cache
 
 The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`live`
-(the live database: write lock, counters, rows of turns in flight, recovery), :mod:`refs`
-(reading and compare-and-swap of refs),
-:mod:`packing` (loose objects, packs), :mod:`repository` (git objects, trees, commits),
+(the live database: write lock, counters, rows of turns in flight, recovery),
+:mod:`history` (git through GitPython and gitdb: objects, trees, commits, packs, refs, log),
 :mod:`index` (the light entry of a node), :mod:`buckets` (sealed bucket indexes),
 :mod:`indexcache` (the local index cache files), :mod:`nodeindex` (the lazily loaded
 index), :mod:`checkout` (which turns are checked
@@ -47,7 +46,7 @@ from openprogram.store.session.identity import current_author
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import opened
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,

@@ -26,13 +26,14 @@ from openprogram.store.session.files import (
 )
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.queries import Links
-from openprogram.store.session.refs import MAIN_REF, update_ref
-from openprogram.store.session.repository import (
+from openprogram.store.session.history import (
+    MAIN_REF,
     TREE_MODE,
     Repository,
     TreeEntries,
     commit_data,
     commit_tree,
+    update_ref,
 )
 from openprogram.store.session.syncgit import INCOMING, git, main_commit
 from openprogram.store.session.syncrules import (
@@ -149,7 +150,7 @@ def receive(
         session = store.open(session_id)  # starts a maintenance if buckets are sealed
         return Received(session_id, "new", session.totals()["turns"], lines(session))
     session = store.open(session_id)
-    with session.lock, session.git.reading_ahead(arrived.objects):
+    with session.lock:
         ours = main_commit(local)
         assert ours is not None
         known = tip == ours or arrived.descends_from(ours)  # a fast-forward, from what arrived

@@ -1,9 +1,11 @@
-"""The store's git layer on its own: objects, trees, commits, refs and packing, each
-checked by git itself (``git cat-file``, ``ls-tree``, ``log``, ``fsck --strict``)."""
+"""The store's git layer on its own (``store/session/history.py``): objects, trees, commits,
+refs, packs and the log, each checked by git itself (``git cat-file``, ``ls-tree``,
+``log``, ``fsck --strict``); and no hand-written git format anywhere in the package."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -12,25 +14,50 @@ from pathlib import Path
 import pytest
 
 from openprogram.errors import RefChanged, RefLocked
-from openprogram.store.session import packing, repository
-from openprogram.store.session.packing import (
-    MAX_PACKS,
-    MERGE_FAN,
-    MERGE_LEVELS,
-    combine_packs,
-    loose_objects,
-    merge_small_packs,
-    pack_loose,
-)
-from openprogram.store.session.repository import (
+from openprogram.store.session.history import (
     MAIN_REF,
+    REPACK_EVERY,
     TREE_MODE,
     Repository,
     object_sha,
     parse_tree,
+    repack,
     tree_sha,
 )
 from openprogram.store.session.safegit import init_repository
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What writing git's formats by hand looks like; history.py's ref lock is the one allowed.
+HAND_WRITTEN = {
+    "an object compressed by hand": r"zlib\.compress(obj)?\(",
+    "an object header built by hand": (
+        r"""[bf]?["'](blob|tree|commit|tag) (%[sd]|\{)|%s %d\\0|%o %s\\0|\{mode:o\} """
+    ),
+    "a pack or its index built by hand": r"""b["']PACK["']\s*\+|struct\.pack\(|b["']\\377tOc["'],""",
+    "a ref lock made by hand": r"""f["']\{[^}]*\}\.lock["']""",
+    "a ref written by hand": r"""refs/\S*["'].*\.(write_bytes|write_text)\(""",
+}
+
+
+def hand_written_git(package: Path) -> list[str]:
+    """``path:line: what`` for every line of ``package`` that writes a git format itself."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        allowed = {"a ref lock made by hand"} if path.name == "history.py" else set()
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for what, pattern in HAND_WRITTEN.items():
+                if what not in allowed and re.search(pattern, line):
+                    found.append(f"{path.relative_to(package.parent)}:{n}: {what}")
+    return found
+
+
+def test_no_git_format_is_written_by_hand_in_the_package() -> None:
+    """Objects, trees, commits, packs, indexes and refs are GitPython's, gitdb's or git's
+    own: the package holds no zlib call, object header, pack or index layout of its own,
+    and moves refs only through ``history.update_ref``."""
+    assert hand_written_git(ROOT / "openprogram") == []
+    assert hand_written_git(ROOT / "openprogram_magics") == []
 
 
 def git(path: Path, *args: str, stdin: Path | None = None) -> str:
@@ -44,6 +71,50 @@ def fsck(path: Path) -> None:
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "error" not in result.stderr and "warning" not in result.stderr, result.stderr
+
+
+def loose_objects(git_dir: Path) -> list[str]:
+    objects = git_dir / "objects"
+    return [
+        fan.name + name
+        for fan in objects.iterdir()
+        if len(fan.name) == 2 and fan.is_dir()
+        for name in os.listdir(fan)
+    ]
+
+
+def packs_of(repo: Repository) -> list[int]:
+    """The object count of each pack, smallest first."""
+    folder = repo.git_dir / "objects" / "pack"
+    counts = [
+        int(git(repo.worktree, "show-index", stdin=folder / name).count("\n"))
+        for name in os.listdir(folder)
+        if name.endswith(".idx")
+    ]
+    return sorted(counts)
+
+
+def pack_names(repo: Repository) -> set[str]:
+    folder = repo.git_dir / "objects" / "pack"
+    return {name[:-5] for name in os.listdir(folder) if name.endswith(".pack")}
+
+
+def repacks_running() -> list[str]:
+    """This process's children that run ``git repack`` (or its ``pack-objects``)."""
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            children = Path(f"/proc/self/task/{task}/children").read_text().split()
+        except OSError:
+            continue
+        for pid in children:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"repack" in cmdline:
+                found.append(pid)
+    return found
 
 
 @pytest.fixture
@@ -85,7 +156,18 @@ def test_trees_are_in_git_order_and_a_commit_nests_them(repo: Repository) -> Non
     history = repo.head_tree()["history"]
     assert history[1] == TREE_MODE
     entries = parse_tree(repo.read(history[0]))
-    assert tree_sha(entries, ordered=True) == history[0]
+    assert tree_sha(entries) == history[0]
+    fsck(repo.worktree)
+
+
+def test_a_commit_by_an_author_names_them_and_the_openprogram_committer(
+    repo: Repository,
+) -> None:
+    repo.commit({"x": b"1"}, "by ada", author="Ada L <ada@example.org>", when=1_700_000_000)
+    shown = git(repo.worktree, "log", "-1", "--format=%an|%ae|%at|%cn|%ce|%ct|%B")
+    assert shown.strip() == (
+        "Ada L|ada@example.org|1700000000|openprogram|openprogram@localhost|1700000000|by ada"
+    )
     fsck(repo.worktree)
 
 
@@ -103,8 +185,8 @@ def test_a_second_commit_changes_only_its_paths_and_deletes_with_none(repo: Repo
 
 
 def test_committed_files_read_back_one_by_one_and_in_one_batch(repo: Repository) -> None:
-    """What the store reads for files left out of the working tree: a path's blob in HEAD,
-    alone (``blob_at``) or many at once (``read_paths``, one ``git cat-file --batch``)."""
+    """A path's blob in HEAD, alone (``blob_at``) or many at once (``read_paths``, one
+    ``git cat-file --batch``)."""
     files = {f"h/{i:02d}/n.json": f'{{"i":{i}}}\n'.encode() for i in range(40)}
     repo.commit({**files, "h/00/empty": b""}, "many")
     assert repo.blob_at("h/07/n.json") == b'{"i":7}\n'
@@ -162,6 +244,45 @@ def test_a_ref_only_in_packed_refs_is_read_and_moved(repo: Repository) -> None:
     assert git(repo.worktree, "rev-parse", "HEAD").strip() == second.hex()
 
 
+def test_a_ref_read_while_it_moves_is_the_old_or_the_new_never_torn(repo: Repository) -> None:
+    """A reader of the ref file while a writer moves it 300 times sees a whole sha each
+    time, and no replaced ref file is kept open afterwards."""
+    first = repo.commit({"x": b"0"}, "zero")
+    shas = [first, *(repo.store(b"blob", b"%d" % i) for i in range(300))]
+    path = repo.git_dir / MAIN_REF
+    seen: set[bytes] = set()
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.add(path.read_bytes())
+
+    watching = threading.Thread(target=reader)
+    watching.start()
+    try:
+        for old, new in zip(shas, shas[1:], strict=False):
+            repo.update_ref(MAIN_REF, new, old)
+    finally:
+        stop.set()
+        watching.join()
+    assert path.read_bytes() == shas[-1].hex().encode() + b"\n"
+    assert all(len(content) == 41 for content in seen)  # never empty, never torn
+    assert held_deleted(repo.git_dir) == []
+
+
+def held_deleted(folder: Path) -> list[str]:
+    """This process's descriptors on files under ``folder`` that were unlinked."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # (the listing's own descriptor, closed since)
+            continue
+        if target.startswith(str(folder)) and target.endswith("(deleted)"):
+            found.append(target)
+    return found
+
+
 def test_concurrent_writers_each_land_their_commit_or_see_it_moved(repo: Repository) -> None:
     """Two repositories objects (two processes' worth) committing on one ref: every commit
     either lands on the one it read, or fails with RefChanged and nothing is lost."""
@@ -180,6 +301,7 @@ def test_concurrent_writers_each_land_their_commit_or_see_it_moved(repo: Reposit
                 with mu:
                     landed.append(sha)
                 break
+        mine.close()
 
     threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
     for t in threads:
@@ -209,8 +331,7 @@ def test_packing_leaves_no_loose_object_and_everything_readable(repo: Repository
     shas = [repo.store(b"blob", b"blob %d" % i) for i in range(30)]
     repo.commit({f"d/{i}": b"file %d" % i for i in range(30)}, "many")
     assert len(loose_objects(repo.git_dir)) == 30  # a commit's own objects are one pack
-    packed = pack_loose(repo.worktree)
-    assert packed == 30
+    repack(repo.git_dir)
     assert loose_objects(repo.git_dir) == []
     assert all(repo.read(sha) == b"blob %d" % i for i, sha in enumerate(shas))
     assert git(repo.worktree, "show", "HEAD:d/7") == "file 7"
@@ -218,82 +339,57 @@ def test_packing_leaves_no_loose_object_and_everything_readable(repo: Repository
     fsck(repo.worktree)
 
 
-def packs_of(repo: Repository) -> list[int]:
-    """The object count of each pack, smallest first."""
-    folder = repo.git_dir / "objects" / "pack"
-    counts = [
-        int(git(repo.worktree, "show-index", stdin=folder / name).count("\n"))
-        for name in os.listdir(folder)
-        if name.endswith(".idx")
-    ]
-    return sorted(counts)
-
-
-@pytest.mark.parametrize("sizes", [[1] * 24, [300, 50, *[1] * 22], [400, 150, *[1] * 22]])
-def test_small_packs_merge_as_gits_geometric_repack_would_and_stay_readable(
+@pytest.mark.parametrize("sizes", [[1] * 9, [300, 50, *[1] * 7], [400, 150, *[1] * 7]])
+def test_small_packs_merge_geometrically_and_stay_readable(
     tmp_path: Path, sizes: list[int]
 ) -> None:
-    """Past ``MAX_PACKS`` packs the maintenance merges the small ones the way ``git repack
-    --geometric=2`` splits them — by naming their objects, not walking the history — and
-    every commit reads back, ``git fsck --strict`` clean."""
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    init_repository(ours)
-    repo = Repository(ours)
+    """The small packs roll up into one the way ``git repack --geometric=2`` splits them
+    (the big ones left), and every commit reads back, ``git fsck --strict`` clean."""
+    init_repository(tmp_path)
+    repo = Repository(tmp_path)
     for i, size in enumerate(sizes):  # a commit of ``size`` - 2 blobs: that many + tree + commit
         repo.commit({f"f{i}-{k}": b"file %d %d" % (i, k) for k in range(max(size - 2, 1))}, f"c{i}")
     before = packs_of(repo)
-    assert len(before) == len(sizes) > MAX_PACKS
-    subprocess.run(["cp", "-a", str(ours), str(theirs)], check=True)
-    git(theirs, "repack", "-d", "-q", "--geometric=2")
-    merged = merge_small_packs(repo.git_dir, ours)
-    assert merged > 1 and len(packs_of(repo)) == len(before) - merged + 1
-    assert sorted(packs_of(repo)) == sorted(packs_of(Repository(theirs)))  # git's split
-    log = git(ours, "log", "--format=%s", "main").split()
+    assert len(before) == len(sizes) < REPACK_EVERY  # none started beside the writer yet
+    repack(repo.git_dir)
+    after = packs_of(repo)
+    assert 1 <= len(after) < len(before)
+    assert sum(after) == len(git(tmp_path, "rev-list", "--objects", "--all").splitlines())
+    log = git(tmp_path, "log", "--format=%s", "main").split()
     assert log == [f"c{i}" for i in reversed(range(len(sizes)))]
-    assert repo.blob_at("f0-0") == b"file 0 0" and git(ours, "show", "main:f3-0") == "file 3 0"
-    fsck(ours)
-
-
-def test_a_big_pack_is_left_as_it_is_while_the_small_ones_merge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What a maintenance rewrites stays bounded: a pack over ``BIG_PACK_BYTES`` (as git's
-    ``gc.bigPackThreshold``) is neither merged nor counted; past ``MAX_PACKS`` small ones,
-    those merge, and everything reads back."""
-    init_repository(tmp_path)
-    repo = Repository(tmp_path)
-    repo.commit({f"big-{k}": os.urandom(2000) for k in range(40)}, "big")
-    (big,) = pack_names(repo)
-    size = (repo.git_dir / "objects" / "pack" / f"{big}.pack").stat().st_size
-    monkeypatch.setattr(packing, "BIG_PACK_BYTES", size)
-    for i in range(MAX_PACKS):  # with the big one: one pack more than MAX_PACKS
-        repo.commit({f"f{i}": b"file %d" % i}, f"c{i}")
-    assert merge_small_packs(repo.git_dir, tmp_path) == 0  # MAX_PACKS small ones: not yet
-    repo.commit({"one-more": b"x"}, "one more")
-    assert merge_small_packs(repo.git_dir, tmp_path) > 1
-    assert big in pack_names(repo)  # not rewritten
-    assert git(tmp_path, "show", "main:f3") == "file 3" and repo.blob_at("big-7")
+    assert repo.blob_at("f0-0") == b"file 0 0" and git(tmp_path, "show", "main:f3-0") == "file 3 0"
     fsck(tmp_path)
 
 
-def pack_names(repo: Repository) -> set[str]:
-    folder = repo.git_dir / "objects" / "pack"
-    return {name[:-5] for name in os.listdir(folder) if name.endswith(".pack")}
+def test_a_big_pack_is_left_as_it_is_while_the_small_ones_merge(tmp_path: Path) -> None:
+    """What a repack rewrites stays bounded: a pack holding more objects than all the
+    small ones together, twice over, is not rewritten; those merge, and everything reads
+    back."""
+    init_repository(tmp_path)
+    repo = Repository(tmp_path)
+    repo.commit({f"big-{k}": b"%d" % k for k in range(400)}, "big")
+    (big,) = pack_names(repo)
+    for i in range(REPACK_EVERY - 2):
+        repo.commit({f"f{i}": b"file %d" % i}, f"c{i}")
+    repack(repo.git_dir)
+    assert big in pack_names(repo) and len(pack_names(repo)) == 2  # not rewritten
+    assert git(tmp_path, "show", "main:f3") == "file 3" and repo.blob_at("big-7") == b"7"
+    fsck(tmp_path)
 
 
-def test_a_writers_own_packs_merge_level_by_level_and_every_commit_reads_back(
+def test_a_writer_that_keeps_committing_keeps_few_packs_and_every_commit_reads_back(
     repo: Repository,
 ) -> None:
-    """A writer that keeps committing (a pack a commit) merges its own packs eight at a
-    time, in levels: 200 commits leave a handful of packs, not 200, each object in one of
-    them, and git and the writer itself still read every commit."""
+    """A writer that keeps committing (a pack a commit) starts git's repack beside itself
+    every ``REPACK_EVERY`` packs: 200 commits leave a handful of packs, not 200, each
+    object in one of them, and git and the writer itself still read every commit."""
     for i in range(200):
         repo.commit({f"history/0000/{i:06d}/node.json": b"node %d" % i}, f"turn {i}")
-        repo.merge_own_packs(wait=True)
         if i == 100:
             assert repo.blob_at("history/0000/000003/node.json") == b"node 3"  # mid-way
+    repo.wait_for_repack()
     counts = packs_of(repo)
-    assert len(counts) <= (MERGE_FAN - 1) * MERGE_LEVELS and len(counts) < 200 // MERGE_FAN
+    assert len(counts) < 200 // REPACK_EVERY
     objects = git(repo.worktree, "rev-list", "--objects", "--all").splitlines()
     assert sum(counts) == len(objects)  # no object kept twice
     log = git(repo.worktree, "log", "--format=%s").splitlines()
@@ -304,80 +400,44 @@ def test_a_writers_own_packs_merge_level_by_level_and_every_commit_reads_back(
     fsck(repo.worktree)
 
 
-def test_a_writer_that_never_waits_still_merges_its_packs_and_close_ends_the_merging(
+def test_a_writer_never_waits_for_its_repack_and_close_leaves_none_running(
     repo: Repository,
 ) -> None:
-    """Commits that never wait for a merge (a session's: the merging runs beside them):
-    300 commits leave a handful of packs once the merging is done, readable by git and the
-    writer, and closing the repository leaves no merging thread behind."""
-    for i in range(300):
+    """Commits never wait for the repack (it runs beside them); closing the repository
+    leaves no repack running, and a commit after close starts them again."""
+    for i in range(3 * REPACK_EVERY):
         repo.commit({f"history/0000/{i:06d}/node.json": b"node %d" % i}, f"turn {i}")
-        repo.merge_own_packs()
-    repo.wait_for_merge()
-    counts = packs_of(repo)
-    assert len(counts) <= (MERGE_FAN - 1) * MERGE_LEVELS and len(counts) < 300 // MERGE_FAN
-    assert sum(counts) == len(git(repo.worktree, "rev-list", "--objects", "--all").splitlines())
-    assert repo.blob_at("history/0000/000017/node.json") == b"node 17"
     repo.close()
-    assert not [t for t in threading.enumerate() if t.name == "op-pack-merge"]
-
-
-def test_a_repository_left_open_does_not_keep_its_merging_thread(
-    repo: Repository, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A repository that merged and is then left (never closed, as a script may leave a
-    session) lets its merging thread end once it has been idle, and merges again later."""
-    monkeypatch.setattr(repository, "MERGER_IDLE_S", 0.01)
-    for i in range(MERGE_FAN):
-        repo.commit({f"f{i}": b"%d" % i}, f"c{i}")
-        repo.merge_own_packs()
-    merger = repo._merger  # (None when it has ended already)
-    if merger is not None:
-        merger.join()  # it ends by itself (else: the suite's timeout)
-    assert repo._merger is None and len(packs_of(repo)) == 1
-    for i in range(MERGE_FAN):
-        repo.commit({f"g{i}": b"%d" % i}, f"d{i}")
-        repo.merge_own_packs()
-    repo.wait_for_merge()
-    assert len(packs_of(repo)) == 2 and git(repo.worktree, "show", "HEAD:g7") == "7"
-    repo.commit({"after-close": b"x"}, "a commit after close")  # merging starts again
-    assert git(repo.worktree, "show", "HEAD:after-close") == "x"
+    assert repacks_running() == []
+    assert repo.blob_at("history/0000/000017/node.json") == b"node 17"
+    for i in range(REPACK_EVERY):
+        repo.commit({f"after/{i}": b"%d" % i}, f"after close {i}")
+    repo.wait_for_repack()
+    assert len(packs_of(repo)) < 2 * REPACK_EVERY
+    assert git(repo.worktree, "show", "HEAD:after/3") == "3"
     fsck(repo.worktree)
 
 
-def test_a_merge_of_own_packs_leaves_out_one_gone_and_one_with_deltas(repo: Repository) -> None:
-    """A pack a maintenance merged meanwhile (gone) and a pack git made with deltas are
-    left out: the others merge, git's stays, every object reads back."""
-    made = []
-    for i in range(MERGE_FAN):
-        before = pack_names(repo)
+def test_a_read_finds_objects_whose_pack_a_repack_replaced(repo: Repository) -> None:
+    """The packs a reader listed are replaced by git (another process's repack, deltas
+    and all): the reader looks again and finds every object."""
+    for i in range(8):
         repo.commit({f"f{i}": b"a line that repeats\n" * 200 + b"%d" % i}, f"c{i}")
-        made += sorted(pack_names(repo) - before)
+    assert repo.blob_at("f0").endswith(b"repeats\n0")  # the packs listed by this reader
+    listed = pack_names(repo)
+    git(repo.worktree, "repack", "-a", "-d", "-q")
+    assert pack_names(repo).isdisjoint(listed)
     folder = repo.git_dir / "objects" / "pack"
-    # as a maintenance does: the first two packs' objects into a pack git writes (the second
-    # blob a delta of the first), the first pack removed
-    names = []
-    for name in made[:2]:
-        names += git(repo.worktree, "show-index", stdin=folder / f"{name}.idx").split()[1::3]
-    stdin = "\n".join(names).encode() + b"\n"
-    subprocess.run(["git", "pack-objects", "-q", str(folder / "pack")], cwd=repo.worktree,
-                   input=stdin, check=True, capture_output=True)  # fmt: skip
-    (git_made,) = pack_names(repo) - set(made)
-    assert "delta" in git(repo.worktree, "verify-pack", "-v", str(folder / f"{git_made}.idx"))
-    (folder / f"{made[0]}.pack").unlink()
-    (folder / f"{made[0]}.idx").unlink()
-    merged = combine_packs(str(repo.git_dir / "objects"), [*made, git_made])
-    assert merged is not None
-    assert pack_names(repo) == {merged, git_made}
+    (made,) = pack_names(repo)
+    assert "delta" in git(repo.worktree, "verify-pack", "-v", str(folder / f"{made}.idx"))
+    assert repo.blob_at("f1").endswith(b"repeats\n1")
     assert git(repo.worktree, "log", "--format=%s").split() == [f"c{i}" for i in range(7, -1, -1)]
-    assert Repository(repo.worktree).blob_at("f1").endswith(b"repeats\n1")
     fsck(repo.worktree)
 
 
 def test_an_edit_of_a_big_tree_is_the_tree_git_would_write(repo: Repository) -> None:
-    """A commit that changes one folder of many (history/ holds one per bucket) edits the
-    parent tree's bytes in place rather than formatting every entry again: the trees are
-    still git's own (``fsck --strict`` checks their order and format, ``mktree`` their
+    """A commit that changes one folder of many (history/ holds one per bucket) writes the
+    trees git would (``fsck --strict`` checks their order and format, ``mktree`` their
     sha) and every file reads back."""
     repo.commit({f"history/{b:04d}/x.json": b"bucket %d" % b for b in range(300)}, "many")
     for i in range(20):
@@ -392,17 +452,34 @@ def test_an_edit_of_a_big_tree_is_the_tree_git_would_write(repo: Repository) -> 
     fsck(repo.worktree)
 
 
-def test_an_object_in_several_own_packs_is_kept_once_by_their_merge(repo: Repository) -> None:
-    """The same file in every commit (its blob stored by each batch again): the merged pack
+def test_an_object_in_several_packs_is_kept_once_by_their_repack(repo: Repository) -> None:
+    """The same file in every commit (its blob in each commit's pack again): the repack
     holds it once — an index lists each object once, as git's do — and reads back."""
-    for i in range(MERGE_FAN):
+    for i in range(8):
         repo.commit({f"f{i}": b"the same content", "same": b"the same content"}, f"c{i}")
     assert sum(packs_of(repo)) > len(
         git(repo.worktree, "rev-list", "--objects", "--all").split("\n")
     )
-    repo.merge_own_packs(wait=True)
+    repack(repo.git_dir)
     counts = packs_of(repo)
     objects = git(repo.worktree, "rev-list", "--objects", "--all").splitlines()
     assert len(counts) == 1 and counts[0] == len(objects)
     assert git(repo.worktree, "show", "HEAD:f7") == "the same content"
     fsck(repo.worktree)
+
+
+def test_a_writer_killed_mid_commit_leaves_a_readable_repository(repo: Repository) -> None:
+    """Temporary pack files and an index whose pack never came (a writer killed between
+    its writes) are ignored by git and by readers, and removed by the next repack once old."""
+    repo.commit({"x": b"1"}, "one")
+    folder = repo.git_dir / "objects" / "pack"
+    debris = [folder / "tmp_pack_1_2_abc", folder / "tmp_idx_1_2_abc", folder / f"pack-{'0' * 40}.idx"]
+    for path in debris:
+        path.write_bytes(b"half written")
+        os.utime(path, (time.time() - 7200,) * 2)
+    repo.commit({"x": b"2"}, "two")
+    assert git(repo.worktree, "show", "HEAD:x") == "2" and repo.blob_at("x") == b"2"
+    fsck(repo.worktree)
+    repack(repo.git_dir)
+    assert [path for path in debris if path.exists()] == []
+    assert git(repo.worktree, "log", "--format=%s").split() == ["two", "one"]
