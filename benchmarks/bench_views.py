@@ -171,16 +171,16 @@ def turn_nodes(turn: int, seq: int, pred: str) -> list[Any]:
 def bulk_commit(path: Path, size: int, root_id: str) -> str:
     """One ``git fast-import`` commit on the session's HEAD with turns 1..size-1."""
     from openprogram.store.session.buckets import seal_data
-    from openprogram.store.session.index import TURNS_PER_BUCKET, entry_of, node_relpath
-    from openprogram.store.session.records import node_record
-    from openprogram.store.session.refs import MAIN_REF
-    from openprogram.store.session.repository import (
+    from openprogram.store.session.history import (
         BLOB_MODE,
+        MAIN_REF,
         TREE_MODE,
         Repository,
         object_sha,
         tree_sha,
     )
+    from openprogram.store.session.index import TURNS_PER_BUCKET, entry_of, node_relpath
+    from openprogram.store.session.records import node_record
 
     repo = Repository(path)
     parent = repo.read_ref()

@@ -4,6 +4,7 @@ refs, packs and the log, each checked by git itself (``git cat-file``, ``ls-tree
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -24,6 +25,7 @@ from openprogram.store.session.history import (
     repack,
     tree_sha,
 )
+from openprogram.store.session.nodefiles import read_paths
 from openprogram.store.session.safegit import init_repository
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +36,10 @@ HAND_WRITTEN = {
     "an object header built by hand": (
         r"""[bf]?["'](blob|tree|commit|tag) (%[sd]|\{)|%s %d\\0|%o %s\\0|\{mode:o\} """
     ),
-    "a pack or its index built by hand": r"""b["']PACK["']\s*\+|struct\.pack\(|b["']\\377tOc["'],""",
-    "a ref lock made by hand": r"""f["']\{[^}]*\}\.lock["']""",
+    "a pack or its index built by hand": (
+        r"""b["']PACK["']\s*\+|struct\.pack\(|b["']\\377tOc["'],"""
+    ),
+    "a ref lock made by hand": r"""f["']\{[^}]*\}\.lock["']|\+ ["']\.lock["']""",
     "a ref written by hand": r"""refs/\S*["'].*\.(write_bytes|write_text)\(""",
 }
 
@@ -153,7 +157,7 @@ def test_trees_are_in_git_order_and_a_commit_nests_them(repo: Repository) -> Non
         "openprogram <openprogram@localhost>|turn 1 ✓"
     )
     # trees written here parse back, and their sha is the one computed without writing
-    history = repo.head_tree()["history"]
+    history = repo.tree_at("")["history"]
     assert history[1] == TREE_MODE
     entries = parse_tree(repo.read(history[0]))
     assert tree_sha(entries) == history[0]
@@ -185,8 +189,8 @@ def test_a_second_commit_changes_only_its_paths_and_deletes_with_none(repo: Repo
 
 
 def test_committed_files_read_back_one_by_one_and_in_one_batch(repo: Repository) -> None:
-    """A path's blob in HEAD, alone (``blob_at``) or many at once (``read_paths``, one
-    ``git cat-file --batch``)."""
+    """A path's blob in HEAD, alone (``blob_at``) or many at once (``nodefiles.read_paths``,
+    one ``git cat-file --batch``)."""
     files = {f"h/{i:02d}/n.json": f'{{"i":{i}}}\n'.encode() for i in range(40)}
     repo.commit({**files, "h/00/empty": b""}, "many")
     assert repo.blob_at("h/07/n.json") == b'{"i":7}\n'
@@ -195,7 +199,7 @@ def test_committed_files_read_back_one_by_one_and_in_one_batch(repo: Repository)
     with pytest.raises(FileNotFoundError):
         repo.blob_at("h/99/n.json")
     asked = [*files, "h/00/empty", "h/99/n.json", "h/07"]
-    assert repo.read_paths(asked) == {**files, "h/00/empty": b""}
+    assert read_paths(repo, asked) == {**files, "h/00/empty": b""}
 
 
 def test_a_ref_moves_only_from_the_value_the_writer_read(repo: Repository) -> None:
@@ -260,7 +264,7 @@ def test_a_ref_read_while_it_moves_is_the_old_or_the_new_never_torn(repo: Reposi
     watching = threading.Thread(target=reader)
     watching.start()
     try:
-        for old, new in zip(shas, shas[1:], strict=False):
+        for old, new in itertools.pairwise(shas):
             repo.update_ref(MAIN_REF, new, old)
     finally:
         stop.set()
@@ -473,7 +477,11 @@ def test_a_writer_killed_mid_commit_leaves_a_readable_repository(repo: Repositor
     its writes) are ignored by git and by readers, and removed by the next repack once old."""
     repo.commit({"x": b"1"}, "one")
     folder = repo.git_dir / "objects" / "pack"
-    debris = [folder / "tmp_pack_1_2_abc", folder / "tmp_idx_1_2_abc", folder / f"pack-{'0' * 40}.idx"]
+    debris = [
+        folder / "tmp_pack_1_2_abc",
+        folder / "tmp_idx_1_2_abc",
+        folder / f"pack-{'0' * 40}.idx",
+    ]
     for path in debris:
         path.write_bytes(b"half written")
         os.utime(path, (time.time() - 7200,) * 2)

@@ -16,10 +16,10 @@ import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import maintenance
+from openprogram.store.session.history import REPACK_EVERY
 from openprogram.store.session.index import TURNS_PER_BUCKET
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.materialise import materialise
-from openprogram.store.session.history import REPACK_EVERY
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
 

@@ -61,7 +61,7 @@ PENDING: dict[str, tuple[int, str]] = {
 }
 HERE = Path(__file__).name
 STORE_TESTS = frozenset(
-    {"test_store.py", "test_store_crash.py", "test_materialise.py", "test_repository.py"}
+    {"test_store.py", "test_store_crash.py", "test_materialise.py", "test_history.py"}
 )
 
 

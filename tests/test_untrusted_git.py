@@ -24,9 +24,8 @@ import pytest
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.store.session.files import dumps
-from openprogram.store.session.history import commit_log
+from openprogram.store.session.history import MAIN_REF, Repository, commit_log
 from openprogram.store.session.maintenance import wait_for
-from openprogram.store.session.history import MAIN_REF, Repository
 from openprogram.store.session.safegit import canonical_config, run_git
 from openprogram.store.session.store import SessionStore
 from tests.test_live import plant_dead_rows

@@ -16,6 +16,14 @@ from typing import Any
 
 from openprogram.context.nodes import Call, NodeFormatError
 from openprogram.store.session.files import dumps, loads, read_bytes
+from openprogram.store.session.history import (
+    TREE_MODE,
+    Repository,
+    TreeEntries,
+    cat_file_batch,
+    object_sha,
+    tree_sha,
+)
 from openprogram.store.session.index import (
     BUCKET_INDEX,
     BUCKET_INDEX_VERSION,
@@ -26,14 +34,6 @@ from openprogram.store.session.index import (
     Entry,
     entry_of,
     valid_columns,
-)
-from openprogram.store.session.history import (
-    TREE_MODE,
-    Repository,
-    TreeEntries,
-    cat_file_batch,
-    object_sha,
-    tree_sha,
 )
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from openprogram.store.session.buckets import bucket_trees
 from openprogram.store.session.files import atomic_write, ensure_dir
+from openprogram.store.session.history import TREE_MODE, Repository
 from openprogram.store.session.index import TURN_DIR_NAME, TURNS_PER_BUCKET
 from openprogram.store.session.materialise import materialise, turn_folders
-from openprogram.store.session.history import TREE_MODE, Repository
 from openprogram.store.session.safegit import run_git, sparse_wanted
 
 RECENT_TURNS = 20  # committed turns kept checked out (what a prompt's history reads)

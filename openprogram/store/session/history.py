@@ -1,30 +1,14 @@
-"""A session's history in git, through GitPython, gitdb and git's own commands.
+"""A session's history in git through GitPython, gitdb and git's own commands: no git format
+(object, tree, commit, pack, index, ref) is written by hand, here or anywhere else.
 
-The one module of the store that writes git: no object, tree, commit, pack, index or
-ref format is written here by hand.
-
-* Objects: a blob's and a tree's sha come from gitdb's object header
-  (:func:`object_sha`); trees are GitPython's ``tree_to_stream``, commits GitPython's
-  ``Commit`` serialisation (both parsed back by GitPython too).
-* A commit's new objects are written as one pack and its index by gitdb's
-  ``PackEntity.write_pack`` (two files a turn whatever its number of nodes), each written
-  to a temporary file and renamed, the index first: git uses a pack only once both
-  exist, gitdb lists ``.pack`` files.  An object stored outside a commit (a merge's) is
-  a loose object written by gitdb.  Nothing on the write path maps a file into memory.
-* Reads go through gitdb's object database (:func:`safegit.object_db`), or many at
-  once through ``git cat-file --batch`` (:func:`cat_file_batch`, :meth:`read_paths`);
-  the log is ``git log`` (:func:`commit_log`).
-* A ref moves by git's lockfile protocol, in-process (:func:`update_ref`): ``<ref>.lock``
-  created exclusively, the old value checked under it, renamed over the ref.  The
-  session's main line moves only under the session's write lock (SQLite's, :mod:`live`),
-  which the kernel releases when its holder dies: a ``main.lock`` found then is a dead
-  writer's and is taken over at once.
-* Packing is git's: ``git repack -d --geometric=2`` (:func:`repack`), started by a writer
-  beside itself every ``REPACK_EVERY`` packs it wrote (at most one at a time, never
-  waited for but at close, for ``REPACK_WAIT_S``) and run by the maintenance.
-
-A turn is committed without git's index: only the blobs and the trees on the paths that
-changed are written (four small trees under ``history/<bucket>/<turn>/``).
+A commit's new objects (trees by GitPython's ``tree_to_stream``, the commit by its
+``Commit`` serialisation) are one pack and its index by gitdb's ``write_pack``, renamed into
+place index first (git uses a pack once both exist, gitdb lists ``.pack`` files), without git's
+index or any file mapped into memory.  Reads: gitdb, or ``git cat-file --batch`` for many;
+the log is ``git log``.  A ref moves by git's lockfile protocol in-process; the main line
+only under the session's write lock (SQLite's, :mod:`live`), which dies with its holder, so
+a ``main.lock`` found then is a dead writer's, taken over.  Packing is ``git repack
+--geometric=2``, started beside a writer every ``REPACK_EVERY`` packs and by the maintenance.
 """
 
 from __future__ import annotations
@@ -37,7 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,9 +44,7 @@ if TYPE_CHECKING:
 MAIN_REF = f"refs/heads/{BRANCH}"
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
-# parsed trees kept, the least recently used dropped first: a commit reuses ~4 (root,
-# history, bucket, turn); a bucket's tree (~100 turns) is ~10 KiB parsed, a new one a commit
-TREE_CACHE_MAX = 64
+TREE_CACHE_MAX = 64  # parsed trees kept (LRU): a commit reuses ~4 (root, history, bucket, turn)
 READ_ATTEMPTS = 4  # looks for an object while a repack replaces packs
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
 STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
@@ -70,9 +52,10 @@ REPACK_EVERY = 10  # packs a writer writes before it starts a repack beside itse
 REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then ended
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
+Files = Mapping[str, bytes | None]  # path -> content (None: deleted)
 
 
-# -- objects (pure) -------------------------------------------------------------------
+# -- objects (pure) -----------------------------------------------------------------------
 def object_sha(kind: bytes, data: bytes) -> bytes:
     """The binary sha git gives an object of ``kind`` (blob, tree…) holding ``data``."""
     from gitdb.fun import loose_object_header
@@ -80,10 +63,10 @@ def object_sha(kind: bytes, data: bytes) -> bytes:
     return hashlib.sha1(loose_object_header(kind, len(data)) + data).digest()
 
 
-def _git_order(item: tuple[str, tuple[bytes, int]]) -> str:
+def _git_order(item: tuple[str, tuple[bytes, int]]) -> bytes:
     """Git's order of tree entries: by name, a folder's as if it ended in ``/``."""
     name, (_sha, mode) = item
-    return name + "/" if mode == TREE_MODE else name
+    return (name + "/" if mode == TREE_MODE else name).encode("utf-8", "surrogateescape")
 
 
 def tree_data(entries: TreeEntries) -> bytes:
@@ -91,9 +74,7 @@ def tree_data(entries: TreeEntries) -> bytes:
     from git.objects.fun import tree_to_stream
 
     out = io.BytesIO()
-    ordered = sorted(
-        entries.items(), key=lambda item: _git_order(item).encode("utf-8", "surrogateescape")
-    )
+    ordered = sorted(entries.items(), key=_git_order)
     tree_to_stream([(sha, mode, name) for name, (sha, mode) in ordered], out.write)
     return out.getvalue()
 
@@ -104,8 +85,7 @@ def tree_sha(entries: TreeEntries) -> bytes:
 
 
 def parse_tree(data: bytes) -> TreeEntries:
-    """The entries of a tree object (GitPython's reader); a malformed one raises
-    ``ValueError``."""
+    """The entries of a tree object (GitPython's reader; ``ValueError`` if malformed)."""
     from git.objects.fun import tree_entries_from_data
 
     return {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
@@ -114,9 +94,8 @@ def parse_tree(data: bytes) -> TreeEntries:
 def commit_data(
     tree: bytes, parents: list[bytes], message: str, when: int, author: str | None = None
 ) -> bytes:
-    """A commit object (UTC, unsigned), GitPython's serialisation: ``author`` (``Name
-    <email>``, :mod:`identity`) wrote it, the openprogram actor committed it (the author
-    too when none is given)."""
+    """A commit object (UTC, unsigned; GitPython's): by ``author`` (``Name <email>``) or the
+    openprogram actor, committed by that actor."""
     from git.objects import Commit, Tree
     from git.util import Actor
 
@@ -143,20 +122,16 @@ def commit_tree(data: bytes) -> bytes:
         raise ValueError(f"not a commit object: {exc}") from None
 
 
-# -- refs ------------------------------------------------------------------------------
+# -- refs ---------------------------------------------------------------------------------
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Run the block with Ctrl-C held back until it ends (then delivered as usual), so a
-    lock taken in it is always released.  Only the main thread gets KeyboardInterrupt, so
-    elsewhere (or where Python does not own SIGINT) the block just runs."""
-    if threading.current_thread() is not threading.main_thread():
+    """Run the block with Ctrl-C held back until it ends (then delivered), so a lock taken
+    in it is released; only the main thread, where Python owns SIGINT, gets Ctrl-C."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
         yield
         return
     caught: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:
-        yield
-        return
     signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
     try:
         yield
@@ -167,57 +142,39 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def _sha(path: Path, hexsha: bytes) -> bytes:
-    try:
+    with suppress(ValueError):
         if len(hexsha) == 40:
             return bytes.fromhex(hexsha.decode("ascii"))
-    except ValueError:
-        pass
     raise CorruptedFile(str(path), f"not an object name: {hexsha[:60]!r}")
 
 
 def read_ref(git_dir: Path, name: str = MAIN_REF) -> bytes | None:
     """The binary sha ``name`` points to (loose, else ``packed-refs``), or None."""
-    loose = git_dir / name
+    loose, packed = git_dir / name, git_dir / "packed-refs"
     try:  # never through a symlink, never more than a ref's size
-        return _sha(loose, read_bytes(str(loose), 4096)[:41].strip())
-    except FileNotFoundError:
-        pass
+        with suppress(FileNotFoundError):
+            return _sha(loose, read_bytes(str(loose), 4096)[:41].strip())
+        with suppress(FileNotFoundError):
+            for line in read_bytes(str(packed)).splitlines():
+                if line.endswith(b" " + name.encode()) and not line.startswith(b"#"):
+                    return _sha(packed, line.split(b" ", 1)[0])
     except OSError as exc:
-        raise CorruptedFile(str(loose), str(exc)) from exc
-    suffix = b" " + name.encode()
-    packed = git_dir / "packed-refs"
-    try:
-        for line in read_bytes(str(packed)).splitlines():
-            if line.endswith(suffix) and not line.startswith(b"#"):
-                return _sha(packed, line.split(b" ", 1)[0])
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise CorruptedFile(str(packed), str(exc)) from exc
+        raise CorruptedFile(exc.filename or str(loose), str(exc)) from exc
     return None
 
 
 def update_ref(
-    git_dir: Path,
-    name: str,
-    new: bytes,
-    expected: bytes | None,
-    *,
-    wait_s: float = 2.0,
+    git_dir: Path, name: str, new: bytes, expected: bytes | None, *, wait_s: float = 2.0,
     take_over: bool = False,
-) -> None:
-    """Point ``name`` at ``new`` if it still points at ``expected`` (None: does not
-    exist), under git's lock protocol; raises :class:`RefChanged` otherwise, or
-    :class:`RefLocked` if another writer keeps ``<name>.lock`` past ``wait_s``.
-
-    ``take_over``: the caller holds the session's write lock (:mod:`live`), under which
-    every writer of the session moves this ref, and which the kernel releases when its
-    holder dies: so a ``<name>.lock`` found is a dead writer's and is removed at once, not
-    after ``STALE_LOCK_S``."""
+) -> None:  # fmt: skip
+    """Point ``name`` at ``new`` if it is at ``expected`` (None: absent), else
+    :class:`RefChanged`; :class:`RefLocked` if another writer keeps ``<name>.lock`` past
+    ``wait_s``.  ``take_over``: the caller holds the write lock every writer of this ref
+    holds: a lock found is a dead writer's, removed at once (not after ``STALE_LOCK_S``)."""
     if not name.startswith("refs/") or ".." in name or name.endswith(".lock"):
         raise ValueError(f"not a ref name: {name!r}")
     path = git_dir / name
-    lock = f"{path}.lock"
+    lock = path.with_name(path.name + ".lock")
     ensure_dir(git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
     with interrupts_deferred():  # a Ctrl-C here would leave the lock behind
         deadline = time.monotonic() + wait_s
@@ -226,13 +183,10 @@ def update_ref(
                 fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 break
             except FileExistsError:
-                if take_over:  # once: a lock made again is someone else's, waited for
-                    take_over = False
-                    _unlink(lock)
-                    continue
-                try:
-                    if time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
-                        _unlink(lock)  # left by a process killed while holding it
+                try:  # once under the write lock: a lock made again is someone else's
+                    if take_over or time.time() - os.stat(lock).st_mtime > STALE_LOCK_S:
+                        take_over = False
+                        lock.unlink(missing_ok=True)
                         continue
                 except FileNotFoundError:
                     continue
@@ -240,10 +194,8 @@ def update_ref(
                     raise RefLocked(f"{lock} is held by another writer") from None
                 time.sleep(0.005)
         try:
-            try:
-                os.write(fd, new.hex().encode() + b"\n")
-            finally:
-                os.close(fd)
+            with os.fdopen(fd, "wb") as out:
+                out.write(new.hex().encode() + b"\n")
             current = read_ref(git_dir, name)
             if current != expected:
                 raise RefChanged(
@@ -252,18 +204,11 @@ def update_ref(
                 )
             os.replace(lock, path)
         except BaseException:
-            _unlink(lock)
+            lock.unlink(missing_ok=True)
             raise
 
 
-def _unlink(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-# -- packs -----------------------------------------------------------------------------
+# -- packs --------------------------------------------------------------------------------
 def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> None:
     """Write ``items`` (binsha -> (kind, data)) as one pack and its index (gitdb's
     ``write_pack``) into ``objects/pack``, the index renamed into place first."""
@@ -278,67 +223,42 @@ def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> Non
     ]
     pack_sha, _ = PackEntity.write_pack(streams, pack.write, index.write, len(streams))
     folder = objects / "pack"
+    folder.mkdir(exist_ok=True)  # (a repository made by hand may lack it)
     tag = f"{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
     for suffix, content in ((".idx", index.getvalue()), (".pack", pack.getvalue())):
         tmp = folder / f"tmp_{suffix[1:]}_{tag}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        except FileNotFoundError:  # no pack folder yet (a repository made by hand)
-            folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        try:
-            try:
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            with open(tmp, "xb") as out:
+                out.write(content)
             os.replace(tmp, folder / f"pack-{pack_sha.hex()}{suffix}")
         except BaseException:
-            _unlink(tmp)
+            tmp.unlink(missing_ok=True)
             raise
 
 
 def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
-    """Temporary pack files, and indexes whose pack never came, that a writer killed
-    mid-write left (older than ``older_than_s``: no live writer's)."""
-    try:
-        names = set(os.listdir(folder))
-    except FileNotFoundError:
-        return
-    now = time.time()
+    """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
+    names = set(os.listdir(folder)) if folder.is_dir() else set()
     for name in names:
         stray = name.startswith("tmp_") or (
-            name.endswith(".idx") and name[:-4] + ".pack" not in names
+            name.endswith(".idx") and f"{name[:-4]}.pack" not in names
         )
-        try:
-            if stray and now - os.lstat(folder / name).st_mtime > older_than_s:
+        with suppress(FileNotFoundError):
+            if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
                 os.unlink(folder / name)
-        except FileNotFoundError:
-            pass
 
 
 def repack(git_dir: Path) -> None:
-    """Git's own geometric repack of the repository at ``git_dir`` (a session's ``.git``):
-    small packs and loose objects rolled into one, the packs it replaces removed; then
-    what a killed writer left in ``objects/pack`` (see :func:`_remove_strays`)."""
+    """Git's geometric repack of a session's ``git_dir`` (small packs and loose objects rolled
+    into one, the packs replaced removed), and a killed writer's debris removed."""
     _remove_strays(git_dir / "objects" / "pack")
-    run_git(_repo_of(git_dir), "repack", "-d", "-q", "--geometric=2", check=False)
+    run_git(git_dir.parent, "repack", "-d", "-q", "--geometric=2", check=False)
 
 
-def _repo_of(git_dir: Path) -> Path:
-    return git_dir.parent if git_dir.name == ".git" else git_dir
-
-
-# -- reads through git -----------------------------------------------------------------
-def cat_file_batch(
-    worktree: Path, names: list[bytes], *, sanitize: bool = True
-) -> list[tuple[bytes, bytes, bytes] | None]:
-    """The objects ``names`` (hex shas, or ``<rev>:<path>``) of the repository at
-    ``worktree``, read by one ``git cat-file --batch``: per name, its (hex sha, type,
-    content), or None when git has none by that name — every one None when git cannot
-    read the repository (the caller reads one by one).  ``sanitize``: as
-    :func:`safegit.run_git`."""
+# -- reads and the log through git --------------------------------------------------------
+def cat_file_batch(worktree: Path, names: list[bytes], *, sanitize: bool = True) -> list[Any]:
+    """The objects ``names`` (hex shas, ``<rev>:<path>``) by one ``git cat-file --batch``:
+    each one's (hex sha, type, content), or None (all None if git cannot read the folder)."""
     out: list[tuple[bytes, bytes, bytes] | None] = [None] * len(names)
     if not names:
         return out
@@ -346,9 +266,7 @@ def cat_file_batch(
         worktree, "cat-file", "--batch", input=b"".join(n + b"\n" for n in names),
         check=False, sanitize=sanitize,
     )  # fmt: skip
-    if done.returncode:
-        return out
-    data, pos = done.stdout, 0
+    data, pos = done.stdout if done.returncode == 0 else b"", 0
     for i in range(len(names)):  # "<sha> <type> <size>\n<content>\n", or "<name> missing\n"
         eol = data.find(b"\n", pos)
         if eol < 0:
@@ -372,14 +290,11 @@ class LogEntry:
 
 
 def commit_log(worktree: Path) -> list[LogEntry]:
-    """Every commit reachable from ``main``, newest first: ``git log``'s own list (a
-    shallow clone's stops where its history does; a date git cannot read is 0)."""
+    """Every commit reachable from ``main``, newest first, as ``git log`` lists them."""
     fields = "%x1f".join(("%H", "%ct", "%an", "%ae", "%s"))
     done = run_git(worktree, "log", "-z", f"--format={fields}", MAIN_REF, "--", check=False)
-    if done.returncode:  # no commit yet
-        return []
     out = []
-    for record in done.stdout.split(b"\0"):
+    for record in done.stdout.split(b"\0") if done.returncode == 0 else []:
         parts = record.decode("utf-8", "replace").split("\x1f")
         if len(parts) == 5:
             sha, when, name, email, summary = parts
@@ -388,16 +303,10 @@ def commit_log(worktree: Path) -> list[LogEntry]:
     return out
 
 
-# -- one repository ----------------------------------------------------------------------
-def _never() -> bool:
-    return False
-
-
+# -- one repository -----------------------------------------------------------------------
 class Repository:
-    """Objects, trees, refs and commits of one session repository (``<worktree>/.git``).
-
-    Thread-safe for readers; writers of a ref serialise through its lock (and the store
-    holds the session lock around a commit anyway)."""
+    """Objects, trees, refs and commits of one session repository (``<worktree>/.git``);
+    thread-safe (a ref's writers serialise through its lock, a session's through its own)."""
 
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
@@ -410,14 +319,11 @@ class Repository:
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
         self._packs = 0  # packs written since the last repack started
         self._repacking: subprocess.Popen[bytes] | None = None
-        # whether the calling thread holds the session's write lock (every ref move of the
-        # session's main line is made under it): a ref lock found then is a dead writer's
-        self.lock_held: Callable[[], bool] = _never
+        # whether this thread holds the session's write lock (a ref lock found is a dead one's)
+        self.lock_held: Callable[[], bool] = lambda: False
 
-    # -- objects ---------------------------------------------------------------------
     def store(self, kind: bytes, data: bytes) -> bytes:
-        """Store one object; returns its binary sha.  Inside a commit it goes into the
-        commit's pack, else it is written loose (by gitdb)."""
+        """Store one object (into this thread's commit's pack, else loose); returns its sha."""
         pending: dict[bytes, tuple[bytes, bytes]] | None = getattr(self._local, "pending", None)
         if pending is None:
             from gitdb import IStream
@@ -444,8 +350,8 @@ class Repository:
     def read(self, binsha: bytes, limit: int | None = None) -> bytes:
         """The content of an object, loose or packed (one over ``limit`` bytes is refused
         with :class:`CorruptedFile` before it is inflated)."""
-        pending = getattr(self._local, "pending", None)
-        if pending is not None and binsha in pending:  # in this commit, not written yet
+        pending = getattr(self._local, "pending", None) or {}
+        if binsha in pending:  # in this thread's commit, not written yet
             data: bytes | None = pending[binsha][1]
             size = len(pending[binsha][1])
         else:
@@ -453,9 +359,7 @@ class Repository:
                 try:
                     stream = self._db().stream(binsha)
                     break
-                except Exception:
-                    # written by another process, or in a pack a repack replaced after gitdb
-                    # listed it (gitdb caches which packs exist): look again
+                except Exception:  # another's, or its pack repacked since gitdb listed them
                     if attempt == READ_ATTEMPTS - 1:
                         raise
                     self._db().update_cache(force=True)
@@ -490,24 +394,18 @@ class Repository:
             del self._trees[next(iter(self._trees))]
 
     def forget(self) -> None:
-        """Drop cached trees and where objects live (after packing, or to free memory)."""
+        """Drop cached trees, and list the packs again at the next read (after a repack)."""
         self._trees.clear()
         self._commit_trees.clear()
-        if self._odb is not None:
-            self._odb.update_cache(force=True)
+        self._stale = self._odb is not None
 
-    # -- refs ------------------------------------------------------------------------
     def read_ref(self, name: str = MAIN_REF) -> bytes | None:
         return read_ref(self.git_dir, name)
 
-    def update_ref(
-        self, name: str, new: bytes, expected: bytes | None, *, wait_s: float = 2.0
-    ) -> None:
-        """Point ``name`` at ``new`` if it still points at ``expected`` (see
-        :func:`update_ref`)."""
-        update_ref(self.git_dir, name, new, expected, wait_s=wait_s, take_over=self.lock_held())
+    def update_ref(self, name: str, new: bytes, old: bytes | None, wait_s: float = 2.0) -> None:
+        """:func:`update_ref`, a lock found taken over when the caller holds the write lock."""
+        update_ref(self.git_dir, name, new, old, wait_s=wait_s, take_over=self.lock_held())
 
-    # -- commits ---------------------------------------------------------------------
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
         if commit is None:
             return None
@@ -519,17 +417,13 @@ class Repository:
             self._commit_trees[commit] = tree
         return tree
 
-    def head_tree(self, ref: str = MAIN_REF) -> TreeEntries:
-        """The root tree of ``ref`` (empty when it does not exist)."""
-        return self.read_tree(self.commit_tree_of(self.read_ref(ref)))
-
     def tree_at(
         self, path: str, ref: str = MAIN_REF, *, commit: bytes | None = None
     ) -> TreeEntries:
-        """The tree at ``path`` (``a/b``) in ``ref``'s root tree (``commit``'s when given);
-        empty if there is none."""
+        """The tree at ``path`` (``a/b``; ``""``: the root) of ``ref`` (of ``commit`` when
+        given); empty if there is none."""
         entries = self.read_tree(self.commit_tree_of(commit or self.read_ref(ref)))
-        for part in path.split("/"):
+        for part in filter(None, path.split("/")):
             found = entries.get(part)
             if found is None or found[1] != TREE_MODE:
                 return {}
@@ -537,48 +431,29 @@ class Repository:
         return entries
 
     def blob_at(self, path: str, ref: str = MAIN_REF) -> bytes:
-        """The content of the file ``path`` (``a/b/c.json``) in ``ref``; raises
-        ``FileNotFoundError`` when there is none."""
+        """The content of the file ``path`` in ``ref`` (``FileNotFoundError``: none there)."""
         folder, _, name = path.rpartition("/")
-        found = (self.tree_at(folder, ref) if folder else self.head_tree(ref)).get(name)
+        found = self.tree_at(folder, ref).get(name)
         if found is None or found[1] == TREE_MODE:
             raise FileNotFoundError(f"{path} is not a file in {ref}")
         return self.read(found[0], MAX_FILE_BYTES)
 
-    def commit(
-        self,
-        files: Mapping[str, bytes | None],
-        message: str,
-        *,
-        ref: str = MAIN_REF,
-        when: int | None = None,
-        author: str | None = None,
-    ) -> bytes:
-        """Commit ``files`` (path -> content; None deletes) on top of ``ref`` and move it
-        there by compare-and-swap; returns the commit's binary sha.  ``author``: who made
-        the change (``Name <email>``; the openprogram actor when None)."""
-        return self.commit_on(self.read_ref(ref), files, message, ref=ref, when=when, author=author)
+    def commit(self, files: Files, message: str, **kw: Any) -> bytes:
+        """:meth:`commit_on` the commit ``ref`` (a keyword, ``main`` by default) is at."""
+        return self.commit_on(self.read_ref(kw.get("ref", MAIN_REF)), files, message, **kw)
 
     def commit_on(
-        self,
-        parent: bytes | None,
-        files: Mapping[str, bytes | None],
-        message: str,
-        *,
-        ref: str = MAIN_REF,
-        when: int | None = None,
-        author: str | None = None,
-    ) -> bytes:
-        """:meth:`commit` on ``parent``, which the caller read from ``ref`` (the ref moves
-        only if it is still there: :class:`RefChanged` otherwise).  The commit's new
-        objects are one pack, complete with its index before the ref moves."""
+        self, parent: bytes | None, files: Files, message: str, *, ref: str = MAIN_REF,
+        when: int | None = None, author: str | None = None,
+    ) -> bytes:  # fmt: skip
+        """Commit ``files`` on ``parent`` (read from ``ref``; :class:`RefChanged` if ``ref``
+        moved since) by ``author`` (``Name <email>``); its objects one pack before ``ref`` moves."""
         pending: dict[bytes, tuple[bytes, bytes]] = {}
         self._local.pending = pending
         try:
             tree = self.edit_tree(self.commit_tree_of(parent), files)
-            data = commit_data(
-                tree, [parent] if parent else [], message, when or int(time.time()), author
-            )
+            parents = [parent] if parent else []
+            data = commit_data(tree, parents, message, when or int(time.time()), author)
             binsha = self.store(b"commit", data)
         finally:
             self._local.pending = None
@@ -591,16 +466,15 @@ class Repository:
             self._start_repack()
         return binsha
 
-    def edit_tree(self, tree: bytes | None, files: Mapping[str, bytes | None]) -> bytes:
-        """The tree ``tree`` with ``files`` (path -> content; None deletes) written in; only
-        the trees on the way to a changed file are rewritten."""
+    def edit_tree(self, tree: bytes | None, files: Files) -> bytes:
+        """``tree`` with ``files`` written in (only the trees on their paths rewritten)."""
         nested: dict[str, Any] = {}
         for path, content in files.items():
             node = nested
-            parts = path.split("/")
-            for part in parts[:-1]:
+            *folders, name = path.split("/")
+            for part in folders:
                 node = node.setdefault(part, {})
-            node[parts[-1]] = content
+            node[name] = content
         return self._merge(tree, nested)
 
     def _merge(self, base: bytes | None, changes: Mapping[str, Any]) -> bytes:
@@ -616,35 +490,6 @@ class Repository:
                 entries[name] = (self.store(b"blob", change), BLOB_MODE)
         return self.write_tree(entries)
 
-    def read_paths(self, paths: list[str], ref: str = MAIN_REF) -> dict[str, bytes]:
-        """The contents of many files of ``ref`` at once, inflated by git rather than Python:
-        one ``git ls-tree -r -l`` of the folders they are in (each tree read once), one
-        ``git cat-file --batch`` of their blobs.  Paths that are not files there, or hold
-        more than ``MAX_FILE_BYTES``, are left out (:meth:`blob_at` says why)."""
-        commit = self.read_ref(ref)
-        if commit is None or not paths:
-            return {}
-        # the folders two levels up (history/<bucket>), or the whole tree
-        folders = {path.rsplit("/", 2)[0] if path.count("/") >= 2 else "" for path in paths}
-        specs = [] if "" in folders else sorted(folders)
-        listed = run_git(
-            self.worktree, "ls-tree", "-r", "-l", "-z", "--full-tree", commit.hex(), "--",
-            *specs, check=False,
-        )  # fmt: skip
-        if listed.returncode:  # a repository git cannot read: the caller reads one by one
-            return {}
-        blobs: dict[str, bytes] = {}  # path -> hex sha, "<mode> blob <sha> <size>\t<path>"
-        for item in listed.stdout.split(b"\0"):
-            info, _, name = item.partition(b"\t")
-            parts = info.split()
-            if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
-                blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
-        wanted = [(path, blobs[path]) for path in paths if path in blobs]
-        fetched = cat_file_batch(self.worktree, [sha for _p, sha in wanted])
-        pairs = zip(wanted, fetched, strict=True)
-        return {path: got[2] for (path, _sha), got in pairs if got is not None}
-
-    # -- packing beside the writer -----------------------------------------------------
     def _start_repack(self) -> None:
         """Start git's repack in a child unless one runs; the writer never waits for it."""
         if self._repacking is not None and self._repacking.poll() is None:
@@ -661,8 +506,7 @@ class Repository:
             self._repacking = None
 
     def wait_for_repack(self, timeout: float | None = None) -> None:
-        """Return once the repack this object started has ended (past ``timeout`` seconds
-        it is ended: git removes its own temporary files)."""
+        """Return once this object's repack has ended (ended past ``timeout`` s: git cleans up)."""
         child, self._repacking = self._repacking, None
         if child is None:
             return

@@ -42,10 +42,10 @@ from openprogram.store.session.files import (
     open_state_file,
     read_bytes,
 )
+from openprogram.store.session.history import Repository, repack
 from openprogram.store.session.index import BUCKET_INDEX, SEALS_PER_MAINTENANCE
 from openprogram.store.session.indexcache import CACHE_DIR
 from openprogram.store.session.live import LiveState
-from openprogram.store.session.history import Repository, repack
 from openprogram.store.session.safegit import git_argv, git_env
 
 MAINTAIN_EVERY = 50  # commits between two maintenances
@@ -63,8 +63,8 @@ MAX_ROUNDS = 10  # rounds one maintenance process runs while others keep asking 
 STALE_INDEX_LOCK_S = 60.0
 SEALED_FILE = "sealed.json"  # .state/: bucket -> tree sha found sealed (not checked again)
 # What closing a small session runs: git's index set to HEAD (--reset: keeps skip-worktree
-# marks and stat data, never refuses), then the loose objects packed by name, as pack_loose
-# does (into pack-*.pack: gitdb reads no other name, so not `git maintenance run`).
+# marks and stat data, never refuses), then the loose objects packed by name (into
+# pack-*.pack: gitdb reads no other name, so not `git maintenance run`).
 LIGHT = (
     '{python} -I -S {script} "$GIT_WORK_TREE" {argv};'  # new turns' folders put on disk
     "{git} read-tree --reset HEAD;"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openprogram.store.session.files import is_real_dir, read_bytes
-from openprogram.store.session.history import Repository
+from openprogram.store.session.files import MAX_FILE_BYTES, is_real_dir, read_bytes
+from openprogram.store.session.history import Repository, cat_file_batch
+from openprogram.store.session.safegit import run_git
 
 BATCH_MIN = 32  # left-out files read by one `git cat-file --batch` rather than one by one
 DIRS_KEPT = 1024  # turn folders remembered as checked out
@@ -47,7 +48,7 @@ class NodeFiles:
                 on_disk = folders[folder] = self.checked_out(rel)
             if not on_disk:
                 left_out.append(rel)
-        return self.repo.read_paths(left_out) if len(left_out) >= BATCH_MIN else {}
+        return read_paths(self.repo, left_out) if len(left_out) >= BATCH_MIN else {}
 
     def checked_out(self, rel: str) -> bool:
         """Whether the turn folder of node file ``rel`` is on disk (a real directory)."""
@@ -70,3 +71,27 @@ class NodeFiles:
             is_real_dir(self.root / rel)
             for rel in (bucket_dir.split("/", 1)[0], bucket_dir, rel_dir)
         )
+
+
+def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
+    """Many files of HEAD at once (one ``git ls-tree`` of their folders, one ``git
+    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out."""
+    commit = repo.read_ref()
+    if commit is None or not paths:
+        return {}
+    # the folders two levels up (history/<bucket>), or the whole tree
+    folders = {path.rsplit("/", 2)[0] if path.count("/") >= 2 else "" for path in paths}
+    listed = run_git(
+        repo.worktree, "ls-tree", "-r", "-l", "-z", "--full-tree", commit.hex(), "--",
+        *([] if "" in folders else sorted(folders)), check=False,
+    )  # fmt: skip
+    blobs: dict[str, bytes] = {}  # path -> hex sha, "<mode> blob <sha> <size>\t<path>"
+    for item in listed.stdout.split(b"\0") if listed.returncode == 0 else []:
+        info, _, name = item.partition(b"\t")
+        parts = info.split()
+        if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
+            blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
+    wanted = [(path, blobs[path]) for path in paths if path in blobs]
+    fetched = cat_file_batch(repo.worktree, [sha for _p, sha in wanted])
+    pairs = zip(wanted, fetched, strict=True)
+    return {path: got[2] for (path, _sha), got in pairs if got is not None}

@@ -38,6 +38,7 @@ from openprogram.store.session.files import (
     loads,
     read_bytes,
 )
+from openprogram.store.session.history import TREE_MODE, Repository, cat_file_batch
 from openprogram.store.session.index import (
     BUCKET_INDEX,
     BUCKET_NAME,
@@ -63,7 +64,6 @@ from openprogram.store.session.indextotals import (
     totals_of,
     write_totals,
 )
-from openprogram.store.session.history import TREE_MODE, Repository, cat_file_batch
 
 PREFETCH_MIN = 4  # buckets about to load whose committed indexes are read by one git run
 KIDS_BUCKETS = 4  # buckets whose caller -> children maps are kept (the most recently asked)

@@ -36,6 +36,7 @@ from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # m
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
 from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
+from openprogram.store.session.history import Repository
 from openprogram.store.session.identity import author_record, current_author
 from openprogram.store.session.index import (
     F_KIND,
@@ -52,7 +53,6 @@ from openprogram.store.session.nodefiles import NodeFiles
 from openprogram.store.session.nodeindex import NodeIndex
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
-from openprogram.store.session.history import Repository
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
@@ -393,11 +393,12 @@ class Session(SessionQueries):
         are this process's own); under it only ``meta.json``, the trees, the commit and the
         ref are written — what another writer waits for.  The commit's objects are one
         pack (:meth:`Repository.commit`), not a loose file each; git repacks them (see
-        :mod:`history`).  A maintenance is asked for when the commit opens a bucket or ``MAINTAIN_EVERY``
-        commits after the last, and not before ``maintenance.SPACING`` times the last one's
-        duration has passed: a busy writer never keeps maintenances running back to back
-        (its packs stay few meanwhile: git repacks them beside it).  It is started after the
-        lock is released; one running already takes the request (one more round)."""
+        :mod:`history`).  A maintenance is asked for when the commit opens a bucket or
+        ``MAINTAIN_EVERY`` commits after the last, and not before ``maintenance.SPACING``
+        times the last one's duration has passed: a busy writer never keeps maintenances
+        running back to back (its packs stay few meanwhile: git repacks them beside it).  It
+        is started after the lock is released; one running already takes the request (one
+        more round)."""
         try:
             if self._unsaved:
                 self._save_unsaved()

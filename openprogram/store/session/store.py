@@ -42,11 +42,11 @@ from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
 from openprogram.store.session import maintenance
 from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
+from openprogram.store.session.history import Repository
 from openprogram.store.session.identity import current_author
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import opened
-from openprogram.store.session.history import Repository
 from openprogram.store.session.safegit import init_repository, run_git
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openprogram.store.session import quarantines
+from openprogram.store.session.history import cat_file_batch, read_ref
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.incoming import Caps, Header, PackScan, read_bundle_header
 from openprogram.store.session.pushed import note_on_remote
-from openprogram.store.session.history import cat_file_batch, read_ref
 from openprogram.store.session.safegit import local_transport_options
 from openprogram.store.session.syncgit import (
     INCOMING,

@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+from openprogram.store.session.history import read_ref
 from openprogram.store.session.incoming import (
     Caps,
     Header,
@@ -19,7 +20,6 @@ from openprogram.store.session.incoming import (
     pack_objects,
     scan_pack,
 )
-from openprogram.store.session.history import read_ref
 from openprogram.store.session.safegit import git_command, git_dir_of, run_git
 from openprogram.store.session.syncrules import SyncError, redact_text
 

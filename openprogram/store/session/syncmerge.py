@@ -24,8 +24,6 @@ from openprogram.store.session.files import (
     loads,
     strict_dumps,
 )
-from openprogram.store.session.identity import current_author
-from openprogram.store.session.queries import Links
 from openprogram.store.session.history import (
     MAIN_REF,
     TREE_MODE,
@@ -35,6 +33,8 @@ from openprogram.store.session.history import (
     commit_tree,
     update_ref,
 )
+from openprogram.store.session.identity import current_author
+from openprogram.store.session.queries import Links
 from openprogram.store.session.syncgit import INCOMING, git, main_commit
 from openprogram.store.session.syncrules import (
     ROOT_DIR,

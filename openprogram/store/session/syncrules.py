@@ -20,9 +20,9 @@ import orjson
 
 from openprogram.errors import SyncError as SyncError  # moved; old path kept
 from openprogram.store.session.files import MAX_FILE_BYTES
+from openprogram.store.session.history import BLOB_MODE, TREE_MODE, TreeEntries
 from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
-from openprogram.store.session.history import BLOB_MODE, TREE_MODE, TreeEntries
 
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = MAX_FILE_BYTES  # one node file: what the reader reads (one rule, in files)
