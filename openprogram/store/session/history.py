@@ -362,7 +362,8 @@ class Repository:
                 except Exception:  # another's, or its pack repacked since gitdb listed them
                     if attempt == READ_ATTEMPTS - 1:
                         raise
-                    self._db().update_cache(force=True)
+                    with suppress(Exception):  # (a pack git is writing or removing now)
+                        self._db().update_cache(force=True)
             data, size = None, stream.size
         if limit is not None and size > limit:
             raise CorruptedFile(binsha.hex(), f"an object of {size} bytes (refused)")
