@@ -8,6 +8,7 @@ import itertools
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from openprogram.errors import RefChanged, RefLocked
+from openprogram.store.session.files import wait_closed
 from openprogram.store.session.history import (
     MAIN_REF,
     REPACK_EVERY,
@@ -271,6 +273,7 @@ def test_a_ref_read_while_it_moves_is_the_old_or_the_new_never_torn(repo: Reposi
         watching.join()
     assert path.read_bytes() == shas[-1].hex().encode() + b"\n"
     assert all(len(content) == 41 for content in seen)  # never empty, never torn
+    wait_closed()  # (the replaced ref files are closed by a thread of files.replace)
     assert held_deleted(repo.git_dir) == []
 
 
@@ -491,3 +494,41 @@ def test_a_writer_killed_mid_commit_leaves_a_readable_repository(repo: Repositor
     repack(repo.git_dir)
     assert [path for path in debris if path.exists()] == []
     assert git(repo.worktree, "log", "--format=%s").split() == ["two", "one"]
+
+
+KEEP_COMMITTING = """
+import sys
+from pathlib import Path
+from openprogram.store.session.history import Repository
+repo = Repository(Path(sys.argv[1]))
+i = 0
+while True:
+    files = {f"history/0000/{i:06d}/node.json": b"node %d" % i, "meta.json": b"%d" % i}
+    repo.commit(files, f"c{i}")
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_a_writer_killed_mid_commit_leaves_every_commit_it_reported_readable(
+    repo: Repository,
+) -> None:
+    """A process SIGKILLed while it commits (wherever the kill lands: objects, pack, index,
+    ref lock, repack child started): every commit it reported is in git, ``fsck --strict``
+    is clean, and the next writer commits on top."""
+    repo.lock_held = lambda: True  # as a session's writer: the dead one's write lock died too
+    for kill in range(3):
+        child = subprocess.Popen(
+            [sys.executable, "-c", KEEP_COMMITTING, str(repo.worktree)],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert child.stdout is not None
+        reported = [child.stdout.readline() for _ in range(2 * REPACK_EVERY + kill)][-1]
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        log = git(repo.worktree, "log", "--format=%s").split()
+        assert f"c{int(reported)}" in log
+        fsck(repo.worktree)
+        head = repo.commit({"after": b"%d" % kill}, f"after kill {kill}")
+        assert git(repo.worktree, "rev-parse", "HEAD").strip() == head.hex()

@@ -37,8 +37,7 @@ from openprogram.scale.executors import DaskSubmitter, FuturesSubmitter, Message
 from openprogram.scale.merge import adopt, attempt_node, inputs_of, snapshot
 from openprogram.scale.progress import Progress
 from openprogram.scale.task import Outcome, RuntimeSpec, Shared, Task
-from openprogram.store.session.files import dumps, loads
-from openprogram.store.session.history import interrupts_deferred
+from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
 
 DEFAULT_THREADS = 8

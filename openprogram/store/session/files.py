@@ -12,8 +12,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import stat
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +121,107 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    replace(tmp, path)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Run the block with Ctrl-C held back until it ends (then delivered), so a lock taken
+    in it is released; only the main thread, where Python owns SIGINT, gets Ctrl-C."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
+
+
+class _Closer:
+    """Descriptors closed by one daemon thread (started at the first), so that replacing
+    a file by rename does not free the replaced file's blocks inside the caller's
+    ``rename``: on ext4 mounted with ``discard`` (these machines) that costs 0.1-12 ms, a
+    file still open is freed at its last ``close`` instead (decision 0046 measured it on
+    the ref and ``meta.json`` of every commit).  Fork-safe: the lock is held through a
+    fork, and a child closes its copies of the pending descriptors itself."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+        self.ready = threading.Condition(threading.Lock())
+        self.thread: threading.Thread | None = None
+        self.closing = False  # the thread holds descriptors taken from fds
+
+    def close_later(self, fd: int) -> None:
+        with self.ready:
+            if self.thread is None:
+                try:
+                    self.thread = threading.Thread(target=self._run, name="op-close", daemon=True)
+                    self.thread.start()
+                except RuntimeError:  # no new thread now (the interpreter exiting)
+                    self.thread = None
+                    os.close(fd)
+                    return
+            self.fds.append(fd)
+            self.ready.notify_all()
+
+    def wait(self) -> None:
+        """Return once every descriptor handed over so far is closed."""
+        with self.ready:
+            while self.fds or self.closing:
+                self.ready.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self.ready:
+                while not self.fds:
+                    self.ready.wait()
+                fds, self.fds, self.closing = self.fds, [], True
+            for fd in fds:
+                with suppress(OSError):
+                    os.close(fd)
+            with self.ready:
+                self.closing = False
+                self.ready.notify_all()
+
+    def before_fork(self) -> None:
+        self.ready.acquire()
+        while self.closing:
+            self.ready.wait()
+
+    def after_fork_in_child(self) -> None:
+        fds, self.fds, self.thread = self.fds, [], None
+        self.ready = threading.Condition(threading.Lock())
+        for fd in fds:
+            with suppress(OSError):
+                os.close(fd)
+
+
+_closer = _Closer()
+os.register_at_fork(
+    before=_closer.before_fork,
+    after_in_parent=lambda: _closer.ready.release(),
+    after_in_child=_closer.after_fork_in_child,
+)
+wait_closed = _closer.wait  # (tests, benchmarks: every replaced file released)
+
+
+def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """``os.replace(src, dst)``, the replaced file freed off the caller's path (see
+    :class:`_Closer`); a symlink or FIFO at ``dst`` is replaced, never followed or opened."""
+    try:
+        old: int | None = os.open(dst, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # none there (or a symlink, a socket): nothing to keep
+        old = None
+    try:
+        os.replace(src, dst)
+    finally:
+        if old is not None:
+            _closer.close_later(old)
 
 
 try:  # an optional speed-up: ~10x faster than json on the per-event hot path

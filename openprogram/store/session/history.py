@@ -1,14 +1,14 @@
 """A session's history in git through GitPython, gitdb and git's own commands: no git format
 (object, tree, commit, pack, index, ref) is written by hand, here or anywhere else.
 
-A commit's new objects (trees by GitPython's ``tree_to_stream``, the commit by its
-``Commit`` serialisation) are one pack and its index by gitdb's ``write_pack``, renamed into
-place index first (git uses a pack once both exist, gitdb lists ``.pack`` files), without git's
-index or any file mapped into memory.  Reads: gitdb, or ``git cat-file --batch`` for many;
-the log is ``git log``.  A ref moves by git's lockfile protocol in-process; the main line
-only under the session's write lock (SQLite's, :mod:`live`), which dies with its holder, so
-a ``main.lock`` found then is a dead writer's, taken over.  Packing is ``git repack
---geometric=2``, started beside a writer every ``REPACK_EVERY`` packs and by the maintenance.
+A commit's new objects (trees: GitPython's ``tree_to_stream``; the commit: its ``Commit``
+serialisation) are one pack and index by gitdb's ``write_pack``, renamed into place index
+first (git uses a pack once both exist, gitdb lists ``.pack`` files); no git index, no file
+mapped into memory.  Reads: gitdb, or ``git cat-file --batch``; the log: ``git log``.  A ref
+moves by git's lockfile protocol in-process, the main line under the session's write lock
+(:mod:`live`), which dies with its holder: a ``main.lock`` found then is taken over.
+Packing: ``git repack --geometric=2`` beside a writer every ``REPACK_EVERY`` packs, and in
+the maintenance.
 """
 
 from __future__ import annotations
@@ -16,35 +16,26 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openprogram.errors import CorruptedFile, RefChanged, RefLocked
-from openprogram.store.session.files import MAX_FILE_BYTES, ensure_dir, read_bytes
-from openprogram.store.session.safegit import (
-    ACTOR_EMAIL,
-    ACTOR_NAME,
-    BRANCH,
-    check_layout,
-    git_command,
-    object_db,
-    run_git,
-)
+from openprogram.store.session import files as fs
+from openprogram.store.session import safegit
+from openprogram.store.session.files import MAX_FILE_BYTES, read_bytes
+from openprogram.store.session.safegit import check_layout, run_git
 
-if TYPE_CHECKING:
-    from gitdb.db import GitDB
-
-MAIN_REF = f"refs/heads/{BRANCH}"
+MAIN_REF = f"refs/heads/{safegit.BRANCH}"
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
 TREE_CACHE_MAX = 64  # parsed trees kept (LRU): a commit reuses ~4 (root, history, bucket, turn)
+ENTRY_CACHE_MAX = 4096  # tree entries kept serialised (a tree changed is one entry serialised)
 READ_ATTEMPTS = 4  # looks for an object while a repack replaces packs
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
 STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
@@ -53,9 +44,13 @@ REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then e
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 Files = Mapping[str, bytes | None]  # path -> content (None: deleted)
+# parsed trees, commits' root trees, serialised tree entries: content-addressed, so shared
+_trees: dict[bytes, TreeEntries] = {}
+_commit_trees: dict[bytes, bytes] = {}
+_entries: dict[tuple[str, bytes, int], bytes] = {}
+_cached = threading.Lock()
 
 
-# -- objects (pure) -----------------------------------------------------------------------
 def object_sha(kind: bytes, data: bytes) -> bytes:
     """The binary sha git gives an object of ``kind`` (blob, tree…) holding ``data``."""
     from gitdb.fun import loose_object_header
@@ -70,13 +65,24 @@ def _git_order(item: tuple[str, tuple[bytes, int]]) -> bytes:
 
 
 def tree_data(entries: TreeEntries) -> bytes:
-    """The content of the tree object holding ``entries`` (GitPython's writer)."""
+    """The content of the tree object holding ``entries``: its entries in git's order, each
+    written by GitPython's ``tree_to_stream`` once (it checks every name: ~7 µs an entry, so
+    a bucket of 100 turns rewritten whole at each commit cost ~0.7 ms)."""
     from git.objects.fun import tree_to_stream
 
-    out = io.BytesIO()
-    ordered = sorted(entries.items(), key=_git_order)
-    tree_to_stream([(sha, mode, name) for name, (sha, mode) in ordered], out.write)
-    return out.getvalue()
+    parts = []
+    for name, (sha, mode) in sorted(entries.items(), key=_git_order):
+        one = _entries.get((name, sha, mode))
+        if one is None:
+            out = io.BytesIO()
+            tree_to_stream([(sha, mode, name)], out.write)
+            one = out.getvalue()
+            with _cached:
+                if len(_entries) >= ENTRY_CACHE_MAX:
+                    _entries.clear()
+                _entries[name, sha, mode] = one
+        parts.append(one)
+    return b"".join(parts)
 
 
 def tree_sha(entries: TreeEntries) -> bytes:
@@ -99,7 +105,7 @@ def commit_data(
     from git.objects import Commit, Tree
     from git.util import Actor
 
-    actor = Actor(ACTOR_NAME, ACTOR_EMAIL)
+    actor = Actor(safegit.ACTOR_NAME, safegit.ACTOR_EMAIL)
     by = Actor._from_string(author) if author else actor
     made = Commit(
         None, Commit.NULL_BIN_SHA, Tree(None, tree), by, when, 0, actor, when, 0,  # type: ignore[arg-type]
@@ -120,25 +126,6 @@ def commit_tree(data: bytes) -> bytes:
         return bytes(parsed.tree.binsha)
     except Exception as exc:  # whatever a crafted object makes the parser raise
         raise ValueError(f"not a commit object: {exc}") from None
-
-
-# -- refs ---------------------------------------------------------------------------------
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Run the block with Ctrl-C held back until it ends (then delivered), so a lock taken
-    in it is released; only the main thread, where Python owns SIGINT, gets Ctrl-C."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:
-        yield
-        return
-    caught: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            signal.raise_signal(signal.SIGINT)
 
 
 def _sha(path: Path, hexsha: bytes) -> bytes:
@@ -175,8 +162,8 @@ def update_ref(
         raise ValueError(f"not a ref name: {name!r}")
     path = git_dir / name
     lock = path.with_name(path.name + ".lock")
-    ensure_dir(git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
-    with interrupts_deferred():  # a Ctrl-C here would leave the lock behind
+    fs.ensure_dir(git_dir, name.rsplit("/", 1)[0])  # a symlinked refs/heads: replaced
+    with fs.interrupts_deferred():  # a Ctrl-C here would leave the lock behind
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -202,13 +189,12 @@ def update_ref(
                     f"{name} is at {current.hex() if current else None}, "
                     f"not {expected.hex() if expected else None}"
                 )
-            os.replace(lock, path)
+            fs.replace(lock, path)  # (the old ref file freed off this path)
         except BaseException:
             lock.unlink(missing_ok=True)
             raise
 
 
-# -- packs --------------------------------------------------------------------------------
 def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> None:
     """Write ``items`` (binsha -> (kind, data)) as one pack and its index (gitdb's
     ``write_pack``) into ``objects/pack``, the index renamed into place first."""
@@ -218,9 +204,7 @@ def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> Non
     if not items:
         return
     pack, index = io.BytesIO(), io.BytesIO()
-    streams = [
-        OStream(sha, kind, len(data), io.BytesIO(data)) for sha, (kind, data) in items.items()
-    ]
+    streams = [OStream(s, k, len(d), io.BytesIO(d)) for s, (k, d) in items.items()]
     pack_sha, _ = PackEntity.write_pack(streams, pack.write, index.write, len(streams))
     folder = objects / "pack"
     folder.mkdir(exist_ok=True)  # (a repository made by hand may lack it)
@@ -240,9 +224,8 @@ def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
     """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
     names = set(os.listdir(folder)) if folder.is_dir() else set()
     for name in names:
-        stray = name.startswith("tmp_") or (
-            name.endswith(".idx") and f"{name[:-4]}.pack" not in names
-        )
+        packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
+        stray = name.startswith("tmp_") or packless
         with suppress(FileNotFoundError):
             if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
                 os.unlink(folder / name)
@@ -255,10 +238,9 @@ def repack(git_dir: Path) -> None:
     run_git(git_dir.parent, "repack", "-d", "-q", "--geometric=2", check=False)
 
 
-# -- reads and the log through git --------------------------------------------------------
 def cat_file_batch(worktree: Path, names: list[bytes], *, sanitize: bool = True) -> list[Any]:
-    """The objects ``names`` (hex shas, ``<rev>:<path>``) by one ``git cat-file --batch``:
-    each one's (hex sha, type, content), or None (all None if git cannot read the folder)."""
+    """Objects by name (hex sha, ``<rev>:<path>``), by one ``git cat-file --batch``: each
+    one's (hex sha, type, content), or None (all None if git cannot read the folder)."""
     out: list[tuple[bytes, bytes, bytes] | None] = [None] * len(names)
     if not names:
         return out
@@ -303,19 +285,17 @@ def commit_log(worktree: Path) -> list[LogEntry]:
     return out
 
 
-# -- one repository -----------------------------------------------------------------------
 class Repository:
-    """Objects, trees, refs and commits of one session repository (``<worktree>/.git``);
-    thread-safe (a ref's writers serialise through its lock, a session's through its own)."""
+    """Objects, trees, refs and commits of one session repository (``<worktree>/.git``)."""
 
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.git_dir = worktree / ".git"
-        self._odb: GitDB | None = None  # made on first read: importing gitdb takes time
+        self._odb: Any = (
+            None  # gitdb's database, made at the first read (importing gitdb takes time)
+        )
         self._stale = False  # a pack was written since gitdb listed them
         self._refreshing = threading.Lock()
-        self._trees: dict[bytes, TreeEntries] = {}
-        self._commit_trees: dict[bytes, bytes] = {}  # commit sha -> its root tree
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
         self._packs = 0  # packs written since the last repack started
         self._repacking: subprocess.Popen[bytes] | None = None
@@ -336,10 +316,10 @@ class Repository:
         pending[binsha] = (kind, data)
         return binsha
 
-    def _db(self) -> GitDB:
+    def _db(self) -> Any:
         if self._odb is None:  # never reads objects/info/alternates
             check_layout(self.git_dir)  # nor objects through a symlinked .git
-            self._odb, self._stale = object_db(self.git_dir / "objects"), False
+            self._odb, self._stale = safegit.object_db(self.git_dir / "objects"), False
         elif self._stale:
             with self._refreshing:
                 if self._stale:  # new packs are listed; those a repack removed, dropped
@@ -348,12 +328,10 @@ class Repository:
         return self._odb
 
     def read(self, binsha: bytes, limit: int | None = None) -> bytes:
-        """The content of an object, loose or packed (one over ``limit`` bytes is refused
-        with :class:`CorruptedFile` before it is inflated)."""
-        pending = getattr(self._local, "pending", None) or {}
-        if binsha in pending:  # in this thread's commit, not written yet
-            data: bytes | None = pending[binsha][1]
-            size = len(pending[binsha][1])
+        """An object's content (:class:`CorruptedFile` over ``limit`` bytes, before inflating)."""
+        data: bytes | None = (getattr(self._local, "pending", None) or {}).get(binsha, (0, None))[1]
+        if data is not None:  # in this thread's commit, not written yet
+            size = len(data)
         else:
             for attempt in range(READ_ATTEMPTS):
                 try:
@@ -373,7 +351,8 @@ class Repository:
         """The entries of a tree (a copy: callers may change it); empty for None."""
         if binsha is None:
             return {}
-        cached = self._trees.pop(binsha, None)
+        with _cached:
+            cached = _trees.pop(binsha, None)
         if cached is None:
             try:
                 cached = parse_tree(self.read(binsha))
@@ -389,15 +368,14 @@ class Repository:
         return binsha
 
     def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
-        self._trees.pop(binsha, None)
-        self._trees[binsha] = entries
-        if len(self._trees) > TREE_CACHE_MAX:
-            del self._trees[next(iter(self._trees))]
+        with _cached:
+            _trees.pop(binsha, None)
+            _trees[binsha] = entries
+            if len(_trees) > TREE_CACHE_MAX:
+                del _trees[next(iter(_trees))]
 
     def forget(self) -> None:
-        """Drop cached trees, and list the packs again at the next read (after a repack)."""
-        self._trees.clear()
-        self._commit_trees.clear()
+        """List the packs again at the next read (after a repack)."""
         self._stale = self._odb is not None
 
     def read_ref(self, name: str = MAIN_REF) -> bytes | None:
@@ -410,19 +388,20 @@ class Repository:
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
         if commit is None:
             return None
-        tree = self._commit_trees.get(commit)
+        tree = _commit_trees.get(commit)
         if tree is None:
-            tree = commit_tree(self.read(commit))
-            if len(self._commit_trees) >= TREE_CACHE_MAX:
-                self._commit_trees.clear()
-            self._commit_trees[commit] = tree
+            tree = self._note_commit(commit, commit_tree(self.read(commit)))
         return tree
 
-    def tree_at(
-        self, path: str, ref: str = MAIN_REF, *, commit: bytes | None = None
-    ) -> TreeEntries:
-        """The tree at ``path`` (``a/b``; ``""``: the root) of ``ref`` (of ``commit`` when
-        given); empty if there is none."""
+    def _note_commit(self, commit: bytes, tree: bytes) -> bytes:
+        with _cached:
+            if len(_commit_trees) >= TREE_CACHE_MAX:
+                _commit_trees.clear()
+            _commit_trees[commit] = tree
+        return tree
+
+    def tree_at(self, path: str, ref: str = MAIN_REF, commit: bytes | None = None) -> TreeEntries:
+        """The tree at ``path`` (``""``: the root) of ``ref`` or ``commit``; empty if none."""
         entries = self.read_tree(self.commit_tree_of(commit or self.read_ref(ref)))
         for part in filter(None, path.split("/")):
             found = entries.get(part)
@@ -460,7 +439,7 @@ class Repository:
             self._local.pending = None
         write_pack(self.git_dir / "objects", pending)
         self._stale = True
-        self._commit_trees[binsha] = tree
+        self._note_commit(binsha, tree)
         self.update_ref(ref, binsha, parent)
         self._packs += 1
         if self._packs >= REPACK_EVERY:
@@ -497,14 +476,12 @@ class Repository:
             return
         self._packs = 0
         _remove_strays(self.git_dir / "objects" / "pack")
-        argv, env = git_command(self.worktree, "repack", "-d", "-q", "--geometric=2")
-        try:
+        argv, env = safegit.git_command(self.worktree, "repack", "-d", "-q", "--geometric=2")
+        with suppress(OSError):  # no process now: the maintenance repacks
             self._repacking = subprocess.Popen(
                 argv, cwd=self.worktree, env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        except OSError:  # no process now: the next pack asks again, the maintenance repacks
-            self._repacking = None
 
     def wait_for_repack(self, timeout: float | None = None) -> None:
         """Return once this object's repack has ended (ended past ``timeout`` s: git cleans up)."""
@@ -521,5 +498,3 @@ class Repository:
     def close(self) -> None:
         self.wait_for_repack(REPACK_WAIT_S)
         self._odb = None
-        self._trees.clear()
-        self._commit_trees.clear()
