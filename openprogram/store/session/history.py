@@ -1,15 +1,13 @@
-"""A session's history in git through GitPython, gitdb and git's own commands: no git format
+"""A session's history in git through GitPython, gitdb and git's own commands; no git format
 (object, tree, commit, pack, index, ref) is written by hand, here or anywhere else.
 
-A commit's new objects (trees: GitPython's ``tree_to_stream``; the commit: its ``Commit``
-serialisation) are one pack and index by gitdb's ``write_pack``, renamed into place index
-first (git uses a pack once both exist, gitdb lists ``.pack`` files); no git index, no file
-mapped into memory.  Reads: gitdb, or ``git cat-file --batch``; the log: ``git log``.  A ref
-moves by git's lockfile protocol in-process, the main line under the session's write lock
-(:mod:`live`), which dies with its holder: a ``main.lock`` found then is taken over.
-Packing: ``git repack --geometric=2`` beside a writer every ``REPACK_EVERY`` packs, and in
-the maintenance.
-"""
+A commit's objects (trees: GitPython's ``tree_to_stream``; the commit: its ``Commit``
+serialisation) are one pack and index by gitdb's ``write_pack``, renamed in index first (git
+uses a pack once both exist, gitdb lists ``.pack`` files); nothing written is mapped.  Reads:
+gitdb, ``git cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol, the
+main line under the session's write lock (:mod:`live`): a ``main.lock`` found then is a dead
+writer's, taken over.  Packing: ``git repack --geometric=2``, beside a writer and in the
+maintenance."""
 
 from __future__ import annotations
 
@@ -358,7 +356,7 @@ class Repository:
                 cached = parse_tree(self.read(binsha))
             except ValueError as exc:
                 raise CorruptedFile(binsha.hex(), f"not a tree: {exc}") from None
-        self._remember(binsha, cached)  # the most recently used now
+        self._remember(binsha, cached)
         return dict(cached)
 
     def write_tree(self, entries: TreeEntries) -> bytes:
@@ -368,8 +366,7 @@ class Repository:
         return binsha
 
     def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
-        with _cached:
-            _trees.pop(binsha, None)
+        with _cached:  # (read_tree took it out: the most recently used is the last)
             _trees[binsha] = entries
             if len(_trees) > TREE_CACHE_MAX:
                 del _trees[next(iter(_trees))]
@@ -386,10 +383,8 @@ class Repository:
         update_ref(self.git_dir, name, new, old, wait_s=wait_s, take_over=self.lock_held())
 
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
-        if commit is None:
-            return None
-        tree = _commit_trees.get(commit)
-        if tree is None:
+        tree = None if commit is None else _commit_trees.get(commit)
+        if commit is not None and tree is None:
             tree = self._note_commit(commit, commit_tree(self.read(commit)))
         return tree
 
@@ -483,18 +478,23 @@ class Repository:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
 
-    def wait_for_repack(self, timeout: float | None = None) -> None:
-        """Return once this object's repack has ended (ended past ``timeout`` s: git cleans up)."""
-        child, self._repacking = self._repacking, None
-        if child is None:
-            return
-        try:
-            child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            child.terminate()
-            child.wait()
-        self._stale = True
+    def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
+        """Return once this object's repack has ended (ended past ``timeout`` s: git cleans
+        up) and, ``settle``, one more has rolled up the packs written meanwhile."""
+        while True:
+            child, self._repacking = self._repacking, None
+            if child is not None:
+                try:
+                    child.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    child.terminate()
+                    child.wait()
+                self._stale = True
+            if not settle or not self._packs:
+                return
+            settle = False
+            self._start_repack()
 
     def close(self) -> None:
-        self.wait_for_repack(REPACK_WAIT_S)
+        self.wait_for_repack(REPACK_WAIT_S, settle=False)
         self._odb = None
