@@ -19,6 +19,7 @@ boundaries: what the user fixes, what a run ended with, what is a bug).
     │   ├── ToolRefused (.tool: a call the approval rules' question was refused)
 │   ├── McpServerError (.server: an MCP server that cannot start, died or hung)
 │   ├── McpToolError (.server, .tool: an MCP tool that answered with an error)
+    │   ├── ExecutorLost (.executor, .waited, .results: a map's cluster had no worker)
     │   ├── RemoteError (a worker's exception that could not travel as itself)
     │   └── ProviderError (RuntimeError)
     │       └── MissingCredentials, TransientProviderError, UnsupportedParameter
@@ -187,6 +188,18 @@ class ToolRefused(RunError):
     def __init__(self, tool: str, why: str) -> None:
         self.tool = tool
         super().__init__(f"the call of tool {tool!r} was not approved: {why}")
+
+
+class ExecutorLost(RunError):
+    """A map's executor (a Dask cluster) had no worker for longer than the setting allows:
+    one line naming it and how long; ``results`` holds what finished (recorded) and each
+    other item's error."""
+
+    def __init__(self, executor: str, waited: float, message: str) -> None:
+        self.executor = executor
+        self.waited = waited
+        self.results: list[object] = []
+        super().__init__(message)
 
 
 class McpServerError(RunError):

@@ -45,6 +45,7 @@ MODEL = "OPENPROGRAM_MODEL"  # the model when no layer above the environment nam
 ALLOW_MODEL_REQUESTS = "OPENPROGRAM_ALLOW_MODEL_REQUESTS"  # 0: loopback servers only
 ARXIV_URL = "OPENPROGRAM_ARXIV_URL"  # the literature tools' arXiv endpoint
 SAVED_TIMINGS = "OPENPROGRAM_SAVED_TIMINGS"  # 1: cells save their wall-clock timings
+NO_WORKER_TIMEOUT = "OPENPROGRAM_NO_WORKER_TIMEOUT"  # s a map waits for a cluster's worker
 
 _FLAGS_OFF = ("", "0", "false", "no")
 
@@ -76,6 +77,7 @@ class Settings:
     allow_model_requests: bool = True
     arxiv_url: str | None = None
     saved_timings: bool = False
+    no_worker_timeout: str | None = None  # checked by openprogram.scale.workers
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -107,6 +109,7 @@ class Settings:
             allow_model_requests=_flag(environ.get(ALLOW_MODEL_REQUESTS, "1")),
             arxiv_url=text(ARXIV_URL),
             saved_timings=environ.get(SAVED_TIMINGS, "").strip() == "1",
+            no_worker_timeout=text(NO_WORKER_TIMEOUT),
         )
 
     def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -123,6 +126,7 @@ class Settings:
             MAX_TOKENS: self.max_tokens,
             MODEL: self.model,
             ARXIV_URL: self.arxiv_url,
+            NO_WORKER_TIMEOUT: self.no_worker_timeout,
         }
         env.update({k: v for k, v in pairs.items() if v is not None})
         if self.traceback:
@@ -165,6 +169,7 @@ _OWN = (
     ALLOW_MODEL_REQUESTS,
     ARXIV_URL,
     SAVED_TIMINGS,
+    NO_WORKER_TIMEOUT,
 )
 
 _installed: ContextVar[Settings | None] = ContextVar("openprogram_settings", default=None)

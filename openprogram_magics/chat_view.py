@@ -56,16 +56,16 @@ class ChatDag:
         from IPython.display import display
 
         from openprogram.store.session import events
-        from openprogram_magics.widget import DagWidget
+        from openprogram_magics.live_views import VIEWS
 
         if self.widget is not None:  # a continuation turn: the view follows it
             self.widget.upsert(node, head_id=node["id"])
             return
-        self.widget = DagWidget(
-            nodes=[{**node, "predecessor": None}],  # this view shows the cell's turns
-            head_id=node["id"],
-            title=f"openprogram · session {self.session_id} · chat turn",
-            session_id=self.session_id,
+        assert self.session_id is not None
+        self.widget = VIEWS.widget(
+            {**node, "predecessor": None},  # this view shows the cell's turns
+            f"openprogram · session {self.session_id} · chat turn",
+            self.session_id,
         )
         handle = display(self.widget, display_id=True)
         self.display_id = getattr(handle, "display_id", None)
@@ -95,6 +95,10 @@ class ChatDag:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+        if self.widget is not None:  # live for the newest cells only (the rest: saved view)
+            from openprogram_magics.live_views import VIEWS
+
+            VIEWS.keep(self.widget, self.display_id, data)
 
     def bundle(self, header: str, payload: dict[str, Any]) -> dict[str, Any]:
         from openprogram_magics.notebook import MIME_TYPE

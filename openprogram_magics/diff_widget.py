@@ -71,8 +71,9 @@ def widget_view(report: Report, *, title: str) -> dict[str, Any]:
 class DiffWidget(anywidget.AnyWidget):  # type: ignore[misc]
     """Two lines compared side by side: click a pair to open or close it."""
 
-    _esm = ASSETS / "diff.js"
-    _css = ASSETS / "diff.css"
+    # text, not paths: anywidget ties every instance to a path's change signal, for good
+    _esm = (ASSETS / "diff.js").read_text(encoding="utf-8")
+    _css = (ASSETS / "diff.css").read_text(encoding="utf-8")
 
     view = traitlets.Dict().tag(sync=True)
     show_same = traitlets.Bool(False).tag(sync=True)

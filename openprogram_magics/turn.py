@@ -145,21 +145,17 @@ class CellTurn:
         from openprogram.store.session import events
 
         assert self.handle is not None and self.node is not None
-        try:
-            from IPython.display import display
-
-            from openprogram_magics.widget import DagWidget
-        except ImportError:
-            return
         if not bridge.live_frontend():  # nobody watches (a terminal, nbclient): the final view
             return
         root = {**self.node.to_dict(), "predecessor": None}  # this view shows one turn
-        self.widget = DagWidget(
-            nodes=[root],
-            head_id=self.node.id,
-            title=self._title(),
-            session_id=self.handle.session_id,
-        )
+        try:
+            from IPython.display import display
+
+            from openprogram_magics.live_views import VIEWS
+
+            self.widget = VIEWS.widget(root, self._title(), self.handle.session_id)
+        except ImportError:  # no anywidget (the [jupyter] extra): the final view only
+            return
         handle = display(self.widget, display_id=True)
         self.display_id = getattr(handle, "display_id", None)
         sid, turn, root_id = self.handle.session_id, self.node.turn, self.node.id
@@ -262,6 +258,10 @@ class CellTurn:
             update_display(data, raw=True, display_id=self.display_id)
         else:
             display(data, raw=True)
+        if self.widget is not None:  # live for the newest cells only (the rest: saved view)
+            from openprogram_magics.live_views import VIEWS
+
+            VIEWS.keep(self.widget, self.display_id, data)
 
 
 def mark_replay_session(session: Any, source_id: str) -> None:

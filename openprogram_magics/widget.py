@@ -56,7 +56,7 @@ from openprogram.view.layout import (
     node_kind,
     node_status,
 )
-from openprogram.view.page import ASSETS, dag_module_source
+from openprogram.view.page import dag_css, dag_module_source
 from openprogram.view.placed import Layout, Placed
 from openprogram.view.saved import DAG_MIME, SESSION_BUDGET, mime_value, saved_view
 from openprogram.view.static import render_static_html, render_text_tree
@@ -68,7 +68,6 @@ from openprogram.view.summary import (
     position_summary,
 )
 
-_STATIC = ASSETS  # the engine view's drawing code: it also draws saved DAGs and HTML pages
 SHOWN_ROWS = 300  # the static drawing's and text tree's rows: read whole up front
 ALL_SUMMARIES_MAX = 5_000  # up to this many nodes, even folded-away ones are summarized
 ROWS_PER_REQUEST = 200  # light rows the browser may ask for at once
@@ -88,7 +87,9 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
     """The session DAG, drawn live; click a node for its detail, fold a subtree, search."""
 
     _esm = dag_module_source()  # dag.js with style.json inlined
-    _css = _STATIC / "dag.css"
+    # text, not a path: anywidget ties every instance to a path's change signal, for good
+    # (a kernel kept every DAG widget it ever made, closed or not)
+    _css = dag_css()
 
     summary: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)
     head_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
@@ -117,9 +118,60 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
         (``Session.light_window(tops)``, ``older`` nodes before it): :meth:`load_older`
         widens it."""
         self._lock = threading.RLock()
+        self._widening = False  # load_older sets the folds of the rows it adds
+        self._batch = False  # inside upsert_many: head_id changes do not re-lay out alone
+        self._flush_hooked = False
+        layout = self._start(nodes, head_id, last_turns, session_id, load, pager, tops)
+        super().__init__(
+            summary=list(self._current.values()),
+            head_id=head_id,
+            title=title,
+            folded=sorted(layout.folded),
+            **kwargs,
+        )
+        self.on_msg(self._on_custom_msg)
+        self.observe(self._on_head, names="head_id")
+        self.observe(self._on_folded, names="folded")
+
+    def restart(
+        self,
+        nodes: Iterable[Mapping[str, Any]] = (),
+        head_id: str | None = None,
+        title: str = "",
+        last_turns: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """Show another graph, as a new widget with these arguments would: how a kernel
+        reuses a widget no output shows any more (:mod:`openprogram_magics.live_views`)
+        instead of making one per cell (each AnyWidget is a class of its own, and the
+        cyclic collector is all that frees one)."""
+        with self._lock, self.hold_sync():
+            layout = self._start(nodes, head_id, last_turns, session_id, None, None, 0)
+            self._batch = self._widening = True  # the graph is laid out already
+            try:
+                self.head_id = head_id
+                self.folded = sorted(layout.folded)
+            finally:
+                self._batch = self._widening = False
+            self.title = title
+            self.summary = list(self._current.values())
+            self.selected = None
+            self.set_trait("detail", None)  # (typed as a dict; None is allowed)
+            self.older = 0
+
+    def _start(
+        self,
+        nodes: Iterable[Mapping[str, Any]],
+        head_id: str | None,
+        last_turns: int | None,
+        session_id: str | None,
+        load: Loader | None,
+        pager: Pager | None,
+        tops: int,
+    ) -> Layout:
+        """Take the graph to show (what the traits are then set from)."""
         self.session_id = session_id  # where a detail rebuilds an llm node's whole prompt
         self._pager, self._tops = pager, tops
-        self._widening = False  # load_older sets the folds of the rows it adds
         self._nodes: list[Mapping[str, Any]] = list(nodes)
         self._load = load
         if load is None:
@@ -132,24 +184,13 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self._light = set(self._where)
         self._content: dict[str, dict[str, Any]] = {}
         self._dirty = False  # the summary trait lags the graph (see flush)
-        self._batch = False  # inside upsert_many: head_id changes do not re-lay out alone
-        self._flush_hooked = False
         self._handles: list[Any] = []
         layout = compute_layout(self._nodes, head_id, last_turns=last_turns)
         self._layout = layout
         if self._light:
             self._read(layout.visible_ids(max(layout.rows - SHOWN_ROWS, 0)))
         self._current = self._summaries(layout, {})
-        super().__init__(
-            summary=list(self._current.values()),
-            head_id=head_id,
-            title=title,
-            folded=sorted(layout.folded),
-            **kwargs,
-        )
-        self.on_msg(self._on_custom_msg)
-        self.observe(self._on_head, names="head_id")
-        self.observe(self._on_folded, names="folded")
+        return layout
 
     # -- live updates -------------------------------------------------------------------
 

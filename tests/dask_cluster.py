@@ -2,16 +2,22 @@
 
 Import as::
 
-    from dask_cluster import local_cluster
+    from dask_cluster import local_cluster, process_cluster
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until
 
 distributed = pytest.importorskip("distributed")
 
@@ -35,3 +41,51 @@ def local_cluster(threads_per_worker: int = 2, workers: int = 2) -> Iterator[Any
     ):
         client.wait_for_workers(workers, timeout=60)
         yield client
+
+
+@dataclass
+class ProcessCluster:
+    """A scheduler and its workers, each a process of its own; a killed worker stays dead
+    (no nanny restarts it), as on machines that went away."""
+
+    client: Any
+    scheduler: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]]
+
+
+def _start(module: str, *args: str) -> subprocess.Popen[bytes]:
+    """``python -m module args``, seeing the tests' modules, its output dropped."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=out, env=env)
+
+
+@contextlib.contextmanager
+def process_cluster(folder: Path, workers: int = 2, threads: int = 2) -> Iterator[ProcessCluster]:
+    """``dask scheduler`` and ``workers`` times ``dask worker --no-nanny`` on 127.0.0.1, and
+    a client, the workers up.  The processes see the tests' modules (``sys.path``) and the
+    environment at the moment this is entered."""
+    address = str(folder / "scheduler.json")
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        scheduler = _start(
+            "distributed.cli.dask_scheduler",
+            *("--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", address),
+        )
+        started.append(scheduler)
+        assert until((folder / "scheduler.json").exists, 120), "the scheduler did not start"
+        for name in range(workers):
+            started.append(
+                _start(
+                    "distributed.cli.dask_worker",
+                    *("--scheduler-file", address, "--no-nanny", "--no-dashboard"),
+                    *("--nthreads", str(threads), "--host", "127.0.0.1", "--name", str(name)),
+                )
+            )
+        with distributed.Client(scheduler_file=address) as client:
+            client.wait_for_workers(workers, timeout=120)
+            yield ProcessCluster(client, scheduler, started[1:])
+    finally:
+        for proc in reversed(started):
+            proc.kill()
+            proc.wait()

@@ -1,7 +1,7 @@
 """The ``%openprogram`` line commands (``openprogram_magics/commands/``, a module per
 subcommand) in a real IPython ``InteractiveShell`` with the extension loaded and the offline
 test provider: what each prints and returns, and what it leaves in the session store.
-``test_magic_commands.py`` runs the same commands as plain functions, without a shell."""
+``test_commands_plain.py`` runs the same commands as plain functions, without a shell."""
 
 from __future__ import annotations
 

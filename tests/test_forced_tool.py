@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_magic_commands import Host as CommandHost
+from test_commands_plain import Host as CommandHost
 
 from openprogram import agentic_function, create_runtime, tool
 from openprogram.agent import dispatcher as D
@@ -141,7 +141,7 @@ def test_an_importable_function_can_be_named_by_its_path() -> None:
 # -- %openprogram call ----------------------------------------------------------------------------
 @dataclass
 class Host(CommandHost):
-    """test_magic_commands' host, with the shell whose namespace holds the tools."""
+    """test_commands_plain's host, with the shell whose namespace holds the tools."""
 
     shell: Any = None
 

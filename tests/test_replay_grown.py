@@ -291,7 +291,7 @@ def test_the_replay_a_runner_announces_skips_export_and_import(
     hands over makes the side-effect commands notes; a malformed one is refused."""
     from openprogram_magics import bridge, commands
     from openprogram_magics.headless import state_payload
-    from tests.test_magic_commands import Host
+    from tests.test_commands_plain import Host
 
     monkeypatch.setattr(bridge, "_state", None)
     bundle = tmp_path / "s.bundle"

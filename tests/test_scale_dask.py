@@ -1,6 +1,8 @@
 """``openprogram.map`` on a real ``dask.distributed.LocalCluster`` (worker processes on
-loopback): a thousand items recorded in one turn, a worker killed mid-run, stop, errors,
-and the same nodes as the local thread run."""
+loopback): a thousand items recorded in one turn, stop, errors, and the same nodes as the
+local thread run; a worker killed mid-run on a cluster of the test's own (a scheduler and
+worker processes: a killed worker stays dead), so no test finds a cluster another one
+broke."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dask_cluster import local_cluster
+from dask_cluster import local_cluster, process_cluster
 from helpers import map_shape, reopen
 from test_scale import cell, classify, items_under, unpicklable
 from waiting import until
@@ -33,17 +35,17 @@ distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """Two worker processes on loopback, started once for the module."""
+def workers() -> Iterator[Any]:
+    """Two worker processes on loopback, started once for the module (no test kills one)."""
     with local_cluster(threads_per_worker=4) as dask_client:
         yield dask_client
 
 
 @pytest.fixture
-def workers(client: Any) -> Any:
-    """The client, with both workers up (a test may have killed one)."""
-    client.wait_for_workers(2, timeout=60)
-    return client
+def own_cluster(tmp_path: Path) -> Iterator[Any]:
+    """A client of a cluster for this test alone, whose workers it may kill."""
+    with process_cluster(tmp_path, threads=4) as cluster:
+        yield cluster.client
 
 
 def slow_reply(request: LLMRequest) -> str:
@@ -102,8 +104,9 @@ def test_the_dask_run_writes_the_same_nodes_as_the_local_thread_run(
 
 
 def test_a_worker_killed_mid_run_leaves_every_item_once_and_its_lost_attempts_interrupted(
-    op_home: Path, workers: Any
+    op_home: Path, own_cluster: Any
 ) -> None:
+    workers = own_cluster
     rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
     pids = workers.run(os.getpid)
     victim = sorted(pids)[0]
@@ -172,25 +175,19 @@ def test_a_function_that_cannot_be_pickled_is_refused_before_dask_sees_a_task(
 
 
 def test_when_dask_gives_up_on_an_item_its_lost_attempt_is_its_one_node_and_error(
-    op_home: Path, workers: Any
+    op_home: Path, own_cluster: Any
 ) -> None:
-    def allowed_failures(n: int) -> Callable[[Any], int]:
-        def swap(dask_scheduler: Any) -> int:
-            before, dask_scheduler.allowed_failures = dask_scheduler.allowed_failures, n
-            return int(before)
+    def give_up_at_the_first_death(dask_scheduler: Any) -> None:
+        dask_scheduler.allowed_failures = 0
 
-        return swap
-
+    workers = own_cluster
     rt = create_runtime(FunctionProvider(slow_reply), backoff=0.0)
     pids = workers.run(os.getpid)
-    usual = workers.run_on_scheduler(allowed_failures(0))  # give up at the first death
-    try:
-        with cell(rt) as (s, turn):
-            run = MapRun(classify, [f"t{i}" for i in range(40)], executor=workers, progress=False)
-            when_under_way(run, 8, lambda: os.kill(pids[sorted(pids)[0]], signal.SIGKILL))
-            results = run.run()
-    finally:
-        workers.run_on_scheduler(allowed_failures(usual))
+    workers.run_on_scheduler(give_up_at_the_first_death)
+    with cell(rt) as (s, turn):
+        run = MapRun(classify, [f"t{i}" for i in range(40)], executor=workers, progress=False)
+        when_under_way(run, 8, lambda: os.kill(pids[sorted(pids)[0]], signal.SIGKILL))
+        results = run.run()
     killed = [i for i, r in enumerate(results) if type(r).__name__ == "KilledWorker"]
     assert killed and all(r == "bug" for i, r in enumerate(results) if i not in killed)
     calls = items_under(reopen(op_home, s.session_id), turn)

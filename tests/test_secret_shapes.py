@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from test_magic_commands import Host as CommandHost
+from test_commands_plain import Host as CommandHost
 from traitlets.config import Config
 
 from openprogram import tool

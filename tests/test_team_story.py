@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_notebook_merge import TURN_A, TURN_B, git, notebook_without_session_commands, run_cells
+from test_gitmerge_team import TURN_A, TURN_B, git, notebook_without_session_commands, run_cells
 
 from openprogram.cli import main as cli_main
 from openprogram.store.session.identity import forget_author

@@ -137,7 +137,7 @@ def test_a_dollar_budget_needs_a_price_and_stops_before_it_is_spent(op_home: Pat
 def test_the_usage_command_and_the_cli_print_the_table(
     op_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.test_magic_commands import Host
+    from tests.test_commands_plain import Host
 
     set_price("test", 1.0, 1.0)
     with session_context(runtime=create_runtime(TestProvider())) as s:

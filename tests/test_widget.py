@@ -362,3 +362,39 @@ def test_status_updates_in_place_match_a_full_relayout(session: list[dict[str, A
         return {s["id"]: s for s in summary}
 
     assert by_id(live.summary) == by_id(fresh.summary)
+
+
+def test_a_closed_widget_is_freed(session: list[dict[str, Any]]) -> None:
+    """Nothing but the caller keeps a closed widget (anywidget once tied every instance to
+    its stylesheet's change signal: a kernel kept each cell's DAG widget for good)."""
+    import gc
+    import weakref
+
+    widget = DagWidget(session, head_id=head_of(session))
+    gone = weakref.ref(widget)
+    widget.close()
+    del widget
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_restarted_widget_shows_the_new_graph_alone_in_one_message(
+    session: list[dict[str, Any]],
+) -> None:
+    """How a kernel reuses a widget for the next cell (openprogram_magics.live_views)."""
+    widget = DagWidget(session, head_of(session), title="cell 1")
+    widget.select(last_function(session)["id"])
+    wire = Recorder(widget)
+    turn = node("t-2", 1, kind="turn")
+    widget.restart([turn], head_id="t-2", title="cell 2", session_id="s_2")
+    [update] = [m for m in wire.messages if m.get("method") == "update"]  # one state message
+    state = update["state"]
+    assert [s["id"] for s in state["summary"]] == ["t-2"]
+    assert (state["head_id"], state["title"]) == ("t-2", "cell 2")
+    assert state["selected"] is None and state["detail"] is None
+    assert wire.custom() == []  # no upsert of the old graph's rows
+    assert widget.to_text().count("\n") < 3 and "t-2" in widget.to_text()
+    # and it goes on as a new widget would: live nodes arrive as upserts
+    widget.upsert(node("live-1", 2, caller="t-2"))
+    [msg] = wire.custom("upsert")
+    assert {s["id"] for s in msg["nodes"]} == {"t-2", "live-1"}

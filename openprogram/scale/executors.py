@@ -6,9 +6,14 @@ and ``("result", index, outcome or exception)`` once its result is here.
 
 :class:`DaskSubmitter` talks to the ``Client`` (also when given ``client.get_executor()``):
 tasks get keys the map recognises and go in batches, results are gathered in batches by a
-thread of their own (the map's loop never waits on a gather), and when a worker is removed
+thread of their own (the map's loop never waits on a gather) as Dask's ``as_completed``
+hands them over — it waits on a task's state, so a result lost with its worker after it
+finished is waited for again until its retry is done (a done-callback would fire at once
+for such a future, over and over while the retry runs), and when a worker is removed
 while it held tasks of this map, the scheduler's ``remove-worker`` event puts
 ``("lost", index, (address, name))`` on the queue before the retry's result can arrive.
+The same events say which workers the cluster has (:class:`~openprogram.scale.workers.Workers`):
+a cluster left with none is given up on after the setting's time (:meth:`gone_for`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecu
 from typing import Any
 
 from openprogram.scale.task import Task, run_task
+from openprogram.scale.workers import Workers
 
 Message = tuple[str, int, Any]
 DEFAULT_IN_FLIGHT = 16
@@ -33,6 +39,7 @@ class FuturesSubmitter:
         self.executor = executor
         self.inbox = inbox
         self.remote = not isinstance(executor, ThreadPoolExecutor)
+        self.name = type(executor).__name__
         self._futures: dict[int, Future[Any]] = {}
 
     def _workers(self) -> int | None:
@@ -49,6 +56,10 @@ class FuturesSubmitter:
 
     def start(self) -> None:
         pass
+
+    def gone_for(self, limit: float | None) -> tuple[float, str] | None:
+        """A pool's workers are its own: a pool that lost one fails its tasks itself."""
+        return None
 
     def submit(self, tasks: list[Task]) -> None:
         for task in tasks:
@@ -87,7 +98,11 @@ class DaskSubmitter:
         self._futures: dict[int, Any] = {}
         self._names: dict[str, str] = {}
         self._previous: Callable[..., Any] | None = None
-        self._done: queue.Queue[tuple[int, Any] | None] = queue.Queue()
+        self.name = str(getattr(client.scheduler, "address", client))
+        self.workers = Workers(self.name, ())
+        self._tracker: Any = None  # Dask's as_completed: what finished, in the order it did
+        self._more = threading.Event()  # tasks were submitted (or the map is over)
+        self._closed = False
         self._fetcher = threading.Thread(target=self._fetch, name="openprogram-map-gather")
         self._fetcher.daemon = True
 
@@ -99,13 +114,20 @@ class DaskSubmitter:
         return max(1, len(self.client.nthreads()))
 
     def start(self) -> None:
-        info = self.client.scheduler_info()
-        self._names = {a: str(w.get("name", a)) for a, w in info.get("workers", {}).items()}
         previous = getattr(self.client, "_event_handlers", {}).get("all")
         if not isinstance(getattr(previous, "__self__", None), DaskSubmitter):
             self._previous = previous  # a handler the user set for this topic: chained
-        self.client.subscribe_topic("all", self._on_event)
+        self.client.subscribe_topic("all", self._on_event)  # first: no worker goes unseen
+        info = self.client.scheduler_info()
+        workers = info.get("workers", {})
+        self._names = {a: str(w.get("name", a)) for a, w in workers.items()}
+        self.workers = Workers(self.name, workers)
+        self._tracker = _as_completed(self.client)
         self._fetcher.start()
+
+    def gone_for(self, limit: float | None) -> tuple[float, str] | None:
+        """``(seconds, why)`` once the cluster has had no worker for ``limit`` seconds."""
+        return self.workers.gone_for(limit)
 
     def _on_event(self, event: Any) -> None:
         if self._previous is not None:
@@ -114,56 +136,58 @@ class DaskSubmitter:
             except Exception:
                 pass
         msg = event[1] if isinstance(event, tuple) and len(event) == 2 else {}
-        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+        action = msg.get("action") if isinstance(msg, dict) else None
+        if action == "add-worker":
+            self.workers.added(str(msg.get("worker", "")))
+        if action != "remove-worker":
             return
         worker = str(msg.get("worker", ""))
         keys = set(msg.get("processing-tasks") or ()) | set(msg.get("lost-computed-tasks") or ())
-        for key in keys:
-            if isinstance(key, str) and key.startswith(self.prefix):
-                index = int(key[len(self.prefix) :])
-                if index in self._futures:
-                    self.inbox.put(("lost", index, (worker, self._names.get(worker))))
+        lost = [
+            int(key[len(self.prefix) :])
+            for key in keys
+            if isinstance(key, str) and key.startswith(self.prefix)
+        ]
+        for index in lost:
+            if index in self._futures:
+                self.inbox.put(("lost", index, (worker, self._names.get(worker))))
+        self.workers.removed(worker, len(lost))
 
     def submit(self, tasks: list[Task]) -> None:
         keys = [f"{self.prefix}{t.index}" for t in tasks]
         futures = self.client.map(run_task, tasks, key=keys, pure=False)
         for task, future in zip(tasks, futures, strict=True):
             self._futures[task.index] = future
-            future.add_done_callback(lambda f, i=task.index: self._finished(i, f))
-
-    def _finished(self, index: int, future: Any) -> None:
-        self.inbox.put(("finished", index, None))
-        self._done.put((index, future))
+        self._tracker.update(futures)
+        self._more.set()
 
     def _fetch(self) -> None:
-        """Gather the results of finished tasks, as many at a time as have finished."""
+        """Gather the results of finished tasks, as many at a time as have finished; when
+        none is left to wait for, wait for the next submit."""
         while True:
-            first = self._done.get()
-            if first is None:
-                return
-            batch = [first]
-            while True:
-                try:
-                    more = self._done.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._done.put(None)
-                    break
-                batch.append(more)
-            try:
-                for index, result in self._collect(batch):
-                    self._futures.pop(index, None)
-                    self.inbox.put(("result", index, result))
-            except Exception as exc:  # the client went away: every item of the batch failed
+            self._more.wait()
+            self._more.clear()
+            for done in self._tracker.batches():
+                if self._closed:
+                    return
+                batch = [(int(f.key[len(self.prefix) :]), f) for f in done]
                 for index, _ in batch:
-                    self.inbox.put(("result", index, exc))
+                    self.inbox.put(("finished", index, None))
+                try:
+                    for index, result in self._collect(batch):
+                        self._futures.pop(index, None)
+                        self.inbox.put(("result", index, result))
+                except Exception as exc:  # the client went away: every item of the batch failed
+                    for index, _ in batch:
+                        self.inbox.put(("result", index, exc))
+            if self._closed:
+                return
 
     def _collect(self, batch: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
         final = ("finished", "error", "cancelled")
-        for index, future in batch:  # its result was lost with a worker: it runs again
-            if future.status not in final:
-                future.add_done_callback(lambda f, i=index: self._finished(i, f))
+        again = [f for _, f in batch if f.status not in final]
+        if again:  # its result was lost with a worker since: it runs again, waited for again
+            self._tracker.update(again)
         batch = [(i, f) for i, f in batch if f.status in final]
         finished = [(i, f) for i, f in batch if f.status == "finished"]
         values = self.client.gather([f for _, f in finished]) if finished else []
@@ -184,7 +208,10 @@ class DaskSubmitter:
         self.client.cancel(list(self._futures.values()))
 
     def close(self) -> None:
-        self._done.put(None)
+        self._closed = True
+        if self._tracker is not None:
+            self._tracker.clear()
+        self._more.set()
         try:
             if self._previous is not None:
                 self.client.subscribe_topic("all", self._previous)
@@ -207,3 +234,10 @@ def dask_client(executor: Any) -> Any | None:
     if cf is not None and isinstance(executor, cf.ClientExecutor):
         return executor._client
     return None
+
+
+def _as_completed(client: Any) -> Any:
+    """An empty ``distributed.as_completed`` on ``client``'s loop (not the default client's)."""
+    from distributed import as_completed
+
+    return as_completed(loop=client.loop)

@@ -8,7 +8,10 @@ reads as if the calls had run here one after the other, each with its worker's n
 
 Failures are ordinary: an item that raises has its error node and its exception in the
 results; an attempt lost with a dead worker is recorded ``interrupted`` before its retry;
-``stop()`` (or Ctrl-C) cancels what has not started and records every item's end.
+``stop()`` (or Ctrl-C) cancels what has not started and records every item's end.  A Dask
+cluster left without any worker for the setting's time (``OPENPROGRAM_NO_WORKER_TIMEOUT``,
+see :mod:`openprogram.scale.workers`) ends the map with :class:`~openprogram.errors.ExecutorLost`
+once every item is recorded: what finished stays, the rest is interrupted or cancelled.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from openprogram.agentic_programming.function import (
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.agentic_programming.stopping import stop_requested
 from openprogram.context.nodes import CANCELLED, ERROR, INTERRUPTED, Call
-from openprogram.errors import RunStopped, UserError
+from openprogram.errors import ExecutorLost, RunStopped, UserError
 from openprogram.scale.executors import DaskSubmitter, FuturesSubmitter, Message, dask_client
 from openprogram.scale.merge import adopt, attempt_node, inputs_of, snapshot
 from openprogram.scale.progress import Progress
 from openprogram.scale.task import Outcome, RuntimeSpec, Shared, Task
+from openprogram.scale.workers import no_worker_timeout
+from openprogram.settings import NO_WORKER_TIMEOUT
 from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
 
@@ -116,6 +121,7 @@ class MapRun:
         self.runtime = runtime
         self._stop = threading.Event()
         self._run_stopped = False
+        self._executor_lost: ExecutorLost | None = None
         self._inbox: queue.Queue[Message] = queue.Queue()
         self.results: list[Any] = [None] * len(self.items)
         self.failed = 0
@@ -142,7 +148,9 @@ class MapRun:
         client = dask_client(self.executor)
         own_pool: ThreadPoolExecutor | None = None
         submitter: DaskSubmitter | FuturesSubmitter
+        self.no_worker_limit: float | None = None
         if client is not None:
+            self.no_worker_limit = no_worker_timeout()
             submitter = DaskSubmitter(client, self._inbox, token)
         else:
             executor = self.executor
@@ -228,6 +236,9 @@ class MapRun:
             raise
         if self._ctrl_c:
             raise KeyboardInterrupt
+        if self._executor_lost is not None:
+            self._executor_lost.results = self.results
+            raise self._executor_lost
         if self._run_stopped:  # the background run this map belongs to was stopped
             raise RunStopped("stopped by request: items not started were cancelled")
 
@@ -300,8 +311,34 @@ class MapRun:
                 self.submitter.cancel()
             self._submit(self.window - len(self._running))
             self._receive()
+            gone = self.submitter.gone_for(self.no_worker_limit)
+            if gone is not None and self._executor_lost is None:
+                self._lose_executor(*gone)
             self._append_ready()
             self._show()
+
+    def _lose_executor(self, waited: float, why: str) -> None:
+        """The cluster had no worker for too long: every item not back yet ends now (the
+        ones sent interrupted, the others cancelled) and the map raises once they are
+        recorded."""
+        left = [i for i in range(self._next, len(self.items)) if i not in self._ready]
+        message = (
+            f"openprogram.map {self.label}: {why}; {len(self.items) - len(left)} of "
+            f"{len(self.items)} items came back and are recorded, {len(left)} did not — "
+            f"start workers and run it again, or set {NO_WORKER_TIMEOUT} (seconds, 0: wait "
+            "forever)"
+        )
+        error = ExecutorLost(self.submitter.name, waited, message)
+        self._executor_lost = error
+        self._stop.set()
+        self.submitter.cancel()
+        not_sent = CancelledError(f"not sent: {why}")
+        while self._pending:
+            self._settle(self._pending.pop(), not_sent, started=False)
+        for index in sorted(self._unsettled):
+            self._settle(index, error)
+        self._unsettled.clear()
+        self._running.clear()
 
     def _submit(self, slots: int) -> None:
         tasks: list[Task] = []
@@ -405,7 +442,8 @@ class MapRun:
         died = started and _worker_died(error)
         lost = self._lost.get(index)
         if died and lost:  # Dask gave up after workers died: the last death is recorded
-            lost[-1].metadata["error"] += f"; then Dask gave up ({reason})"
+            who = "the map" if isinstance(error, ExecutorLost) else "Dask"
+            lost[-1].metadata["error"] += f"; then {who} gave up ({reason})"
             return []
         status = INTERRUPTED if died else CANCELLED if isinstance(error, CancelledError) else ERROR
         node = attempt_node(
@@ -477,8 +515,9 @@ def _tokens(nodes: list[Call]) -> int:
 
 
 def _worker_died(error: BaseException) -> bool:
-    """Dask gave up after workers died running it, or a process pool lost a process."""
-    return type(error).__name__ in ("KilledWorker", "BrokenProcessPool")
+    """Dask gave up after workers died running it, a process pool lost a process, or the
+    cluster was left with no worker at all."""
+    return type(error).__name__ in ("KilledWorker", "BrokenProcessPool", "ExecutorLost")
 
 
 def _pickled(obj: Any, what: str) -> bytes:

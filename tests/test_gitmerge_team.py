@@ -3,28 +3,23 @@
 Real git (a bare origin and two clones), real kernels (nbclient, ``openprogram run``), the
 offline ``test`` provider, two ``OPENPROGRAM_HOME``s.  Without the driver, two people
 running *different* cells merge with git's own line merge; with ``openprogram git-setup``,
-two people re-running the *same* cells merge too (nbdime for the rest).  Re-running a
-notebook where nothing changed changes only the lines of the new turns' ids.
+two people re-running the *same* cells merge too (nbdime for the rest); the driver refuses
+what is not a notebook.  ``test_nbmerge_rules.py`` holds the metadata rules as data and
+``test_headless_rerun.py`` what a re-run changes in the file.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
 
 from openprogram.cli import main as cli_main
-from openprogram.view.saved import DAG_MIME, read_saved
 from openprogram_magics.headless import hand_over_state, run_notebook, with_last_turn
 from openprogram_magics.kernels import QuietClient
-from openprogram_magics.nbmerge import merge_session_metadata, resolve_derived
 from openprogram_magics.notebook import MIME_TYPE, parse_metadata
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
@@ -170,86 +165,6 @@ def test_without_the_driver_the_same_cells_rerun_conflict_only_in_those_cells(
     assert merged.returncode != 0
     head = text.split('"metadata": {\n  "kernelspec"')[-1]
     assert "<<<<<<<" not in head  # the notebook's metadata merged: only cell outputs conflict
-
-
-def changed_lines(before: str, after: str) -> list[str]:
-    return [
-        line
-        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
-
-
-def test_rerunning_an_unchanged_notebook_changes_only_the_new_turns_ids(
-    tmp_path: Path, op_home: Path
-) -> None:
-    path = tmp_path / "nb.ipynb"
-    nbformat.write(notebook_without_session_commands(), path)
-    assert run_notebook(path).error is None
-    assert run_notebook(path, replay=True).error is None
-    first = path.read_text()
-    assert run_notebook(path, replay=True).error is None
-    second = path.read_text()
-    lines = changed_lines(first, second)
-    stamps = re.compile(r'"(created_at|at|ms|duration_ms|run|iopub\.[a-z.]+|shell\.execute_reply)"')
-    assert not [line for line in lines if stamps.search(line)]
-    assert "duration_ms" not in second and "created_at" not in second
-    a, b = json.loads(first), json.loads(second)
-    assert a["metadata"] == b["metadata"]
-    assert normalized(a) == normalized(b)  # only the new turns' ids and numbers changed
-    assert other_cells(a) == other_cells(b)  # every cell but the turns' exactly the same
-
-
-def other_cells(nb: dict[str, Any]) -> list[Any]:
-    return [c for c in nb["cells"] if not "".join(c["source"]).startswith("%%openprogram")]
-
-
-def normalized(nb: dict[str, Any]) -> Any:
-    """``nb`` with node ids replaced by their order of appearance in the turns' DAG rows,
-    and sequence and turn numbers blanked (parsed: key order does not count)."""
-    ids: dict[str, str] = {}
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            saved = out.get("data", {}).get(DAG_MIME)
-            for row in read_saved(saved)["summary"] if saved is not None else ():
-                ids.setdefault(row["id"], f"ID{len(ids)}")
-    text = re.sub(r"n_[0-9a-f]{10}", lambda m: ids.get(m.group(), "ID?"), json.dumps(nb))
-    text = re.sub(r'(\\"|")(seq|turn)(\\"|"): \d+', r'"\2": 0', text)
-    return json.loads(re.sub(r"turn \d+", "turn N", text))
-
-
-def test_metadata_merge_rules() -> None:
-    base = {"session_id": "nb_aaaaaaaaaa", "version": 1, "last_turn_id": "n_1"}
-    ours = {"session_id": "nb_aaaaaaaaaa", "version": 1, "provider": "test", "remote": "r1"}
-    theirs = {"session_id": "nb_aaaaaaaaaa", "version": 1, "remote": "r2", "model": "m"}
-    merged, note = merge_session_metadata(base, ours, theirs)
-    assert note is None
-    assert merged == {
-        "session_id": "nb_aaaaaaaaaa",
-        "version": 1,
-        "provider": "test",
-        "remote": "r1",  # both set it: ours
-        "model": "m",  # only theirs set it
-    }
-    one_side = merge_session_metadata(base, {**base, "session_id": "nb_bbbbbbbbbb"}, base)[0]
-    assert one_side is not None and one_side["session_id"] == "nb_bbbbbbbbbb"
-    merged, note = merge_session_metadata(
-        base, {**base, "session_id": "nb_bbbbbbbbbb"}, {**base, "session_id": "nb_cccccccccc"}
-    )
-    assert merged is None and note is not None and "nb_bbbbbbbbbb" in note
-
-
-def test_a_code_cell_both_sides_edited_is_left_to_nbdime() -> None:
-    def nb(source: str, text: str) -> dict[str, Any]:
-        cell = nbformat.v4.new_code_cell(source)
-        cell.id = "c1"
-        cell.outputs = [nbformat.v4.new_output("stream", text=text)]
-        return dict(nbformat.v4.new_notebook(cells=[cell]))
-
-    base, ours, theirs = nb("x = 1", "1"), nb("x = 2", "2"), nb("x = 3", "3")
-    resolution = resolve_derived(base, ours, theirs)
-    assert resolution.cells == []
-    assert theirs["cells"][0]["outputs"][0]["text"] == "3"  # untouched: a real conflict
 
 
 def test_the_driver_refuses_what_is_not_a_notebook(tmp_path: Path) -> None:
