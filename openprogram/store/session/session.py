@@ -35,9 +35,16 @@ from openprogram.errors import CorruptedFile, SessionError, StoreError
 from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import checkout, events, maintenance
-from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
+from openprogram.store.session.files import (
+    atomic_write,
+    author_record,
+    current_author,
+    ensure_dir,
+    jsonable,
+    loads,
+    read_bytes,
+)
 from openprogram.store.session.history import Repository
-from openprogram.store.session.identity import author_record, current_author
 from openprogram.store.session.index import (
     F_KIND,
     F_SEQ,

@@ -41,10 +41,15 @@ from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
 from openprogram.store.session import maintenance
-from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
+from openprogram.store.session.files import (
+    current_author,
+    dumps,
+    is_real_dir,
+    loads,
+    read_bytes,
+    validate_session_id,
+)
 from openprogram.store.session.history import Repository
-from openprogram.store.session.identity import current_author
-from openprogram.store.session.ids import validate_session_id
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import opened
 from openprogram.store.session.safegit import init_repository, run_git
@@ -56,7 +61,7 @@ from openprogram.store.session.session import (
     Session,
 )
 
-__all__ = ["CorruptedFileWarning", "Session", "SessionStore"]
+__all__ = ["CorruptedFileWarning", "Session", "SessionStore", "default_db"]
 
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
@@ -260,3 +265,22 @@ class SessionStore:
                     session.close()
                 except Exception:
                     pass
+
+
+_db: SessionStore | None = None
+_db_home: str | None = None
+_db_lock = threading.Lock()
+
+
+def default_db() -> SessionStore:
+    """The process's store under ``$OPENPROGRAM_HOME``; made again if that changed (tests,
+    notebooks)."""
+    global _db, _db_home
+    home = str(current_settings().home)
+    with _db_lock:
+        if _db is None or _db_home != home:
+            if _db is not None:
+                _db.close()
+            _db = SessionStore(home)
+            _db_home = home
+        return _db

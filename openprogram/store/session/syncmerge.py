@@ -20,6 +20,7 @@ from openprogram.store.session import checkout, maintenance
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
     atomic_write,
+    current_author,
     is_real_dir,
     loads,
     strict_dumps,
@@ -31,11 +32,11 @@ from openprogram.store.session.history import (
     TreeEntries,
     commit_data,
     commit_tree,
+    read_ref,
     update_ref,
 )
-from openprogram.store.session.identity import current_author
 from openprogram.store.session.queries import Links
-from openprogram.store.session.syncgit import INCOMING, git, main_commit
+from openprogram.store.session.safegit import INCOMING, git, git_dir_of
 from openprogram.store.session.syncrules import (
     ROOT_DIR,
     Line,
@@ -97,6 +98,13 @@ class Arrived:
                 seen.add(sha)
                 todo.extend(self.parents.get(sha, ()))
         return False
+
+
+def main_commit(repo: Path) -> str | None:
+    """The commit a session's ``main`` names (read as git does: loose, else packed-refs;
+    no git process)."""
+    found = read_ref(git_dir_of(repo), MAIN_REF)
+    return found.hex() if found is not None else None
 
 
 def _adopt_objects(quarantine: Path, local: Path) -> None:
