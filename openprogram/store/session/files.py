@@ -147,8 +147,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Run the block with Ctrl-C held back until it ends (then delivered), so a lock taken
-    in it is released; only the main thread, where Python owns SIGINT, gets Ctrl-C."""
+    """Run the block with Ctrl-C held back until it ends, so a lock taken in it is released."""
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or previous is None:
         yield
@@ -164,12 +163,9 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 class _Closer:
-    """Descriptors closed by one daemon thread (started at the first), so that replacing
-    a file by rename does not free the replaced file's blocks inside the caller's
-    ``rename``: on ext4 mounted with ``discard`` (these machines) that costs 0.1-12 ms, a
-    file still open is freed at its last ``close`` instead (decision 0046 measured it on
-    the ref and ``meta.json`` of every commit).  Fork-safe: the lock is held through a
-    fork, and a child closes its copies of the pending descriptors itself."""
+    """Replaced files' descriptors, closed by one daemon thread: a rename dropping a file's
+    last link frees its blocks in the call (0.1-12 ms on ext4 with ``discard``, decision
+    0046), an open file at its last close.  Fork-safe (the lock is held through a fork)."""
 
     def __init__(self) -> None:
         self.fds: list[int] = []
@@ -185,13 +181,11 @@ class _Closer:
                     self.thread.start()
                 except RuntimeError:  # no new thread now (the interpreter exiting)
                     self.thread = None
-                    os.close(fd)
-                    return
+                    return os.close(fd)
             self.fds.append(fd)
             self.ready.notify_all()
 
-    def wait(self) -> None:
-        """Return once every descriptor handed over so far is closed."""
+    def wait(self) -> None:  # every descriptor handed over so far closed
         with self.ready:
             while self.fds or self.closing:
                 self.ready.wait()
@@ -228,16 +222,14 @@ os.register_at_fork(
     after_in_parent=lambda: _closer.ready.release(),
     after_in_child=_closer.after_fork_in_child,
 )
-wait_closed = _closer.wait  # (tests, benchmarks: every replaced file released)
+wait_closed = _closer.wait  # (tests, benchmarks)
 
 
 def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """``os.replace(src, dst)``, the replaced file freed off the caller's path (see
-    :class:`_Closer`); a symlink or FIFO at ``dst`` is replaced, never followed or opened."""
-    try:
-        old: int | None = os.open(dst, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
-    except OSError:  # none there (or a symlink, a socket): nothing to keep
-        old = None
+    """``os.replace``, the replaced file freed off this path; nothing at ``dst`` followed."""
+    old = None
+    with suppress(OSError):  # none there (or a symlink, a socket): nothing to keep
+        old = os.open(dst, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
     try:
         os.replace(src, dst)
     finally:
