@@ -226,7 +226,7 @@ def bench_render(home: Path, turns: int, samples: int) -> list[tuple[str, str]]:
             research("one more topic")
             exec_times.append((time.perf_counter() - started) * 1000)
     # cold: a fresh store in this process, as a new kernel or script would open it
-    from openprogram.store.session import db as session_db
+    from openprogram.store.session import store as session_db
 
     session_db.default_db().close()
     session_db._db = None

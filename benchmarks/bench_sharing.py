@@ -123,9 +123,8 @@ def clone_bundle(bundle: Path, ref: str, target: Path) -> None:
 
 
 def bench_checks(tmp: Path, bundle: Path, samples: int, imported: list[float]) -> None:
-    from openprogram.store.session.incoming import Caps, read_bundle_header
+    from openprogram.store.session.incoming import Caps, index_pack, read_bundle_header
     from openprogram.store.session.safegit import init_repository
-    from openprogram.store.session.syncgit import index_pack
 
     with bundle.open("rb") as f:
         read_bundle_header(f)
@@ -232,7 +231,7 @@ def bench_push_pull(tmp: Path, samples: int, transport: str) -> None:
     ``openprogram sessions push`` (each to its own bare remote, which all hold the same
     history before), and come in by ``git fetch`` (into a clone of Bob's session), by
     :func:`pull` and by ``openprogram sessions pull`` (into Bob's home of that remote)."""
-    from openprogram.store.session.syncrules import allow_protocol
+    from openprogram.store.session.remotes import allow_protocol
 
     print(f"4. push and pull of 10 new turns, side by side ({transport}; load {load()})")
     protocols = allow_protocol(from_notebook=False)

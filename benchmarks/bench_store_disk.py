@@ -20,7 +20,7 @@
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
    turns up to turn 100 and over the last 100 (and over the last 1,000, whose p99 is not
    just the second-worst turn), with the store's repack (git's, in a child, every
-   ``maintenance.REPACK_EVERY`` commits) and with it switched off, to see whether it is
+   ``history.REPACK_EVERY`` packs) and with it switched off, to see whether it is
    what grows the cost.  Then, in the same process, 100 more turns of the
    long session alternating with the first 100 of a new one: both at the same moment of
    the disk (whose cost per file creation drifts 30-600 µs over minutes on these
@@ -85,15 +85,15 @@ import json, os, sys, time
 os.environ["OPENPROGRAM_HOME"] = HOME
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.providers.test import TestProvider
-from openprogram.store.session import maintenance
+from openprogram.store.session import history
 spawned = [0]
-real_repack = maintenance.repack
-def repack(*args, **kwargs):
+real_start = history.Repository._start_repack
+def start(repo):
     spawned[0] += 1
-    return real_repack(*args, **kwargs)
-maintenance.repack = repack
+    return real_start(repo)
+history.Repository._start_repack = start
 if not MAINTAIN:
-    maintenance.REPACK_EVERY = 10**9
+    history.REPACK_EVERY = 10**9
 @agentic_function
 def leaf(x):
     "A nested step."
@@ -149,8 +149,8 @@ def file_creation_us(where: Path, count: int = 400) -> float:
 
 def replace_us(where: Path, count: int = 300) -> tuple[float, float]:
     """Median µs to replace a 41-byte file by rename (a ref's update): ``os.replace`` vs
-    :func:`replaced.replace` (the old file freed by a thread), alternating."""
-    from openprogram.store.session.replaced import replace, wait_closed
+    :func:`files.replace` (the old file freed by a thread), alternating."""
+    from openprogram.store.session.files import replace, wait_closed
 
     scratch = Path(tempfile.mkdtemp(prefix="replace_", dir=where))
     times: dict[bool, list[float]] = {False: [], True: []}

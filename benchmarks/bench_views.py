@@ -61,7 +61,7 @@ def counted(path, *args, **kwargs):
         reads.append(path)
     return real(path, *args, **kwargs)
 files.read_bytes = counted
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 blob_at, read_paths = Repository.blob_at, Repository.read_paths
 def counted_blob(self, rel, *args):
     reads.append(rel)
@@ -173,10 +173,9 @@ def turn_nodes(turn: int, seq: int, pred: str) -> list[Any]:
 
 def bulk_commit(path: Path, size: int, root_id: str) -> str:
     """One ``git fast-import`` commit on the session's HEAD with turns 1..size-1."""
+    from openprogram.store.session.history import MAIN_REF, Repository
     from openprogram.store.session.index import node_relpath
     from openprogram.store.session.records import node_record
-    from openprogram.store.session.refs import MAIN_REF
-    from openprogram.store.session.repository import Repository
 
     repo = Repository(path)
     parent = repo.read_ref()

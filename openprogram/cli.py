@@ -154,7 +154,7 @@ def sessions_show(args: argparse.Namespace) -> int:
     say(f"created  {created}   updated {updated}")
     say(f"turns    {meta.get('turns', '?')}   head {session.head_id}")
     say(f"path     {session.path}")
-    from openprogram.store.session.replays import local_replays, replay_of
+    from openprogram.store.session.remotes import local_replays, replay_of
 
     source = replay_of(meta)
     if source is not None:  # `openprogram run --replay`'s turns: kept on this machine
@@ -265,8 +265,8 @@ def _show_html(session: Any, args: argparse.Namespace) -> int:
 def sessions_log(args: argparse.Namespace) -> int:
     import time
 
-    from openprogram.store.session.gitlog import commit_log
-    from openprogram.store.session.labels import relabel_log
+    from openprogram.store.session.history import commit_log
+    from openprogram.store.session.syncrules import relabel_log
     from openprogram.view.inert import terminal_text
 
     store = open_store(args)
@@ -314,7 +314,7 @@ def sessions_delete(args: argparse.Namespace) -> int:
         store.open(args.session_id)  # raises SessionNotFound with the how-to
     lost = ""  # the turns no remote holds: `sessions delete` names them and asks
     if not args.force and (path / ".git").is_dir():
-        from openprogram.store.session.pushed import unpushed_turns
+        from openprogram.store.session.remotes import unpushed_turns
 
         unpushed = unpushed_turns(path)
         lost = unpushed.describe() if unpushed.turns else ""
@@ -377,7 +377,7 @@ def sessions_appendix(args: argparse.Namespace) -> int:
         render_markdown,
         turn_commits,
     )
-    from openprogram.store.session.gitlog import commit_log
+    from openprogram.store.session.history import commit_log
 
     session = _open_session(args)
     nodes = session.nodes()
@@ -583,7 +583,7 @@ def research_cmd(args: argparse.Namespace) -> int:
     from openprogram.programs.research.artifacts import ResearchWork
     from openprogram.programs.research.harness import stages_to_run
     from openprogram.providers import create_runtime
-    from openprogram.store.session.ids import mint_session_id
+    from openprogram.store.session.files import mint_session_id
     from openprogram.usage.budget import budget_from
 
     budget = budget_from(args.budget_tokens, args.budget_usd, args.budget_per)
@@ -674,7 +674,7 @@ def chat_cmd(args: argparse.Namespace) -> int:
     from openprogram.agent.chat import chat_turn
     from openprogram.agentic_programming.mcp.spec import parse_assignment
     from openprogram.providers import create_runtime
-    from openprogram.store.session.ids import mint_session_id, validate_session_id
+    from openprogram.store.session.files import mint_session_id, validate_session_id
 
     goal = chat_goal(args)  # a bad limit: one line, before anything else
     mcp = [parse_assignment(text) for text in args.mcp or ()]  # a bad spec: one line too

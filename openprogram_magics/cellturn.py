@@ -186,7 +186,7 @@ class NotebookTurns:
     def resolve(self, pinned: str | None) -> tuple[NotebookMeta, bool]:
         """The session (minted when none is known; each note said once) and whether it is
         a pinned one other than the notebook's."""
-        from openprogram.store.session.ids import mint_session_id
+        from openprogram.store.session.files import mint_session_id
         from openprogram_magics.notebook import NotebookMeta
         from openprogram_magics.sessions import resolve_session
 

@@ -60,8 +60,8 @@ def fork_copy(meta: NotebookMeta, original: Path, title: str) -> tuple[NotebookM
     the one line that says so."""
     from openprogram.agent.session_db import default_db
     from openprogram.context.secrets import without_home
-    from openprogram.store.session.ids import mint_session_id
-    from openprogram.store.session.pushed import copy_remote_refs
+    from openprogram.store.session.files import mint_session_id
+    from openprogram.store.session.remotes import copy_remote_refs
     from openprogram.store.session.sync import export_bundle, import_bundle
     from openprogram_magics.sessions import shareable_title
 

@@ -172,7 +172,7 @@ def sessions_named(data: bytes) -> list[str]:
     """The session ids a notebook names: its ``metadata.openprogram.session_id``, then
     those of its outputs' session parts (a pinned cell's session too); invalid ones left out."""
     from openprogram.errors import InvalidSessionId
-    from openprogram.store.session.ids import validate_session_id
+    from openprogram.store.session.files import validate_session_id
 
     try:
         nb = json.loads(data)

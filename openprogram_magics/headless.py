@@ -61,7 +61,7 @@ def run_notebook(
     """Execute the notebook, continuing its session; with ``replay`` every LLM call is
     answered from that session's recording (no key needed), the run's turns forming a
     branch from the root of a local replay session forked from it (never the notebook's
-    own session: :mod:`openprogram.store.session.replays`) — so each prompt is rendered
+    own session: :mod:`openprogram.store.session.remotes`) — so each prompt is rendered
     as in the recorded run — and with ``record_misses`` a call not recorded is answered
     by the provider the notebook asks for (recorded on that branch) instead of failing;
     ``only_stale``: a replay whose stale cells (cell text, a docstring or code, the
@@ -81,7 +81,7 @@ def run_notebook(
     mode: dict[str, Any] | None = None  # the kernel skips side-effect commands in a replay
     if only_stale:
         replay = record_misses = True
-    if replay:  # its turns go to a local replay session (see store.session.replays)
+    if replay:  # its turns go to a local replay session (see store.session.remotes)
         stored, forced = replay_setup(parsed, source.name, record_misses)
         settings = settings.with_changes(replay=dataclasses.replace(forced, stale=only_stale))
         mode = {"session_id": forced.session_id, "record_misses": record_misses}
@@ -138,8 +138,8 @@ def _replay_result(
     live) is deleted."""
     import nbformat
 
-    from openprogram.store.session.db import default_db
-    from openprogram.store.session.replays import live_turns
+    from openprogram.store.session.remotes import live_turns
+    from openprogram.store.session.store import default_db
     from openprogram_magics.replay_outputs import differing_cells
 
     fork = str(nb.metadata.get(METADATA_KEY, {}).get("session_id") or "") or None
@@ -179,7 +179,7 @@ def _replay_result(
 def _drop_unused_fork(fork: Any) -> None:
     """Delete the replay session ``fork`` if no replay turn reached it (a kernel that did
     not start, a run stopped before its first turn)."""
-    from openprogram.store.session.db import default_db
+    from openprogram.store.session.store import default_db
 
     store = default_db()
     if not isinstance(fork, str) or not store.exists(fork):
@@ -224,12 +224,12 @@ def with_last_turn(stored: Any, cells: list[Any]) -> Any:
 
 def replay_setup(meta: Any, name: str, record_misses: bool) -> tuple[dict[str, Any], Replay]:
     """The metadata to hand the kernel — a new local replay session forked from the
-    notebook's (:func:`openprogram.store.session.replays.fork_for_replay`), from its root,
+    notebook's (:func:`openprogram.store.session.sync.fork_for_replay`), from its root,
     so the replay's turns never enter the notebook's session — and the replay setting that
     makes every provider the replay of the notebook's session."""
     from openprogram.errors import UserError
-    from openprogram.store.session.db import default_db
-    from openprogram.store.session.replays import fork_for_replay
+    from openprogram.store.session.store import default_db
+    from openprogram.store.session.sync import fork_for_replay
     from openprogram_magics.sharing import session_root
 
     if meta is None:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.errors import InvalidSessionId, MetadataError
-from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.files import validate_session_id
 
 METADATA_KEY = "openprogram"
 METADATA_VERSION = 1
@@ -118,7 +118,7 @@ def parse_metadata(
     if not (isinstance(remote, str) and 0 < len(remote) <= MAX_REMOTE_CHARS):
         remote = None
     elif "@" in remote:  # a token an older file kept in the URL goes no further
-        from openprogram.store.session.syncrules import redact_url
+        from openprogram.store.session.remotes import redact_url
 
         remote = redact_url(remote)
     provider, model = value.get("provider"), value.get("model")

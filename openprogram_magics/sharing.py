@@ -102,9 +102,13 @@ def _has_origin(where: Path) -> bool:
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
     """Push; returns the message and the URL to record in the notebook ('' if none)."""
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.remotes import record_remote, resolve_remote
+    from openprogram.store.session.remotes import (
+        SAFE_SCHEMES,
+        record_remote,
+        resolve_remote,
+        url_scheme,
+    )
     from openprogram.store.session.sync import push
-    from openprogram.store.session.syncrules import SAFE_SCHEMES, url_scheme
 
     where = notebook_dir()
     url, protocols = resolve_remote(remote, where, recorded=recorded)
@@ -248,7 +252,7 @@ def decode_embedded(payload: dict[str, Any], cap: int = DEFAULT_EMBED_CAP) -> by
 
 def embedded_session_id(payload: dict[str, Any]) -> str:
     """The session an embedded part names (the only one it may import)."""
-    from openprogram.store.session.ids import validate_session_id
+    from openprogram.store.session.files import validate_session_id
 
     named = payload.get("session_id")
     try:

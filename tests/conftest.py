@@ -47,7 +47,7 @@ def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         monkeypatch.delenv(var, raising=False)
     with network.allow_model_requests(False):
         yield home
-    from openprogram.store.session import db as session_db
+    from openprogram.store.session import store as session_db
 
     if session_db._db is not None:  # flush what the test left open (no new store created)
         session_db._db.close()

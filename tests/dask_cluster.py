@@ -3,6 +3,14 @@
 Import as::
 
     from dask_cluster import local_cluster, process_cluster
+
+The workers run without Dask's profiler.  On Python 3.11 it deadlocks a worker now and then:
+every 10 ms it calls ``sys._current_frames()``, which holds the runtime's lock while it
+allocates; a garbage collection that starts there and frees a ``threading.local`` (each
+call's tenacity ``Retrying`` holds one) takes the same lock again — the worker hangs for
+good holding the GIL, alive and connected, so a map waits on it forever (CPython
+gh-106883, fixed from 3.12; Dask already skips its event-loop profiler on 3.11, not this
+one).  That was the Dask tests' hang on a loaded machine.
 """
 
 from __future__ import annotations
@@ -20,6 +28,10 @@ import pytest
 from waiting import until
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+PROFILER = "distributed.worker.profile.enabled"
+NO_PROFILER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}  # dask worker CLI
 
 
 @contextlib.contextmanager
@@ -29,6 +41,7 @@ def local_cluster(threads_per_worker: int = 2, workers: int = 2) -> Iterator[Any
     The workers are started when this is entered: the environment at that moment is
     theirs (a test that sets provider variables sets them first)."""
     with (
+        dask.config.set({PROFILER: False}),  # handed to the worker processes
         distributed.LocalCluster(
             n_workers=workers,
             threads_per_worker=threads_per_worker,
@@ -55,7 +68,7 @@ class ProcessCluster:
 
 def _start(module: str, *args: str) -> subprocess.Popen[bytes]:
     """``python -m module args``, seeing the tests' modules, its output dropped."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = {**os.environ, **NO_PROFILER_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     out = subprocess.DEVNULL
     return subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=out, env=env)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from openprogram import session_context
 from openprogram.agent.session_db import default_db
-from openprogram.store.session.gitlog import commit_log
+from openprogram.store.session.history import commit_log
 
 
 def git(path: Path, *args: str) -> str:

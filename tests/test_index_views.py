@@ -15,7 +15,7 @@ import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session.index import usage_of
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
 
 SID = "s_long"

@@ -138,16 +138,19 @@ def test_a_full_disk_mid_turn_is_one_line_and_the_next_open_recovers_the_turn(
 
 HOLD_THE_REF_LOCK = """
 import os, signal
-import openprogram.store.session.refs as refs
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
 
+replace = os.replace
+
 def killed(src, dst):  # main.lock made and written, the rename never comes
-    os.kill(os.getpid(), signal.SIGKILL)
+    if str(dst).endswith("refs/heads/main"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    replace(src, dst)
 
 with session_context("locked", message="turn 0") as h:
     h.writer.append(make_call("turn", "before", status=COMPLETED), turn_level=True)
-refs.replace = killed
+os.replace = killed
 with session_context("locked", message="turn 1") as h:
     h.writer.append(make_call("turn", "killed", status=COMPLETED), turn_level=True)
 """

@@ -148,7 +148,7 @@ def test_openprogram_run_of_a_copied_notebook_writes_a_new_session_into_the_copy
 def test_a_copys_session_counts_only_its_own_turns_as_not_pushed(
     tmp_path: Path, ipython_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openprogram.store.session.pushed import unpushed_turns
+    from openprogram.store.session.remotes import unpushed_turns
     from openprogram.store.session.sync import push
 
     review = tmp_path / "review.ipynb"

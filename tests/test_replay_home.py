@@ -29,9 +29,9 @@ from openprogram.context.paths import portable_path
 from openprogram.errors import SyncError
 from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
-from openprogram.store.session.replays import fork_for_replay, live_turns
+from openprogram.store.session.remotes import live_turns
 from openprogram.store.session.store import SessionStore
-from openprogram.store.session.sync import push
+from openprogram.store.session.sync import fork_for_replay, push
 from openprogram_magics.replay_outputs import differing_cells
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from openprogram.errors import ReplayMiss
 from openprogram.providers.openai_provider import OpenAIProvider
 from openprogram.providers.replay import ReplayProvider
 from openprogram.providers.test import FunctionProvider
-from openprogram.store.session.db import default_db
+from openprogram.store.session.store import default_db
 from openprogram.store.vars import get_store
 
 ADD_SPEC = {

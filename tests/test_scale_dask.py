@@ -199,3 +199,15 @@ def test_when_dask_gives_up_on_an_item_its_lost_attempt_is_its_one_node_and_erro
     # a result lost with the worker before it was fetched is run again: recorded, retried
     retried = [c for c in calls if c.status == "interrupted" and c not in gave_up]
     assert all("retried" in c.metadata["error"] for c in retried)
+
+
+def profiling(dask_worker: Any) -> bool:
+    return "profile" in dask_worker.periodic_callbacks
+
+
+def test_the_test_clusters_workers_run_without_dasks_profiler(workers: Any, tmp_path: Path) -> None:
+    """Its ``sys._current_frames()`` every 10 ms deadlocks a worker on Python 3.11 now and
+    then (CPython gh-106883; see ``tests/dask_cluster.py``): a test would hang on it."""
+    assert set(workers.run(profiling).values()) == {False}
+    with process_cluster(tmp_path, workers=1) as cluster:
+        assert set(cluster.client.run(profiling).values()) == {False}

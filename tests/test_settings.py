@@ -14,8 +14,7 @@ import pytest
 from openprogram import settings
 from openprogram.cli import main as cli_main
 from openprogram.settings import Replay, Settings
-from openprogram.store.session.db import default_db
-from openprogram.store.session.store import SessionStore
+from openprogram.store.session.store import SessionStore, default_db
 from openprogram.usage.budget import budget_from
 
 REPO = Path(__file__).resolve().parents[1]

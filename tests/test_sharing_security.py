@@ -267,7 +267,7 @@ def embedded(tmp_path: Path, bundle: Path, name: str) -> Path:
 def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     a, b = SessionStore(tmp_path / "alice"), SessionStore(tmp_path / "bob")
     monkeypatch.setenv("OPENPROGRAM_HOME", str(b.home))  # the embedded import is bob's
-    from openprogram.store.session import db as session_db
+    from openprogram.store.session import store as session_db
 
     monkeypatch.setattr(session_db, "_db", None)
     yield a, b

@@ -40,7 +40,7 @@ def add_turn(store: SessionStore, sid: str, text: str, nodes: int = 2) -> list[A
 
 def commit_garbage(path: Path, node_id: str, data: bytes) -> str:
     """Commit ``data`` over the file of node ``node_id`` (a damaged history); its path."""
-    from openprogram.store.session.repository import Repository
+    from openprogram.store.session.history import Repository
 
     listed = git_out(path, "ls-tree", "-r", "--name-only", "HEAD", "history").split()
     rel = next(p for p in listed if p.endswith(f"-{node_id}.json"))
@@ -520,7 +520,7 @@ def test_a_committed_bucket_index_of_an_older_version_is_ignored(
 ) -> None:
     """``history/<bucket>/index.json`` (committed by earlier versions, or planted) is not a
     node: whatever it holds, the index comes from the node files."""
-    from openprogram.store.session.repository import Repository
+    from openprogram.store.session.history import Repository
 
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()

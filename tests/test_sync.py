@@ -315,7 +315,7 @@ def test_remote_names_resolve_through_the_notebook_repository(tmp_path: Path) ->
 
 
 def test_passwords_never_shown() -> None:
-    from openprogram.store.session.syncrules import redact_url
+    from openprogram.store.session.remotes import redact_url
 
     assert redact_url("https://alice:s3cret@host/x.git") == "https://host/x.git"
     assert redact_url("https://ghp_TOKEN@host/x.git") == "https://host/x.git"  # a token

@@ -20,7 +20,7 @@ from test_sync import craft, git, turns
 from openprogram.cli import main as cli_main
 from openprogram.errors import CorruptedFileWarning, SyncError, UserError
 from openprogram.store.session.files import MAX_FILE_BYTES
-from openprogram.store.session.repository import Repository
+from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
 
@@ -30,7 +30,7 @@ Machines = tuple[SessionStore, SessionStore]
 @pytest.fixture
 def machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Machines]:
     """Alice's store and bob's; the notebook commands (``default_db``) are bob's."""
-    from openprogram.store.session import db as session_db
+    from openprogram.store.session import store as session_db
 
     alice, bob = SessionStore(tmp_path / "alice"), SessionStore(tmp_path / "bob")
     monkeypatch.setenv("OPENPROGRAM_HOME", str(bob.home))

@@ -13,9 +13,8 @@ from helpers import status_shows_nothing
 from test_sync import bare, git, state, turns
 
 from openprogram.errors import SyncError
-from openprogram.store.session import quarantines
+from openprogram.store.session import incoming as quarantines
 from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
-from openprogram.store.session.syncgit import own_object_kinds
 
 
 def spare_of(store, sid: str) -> Path:  # type: ignore[no-untyped-def]
@@ -116,40 +115,49 @@ def test_a_pull_past_the_caps_is_refused_and_changes_nothing(
     assert pull(bob, "s_c", url, "file").new_turns == 3
 
 
-def test_what_arrived_is_read_from_the_pack_headers_as_git_reads_it(tmp_path: Path) -> None:
-    """The types and sizes the caps and the layout check use, read from a pack's headers
-    (ofs-deltas, ref-deltas, chains of them) and loose objects without git, are what
-    ``git cat-file --batch-check`` says of every object."""
-    repo = tmp_path / "r"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    text = b"".join(b"line %d of a node file\n" % i for i in range(3000))
-    for i in range(12):
-        (repo / f"f{i % 3}.txt").write_bytes(text[: 2000 * (i + 1)] + b"v%d" % i)
-        git(repo, "add", ".")
-        git(repo, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", f"c{i}")
-    objects = git(repo, "rev-list", "--objects", "--all").encode()
-    pack_dir = repo / ".git" / "objects" / "pack"
-    for n, flags in enumerate(([], ["--no-delta-base-offset"])):  # ofs-, then ref-deltas
-        (tmp_path / f"p{n}").mkdir()
-        subprocess.run(
-            ["git", "pack-objects", "-q", *flags, str(tmp_path / f"p{n}" / "pack")],
-            cwd=repo, input=objects, check=True, capture_output=True,
-        )  # fmt: skip
-    for n in range(2):
-        subprocess.run(["rm", "-rf", str(pack_dir)], check=True)
-        os.rename(tmp_path / f"p{n}", pack_dir)
-        subprocess.run(["git", "prune-packed"], cwd=repo, check=True)
-        (repo / "loose.txt").write_text(f"loose {n}")
-        git(repo, "add", "loose.txt")  # one loose blob beside the pack
-        listed = git(repo, "cat-file", "--batch-all-objects", "--batch-check")
-        want = {
-            bytes.fromhex(sha): (kind.encode(), int(size))
-            for sha, kind, size in (line.split() for line in listed.splitlines())
-        }
-        got = own_object_kinds(repo)
-        assert got == want
-        deltas = git(repo, "verify-pack", "-v", str(next(pack_dir.glob("*.idx"))))
-        assert "chain length = 2" in deltas  # deltas of deltas were read through
+def test_what_arrived_is_counted_as_git_reads_it(
+    two, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The types and sizes the caps and the layout check use are what ``git cat-file
+    --batch-check`` says of every object that arrives, deltas (chains of them) included:
+    caps set at exactly what the history inflates to and holds let it in, a byte or an
+    object less refuses it."""
+    alice, bob = two
+    text = "line of a node file that repeats " * 2000  # similar node files: deltas
+    turns(alice, "s_k", *(f"{text}{i}" for i in range(12)))
+    bundle = export_bundle(alice, "s_k", tmp_path / "k.bundle")
+    deltas = git(bundle.parent, "verify-pack", "-v", str(_indexed(bundle, tmp_path)))
+    assert "chain length = 2" in deltas  # deltas of deltas travel in the bundle
+    src = alice.session_path("s_k")
+    listed = git(src, "rev-list", "--objects", "main").splitlines()
+    objects = "".join(line.split()[0] + "\n" for line in listed).encode()
+    sizes = subprocess.run(
+        ["git", "cat-file", "--batch-check=%(objectsize)"],
+        cwd=src, input=objects, capture_output=True, check=True,
+    ).stdout.split()  # fmt: skip
+    total, count = sum(map(int, sizes)), len(sizes)
+    for name, value, refused in (
+        ("OPENPROGRAM_INCOMING_MAX_BYTES", total - 1, "inflate to more than"),
+        ("OPENPROGRAM_INCOMING_MAX_OBJECTS", count - 1, f"more than {count - 1} git objects"),
+    ):
+        monkeypatch.setenv(name, str(value))
+        with pytest.raises(SyncError, match=refused):
+            import_bundle(bob, bundle)
+        assert not bob.exists("s_k")
+        monkeypatch.setenv(name, str(value + 1))  # exactly what arrives: let in
+    monkeypatch.setenv("OPENPROGRAM_INCOMING_MAX_BYTES", str(total))
+    monkeypatch.setenv("OPENPROGRAM_INCOMING_MAX_OBJECTS", str(count))
+    assert import_bundle(bob, bundle).status == "new"
+    assert state(bob, "s_k") == state(alice, "s_k")
+
+
+def _indexed(bundle: Path, tmp_path: Path) -> Path:
+    """The index of the pack a bundle carries (``git index-pack`` of its pack part)."""
+    data = bundle.read_bytes()
+    pack = tmp_path / "bundle.pack"
+    pack.write_bytes(data[data.index(b"PACK") :])
+    git(tmp_path, "index-pack", str(pack))
+    return pack.with_suffix(".idx")
 
 
 def test_an_incremental_bundle_arrives_on_the_copy_that_has_its_start(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from openprogram.store.vars import get_store
 ROOT = Path(__file__).resolve().parent.parent
 OWNER = ROOT / "openprogram" / "store" / "session" / "context.py"
 # the store itself: where ``create_session`` is defined (and what it calls internally)
-STORE_DEFINITIONS = {"openprogram/store/session/store.py", "openprogram/store/session/db.py"}
+STORE_DEFINITIONS = {"openprogram/store/session/store.py"}
 
 
 def session_creators() -> dict[str, int]:

@@ -24,8 +24,7 @@ import pytest
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.store.session.files import dumps
-from openprogram.store.session.gitlog import commit_log
-from openprogram.store.session.repository import MAIN_REF, Repository
+from openprogram.store.session.history import MAIN_REF, Repository, commit_log
 from openprogram.store.session.safegit import canonical_config, run_git
 from openprogram.store.session.store import SessionStore
 from tests.test_live import plant_dead_rows

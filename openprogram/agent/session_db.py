@@ -1,5 +1,5 @@
-"""``default_db()`` — re-exported from :mod:`openprogram.store.session.db` (the seed's path)."""
+"""``default_db()`` — re-exported from :mod:`openprogram.store.session.store` (the seed's path)."""
 
-from openprogram.store.session.db import default_db
+from openprogram.store.session.store import default_db
 
 __all__ = ["default_db"]

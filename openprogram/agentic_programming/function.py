@@ -29,7 +29,7 @@ from openprogram.context.outcome import finish, is_cancellation
 from openprogram.errors import AgenticRecursionError
 from openprogram.settings import current as current_settings
 from openprogram.store.session.context import session_context
-from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.session.files import mint_session_id, validate_session_id
 from openprogram.store.vars import (  # re-exported: the seed's import paths
     Registry,
     TurnState,

@@ -30,7 +30,7 @@ def branch_point(session_id: str, spec: str) -> str:
     (NODE may be any node of it, a turn number or ``head``); UserError when the session or
     the node is not there."""
     from openprogram.errors import UserError
-    from openprogram.store.session.db import default_db
+    from openprogram.store.session.store import default_db
 
     db = default_db()
     if not db.exists(session_id):

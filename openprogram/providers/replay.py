@@ -47,7 +47,7 @@ from openprogram.context.secrets import redact_secrets
 from openprogram.errors import ReplayMiss
 from openprogram.providers.base import LLMRequest, LLMResponse, Provider
 from openprogram.providers.replay_match import first_difference, replayed_response, settings_match
-from openprogram.store.session.db import default_db
+from openprogram.store.session.store import default_db
 from openprogram.store.vars import get_call_id, get_store, get_turn_id
 
 Key = tuple[str, str, str]  # (cell hash, function, own prompt hash)

@@ -4,7 +4,7 @@ A *branch* is a chain of turn-level nodes in one lane of the layout: it starts a
 root, or at a turn whose predecessor is in another lane (a fork: ``%%openprogram --from
 NODE``, or a second notebook continuing the same turn), and goes on through the turns
 that continue it in the same lane.  The views draw lanes side by side; this names each
-one with its turns' authors (``metadata.author``, :mod:`openprogram.store.session.identity`)
+one with its turns' authors (``metadata.author``, :mod:`openprogram.store.session.files`)
 and the time of its first and last turn.  ``dag.js`` finds the same from the summaries
 (``lane``, ``pred``, ``by``, ``at``) for the live and saved views.
 """

@@ -14,7 +14,7 @@ from openprogram_magics.commands import PROG, CommandError, Host, arg, command
 )
 def new(host: Host, args: Namespace) -> str:
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.ids import mint_session_id, validate_session_id
+    from openprogram.store.session.files import mint_session_id, validate_session_id
     from openprogram_magics.notebook import NotebookMeta
 
     sid = mint_session_id("nb") if args.session_id is None else args.session_id

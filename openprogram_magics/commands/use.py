@@ -10,7 +10,7 @@ from openprogram_magics.commands import CommandError, Host, arg, command, unknow
 @command("use", "continue session ID in this notebook", arg("session_id", metavar="ID"))
 def use(host: Host, args: Namespace) -> str:
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.ids import validate_session_id
+    from openprogram.store.session.files import validate_session_id
     from openprogram_magics.notebook import NotebookMeta
     from openprogram_magics.sessions import list_sessions
 

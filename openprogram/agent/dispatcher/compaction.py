@@ -124,7 +124,7 @@ def trigger_compaction(session_id: str, *, runtime: Runtime | None = None) -> st
     from openprogram.agent.dispatcher.turn_writer import TurnWriter
     from openprogram.agent.session_db import default_db
     from openprogram.store.session.context import session_context
-    from openprogram.store.session.ids import validate_session_id
+    from openprogram.store.session.files import validate_session_id
     from openprogram.store.vars import get_store
 
     sid = validate_session_id(session_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 from openprogram.agentic_programming.mcp.tools import McpTool
 from openprogram.errors import McpToolError, ReplayMiss
-from openprogram.store.session.db import default_db
+from openprogram.store.session.store import default_db
 
 ERROR_PREFIX = f"{McpToolError.__name__}: "
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from openprogram.context.nodes import new_id
-from openprogram.store.session.db import default_db
-from openprogram.store.session.ids import mint_session_id, validate_session_id
+from openprogram.store.session.files import mint_session_id, validate_session_id
+from openprogram.store.session.store import default_db
 from openprogram.store.session.writer import SessionNodeWriter
 from openprogram.store.vars import current, default_runtime, using_turn
 

@@ -1,72 +1,44 @@
-"""What may arrive, counted before git unpacks it: caps on a pack stream and bundle headers.
+"""What arrives, before it joins a session: the caps on a pack streamed to git, bundle
+headers, and the quarantine repository a pull or an import receives into.
 
-Git checks objects (``index-pack --strict``) but not how much they add up to: a 0.2 MB
-bundle can hold a delta that inflates to gigabytes, or a 300 MB commit message, and git
-would inflate it (in memory, for a delta) before anything of ours looked.  So a pack that
-arrives in a bundle is read here first, object by object, as it streams to git: each
-object's header says the size it inflates to (a delta's own header, its result's), and the
-totals are capped (:class:`Caps`) before that size is ever produced.  Pure logic on a byte
-stream; :mod:`sync` runs git.
+Git checks every object it receives (``index-pack --strict``, ``transfer.fsckObjects``) but
+not how much they add up to: a 0.2 MB bundle can hold a delta that inflates to gigabytes, or
+a 300 MB commit message, and git would inflate it (in memory, for a delta) before anything
+of ours looked.  So a bundle's pack is read here object by object as it streams to git; each
+object's header (a delta's own header: its result's) says the size it inflates to, and the
+totals are capped (:class:`Caps`) before that size is ever produced.
+
+The quarantine: removing a folder costs ~3 ms on these machines' disk and an empty
+repository has nine, so once a join is done its quarantine is emptied back to the skeleton
+(:data:`SKELETON`) and kept in the session's ``.git`` (:data:`SPARE`, which git ignores) for
+the next pull.  A session folder can come from anyone, so a spare is used only when it is
+exactly that skeleton (real folders, ``HEAD``, the canonical ``config``, nothing else).
 """
 
 from __future__ import annotations
 
 import os
-import struct
+import shutil
+import signal
+import subprocess
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import BinaryIO, overload
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
-from openprogram.store.session.syncrules import SyncError
+from openprogram.errors import SyncError
+from openprogram.store.session.files import is_real_dir
+from openprogram.store.session.safegit import (
+    HEAD_CONTENT,
+    canonical_config,
+    git_command,
+    init_repository,
+)
 
 _COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
 _KIND = {_COMMIT: "commit", _TREE: "tree", _BLOB: "blob", _TAG: "tag"}
 _CHUNK = 1 << 16
-
-
-class PackFile:
-    """A pack on disk read by offset (``pread`` of a 64 KiB window), as ``bytes`` is
-    indexed and sliced: its headers are read where they are, never the whole file, and
-    nothing is memory-mapped (a file shrinking under a map would end the process)."""
-
-    WINDOW = 64 << 10
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._size = os.fstat(fd).st_size
-        self._start = 0
-        self._window = b""
-
-    def __len__(self) -> int:
-        return self._size
-
-    def _read(self, start: int, stop: int) -> bytes:
-        start, stop = max(0, start), min(stop, self._size)
-        if stop <= start:
-            return b""
-        if self._start <= start and stop <= self._start + len(self._window):
-            return self._window[start - self._start : stop - self._start]
-        if stop - start > self.WINDOW:
-            return os.pread(self._fd, stop - start, start)
-        self._start, self._window = start, os.pread(self._fd, self.WINDOW, start)
-        return self._window[: stop - start]
-
-    @overload
-    def __getitem__(self, key: int) -> int: ...
-    @overload
-    def __getitem__(self, key: slice) -> bytes: ...
-    def __getitem__(self, key: int | slice) -> int | bytes:
-        if isinstance(key, slice):
-            return self._read(key.start or 0, self._size if key.stop is None else key.stop)
-        if not 0 <= key < self._size:
-            raise IndexError(key)
-        return self._read(key, key + 1)[0]
-
-
-Buffer = bytes | PackFile  # a pack read whole, or by offset from its file
-_NAMES = {kind: name.encode() for kind, name in _KIND.items()}
-Header = tuple[int, int, int, int]  # see _object_header
 
 
 def _env_int(name: str, default: int) -> int:
@@ -116,6 +88,7 @@ def _mib(n: int) -> str:
 
 
 # -- bundles ---------------------------------------------------------------------------------
+
 BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 MAX_HEADER = 1 << 20
 
@@ -160,6 +133,8 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
 
 
 # -- packs ------------------------------------------------------------------------------------
+
+
 class _Reader:
     """Bytes of ``stream`` in order; each byte read from the stream goes to ``sink`` once
     (the ``git index-pack`` being fed), whatever the scanner later pushes back.  A buffer
@@ -216,13 +191,10 @@ def _varint_le(data: bytes, pos: int) -> tuple[int, int]:
 
 @dataclass
 class PackScan:
-    """Totals of a pack, as far as it was read, and its objects' headers (offset -> header
-    as :func:`_object_header` reads it, a delta's size its result's: what
-    :func:`pack_objects` needs of the pack git then writes)."""
+    """How many objects a pack holds and the sum of their inflated sizes."""
 
     objects: int = 0
     inflated: int = 0
-    headers: dict[int, Header] = field(default_factory=dict)
 
 
 def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> PackScan:
@@ -249,27 +221,22 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
             kind, size, pos, back = _object_header(reader.buffer, reader.pos)
         except IndexError:
             raise SyncError("refused: a truncated git pack") from None
-        base_kind: int | None = kind
-        if kind == _OFS_DELTA:
-            base_kind = kinds.get(start - back)
-        elif kind == _REF_DELTA:
-            base_kind = None  # a base in the pack or already here: its type is unknown
+        base: int | None = kind  # a ref-delta's base may be here already: type unknown
+        if kind in (_OFS_DELTA, _REF_DELTA):
+            base = kinds.get(start - back) if kind == _OFS_DELTA else None
         reader.offset += pos - reader.pos
         reader.pos = pos
-        data_at = reader.offset
         result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
-        # a delta whose base's type is known recorded as an object of that type
-        scan.headers[start] = (kind if base_kind is None else base_kind, result, data_at, back)
-        if base_kind is not None:
-            kinds[start] = base_kind
-            caps.check_object(_KIND.get(base_kind, "blob"), result)
+        if base is not None:
+            kinds[start] = base
+            caps.check_object(_KIND.get(base, "blob"), result)
         scan.inflated += result
         caps.check_total(scan.inflated, count)
     reader.drain()
     return scan
 
 
-def _object_header(buf: Buffer, pos: int) -> Header:
+def _object_header(buf: bytes, pos: int) -> tuple[int, int, int, int]:
     """The header of the pack object at ``pos``: its type, its size (a delta's: the
     delta's own), where its data begins, and how far back an ofs-delta's base begins (0
     for any other; a ref-delta's base is named by the 20 bytes before its data).
@@ -300,96 +267,6 @@ def _object_header(buf: Buffer, pos: int) -> Header:
     elif kind not in _KIND:
         raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
     return kind, size, pos, back
-
-
-def pack_objects(
-    index: bytes, pack: Buffer, scanned: dict[int, Header] | None = None
-) -> dict[bytes, tuple[bytes, int]] | None:
-    """The type and inflated size of each object of a pack git wrote and checked (``index``:
-    its version-2 ``.idx``; ``pack``: its data), by binary sha, from the object headers —
-    a delta's size from the first bytes of its data, its type from its base's — without
-    inflating an object: what ``git cat-file --batch-check`` would say, without running it.
-    ``scanned``: the headers :func:`scan_pack` read as the pack streamed in (offset ->
-    header, a delta's size its result's, its type its base's when that was known; what
-    ``--fix-thin`` appended is added to it).  None when something is not as git writes it
-    (the caller asks git then)."""
-    try:
-        count = int.from_bytes(index[8 + 255 * 4 : 8 + 256 * 4], "big")
-        names = 8 + 256 * 4
-        table = names + 24 * count  # after the names and their CRCs
-        large = table + 4 * count
-        if index[:8] != b"\377tOc\x00\x00\x00\x02" or len(index) < large + 40:
-            return None
-        offsets = list(struct.unpack(f">{count}I", index[table:large]))
-        for i, offset in enumerate(offsets):
-            if offset & 0x80000000:  # past 2 GiB: in the table of 8-byte offsets
-                at = large + 8 * (offset & 0x7FFFFFFF)
-                offsets[i] = int.from_bytes(index[at : at + 8], "big")
-        shas = range(names, names + 20 * count, 20)
-        where = {index[n : n + 20]: o for n, o in zip(shas, offsets, strict=True)}
-        if scanned is not None and not set(scanned) <= set(offsets):
-            return None  # not the pack that was scanned
-        heads = scanned if scanned is not None else {}
-        for offset in offsets:  # all of them, or what --fix-thin added to a scanned pack
-            if offset not in heads:
-                heads[offset] = _object_header(pack, offset)
-        kinds: dict[int, int] = {}
-        out: dict[bytes, tuple[bytes, int]] = {}
-        for sha, offset in where.items():
-            kind, size, pos, _back = heads[offset]
-            if kind in _NAMES:
-                out[sha] = (_NAMES[kind], size)
-                continue
-            base = _base_kind(offset, heads, where, kinds, pack)
-            made = size if scanned is not None and offset in scanned else _delta_size(pack, pos)
-            if base is None or made is None:
-                return None
-            out[sha] = (_NAMES[base], made)
-        return out
-    except (IndexError, ValueError, SyncError, zlib.error, struct.error):
-        return None
-
-
-def _base_kind(
-    offset: int,
-    heads: dict[int, Header],
-    where: dict[bytes, int],
-    kinds: dict[int, int],
-    pack: Buffer,
-) -> int | None:
-    """The type of the object at ``offset``: its own, or, for a delta, its base's (the
-    chain followed through the pack; ``kinds`` remembers what was found)."""
-    chain: list[int] = []
-    for _ in range(len(heads) + 1):  # a chain longer than the pack: a loop
-        if offset in kinds:
-            kind = kinds[offset]
-            break
-        chain.append(offset)
-        kind, _size, pos, back = heads[offset]
-        if kind == _OFS_DELTA:
-            offset -= back
-        elif kind == _REF_DELTA:
-            offset = where.get(bytes(pack[pos - 20 : pos]), -1)
-        else:
-            break
-        if offset not in heads:
-            return None  # a base outside the pack
-    else:
-        return None
-    for done in chain:
-        kinds[done] = kind
-    return kind
-
-
-def _delta_size(pack: Buffer, pos: int) -> int | None:
-    """The size of the object the delta whose data begins at ``pos`` makes (its header)."""
-    for step in (256, 4096, 1 << 20):
-        inflater = zlib.decompressobj()
-        head = inflater.decompress(pack[pos : pos + step], 32)
-        found = _delta_result(head)
-        if found is not None or len(head) >= 32 or inflater.eof or pos + step >= len(pack):
-            return found
-    return None
 
 
 def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:
@@ -440,3 +317,143 @@ def _delta_result(head: bytes) -> int | None:
         if len(head) >= 20:
             raise
         return None
+
+
+def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
+    """Store the pack read from ``pack`` in the quarantine ``repo`` through ``git
+    index-pack --strict`` (git's fsck of every object, thin packs completed from the
+    borrowed objects), counting it against ``caps`` as it streams: git is stopped the
+    moment the declared sizes pass them, before it inflates what would pass them."""
+    argv, env = git_command(repo, "index-pack", "--strict", "--fix-thin", "--stdin", sanitize=False)
+    proc = subprocess.Popen(
+        argv, cwd=repo, env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    stdin = proc.stdin
+
+    def feed(data: bytes) -> None:
+        try:
+            stdin.write(data)
+        except BrokenPipeError:  # git stopped (it says why on stderr)
+            pass
+
+    try:
+        scan = scan_pack(pack, feed, caps)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+    lines = proc.stderr.read().decode(errors="replace").splitlines()
+    code = proc.wait()
+    if code < 0:  # SIGXFSZ under `ulimit -f`, a kill…
+        raise SyncError(f"git could not store it: {signal.strsignal(-code)}")
+    if code != 0:
+        said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("error:", "fatal:"))]
+        said = said or lines[-1:] or ["git failed"]
+        if any(t.startswith("error: object ") or "fsck" in t for t in lines):  # git's fsck
+            raise SyncError(f"refused by git's object check: {said[0][:300]}")
+        raise SyncError(f"git could not store it: {said[0][:300]}")
+    return scan
+
+
+# -- the quarantine ----------------------------------------------------------------------------
+SPARE = "openprogram-incoming"  # in a session's .git: an empty quarantine for its next pull
+SKELETON = (
+    ".git",
+    ".git/objects",
+    ".git/objects/info",
+    ".git/objects/pack",
+    ".git/refs",
+    ".git/refs/heads",
+    ".git/refs/tags",
+    ".git/refs/openprogram",  # where a pull names what it borrows and what arrived
+)
+_FILES = {".git/HEAD": HEAD_CONTENT, ".git/config": canonical_config()}
+
+
+def make(path: Path, local: Path | None) -> None:
+    """A new empty repository at ``path``: the spare of session folder ``local`` renamed
+    there when it has one that is exactly the skeleton, else made afresh."""
+    if local is not None:
+        try:
+            os.rename(local / ".git" / SPARE, path)
+        except OSError:  # none (or not movable): a new one
+            pass
+        else:
+            if is_skeleton(path):
+                return
+            _remove(path)  # a link is removed, never followed
+    init_repository(path)
+    os.mkdir(path / ".git" / "refs" / "openprogram")
+
+
+def put_away(path: Path, local: Path | None) -> None:
+    """Empty the quarantine ``path`` back to the skeleton and keep it as session folder
+    ``local``'s spare; delete it when that cannot be done (no session there, a spare
+    already kept, anything unexpected)."""
+    try:
+        if (
+            local is not None
+            and is_real_dir(local / ".git")
+            and not os.path.lexists(local / ".git" / SPARE)
+        ):
+            _empty(path)
+            if is_skeleton(path):
+                os.rename(path, local / ".git" / SPARE)
+                return
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _walk(path: Path) -> list[tuple[str, bool]]:
+    """Every entry under ``path`` (relative, and whether it is a real directory)."""
+    found = []
+    for where, dirs, files in os.walk(path):
+        for name in dirs + files:
+            rel = os.path.normpath(os.path.join(os.path.relpath(where, path), name))
+            found.append((rel, is_real_dir(path / rel)))
+    return found
+
+
+def _empty(path: Path) -> None:
+    """Remove everything under ``path`` but the skeleton's folders and files."""
+    for rel, real_dir in _walk(path):
+        if os.path.lexists(path / rel) and not ((rel in SKELETON and real_dir) or rel in _FILES):
+            _remove(path / rel)
+
+
+def _remove(path: Path) -> None:
+    if is_real_dir(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def is_skeleton(path: Path) -> bool:
+    """Whether ``path`` holds exactly an empty repository of ours: the skeleton's real
+    folders, ``HEAD`` and the canonical ``config``, nothing else (no link anywhere)."""
+    if not is_real_dir(path):
+        return False
+    found = dict(_walk(path))
+    dirs = {rel for rel, real in found.items() if real}
+    if dirs != set(SKELETON) or set(found) != set(SKELETON) | set(_FILES):
+        return False
+    return all(_holds(path / rel, content) for rel, content in _FILES.items())
+
+
+def _holds(path: Path, content: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return os.read(fd, len(content) + 1) == content and os.path.isfile(path)
+    finally:
+        os.close(fd)

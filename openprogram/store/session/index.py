@@ -25,7 +25,7 @@ from typing import Any
 
 from openprogram.context.nodes import ROLE_LETTER, Call, NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.repository import cat_file_batch
+from openprogram.store.session.history import cat_file_batch
 from openprogram.store.session.safegit import run_git
 
 TURNS_PER_BUCKET = 100

@@ -1,33 +1,156 @@
-"""Where a session is pushed to and pulled from: resolving ``REMOTE`` (a URL, a path, or a
-remote of the git repository holding the notebook) and reading what a notebook records.
+"""Where a session travels and what stays home: resolving ``REMOTE`` (a URL, a path, or a
+remote of the git repository holding the notebook) and checking it before git may contact
+it; what each remote is known to hold of a session (so ``sessions delete`` names the turns
+it would lose); and replays, whose turns stay in a local session of their own.
 
-Only reads: the project's git config is read as a file (no includes, nothing run), and a
-URL is checked (:func:`syncrules.check_url`) before git may contact it.
+Only reads around git: the project's git config is read as a file (no includes, nothing
+run); a URL without its credentials is all that is printed or stored.
+
+Replays stay home: ``openprogram run --replay`` (and ``--only-stale``) forks the notebook's
+session ``S`` into a new local session ``R`` (``<S>-replay-<hex>``, ``S``'s history imported
+under a new id) and writes the replay's turns there, as a branch from the root of ``R``.  So
+``sessions push S`` sends a ``main`` no replay touched; ``R``'s ``meta.json`` says
+``replay_of: S`` and each replay turn carries ``metadata.replay_of``, so the views draw them
+as a replay and ``sessions push R`` is refused unless asked (``--with-replays``); ``S``'s
+recording stays what was recorded; and ``sessions diff R --runs`` compares the two.  A replay
+that changes nothing leaves nothing behind: the runner deletes ``R``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import secrets
 import subprocess
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.safegit import git_argv, git_env
-from openprogram.store.session.syncrules import (
-    REMOTE_NAME,
-    SyncError,
-    allow_protocol,
-    check_url,
-    redact_url,
-    url_scheme,
-)
+from openprogram.errors import RefChanged, RefLocked, SyncError
+from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
+from openprogram.store.session.history import read_ref, update_ref
+from openprogram.store.session.safegit import git, git_argv, git_dir_of, git_env
 
-__all__ = ["notebook_session", "record_remote", "resolve_remote"]
+if TYPE_CHECKING:
+    pass
+
+SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
+TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
+PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
+REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
+_SUFFIX = "-replay-"
+
+__all__ = [
+    "REPLAY_OF",
+    "live_turns",
+    "local_replays",
+    "notebook_session",
+    "record_remote",
+    "refuse_replay_push",
+    "replay_id",
+    "replay_of",
+    "resolve_remote",
+    "unpushed_turns",
+]
 
 
+# -- URLs ----------------------------------------------------------------------------------------
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]*")
+REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def url_scheme(url: str) -> str:
+    """The transport git would use for ``url`` (``ext`` for ``ext::…``, ``file`` for a path)."""
+    if "::" in url.split("/", 1)[0]:
+        return url.split("::", 1)[0].lower()  # <transport>::<address>: a remote helper
+    match = _SCHEME.match(url)
+    if match:
+        return match.group(1).lower()
+    if url.startswith(("/", "./", "../")) or url.endswith(".bundle"):
+        return "file"
+    if _SCP.fullmatch(url):
+        return "ssh"
+    return "file"
+
+
+def check_url(url: str, *, from_notebook: bool) -> str:
+    """``url`` if git may contact it: https/ssh/git/file (and http when typed by the user);
+    never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
+    url = url.strip()
+    if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
+        raise SyncError(f"refused remote {redact_url(url)[:60]!r}: not a URL or path")
+    scheme = url_scheme(url)
+    allowed = SAFE_SCHEMES if from_notebook else TYPED_SCHEMES
+    if scheme not in allowed:
+        source = "the notebook's metadata names" if from_notebook else "refused"
+        raise SyncError(
+            f"{source} remote {redact_url(url)!r}: transport {scheme!r} is not allowed "
+            f"(only {', '.join(allowed)})"
+        )
+    return url
+
+
+# ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\s?#'\"]*)@")
+_HTTP_SCHEMES = ("http", "https")
+
+
+def _strip_userinfo(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    if scheme.lower() in _HTTP_SCHEMES:  # the user name of an http(s) URL is often a token
+        return f"{scheme}://"
+    return f"{scheme}://{userinfo.split(':', 1)[0]}@"  # ssh://user@: only a password goes
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be printed or stored: an http(s) URL without its user name and
+    password (``https://ghp_TOKEN@host/r.git`` → ``https://host/r.git``), any other URL
+    without a password (``ssh://user@host`` stays: a user name there is not a secret)."""
+    return _USERINFO.sub(_strip_userinfo, url)
+
+
+def redact_text(text: str, url: str = "") -> str:
+    """``text`` (git's stderr, say) with the credentials of every URL in it dropped, and
+    the user name and password of ``url`` masked wherever they appear on their own."""
+    text = _USERINFO.sub(_strip_userinfo, text)
+    match = _USERINFO.match(url) if url else None
+    if match is not None:
+        from urllib.parse import unquote
+
+        user, _, password = match.group(2).partition(":")
+        secret = (user, password) if match.group(1).lower() in _HTTP_SCHEMES else (password,)
+        for part in secret:
+            for form in {part, unquote(part)}:
+                if len(form) >= 4 and form in text:
+                    text = text.replace(form, "***")
+    return text
+
+
+def allow_protocol(*, from_notebook: bool) -> str:
+    """The value of ``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it itself,
+    also for redirects and submodules)."""
+    return ":".join(SAFE_SCHEMES if from_notebook else TYPED_SCHEMES)
+
+
+def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
+    """The error of a failed git command: git's first ``fatal:``/``error:`` line, which
+    says why (``'…' does not appear to be a git repository``), not its last, which is
+    often advice (``… and the repository exists.``); else its last line."""
+    lines = [" ".join(t.split()) for t in result.stderr.decode(errors="replace").splitlines()]
+    lines = [t for t in lines if t]
+    said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("fatal:", "error:"))]
+    reason = said[0] if said else lines[-1] if lines else "git failed"
+    # git quotes the URL it was given (``could not read Password for 'https://TOKEN@…'``):
+    # no credential of any URL, nor the parts of ``url``'s, reaches the message
+    return SyncError(redact_text(f"{what}: {reason[:300]}", url))
+
+
+# -- resolving a remote ----------------------------------------------------------------------------
 def repository_root(start: Path) -> Path:
     """The work tree of the git repository containing ``start`` (the folder holding its
     ``.git``), else ``start`` itself: what a local path in a notebook's metadata is
@@ -137,3 +260,131 @@ def notebook_session(path: str | os.PathLike[str]) -> tuple[str, str | None]:
         raise SyncError(f"{path} names no session (metadata.openprogram.session_id)") from None
     remote = stored.get("remote")
     return validate_session_id(sid), remote if isinstance(remote, str) else None
+
+
+# -- what a remote holds: refs/openprogram/remotes/<hash of the URL without credentials> ----------
+def remote_ref(url: str) -> str:
+    """The local ref that notes what the remote at ``url`` holds of the session."""
+    return PREFIX + hashlib.sha256(redact_url(url).encode()).hexdigest()[:16]
+
+
+def note_on_remote(repo: Path, url: str, tip: str) -> None:
+    """The remote at ``url`` holds the session up to commit ``tip`` (after a push or a
+    pull): written in-process, as git would (no git run added to a push or pull); a
+    failure to note it never fails the push or pull (delete then asks)."""
+    name = remote_ref(url)
+    git_dir = git_dir_of(repo)
+    try:
+        update_ref(git_dir, name, bytes.fromhex(tip), read_ref(git_dir, name))
+    except (OSError, ValueError, RefChanged, RefLocked):
+        pass
+
+
+@dataclass(frozen=True)
+class Unpushed:
+    """The turns of a session's ``main`` that no remote is known to hold."""
+
+    turns: int  # commits of turns ("turn N: …")
+    newest: str  # the newest one's summary ("turn 7: [3] triage(...)"), or ""
+    when: int  # its commit time, seconds since the epoch (0: none)
+    ever_pushed: bool  # any remote known at all
+
+    def describe(self) -> str:
+        """``3 turns not pushed (never pushed; newest: turn 7: …, 2026-12-06 04:10)``."""
+        where = "" if self.ever_pushed else "never pushed; "
+        plural = "s" if self.turns != 1 else ""
+        stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.when)) if self.when else "?"
+        return f"{self.turns} turn{plural} not pushed ({where}newest: {self.newest}, {stamp})"
+
+
+def unpushed_turns(repo: Path) -> Unpushed:
+    """The turn commits reachable from ``main`` and from no remote ref (one ``git log``)."""
+    listed = git(repo, "for-each-ref", "--format=%(refname)", PREFIX, check=False).stdout.decode(
+        errors="replace"
+    )
+    known = [line for line in listed.splitlines() if line.startswith(PREFIX)]
+    result = git(
+        repo, "log", "--format=%ct %s", "refs/heads/main", "--not", *known, "--", check=False
+    )
+    if result.returncode != 0:  # no commit yet: nothing to lose
+        return Unpushed(0, "", 0, bool(known))
+    rows = [line.split(" ", 1) for line in result.stdout.decode(errors="replace").splitlines()]
+    turns = [row for row in rows if len(row) == 2 and row[1].startswith("turn ")]
+    if not turns:
+        return Unpushed(0, "", 0, bool(known))
+    stamp, summary = turns[0]
+    return Unpushed(len(turns), summary, int(stamp) if stamp.isdigit() else 0, bool(known))
+
+
+def copy_remote_refs(source: Path, target: Path) -> None:
+    """What the remotes hold of ``source``'s history, noted in ``target`` too (a session
+    that starts with that history: a notebook copy's); refs ``target`` has are kept."""
+    target_dir = git_dir_of(target)
+    listed = git(source, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX, check=False)
+    for line in listed.stdout.decode(errors="replace").splitlines():
+        name, _, sha = line.partition(" ")
+        if not name.startswith(PREFIX) or read_ref(target_dir, name) is not None:
+            continue
+        try:
+            update_ref(target_dir, name, bytes.fromhex(sha), None)
+        except (OSError, ValueError, RefChanged, RefLocked):
+            pass
+
+
+# -- replays ---------------------------------------------------------------------------------------
+REPLAY_OF = "replay_of"  # meta.json: the session a replay session is a replay of
+
+
+def replay_of(meta: dict[str, Any]) -> str | None:
+    """The session a session is a replay of (its ``meta.json``), or None."""
+    found = meta.get(REPLAY_OF)
+    return found if isinstance(found, str) and found else None
+
+
+def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool) -> None:
+    """A replay session is pushed only when asked: raise :class:`SyncError` otherwise."""
+    source = replay_of(meta)
+    if source is not None and not with_replays:
+        raise SyncError(
+            f"not pushed: session {session_id} is a replay of session {source} (made by "
+            "`openprogram run --replay`, kept on this machine); `openprogram sessions push "
+            f"{session_id} --with-replays` sends it as a session of its own"
+        )
+
+
+def replay_id(source_id: str) -> str:
+    """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>`` (the source's
+    id cut so the whole stays a valid id)."""
+    tail = f"{_SUFFIX}{secrets.token_hex(4)}"
+    return validate_session_id(f"{source_id[: MAX_ID_LENGTH - len(tail)]}{tail}")
+
+
+def local_replays(root: Path, source_id: str) -> list[str]:
+    """The replay sessions of ``source_id`` in the sessions folder ``root`` (their
+    ``meta.json`` says so), oldest first."""
+    prefix = replay_id(source_id).rsplit(_SUFFIX, 1)[0] + _SUFFIX
+    found: list[tuple[float, str]] = []
+    for folder in root.glob(f"{prefix}*") if root.is_dir() else ():
+        try:
+            meta = loads(read_bytes(str(folder / "meta.json"), 1 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and replay_of(meta) == source_id:
+            created = meta.get("created_at")
+            found.append((created if isinstance(created, int | float) else 0.0, folder.name))
+    return [name for _, name in sorted(found)]
+
+
+def live_turns(nodes: list[Any]) -> list[Any]:
+    """The replay turns (``metadata.replay_of``) of ``nodes`` that a provider answered
+    live (``--only-stale``'s stale cells, ``--record-misses``'s misses): an llm node of
+    the turn recorded another model than the recording's."""
+    turns = {n.turn: n for n in nodes if n.kind == "turn" and n.metadata.get(REPLAY_OF)}
+    live = {
+        n.turn
+        for n in nodes
+        if n.kind == "llm"
+        and n.turn in turns
+        and n.metadata.get("model") not in (None, REPLAYED_MODEL)
+    }
+    return [turns[t] for t in sorted(live)]

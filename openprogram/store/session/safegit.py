@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from gitdb.db import GitDB
 
 BRANCH = "main"
+QUARANTINE_PREFIX = ".incoming-"  # what a pull or an import receives into, then checks
+INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantine
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 
@@ -85,6 +87,7 @@ OVERRIDES: tuple[tuple[str, str], ...] = (
     ("fetch.recurseSubmodules", "false"),
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
+    ("transfer.fsckObjects", "true"),  # what a fetch or an import receives, fsck'ed by git
 )
 # git's own ways to authenticate, kept for a network operation (push, pull): the user's
 # credential helpers and ssh command come from their global config, never from a session's
@@ -139,6 +142,20 @@ def git_argv(*args: str, network: bool = False) -> list[str]:
         for arg in ("-c", f"{key}={value}")
     ]
     return ["git", "--no-pager", *overrides, *args]
+
+
+def git(
+    repo: Path,
+    *args: str,
+    input: bytes | None = None,
+    check: bool = True,
+    network: str | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """:func:`run_git` for sharing: ``network`` (the allowed protocols) also lets git use
+    the user's own ways to authenticate; a quarantine (:data:`QUARANTINE_PREFIX`, made by
+    this process) keeps its ``alternates``, which borrow the session's objects."""
+    quarantine = repo.name.startswith(QUARANTINE_PREFIX)
+    return run_git(repo, *args, input=input, check=check, network=network, sanitize=not quarantine)
 
 
 def git_dir_of(repo: Path) -> Path:

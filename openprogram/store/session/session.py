@@ -4,16 +4,15 @@ path (its queries are in :mod:`queries`, a base of :class:`Session`).
 Writes are cheap (:meth:`Session.append` records one row of the ``nodes`` table of the
 live database, :mod:`live`, :mod:`index`); :meth:`Session.commit` makes one commit, its
 objects one pack, and nothing on that path grows with the session.  There is no working
-tree: a node's content is its row's record or its file in git.  Every
-``maintenance.REPACK_EVERY`` commits git repacks the objects in a child of the writer that
-ends with the session's close (:mod:`maintenance`).  Reading is SQL (:mod:`queries`).
+tree: a node's content is its row's record or its file in git.  Git repacks the packs
+beside the writer, in a child that ends with the session's close (:mod:`history`).
+Reading is SQL (:mod:`queries`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 import warnings
@@ -34,14 +33,21 @@ from openprogram.context.secrets import redact_secrets, redact_shown, refresh_se
 from openprogram.errors import CorruptedFile, SessionError, StoreError
 from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
 from openprogram.store.nodewriter import chain_after_head
-from openprogram.store.session import events, maintenance
-from openprogram.store.session.files import atomic_write, ensure_dir, jsonable, loads, read_bytes
-from openprogram.store.session.identity import author_record, current_author
+from openprogram.store.session import events
+from openprogram.store.session.files import (
+    atomic_write,
+    author_record,
+    current_author,
+    ensure_dir,
+    jsonable,
+    loads,
+    read_bytes,
+)
+from openprogram.store.session.history import Repository, repack
 from openprogram.store.session.index import clean_meta, counts_as_turn, derive, node_relpath, row_of
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
-from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
@@ -63,7 +69,6 @@ class Session(SessionQueries):
         make_safe(path / ".git")  # before anything reads the repository
         state = ensure_dir(path, ".state")  # a symlink there is removed, never followed
         ensure_dir(path, "workdir")
-        self._repacking: subprocess.Popen[bytes] | None = None
         self._state = state
         self.live = LiveState(state, session_id)
         self.lock = self.live.lock  # the session's write lock: SQLite's (BEGIN IMMEDIATE)
@@ -355,24 +360,19 @@ class Session(SessionQueries):
 
     def commit(self, message: str) -> str | None:
         """Commit this process's changed nodes and ``meta.json`` (one commit, its objects
-        one pack, under the session's write lock); every ``maintenance.REPACK_EVERY``
-        commits (counted across processes) git repacks in a child of this process, which
-        nobody waits for until the session closes."""
+        one pack, under the session's write lock); git repacks beside the writer (see
+        :class:`history.Repository`), which nobody waits for until the session closes."""
         try:
             if self._unsaved:
                 self._save_unsaved()
             with self.lock, self._mu:
-                sha, repack = self._commit_locked(message)
+                sha = self._commit_locked(message)
         except OSError as exc:  # disk full, read-only, ulimit -f: one line, nothing lost
             if isinstance(exc, SessionError):
                 raise
             reason = exc.strerror or str(exc)
             where = f" ({exc.filename})" if exc.filename else ""
             raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
-        self.git.merge_own_packs()  # outside the lock, in a thread: nobody waits for it
-        if repack and (self._repacking is None or self._repacking.poll() is not None):
-            self._repacking = maintenance.repack(self.path)
-            self.live.set_maintained()
         return sha
 
     def _save_unsaved(self) -> None:
@@ -386,11 +386,10 @@ class Session(SessionQueries):
                 if self._unsaved.get(call.id) is call:
                     del self._unsaved[call.id]
 
-    def _commit_locked(self, message: str) -> tuple[str | None, bool]:
-        """The commit (the caller holds the lock); returns its sha and whether a repack is
-        due."""
+    def _commit_locked(self, message: str) -> str | None:
+        """The commit (the caller holds the lock); returns its sha."""
         if not self._dirty:
-            return None, False
+            return None
         for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
             if call.is_open:
                 self._open.add(call.id)
@@ -423,11 +422,11 @@ class Session(SessionQueries):
         self._meta_changes.clear()
         # committed: the rows follow the commit; an open node's record stays for recovery
         self.live.drop_rows(keep=self._open, commit=sha.hex())
-        commits, maintained = self.live.bump_commits()  # counted across processes
+        commits, _maintained = self.live.bump_commits()  # counted across processes
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        return sha.hex(), commits - maintained >= maintenance.REPACK_EVERY
+        return sha.hex()
 
     def _path_of(self, call: Call) -> str:
         """The file of ``call`` in git: where its row says (a node that arrived under
@@ -442,17 +441,12 @@ class Session(SessionQueries):
         return name in self.git.tree_at(folder)
 
     def maintain(self) -> None:
-        """Repack the session's objects now (what runs in the background every
-        ``maintenance.REPACK_EVERY`` commits), waiting for it."""
-        self._end_repack()
-        maintenance.repack(self.path).wait()
+        """Repack the session's objects now (what runs beside a writer every
+        ``history.REPACK_EVERY`` packs), waiting for it."""
+        self.git.wait_for_repack(settle=False)
+        repack(self.path / ".git")
         self.git.forget()
         self.live.set_maintained()
-
-    def _end_repack(self) -> None:
-        child, self._repacking = self._repacking, None
-        if child is not None:
-            maintenance.finish(child)
 
     def end_turn(self, turn: int) -> None:
         """Close the nodes of ``turn`` this process left ``running`` when the turn ended:
@@ -483,6 +477,5 @@ class Session(SessionQueries):
                 self._return_lease()
             except OSError:
                 pass
-            self._end_repack()  # waited for a few seconds, then ended
-            self.git.close()
+            self.git.close()  # a repack running is waited for a few seconds, then ended
             self.live.close()

@@ -12,14 +12,14 @@
     A commit's tree: .gitignore, meta.json and
       history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
 
-The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`live` (the
-live database: write lock, counters, the nodes rows, recovery), :mod:`refs` (reading and
-compare-and-swap of refs), :mod:`packing` (loose objects, packs), :mod:`repository` (git
-objects, trees, commits), :mod:`index` (the ``nodes`` table: the one index, derived from
-git), :mod:`maintenance` (git's repack in a child of the writer), :mod:`queries` (the read
-side of an open session), :mod:`session` (one open session: opening, syncing and the write
-path) and this module (the sessions under a home folder). Sharing sits beside them:
-:mod:`sync`, :mod:`syncmerge`, :mod:`syncgit`, :mod:`syncrules`, :mod:`remotes`.
+The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON, session ids, the
+author of a turn), :mod:`live` (the live database: write lock, counters, the rows of turns
+in flight, recovery), :mod:`history` (git through GitPython and gitdb: objects, trees,
+commits, packs, refs, log, git's repack beside the writer), :mod:`index` (the ``nodes``
+table: the one index, derived from git), :mod:`queries` (the read side of an open
+session), :mod:`session` (one open session: opening, syncing and the write path) and this
+module (the sessions under a home folder).  Sharing sits beside them: :mod:`sync`,
+:mod:`syncmerge`, :mod:`syncrules`, :mod:`incoming`, :mod:`remotes`.
 """
 
 from __future__ import annotations
@@ -36,12 +36,17 @@ from typing import Any
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
-from openprogram.store.session.files import dumps, is_real_dir, loads, read_bytes
-from openprogram.store.session.identity import current_author
-from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.files import (
+    current_author,
+    dumps,
+    is_real_dir,
+    loads,
+    read_bytes,
+    validate_session_id,
+)
+from openprogram.store.session.history import Repository
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import opened
-from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import init_repository
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,
@@ -51,7 +56,7 @@ from openprogram.store.session.session import (
     Session,
 )
 
-__all__ = ["CorruptedFileWarning", "Session", "SessionStore"]
+__all__ = ["CorruptedFileWarning", "Session", "SessionStore", "default_db"]
 
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
@@ -243,3 +248,22 @@ class SessionStore:
                     session.close()
                 except Exception:
                     pass
+
+
+_db: SessionStore | None = None
+_db_home: str | None = None
+_db_lock = threading.Lock()
+
+
+def default_db() -> SessionStore:
+    """The process's store under ``$OPENPROGRAM_HOME``; made again if that changed (tests,
+    notebooks)."""
+    global _db, _db_home
+    home = str(current_settings().home)
+    with _db_lock:
+        if _db is None or _db_home != home:
+            if _db is not None:
+                _db.close()
+            _db = SessionStore(home)
+            _db_home = home
+        return _db

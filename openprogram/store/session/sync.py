@@ -1,6 +1,6 @@
 """Sharing a session through git: bundles, push and pull (the I/O around :mod:`syncrules`):
 receiving into a quarantine and checking what arrived here, joining it in :mod:`syncmerge`,
-git run through :mod:`syncgit`.
+git run through :mod:`safegit`.
 
 A session is a repository, so it travels as one: ``export`` writes a git bundle holding one
 ref, ``refs/openprogram/sessions/<id>``; ``push`` sends the session's ``main`` to that ref of
@@ -23,38 +23,39 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openprogram.store.session import quarantines
-from openprogram.store.session.ids import validate_session_id
-from openprogram.store.session.incoming import Caps, Header, PackScan, read_bundle_header
-from openprogram.store.session.pushed import note_on_remote
-from openprogram.store.session.refs import read_ref
-from openprogram.store.session.repository import cat_file_batch
-from openprogram.store.session.safegit import local_transport_options
-from openprogram.store.session.syncgit import (
+from openprogram.errors import SessionError, StoreError
+from openprogram.store.session import incoming
+from openprogram.store.session.files import validate_session_id
+from openprogram.store.session.history import cat_file_batch, read_ref
+from openprogram.store.session.incoming import Caps, index_pack, read_bundle_header
+from openprogram.store.session.remotes import (
+    git_fail,
+    note_on_remote,
+    redact_url,
+    refuse_replay_push,
+    replay_id,
+    url_scheme,
+)
+from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
     git,
-    git_fail,
-    index_pack,
-    main_commit,
-    own_object_kinds,
-    own_objects,
+    local_transport_options,
 )
-from openprogram.store.session.syncmerge import Arrived, Received, receive
+from openprogram.store.session.syncmerge import Arrived, Received, main_commit, receive
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
     SyncError,
     check_meta,
     check_refs,
-    redact_url,
     session_ref,
-    url_scheme,
 )
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ __all__ = [
     "Received",
     "SyncError",
     "export_bundle",
+    "fork_for_replay",
     "import_bundle",
     "pull",
     "push",
@@ -82,16 +84,25 @@ __all__ = [
 @contextmanager
 def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[Path]:
     """An empty repository under the sessions folder (the spare the last pull of session
-    ``session_id`` left, :mod:`quarantines`), emptied and kept as its next spare after."""
-    store.root.mkdir(parents=True, exist_ok=True)
-    store.remove_debris()  # quarantines a killed pull or import left behind
+    ``session_id`` left, :mod:`incoming`), emptied and kept as its next spare after.  A
+    file that cannot be written (disk full, a read-only folder, ``ulimit -f``) ends what
+    runs inside in one line (:class:`StoreError`), the session as it was."""
     path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     local = store.session_path(session_id) if session_id is not None else None
-    quarantines.make(path, local)
     try:
-        yield path
-    finally:
-        quarantines.put_away(path, local)
+        try:
+            store.root.mkdir(parents=True, exist_ok=True)
+            store.remove_debris()  # quarantines a killed pull or import left behind
+            incoming.make(path, local)
+            yield path
+        finally:
+            incoming.put_away(path, local)
+    except OSError as exc:
+        if isinstance(exc, SessionError):  # one line already (StoreError, RefusedFile…)
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        text = f"{exc.strerror or exc}{where}"
+        raise StoreError(f"session {session_id or '?'}: receiving failed: {text}") from None
 
 
 def _borrow(quarantine: Path, local: Path) -> str | None:
@@ -110,28 +121,22 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
 
 
 def _check_history(
-    repo: Path,
-    tip: str,
-    session_id: str,
-    caps: Caps,
-    *,
-    ahead: bool = False,
-    scanned: PackScan | None = None,
+    repo: Path, tip: str, session_id: str, caps: Caps, *, ahead: bool = False
 ) -> Arrived:
     """Every object that arrived (in the quarantine itself, not borrowed) has the session's
     shape (the trees reachable from its commits), and together they stay under ``caps`` (a
-    fetch is counted here, after git received and fsck'ed it; a bundle was counted before,
-    as it streamed to git); ``tip`` is a commit whose ``meta.json`` names ``session_id``.
-    One git run: the types and sizes of what arrived are read from its pack headers
-    (:func:`syncgit.own_object_kinds`), then the commits, the trees and ``meta.json`` (and,
-    ``ahead``, the blobs when they are few: what joining them to a session reads) by one
-    ``git cat-file --batch``.  ``scanned``: what :func:`syncgit.index_pack` read of a
-    bundle's pack (its headers: no pack read again)."""
+    fetch is counted here, after git received and fsck'ed it; a bundle was counted also as
+    it streamed to git); ``tip`` is a commit whose ``meta.json`` names ``session_id``.  Two
+    git runs: ``git cat-file --batch-check`` of what arrived (its types and sizes), then
+    ``--batch`` of its commits, its trees and ``meta.json`` (and, ``ahead``, the blobs when
+    they are few: what joining them to a session reads)."""
     kinds: dict[bytes, bytes] = {}
     sizes: dict[bytes, int] = {}
-    headers = scanned.headers if scanned is not None else None
-    for binsha, (kind, size) in _arrived_objects(repo, headers).items():
-        kinds[binsha], sizes[binsha] = kind, size
+    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
+    for line in git(repo, "cat-file", fmt, input=_own_objects(repo)).stdout.splitlines():
+        sha, kind, size = line.split(b" ")
+        binsha = bytes.fromhex(sha.decode())
+        kinds[binsha], sizes[binsha] = kind, int(size)
     binsha_tip = bytes.fromhex(tip) if _HEX.fullmatch(tip) else b""
     if kinds.get(binsha_tip, b"commit" if binsha_tip else b"") != b"commit":
         raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
@@ -176,21 +181,20 @@ def _check_history(
     return arrived
 
 
-def _arrived_objects(
-    repo: Path, scanned: dict[int, Header] | None = None
-) -> dict[bytes, tuple[bytes, int]]:
-    """The type and size of each object the quarantine ``repo`` holds itself (what
-    arrived): read from its pack headers, else (a pack not as git writes it) by git."""
-    found = own_object_kinds(repo, scanned)
-    if found is not None:
-        return found
-    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
-    listed = git(repo, "cat-file", fmt, input=own_objects(repo)).stdout
-    out: dict[bytes, tuple[bytes, int]] = {}
-    for line in listed.splitlines():
-        sha, kind, size = line.split(b" ")
-        out[bytes.fromhex(sha.decode())] = (kind, int(size))
-    return out
+def _own_objects(repo: Path) -> bytes:
+    """The names (hex, one a line) of the objects stored in ``repo`` itself — its packs'
+    indexes (version 2, as git writes them) and its loose objects, not what it borrows
+    through ``alternates``: in a quarantine, exactly what arrived."""
+    objects = repo / ".git" / "objects"
+    names: list[bytes] = []
+    for idx in sorted((objects / "pack").glob("*.idx")):
+        data = idx.read_bytes()
+        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+        table = data[8 + 256 * 4 : 8 + 256 * 4 + 20 * count]
+        names.extend(table[i : i + 20].hex().encode() for i in range(0, len(table), 20))
+    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
+        names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
+    return b"".join(n + b"\n" for n in names)
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -268,11 +272,11 @@ def import_bundle(
                 if verify.returncode != 0:
                     raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
             try:
-                scan = index_pack(quarantine, stream, caps)
+                index_pack(quarantine, stream, caps)
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
-            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining, scanned=scan)
+            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
             return receive(store, quarantine, target, arrived, join_unrelated=unrelated_ok)
 
@@ -315,9 +319,7 @@ def push(
     store: SessionStore, session_id: str, url: str, protocols: str, *, with_replays: bool = False
 ) -> str:
     """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``; a
-    replay session (:mod:`replays`) only ``with_replays``."""
-    from openprogram.store.session.syncrules import refuse_replay_push
-
+    replay session (:func:`fork_for_replay`) only ``with_replays``."""
     session = store.open(session_id)
     refuse_replay_push(session_id, session.meta, with_replays)
     ref = session_ref(session_id)
@@ -350,3 +352,15 @@ def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Rece
     ref = session_ref(session_id)
     with _quarantine(store, session_id) as quarantine:
         return _fetch_and_receive(store, quarantine, url, ref, session_id, session_id, protocols)
+
+
+# -- replays stay home (see remotes) ----------------------------------------------------------
+def fork_for_replay(store: SessionStore, source_id: str) -> str:
+    """A new local session holding ``source_id``'s history as it is now (exported and
+    imported under a fresh id through the checked bundle path); returns its id.  The
+    replay's turns go there, never into ``source_id``."""
+    new_id = replay_id(source_id)
+    with tempfile.TemporaryDirectory(prefix="openprogram-replay-") as folder:
+        bundle = export_bundle(store, source_id, Path(folder) / "source.bundle")
+        import_bundle(store, bundle, as_id=new_id)
+    return new_id

@@ -19,20 +19,22 @@ from openprogram.errors import CorruptedFile
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
     atomic_write,
+    current_author,
     loads,
     strict_dumps,
 )
-from openprogram.store.session.identity import current_author
-from openprogram.store.session.queries import Links
-from openprogram.store.session.refs import MAIN_REF, update_ref
-from openprogram.store.session.repository import (
+from openprogram.store.session.history import (
+    MAIN_REF,
     TREE_MODE,
     Repository,
     TreeEntries,
     commit_data,
     commit_tree,
+    read_ref,
+    update_ref,
 )
-from openprogram.store.session.syncgit import INCOMING, git, main_commit
+from openprogram.store.session.queries import Links
+from openprogram.store.session.safegit import INCOMING, git, git_dir_of
 from openprogram.store.session.syncrules import (
     ROOT_DIR,
     Line,
@@ -95,6 +97,13 @@ class Arrived:
         return False
 
 
+def main_commit(repo: Path) -> str | None:
+    """The commit a session's ``main`` names (read as git does: loose, else packed-refs;
+    no git process)."""
+    found = read_ref(git_dir_of(repo), MAIN_REF)
+    return found.hex() if found is not None else None
+
+
 def _adopt_objects(quarantine: Path, local: Path) -> None:
     """Move what the quarantine received (checked already) into the session's objects:
     its packs renamed (the same disk; copied otherwise), any loose object copied."""
@@ -142,7 +151,7 @@ def receive(
         session = store.open(session_id)  # its nodes rows derived from git
         return Received(session_id, "new", session.totals()["turns"], lines(session))
     session = store.open(session_id)
-    with session.lock, session.git.reading_ahead(arrived.objects):
+    with session.lock:
         ours = main_commit(local)
         assert ours is not None
         known = tip == ours or arrived.descends_from(ours)  # a fast-forward, from what arrived

@@ -1,12 +1,15 @@
-"""What may arrive from elsewhere, and how two lines of one session join: pure logic.
+"""What may arrive from elsewhere, how two lines of one session join, and how the turns of
+several people are labelled: pure logic.
 
 Everything a bundle, a fetch or an embedded blob brings is checked here before anything
-is written into the session: the refs it carries, the shape of every new tree (only the
-session layout, no symlinks, no submodules, no ``..``/absolute/hidden names, no oversized
-blobs) and the remote URLs a user or a notebook names.  Joining two histories is a merge
-whose tree is the union of both: node files have unique ids in their names, so the two
-lines of a diverged session never write the same path (``meta.json`` and the committed
-bucket indexes aside, which are resolved here).  No I/O: the caller reads the objects.
+is written into the session: the refs it carries and the shape of every new tree (only the
+session layout, no symlinks, no submodules, no oversized blobs).  Git has refused what is
+not a well-formed object already (``index-pack --strict``, ``transfer.fsckObjects``: bad or
+hidden names such as ``..`` and ``.git``, zero-padded modes, unsorted or duplicate entries).
+Joining two histories is a merge whose tree is the union of both: node files have unique ids
+in their names, so the two lines of a diverged session never write the same path
+(``meta.json`` and the committed bucket indexes aside, which are resolved here).  No I/O:
+the caller reads the objects.
 """
 
 from __future__ import annotations
@@ -19,15 +22,12 @@ from typing import Any
 import orjson
 
 from openprogram.errors import SyncError as SyncError  # moved; old path kept
-from openprogram.store.session.files import MAX_FILE_BYTES
-from openprogram.store.session.ids import validate_session_id
+from openprogram.store.session.files import MAX_FILE_BYTES, validate_session_id
+from openprogram.store.session.history import BLOB_MODE, TREE_MODE, TreeEntries
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
-from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries
 
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = MAX_FILE_BYTES  # one node file: what the reader reads (one rule, in files)
-SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
-TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
 TOP_LEVEL = {".gitignore": BLOB_MODE, "meta.json": BLOB_MODE, "history": TREE_MODE}
 NODE_FILE = re.compile(r"[0-9]{8,}-[a-z]-[A-Za-z0-9_-]{1,64}\.json")
 
@@ -101,15 +101,10 @@ class HistoryCheck:
                 if mode == b"40000" and (sha, depth + 1) not in self._seen:
                     self._check(sha, depth + 1, f"{where}{name.decode()}/")
             return
-        end = 0
-        for match in _ENTRY.finditer(data):
-            if match.start() != end:
-                raise SyncError(f"refused: a malformed tree under {where or '/'}")
-            raw_mode, raw_name, sha = match.groups()
-            end = match.end()
+        for raw_mode, raw_name, sha in _ENTRY.findall(data):  # well-formed: git fsck'ed it
             if (raw_name, raw_mode, depth) not in self._allowed:
                 self._allow(raw_name, raw_mode, depth, where)
-            if int(raw_mode, 8) == TREE_MODE:  # as git reads it: "040000" is a tree too
+            if int(raw_mode, 8) == TREE_MODE:
                 if (sha, depth + 1) not in self._seen:  # most subtrees: checked already
                     self._check(sha, depth + 1, f"{where}{raw_name.decode()}/")
             elif self.sizes.get(sha, 0) > self.max_blob:
@@ -118,14 +113,10 @@ class HistoryCheck:
                     f"{self.sizes[sha]} bytes, over the {self.max_blob >> 20} MiB a session "
                     "file may be"
                 )
-        if end != len(data):
-            raise SyncError(f"refused: a malformed tree under {where or '/'}")
 
     def _allow(self, raw_name: bytes, raw_mode: bytes, depth: int, where: str) -> None:
         name, mode = raw_name.decode("utf-8", "surrogateescape"), int(raw_mode, 8)
         path = f"{where}{name}"
-        if raw_mode.startswith(b"0"):  # git writes none; fsck --strict refuses them too
-            raise SyncError(f"refused: {path!r} has a zero-padded mode ({raw_mode.decode()})")
         if mode == 0o120000:
             raise SyncError(f"refused: {path} is a symbolic link")
         want = expected_mode(name, depth)
@@ -172,85 +163,6 @@ def expected_mode(name: str, depth: int) -> int | None:
 
 def _what(mode: int) -> str:
     return {TREE_MODE: "folder", 0o160000: "submodule"}.get(mode, "file")
-
-
-# -- remotes ---------------------------------------------------------------------------------
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-_SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]*")
-REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def url_scheme(url: str) -> str:
-    """The transport git would use for ``url`` (``ext`` for ``ext::…``, ``file`` for a path)."""
-    if "::" in url.split("/", 1)[0]:
-        return url.split("::", 1)[0].lower()  # <transport>::<address>: a remote helper
-    match = _SCHEME.match(url)
-    if match:
-        return match.group(1).lower()
-    if url.startswith(("/", "./", "../")) or url.endswith(".bundle"):
-        return "file"
-    if _SCP.fullmatch(url):
-        return "ssh"
-    return "file"
-
-
-def check_url(url: str, *, from_notebook: bool) -> str:
-    """``url`` if git may contact it: https/ssh/git/file (and http when typed by the user);
-    never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
-    url = url.strip()
-    if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
-        raise SyncError(f"refused remote {redact_url(url)[:60]!r}: not a URL or path")
-    scheme = url_scheme(url)
-    allowed = SAFE_SCHEMES if from_notebook else TYPED_SCHEMES
-    if scheme not in allowed:
-        source = "the notebook's metadata names" if from_notebook else "refused"
-        raise SyncError(
-            f"{source} remote {redact_url(url)!r}: transport {scheme!r} is not allowed "
-            f"(only {', '.join(allowed)})"
-        )
-    return url
-
-
-# ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
-_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\s?#'\"]*)@")
-_HTTP_SCHEMES = ("http", "https")
-
-
-def _strip_userinfo(match: re.Match[str]) -> str:
-    scheme, userinfo = match.group(1), match.group(2)
-    if scheme.lower() in _HTTP_SCHEMES:  # the user name of an http(s) URL is often a token
-        return f"{scheme}://"
-    return f"{scheme}://{userinfo.split(':', 1)[0]}@"  # ssh://user@: only a password goes
-
-
-def redact_url(url: str) -> str:
-    """``url`` as it may be printed or stored: an http(s) URL without its user name and
-    password (``https://ghp_TOKEN@host/r.git`` → ``https://host/r.git``), any other URL
-    without a password (``ssh://user@host`` stays: a user name there is not a secret)."""
-    return _USERINFO.sub(_strip_userinfo, url)
-
-
-def redact_text(text: str, url: str = "") -> str:
-    """``text`` (git's stderr, say) with the credentials of every URL in it dropped, and
-    the user name and password of ``url`` masked wherever they appear on their own."""
-    text = _USERINFO.sub(_strip_userinfo, text)
-    match = _USERINFO.match(url) if url else None
-    if match is not None:
-        from urllib.parse import unquote
-
-        user, _, password = match.group(2).partition(":")
-        secret = (user, password) if match.group(1).lower() in _HTTP_SCHEMES else (password,)
-        for part in secret:
-            for form in {part, unquote(part)}:
-                if len(form) >= 4 and form in text:
-                    text = text.replace(form, "***")
-    return text
-
-
-def allow_protocol(*, from_notebook: bool) -> str:
-    """The value of ``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it itself,
-    also for redirects and submodules)."""
-    return ":".join(SAFE_SCHEMES if from_notebook else TYPED_SCHEMES)
 
 
 # -- joining two lines -----------------------------------------------------------------------
@@ -378,22 +290,99 @@ def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]
     return lines
 
 
-# -- replay sessions (openprogram.store.session.replays): a rule of what may be pushed --
-REPLAY_OF = "replay_of"  # meta.json: the session a replay session is a replay of
+# -- a turn's label, unique across the people of a session ---------------------------------
+# Each machine numbers its turns on from the highest it knows, so two people who go on from
+# turn 4 each make a turn 5.  A number one person alone used stays as it is (``5``: a
+# session of one author looks as it always did); a number several authors used is labelled
+# by author, ``5@alice`` and ``5@bob`` (the author's key: the part of the email before the
+# ``@``, else the name's first word, lowercased).  The same rule names the turns of a log
+# (``turn 5@alice: …``), the sides of ``sessions diff`` and ``--from``; a number given
+# alone when several authors used it is refused with the candidates listed.
+
+_KEY_CHARS = re.compile(r"[^a-z0-9._-]+")
+LABEL = re.compile(r"#?(\d{1,9})(?:[@.]([A-Za-z0-9._-]{1,64}))?")
+TURN_SUMMARY = re.compile(r"turn (\d{1,9})(?=: |$)")
 
 
-def replay_of(meta: dict[str, Any]) -> str | None:
-    """The session a session is a replay of (its ``meta.json``), or None."""
-    found = meta.get(REPLAY_OF)
-    return found if isinstance(found, str) and found else None
+def author_key(name: str, email: str = "") -> str:
+    """``alice`` for ``Alice Liddell <alice@example.org>``: the email's local part, else the
+    name's first word, lowercased and kept to ``[a-z0-9._-]`` (empty: no author known)."""
+    local = email.partition("@")[0] if "@" in email else ""
+    for text in (local, (name.split() or [""])[0]):
+        key = _KEY_CHARS.sub("", text.lower()).strip(".")[:32]
+        if key:
+            return key
+    return ""
 
 
-def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool) -> None:
-    """A replay session is pushed only when asked: raise :class:`SyncError` otherwise."""
-    source = replay_of(meta)
-    if source is not None and not with_replays:
-        raise SyncError(
-            f"not pushed: session {session_id} is a replay of session {source} (made by "
-            "`openprogram run --replay`, kept on this machine); `openprogram sessions push "
-            f"{session_id} --with-replays` sends it as a session of its own"
-        )
+def node_author_key(metadata: Mapping[str, Any]) -> str:
+    """:func:`author_key` of a node's ``metadata.author`` (``{"name", "email"}``)."""
+    author = metadata.get("author")
+    if not isinstance(author, Mapping):
+        return ""
+    name, email = author.get("name"), author.get("email")
+    return author_key(
+        name if isinstance(name, str) else "", email if isinstance(email, str) else ""
+    )
+
+
+def shared_numbers(turns: Iterable[tuple[int, str]]) -> set[int]:
+    """The turn numbers more than one author used, of ``(number, author key)`` pairs."""
+    keys: dict[int, set[str]] = {}
+    for number, key in turns:
+        keys.setdefault(number, set()).add(key)
+    return {number for number, found in keys.items() if len(found) > 1}
+
+
+def label(number: int, key: str, shared: set[int]) -> str:
+    """``5`` or, when several authors used 5, ``5@key`` (``5@?`` for an unknown author)."""
+    return f"{number}@{key or '?'}" if number in shared else str(number)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A label as typed: ``5``, ``#5``, ``5@alice`` or ``5.alice``."""
+
+    number: int
+    key: str | None
+
+
+def parse_label(text: str) -> Spec | None:
+    """The turn a label names, or None when ``text`` is no label (a node id, ``head``)."""
+    found = LABEL.fullmatch(text.strip())
+    if found is None:
+        return None
+    return Spec(int(found.group(1)), found.group(2).lower() if found.group(2) else None)
+
+
+def relabel_log(rows: Iterable[tuple[str, str, str]]) -> list[str]:
+    """The summaries of a log's commits (``(summary, author name, email)``, any order) with
+    ``turn N: …`` made ``turn N@key: …`` where several authors made a turn N."""
+    rows = list(rows)
+    keyed = []
+    for summary, name, email in rows:
+        found = TURN_SUMMARY.match(summary)
+        keyed.append((int(found.group(1)) if found else None, author_key(name, email)))
+    shared = shared_numbers((n, k) for n, k in keyed if n is not None)
+    out = []
+    for (summary, _name, _email), (number, key) in zip(rows, keyed, strict=True):
+        if number is not None and number in shared:
+            summary = f"turn {label(number, key, shared)}{summary[len(f'turn {number}') :]}"
+        out.append(summary)
+    return out
+
+
+def turn_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Node id -> label (``5@alice``) of the turn-level node dicts (``Call.to_dict()``)
+    whose number several authors made: what a DAG's detail shows as the turn.  A dict read
+    light from the index (no ``metadata.author``) counts for no author; none: ``{}``."""
+    found: list[tuple[str, int, str]] = []
+    for node in nodes:
+        meta = node.get("metadata")
+        if not isinstance(meta, Mapping) or meta.get("kind") not in ("turn", "reply"):
+            continue
+        number = node.get("turn")
+        if type(number) is int and isinstance(node.get("id"), str) and "author" in meta:
+            found.append((node["id"], number, node_author_key(meta)))
+    shared = shared_numbers((number, key) for _, number, key in found)
+    return {nid: label(number, key, shared) for nid, number, key in found if number in shared}

@@ -3,7 +3,7 @@
 A commit writes the turn to git only (one pack); a node's content is its row's record or
 its file in git, so the session folder holds no node file and ``git status`` lists none as
 deleted (the repository is bare).  The one maintenance is git's ``repack -d
---geometric=2``, run every ``REPACK_EVERY`` commits in a child of the writer that the
+--geometric=2``, run every ``history.REPACK_EVERY`` packs in a child of the writer that the
 session's close waits for a few seconds and then ends: nothing outlives the close.
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session import maintenance
+from openprogram.store.session import history
+from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
 
 
@@ -91,20 +92,25 @@ def running_in(folder: Path) -> list[int]:
 def test_a_writer_repacks_in_a_child_that_ends_with_its_close(
     op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every ``REPACK_EVERY`` commits git's geometric repack runs in a child of the writer;
+    """Every ``REPACK_EVERY`` packs git's geometric repack runs in a child of the writer;
     the packs stay few, and once the session is closed no process it started is left."""
-    monkeypatch.setattr(maintenance, "REPACK_EVERY", 10)
+    monkeypatch.setattr(history, "REPACK_EVERY", 10)
     started: list[subprocess.Popen[bytes]] = []
-    real = maintenance.repack
-    monkeypatch.setattr(
-        maintenance, "repack", lambda root: started.append(real(root)) or started[-1]
-    )
+    real = Repository._start_repack
+
+    def start(repo: Repository) -> None:
+        before = repo._repacking
+        real(repo)
+        if repo._repacking is not None and repo._repacking is not before:
+            started.append(repo._repacking)
+
+    monkeypatch.setattr(Repository, "_start_repack", start)
     store = SessionStore(op_home)
     store.create_session("busy")
     path = op_home / "sessions" / "busy"
     for i in range(35):
         add_turn(store, "busy", f"busy {i}")
-    assert len(started) >= 2  # one at a time, each after ten more commits
+    assert len(started) >= 2  # one at a time, each after ten more packs
     session = store.open("busy")
     session.maintain()  # (and now, waited for)
     packs = [n for n in os.listdir(path / ".git" / "objects" / "pack") if n.endswith(".pack")]
@@ -120,15 +126,16 @@ def test_a_writer_repacks_in_a_child_that_ends_with_its_close(
 def test_a_repack_still_running_at_close_is_ended_within_a_few_seconds(
     op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(maintenance, "REPACK_EVERY", 1)
-    monkeypatch.setattr(maintenance, "WAIT_AT_CLOSE_S", 0.05)
+    monkeypatch.setattr(history, "REPACK_EVERY", 1)
+    monkeypatch.setattr(history, "REPACK_WAIT_S", 0.05)
     started: list[subprocess.Popen[bytes]] = []
 
-    def slow_repack(root: Path) -> subprocess.Popen[bytes]:  # one that would outlive the close
-        started.append(subprocess.Popen(["sleep", "600"], cwd=root))
-        return started[-1]
+    def slow_repack(repo: Repository) -> None:  # one that would outlive the close
+        if repo._repacking is None:
+            repo._repacking = subprocess.Popen(["sleep", "600"], cwd=repo.worktree)
+            started.append(repo._repacking)
 
-    monkeypatch.setattr(maintenance, "repack", slow_repack)
+    monkeypatch.setattr(Repository, "_start_repack", slow_repack)
     store = SessionStore(op_home)
     store.create_session("slow")
     add_turn(store, "slow", "one")
