@@ -61,15 +61,16 @@ def counted(path, *args, **kwargs):
         reads.append(path)
     return real(path, *args, **kwargs)
 files.read_bytes = counted
+from openprogram.store.session import queries
 from openprogram.store.session.history import Repository
-blob_at, read_paths = Repository.blob_at, Repository.read_paths
+blob_at, read_paths = Repository.blob_at, queries.read_paths
 def counted_blob(self, rel, *args):
     reads.append(rel)
     return blob_at(self, rel, *args)
-def counted_paths(self, rels, *args):
+def counted_paths(repo, rels):
     reads.extend(rels)
-    return read_paths(self, rels, *args)
-Repository.blob_at, Repository.read_paths = counted_blob, counted_paths
+    return read_paths(repo, rels)
+Repository.blob_at, queries.read_paths = counted_blob, counted_paths
 data, _ = SavedDag(show_dag(SID, last_turns=50))._repr_mimebundle_()
 out = {"ms": (time.perf_counter() - t) * 1000, "reads": len(reads),
        "bytes": len(json.dumps(data))}

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session.index import usage_of
+from openprogram.store.session import queries
 from openprogram.store.session.history import Repository
+from openprogram.store.session.index import usage_of
 from openprogram.store.session.store import SessionStore
 
 SID = "s_long"
@@ -64,7 +65,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     is seen) or read from git (``/<path>``)."""
     paths: list[str] = []
     real = os.open
-    blob_at, read_paths = Repository.blob_at, Repository.read_paths
+    blob_at, read_paths = Repository.blob_at, queries.read_paths
 
     def spy(path: Any, *args: Any, **kwargs: Any) -> int:
         if NODE_FILE.search(os.fsdecode(path)):
@@ -75,13 +76,13 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         paths.append(f"/{rel}")
         return blob_at(self, rel, *args)
 
-    def spy_paths(self: Repository, rels: list[str], *args: Any) -> dict[str, bytes]:
+    def spy_paths(repo: Repository, rels: list[str]) -> dict[str, bytes]:
         paths.extend(f"/{rel}" for rel in rels)
-        return read_paths(self, rels, *args)
+        return read_paths(repo, rels)
 
     monkeypatch.setattr(os, "open", spy)
     monkeypatch.setattr(Repository, "blob_at", spy_blob)
-    monkeypatch.setattr(Repository, "read_paths", spy_paths)
+    monkeypatch.setattr(queries, "read_paths", spy_paths)
     yield paths
 
 

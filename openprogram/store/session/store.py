@@ -137,7 +137,11 @@ class SessionStore:
             }
             (tmp / "meta.json").write_bytes(files["meta.json"] or b"")
             creator = current_author().ident
-            Repository(tmp).commit(files, f"session {session_id} created", author=creator)
+            repo = Repository(tmp)
+            try:
+                repo.commit(files, f"session {session_id} created", author=creator)
+            finally:
+                repo.close()  # (a repack it started is waited for, then ended)
             (tmp / ".state").mkdir()
             with opened(tmp / ".state") as live:
                 live.write(1, 1, root.id)
