@@ -15,8 +15,13 @@ import pytest
 
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.errors import CorruptedFile, InvalidSessionId, SessionNotFound
-from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+from openprogram.errors import (
+    CorruptedFile,
+    CorruptedFileWarning,
+    InvalidSessionId,
+    SessionNotFound,
+)
+from openprogram.store.session.store import SessionStore
 from tests.test_live import plant_dead_rows
 
 

@@ -27,19 +27,17 @@ import pytest
 from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
-from openprogram.errors import CorruptedFile
+from openprogram.errors import CorruptedFile, CorruptedFileWarning
 from openprogram.store.session.files import dumps
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
-from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+from openprogram.store.session.store import SessionStore
 from tests.test_live import DEAD_OWNER, plant_dead_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SID = "from_elsewhere"
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::openprogram.store.session.store.CorruptedFileWarning"
-)
+pytestmark = pytest.mark.filterwarnings("ignore::openprogram.errors.CorruptedFileWarning")
 
 
 def turn(home: Path, name: str, sid: str = SID) -> None:

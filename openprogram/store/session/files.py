@@ -1,23 +1,14 @@
 """What comes from outside this process, taken without trusting it: files someone else
-may have written (never through a symlink, never a FIFO or device, bounded), atomic writes,
-JSON that holds anything (:func:`dumps`, :func:`jsonable`, :func:`loads`), session ids (they
-become folder names), and the person running the process (the author of its commits).
+may have written (never through a symlink, never a FIFO or device, bounded), atomic writes
+(tmp + rename: a kill leaves the old or the new version), JSON that holds anything
+(:func:`dumps`, :func:`jsonable`, :func:`loads`), session ids (they become folder names:
+letters, digits, ``_`` and ``-`` only, at most 64), and the person running the process.
 
-A file written here survives ``SIGKILL`` of the writing process: it is either the old or
-the new version (tmp + rename).  The session's own live state is in :mod:`live`.
-
-Session ids arrive from notebooks other people wrote, so only a short safe charset is
-accepted: letters, digits, ``_`` and ``-``, starting with a letter or digit, at most 64
-characters; no separators, no dots, nothing hidden.
-
-The author is the person's own git identity, read the way git would find it for them but
-without trusting anything a session brings: ``GIT_AUTHOR_NAME``/``GIT_AUTHOR_EMAIL`` first,
-then ``author.*``/``user.*`` of their *global* config file only (``$GIT_CONFIG_GLOBAL``, else
-``$XDG_CONFIG_HOME/git/config`` then ``~/.gitconfig``, the later winning as in git), each
-read as a plain file by ``git config --file F --no-includes`` under :func:`safegit.git_env`
-from ``/``.  Without one, the login name at the host name, marked ``(unverified)``.  Read
-once per process (:func:`current_author`); the committer of every session commit stays
-``openprogram`` (:data:`safegit.ACTOR_NAME`): the person ran the turn, the program wrote it.
+The author is the person's own git identity, found as git would but trusting nothing a
+session brings: ``GIT_AUTHOR_NAME``/``GIT_AUTHOR_EMAIL``, then ``author.*``/``user.*`` of
+their *global* config files only, each read by ``git config --file F --no-includes``
+under :func:`safegit.git_env`; else the login name at the host, marked ``(unverified)``.
+The committer of every session commit stays ``openprogram`` (:data:`safegit.ACTOR_NAME`).
 """
 
 from __future__ import annotations
@@ -39,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openprogram.errors import InvalidSessionId
-from openprogram.errors import RefusedFile as RefusedFile  # moved; old path kept
+from openprogram.errors import InvalidSessionId, RefusedFile
 from openprogram.store.session.safegit import git_env
 
 # Bounds on files read from a session folder (which may come from someone else): a node

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from openprogram.context.nodes import ROLE_LETTER, Call, NodeFormatError
+from openprogram.context.nodes import ROLE_LETTER, Call
+from openprogram.errors import NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
 from openprogram.store.session.history import cat_file_batch
 from openprogram.store.session.safegit import run_git

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from openprogram.context import graph
-from openprogram.context.nodes import Call, NodeFormatError
-from openprogram.errors import CorruptedFile
+from openprogram.context.nodes import Call
+from openprogram.errors import CorruptedFile, NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
 from openprogram.store.session.history import Repository, cat_file_batch
 from openprogram.store.session.index import (

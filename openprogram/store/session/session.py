@@ -30,8 +30,7 @@ from openprogram.context.nodes import (
     Call,
 )
 from openprogram.context.secrets import redact_secrets, redact_shown, refresh_secrets
-from openprogram.errors import CorruptedFile, SessionError, StoreError
-from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
+from openprogram.errors import CorruptedFile, CorruptedFileWarning, SessionError, StoreError
 from openprogram.store.nodewriter import chain_after_head
 from openprogram.store.session import events
 from openprogram.store.session.files import (

@@ -52,11 +52,10 @@ from openprogram.store.session.session import (
     MAX_PLACE_BYTES,
     META_VERSION,
     PLACE_FILE,
-    CorruptedFileWarning,
     Session,
 )
 
-__all__ = ["CorruptedFileWarning", "Session", "SessionStore", "default_db"]
+__all__ = ["Session", "SessionStore", "default_db"]
 
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 

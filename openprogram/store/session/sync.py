@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openprogram.errors import SessionError, StoreError
+from openprogram.errors import SessionError, StoreError, SyncError
 from openprogram.store.session import incoming
 from openprogram.store.session.files import validate_session_id
 from openprogram.store.session.history import cat_file_batch, read_ref
@@ -52,7 +52,6 @@ from openprogram.store.session.syncmerge import Arrived, Received, main_commit, 
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
-    SyncError,
     check_meta,
     check_refs,
     session_ref,

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from openprogram.errors import SyncError as SyncError  # moved; old path kept
+from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_FILE_BYTES, validate_session_id
 from openprogram.store.session.history import BLOB_MODE, TREE_MODE, TreeEntries
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
