@@ -18,7 +18,6 @@ full run takes a few minutes.  Figures only; no assertions.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import resource
 import shutil
@@ -135,15 +134,6 @@ def summary(values: list[float], cpu: list[float] | None = None) -> str:
     return line + (f" {statistics.median(cpu):7.1f}" if cpu is not None else "")
 
 
-def wait_for_maintenance(path: Path) -> None:
-    """Block until a background maintenance (if any) is done; runs nothing itself."""
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
-
-
 def du(path: Path, *, apparent: bool = False) -> float:
     """MiB used like ``du`` (blocks, directories included), or the bytes in files."""
     total = 0
@@ -231,7 +221,6 @@ def main(argv: list[str] | None = None) -> None:
         cold = time_open(home, sid, cold=True)
         warm = time_open(home, sid, cold=False)
         print(f"\n(2) opening a {largest}-turn session, ms  median     p90     max")
-        wait_for_maintenance(home / "sessions" / sid)
         print(f"  cold (no index cache)            {summary(cold)}")
         print(f"  warm (index cache)               {summary(warm)}")
 
@@ -249,7 +238,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure_size(store: SessionStore, session: Session, home: Path, sid: str) -> str:
-    wait_for_maintenance(home / "sessions" / sid)  # a background repack may be running
     return sizes_line(home / "sessions" / sid, session._counters()[1] - 1)
 
 

@@ -19,9 +19,9 @@
 3. A long-lived writer: one process, ``--long`` turns, each its own ``session_context``
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
    turns up to turn 100 and over the last 100 (and over the last 1,000, whose p99 is not
-   just the second-worst turn), with the store's detached maintenance (every
-   50 commits) and with it switched off (``maintenance.spawn`` returning False), to see
-   whether it is what grows the cost.  Then, in the same process, 100 more turns of the
+   just the second-worst turn), with the store's repack (git's, in a child, every
+   ``history.REPACK_EVERY`` packs) and with it switched off, to see whether it is
+   what grows the cost.  Then, in the same process, 100 more turns of the
    long session alternating with the first 100 of a new one: both at the same moment of
    the disk (whose cost per file creation drifts 30-600 µs over minutes on these
    machines), so their ratio is what the long session itself adds.  The same writer on
@@ -58,7 +58,6 @@ import json, os, sys, time
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from bench_store import write_turn
 from openprogram.store.session.store import SessionStore
-from openprogram.store.session import maintenance
 path = os.path.join(HOME, "sessions", SID)
 def tree():
     found = set()
@@ -86,16 +85,15 @@ import json, os, sys, time
 os.environ["OPENPROGRAM_HOME"] = HOME
 from openprogram import agentic_function, create_runtime, session_context
 from openprogram.providers.test import TestProvider
-from openprogram.store.session import maintenance
+from openprogram.store.session import history
 spawned = [0]
-real_spawn = maintenance.spawn
-def spawn(*args, **kwargs):
-    if not MAINTAIN:
-        return False
-    started = real_spawn(*args, **kwargs)
-    spawned[0] += started
-    return started
-maintenance.spawn = spawn
+real_start = history.Repository._start_repack
+def start(repo):
+    spawned[0] += 1
+    return real_start(repo)
+history.Repository._start_repack = start
+if not MAINTAIN:
+    history.REPACK_EVERY = 10**9
 @agentic_function
 def leaf(x):
     "A nested step."
@@ -151,8 +149,8 @@ def file_creation_us(where: Path, count: int = 400) -> float:
 
 def replace_us(where: Path, count: int = 300) -> tuple[float, float]:
     """Median µs to replace a 41-byte file by rename (a ref's update): ``os.replace`` vs
-    :func:`replaced.replace` (the old file freed by a thread), alternating."""
-    from openprogram.store.session.replaced import replace, wait_closed
+    :func:`files.replace` (the old file freed by a thread), alternating."""
+    from openprogram.store.session.files import replace, wait_closed
 
     scratch = Path(tempfile.mkdtemp(prefix="replace_", dir=where))
     times: dict[bool, list[float]] = {False: [], True: []}
@@ -210,18 +208,6 @@ def med(values: list[float]) -> str:
     return f"{statistics.median(values):6.1f} (p99 {p99(values):6.1f})"
 
 
-def wait_for_maintenance(path: Path) -> None:
-    import fcntl
-
-    lock = path / ".state" / "maintain.lock"
-    if lock.exists():
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            os.close(fd)
-
-
 def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
     """open + turn + commit + close and git, on a copy of the session under ``where``."""
     scratch = Path(tempfile.mkdtemp(prefix="disk_", dir=where))
@@ -229,7 +215,6 @@ def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
         copy = scratch / "home"
         shutil.copytree(home, copy, symlinks=True)
         got = run_probe(TURNS_PROBE, HOME=str(copy), SID=sid, SAMPLES=samples)
-        wait_for_maintenance(copy / "sessions" / sid)
         got["git"] = git_turns(copy / "sessions" / sid, scratch, samples)
         return got
     finally:
@@ -241,7 +226,6 @@ def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="long_", dir=where))
     try:
         got = run_probe(LONG_PROBE, HOME=str(scratch), SID="long", TURNS=turns, MAINTAIN=maintain)
-        wait_for_maintenance(scratch / "sessions" / "long")
         return got
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -303,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"  {label:>5}, maintenance {'on ' if maintain else 'off'}: turns 1-100 "
                 f"{med(first)} ms, last 100 {med(last)} ms, last/first {growth:.2f}"
-                f" ({got['spawned']} maintenances started); then alternating with a new"
+                f" ({got['spawned']} repacks started); then alternating with a new"
                 f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f};"
                 f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f}",
                 flush=True,

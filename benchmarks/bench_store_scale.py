@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CACHE = ROOT / "benchmarks" / ".cache" / "store_scale"
-LAYOUT = "v2"  # bump when the on-disk layout changes (cached sessions are rebuilt)
+LAYOUT = "v3"  # bump when the on-disk layout changes (cached sessions are rebuilt)
 
 # Runs in a fresh process: open the session, take turns, report times and RSS.
 PROBE = r"""
@@ -208,7 +208,6 @@ def build(size: int, cache: Path, rebuild: bool) -> tuple[Path, str]:
             print(f"  [build {size}] {i + 1} turns ({rate:.1f} ms/turn)", flush=True)
     session.commit("built")
     store.close()
-    wait_for_maintenance(path)
     done.write_text(str(size))
     return home, sid
 
@@ -224,19 +223,6 @@ def write_turn_batched(session: Any, i: int, every: int) -> None:
         write_turn(session, i)
     finally:
         session.commit = commit
-
-
-def wait_for_maintenance(path: Path) -> None:
-    import fcntl
-
-    lock = path / ".state" / "maintain.lock"
-    if not lock.exists():
-        return
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -387,7 +373,6 @@ def main(argv: list[str] | None = None) -> None:
             row["git_turns"] = git_cli_turns(path, scratch, min(args.samples, 20))
             row["git_log"] = git_log_ms(path)
             row["two"] = two_writers(home, sid, args.samples, scratch)
-            wait_for_maintenance(path)
             row["du"], row["bytes"] = du(path), du(path, apparent=True)
             rows.append(row)
             print(f"  measured {size} turns", flush=True)

@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 CACHE = ROOT / "benchmarks" / ".cache" / "views"
-LAYOUT = "v1"  # bump when the on-disk layout changes (cached sessions are rebuilt)
+LAYOUT = "v2"  # bump when the on-disk layout changes (cached sessions are rebuilt)
 TEXT = "the quick brown fox jumps over the lazy dog " * 3
 
 DAG_PROBE = r"""
@@ -61,8 +61,16 @@ def counted(path, *args, **kwargs):
         reads.append(path)
     return real(path, *args, **kwargs)
 files.read_bytes = counted
-import openprogram.store.session.nodefiles as nodefiles
-nodefiles.read_bytes = counted
+from openprogram.store.session import queries
+from openprogram.store.session.history import Repository
+blob_at, read_paths = Repository.blob_at, queries.read_paths
+def counted_blob(self, rel, *args):
+    reads.append(rel)
+    return blob_at(self, rel, *args)
+def counted_paths(repo, rels):
+    reads.extend(rels)
+    return read_paths(repo, rels)
+Repository.blob_at, queries.read_paths = counted_blob, counted_paths
 data, _ = SavedDag(show_dag(SID, last_turns=50))._repr_mimebundle_()
 out = {"ms": (time.perf_counter() - t) * 1000, "reads": len(reads),
        "bytes": len(json.dumps(data))}
@@ -130,11 +138,8 @@ def build(size: int, cache: Path) -> tuple[Path, str]:
     root_id = session.head_id
     store.close()
     head = bulk_commit(path, size, root_id)
-    from openprogram.store.session import maintenance
-
-    (path / ".state" / "counters").unlink(missing_ok=True)  # rebuilt from the index
-    shutil.rmtree(path / ".state" / "index", ignore_errors=True)
-    maintenance.run_now(path)
+    for name in ("live.db", "live.db-wal", "live.db-shm"):  # rebuilt from git at the open
+        (path / ".state" / name).unlink(missing_ok=True)
     store = SessionStore(home)
     session = store.open(sid)
     assert session.head_id == head, (session.head_id, head)
@@ -169,33 +174,13 @@ def turn_nodes(turn: int, seq: int, pred: str) -> list[Any]:
 
 def bulk_commit(path: Path, size: int, root_id: str) -> str:
     """One ``git fast-import`` commit on the session's HEAD with turns 1..size-1."""
-    from openprogram.store.session.buckets import seal_data
-    from openprogram.store.session.index import TURNS_PER_BUCKET, entry_of, node_relpath
+    from openprogram.store.session.history import MAIN_REF, Repository
+    from openprogram.store.session.index import node_relpath
     from openprogram.store.session.records import node_record
-    from openprogram.store.session.refs import MAIN_REF
-    from openprogram.store.session.repository import (
-        BLOB_MODE,
-        TREE_MODE,
-        Repository,
-        object_sha,
-        tree_sha,
-    )
 
     repo = Repository(path)
     parent = repo.read_ref()
     assert parent is not None
-    root_tree = repo.tree_at("history/0000")  # the root's turn folder
-    buckets: dict[int, dict[str, dict[str, tuple[bytes, int]]]] = {}
-    rows: dict[int, list[Any]] = {}
-    for turn_name, (sha, _mode) in root_tree.items():
-        files = repo.read_tree(sha)
-        buckets.setdefault(0, {})[turn_name] = files
-        for name, (blob, _m) in files.items():
-            from openprogram.context.nodes import Call
-            from openprogram.store.session.files import loads
-
-            call = Call.from_dict(loads(repo.read(blob)))
-            rows.setdefault(0, []).append(entry_of(call, f"history/0000/{turn_name}/{name}"))
     repo.close()
     proc = subprocess.Popen(
         ["git", "fast-import", "--quiet", "--done"], cwd=path, stdin=subprocess.PIPE
@@ -205,26 +190,15 @@ def bulk_commit(path: Path, size: int, root_id: str) -> str:
     pred, seq, mark = root_id, 1, 0
     blob_marks: list[tuple[str, int]] = []
     for turn in range(1, size):
-        bucket = turn // TURNS_PER_BUCKET
-        files: dict[str, tuple[bytes, int]] = {}
-        for node in turn_nodes(turn, seq, pred):
+        nodes = turn_nodes(turn, seq, pred)
+        for node in nodes:
             data = node_record(node)
             rel = node_relpath(node)
             mark += 1
             out.write(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
             blob_marks.append((rel, mark))
-            files[rel.rsplit("/", 1)[1]] = (object_sha(b"blob", data), BLOB_MODE)
-            rows.setdefault(bucket, []).append(entry_of(node, rel))
-        buckets.setdefault(bucket, {})[f"{turn:06d}"] = files
         seq += 5
-        pred = rows[bucket][-5][0]
-    last = (size - 1) // TURNS_PER_BUCKET
-    indexes: dict[int, bytes] = {}
-    for bucket, turns in buckets.items():
-        if bucket == last:
-            continue  # the newest bucket stays unsealed, as the store leaves it
-        contents = {name: (tree_sha(files), TREE_MODE) for name, files in turns.items()}
-        indexes[bucket] = seal_data(rows[bucket], contents)
+        pred = nodes[0].id
     meta = json.loads((path / "meta.json").read_text())
     meta.update(turns=size - 1, head_id=pred, updated_at=time.time())
     meta_data = json.dumps(meta, indent=1).encode()
@@ -235,9 +209,6 @@ def bulk_commit(path: Path, size: int, root_id: str) -> str:
     out.write(b"data %d\n%s\nfrom %s\n" % (len(message), message, parent.hex().encode()))
     for rel, m in blob_marks:
         out.write(b"M 100644 :%d %s\n" % (m, rel.encode()))
-    for bucket, data in indexes.items():
-        rel = f"history/{bucket:04d}/index.json".encode()
-        out.write(b"M 100644 inline %s\ndata %d\n%s\n" % (rel, len(data), data))
     out.write(b"M 100644 inline meta.json\ndata %d\n%s\n" % (len(meta_data), meta_data))
     out.write(b"done\n")
     out.close()

@@ -265,7 +265,7 @@ def _show_html(session: Any, args: argparse.Namespace) -> int:
 def sessions_log(args: argparse.Namespace) -> int:
     import time
 
-    from openprogram.store.session.gitlog import commit_log
+    from openprogram.store.session.history import commit_log
     from openprogram.store.session.syncrules import relabel_log
     from openprogram.view.inert import terminal_text
 
@@ -377,7 +377,7 @@ def sessions_appendix(args: argparse.Namespace) -> int:
         render_markdown,
         turn_commits,
     )
-    from openprogram.store.session.gitlog import commit_log
+    from openprogram.store.session.history import commit_log
 
     session = _open_session(args)
     nodes = session.nodes()

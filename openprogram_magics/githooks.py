@@ -247,9 +247,10 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
     """Push each session (``id -> a notebook naming it``) to ``url`` (git's remote
     ``remote``): pulled and joined first when the remote has turns this copy lacks; a
     session not on this machine must already be on the remote."""
+    from openprogram.errors import SyncError
     from openprogram.store.session.remotes import resolve_remote
     from openprogram.store.session.store import SessionStore
-    from openprogram.store.session.sync import SyncError, pull, push
+    from openprogram.store.session.sync import pull, push
 
     outcome = Outcome()
     if not sessions:
@@ -290,9 +291,10 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
 def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     """Pull each session (``id -> a notebook naming it``) from git's remote ``remote``; a
     failure is a line, never an exception."""
+    from openprogram.errors import SyncError
     from openprogram.store.session.remotes import resolve_remote
     from openprogram.store.session.store import SessionStore
-    from openprogram.store.session.sync import SyncError, pull
+    from openprogram.store.session.sync import pull
 
     outcome = Outcome()
     if not sessions:

@@ -17,7 +17,6 @@ from openprogram.agentic_programming.function import get_call_id, get_current_ru
 from openprogram.context.nodes import Call
 from openprogram.providers.anthropic_provider import AnthropicProvider
 from openprogram.providers.openai_provider import OpenAIProvider
-from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
 from openprogram.store.vars import get_store, get_turn_id
 
@@ -42,10 +41,8 @@ def reopen(home: Path, session_id: str) -> list[Call]:
 
 
 def settled(home: Path) -> Path:
-    """``home`` once no detached maintenance of its sessions is running (closing a session
-    packs its loose objects: files under ``.git`` come and go meanwhile)."""
-    for git_dir in home.glob("sessions/*/.git"):
-        maintenance.wait_for(git_dir.parent)
+    """``home`` once nothing of its sessions runs in the background: nothing does after a
+    session's close (its repack is ended with it), so ``home`` itself."""
     return home
 
 
@@ -110,3 +107,14 @@ def _history_shape(record: Any) -> Any:
         {k: len(v) for k, v in left.items()},
         record.get("earlier"),
     )
+
+
+def status_shows_nothing(path: Path) -> bool:
+    """``git status`` in a session folder lists no file (changed, deleted, untracked): a
+    session's repository is bare (no working tree), so git refuses to compare one."""
+    import subprocess
+
+    done = subprocess.run(["git", "status", "--porcelain"], cwd=path, capture_output=True)
+    if done.returncode == 0:
+        return done.stdout == b""
+    return b"must be run in a work tree" in done.stderr and done.stdout == b""

@@ -2,18 +2,16 @@
 display bundle is bounded whatever the session's size, says how many nodes it leaves out,
 and the browser's "older" request widens the view by the previous window, read from the
 index alone.  The session is bulk-built as ``benchmarks/bench_views.py`` builds its
-sessions (one ``git fast-import`` commit, sealed bucket indexes, the store's maintenance).
+sessions (one ``git fast-import`` commit; the ``nodes`` rows derived from git at the open).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_views import bulk_commit
-from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
 from openprogram.view.saved import read_saved
 from openprogram_magics.widget import DAG_MIME, OLDER_TOPS, SHOWN_ROWS, SavedDag, show_dag
@@ -30,10 +28,8 @@ def build(home: Path, sid: str, turns: int = TURNS) -> None:
     path, root = session.path, session.head_id
     store.close()
     bulk_commit(path, turns, root)
-    for name in ("live.db", "live.db-wal", "live.db-shm"):  # counters rebuilt from the index
+    for name in ("live.db", "live.db-wal", "live.db-shm"):  # rebuilt from git at the open
         (path / ".state" / name).unlink(missing_ok=True)
-    shutil.rmtree(path / ".state" / "index", ignore_errors=True)
-    maintenance.run_now(path)
 
 
 def custom(sent: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -7,13 +7,22 @@ from pathlib import Path
 
 from openprogram import session_context
 from openprogram.agent.session_db import default_db
-from openprogram.store.session.gitlog import commit_log
+from openprogram.store.session.history import commit_log
 
 
 def git(path: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=path, capture_output=True, text=True, check=True
     ).stdout
+
+
+def commit(path: Path, message: str, *parents: str) -> str:
+    """A commit of HEAD's tree on ``parents`` (HEAD when none), made with git's plumbing:
+    a session is a bare repository (no ``git commit``, no checkout)."""
+    ident = ["-c", "user.name=t", "-c", "user.email=t@localhost"]
+    tree = git(path, "rev-parse", "HEAD^{tree}").strip()
+    heads = [arg for parent in parents or ("HEAD",) for arg in ("-p", parent)]
+    return git(path, *ident, "commit-tree", tree, *heads, "-m", message).strip()
 
 
 def test_log_is_what_git_log_lists_newest_first() -> None:
@@ -32,12 +41,9 @@ def test_log_follows_both_sides_of_a_merge() -> None:
         pass
     path = default_db().open("merged").path
     default_db().close()
-    ident = ["-c", "user.name=t", "-c", "user.email=t@localhost"]
-    git(path, "checkout", "-q", "-b", "side")
-    git(path, *ident, "commit", "-q", "--allow-empty", "-m", "on the side")
-    git(path, "checkout", "-q", "main")
-    git(path, *ident, "commit", "-q", "--allow-empty", "-m", "on main")
-    git(path, *ident, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    side = commit(path, "on the side")
+    main = commit(path, "on main")
+    git(path, "update-ref", "refs/heads/main", commit(path, "merge side", main, side))
     log = commit_log(path)
     assert log[0].summary == "merge side"
     assert sorted(e.sha for e in log) == sorted(git(path, "log", "--format=%H").split())
@@ -49,8 +55,7 @@ def test_log_of_a_shallow_clone_stops_where_its_history_does(tmp_path: Path) -> 
     path = default_db().open("deep").path
     default_db().close()
     for step in range(3):
-        git(path, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q",
-            "--allow-empty", "-m", f"step {step}")  # fmt: skip
+        git(path, "update-ref", "refs/heads/main", commit(path, f"step {step}"))
     shallow = tmp_path / "shallow"
     git(tmp_path, "clone", "-q", "--depth", "1", path.as_uri(), str(shallow))
     log = commit_log(shallow)

@@ -1,22 +1,15 @@
-"""The in-memory index is compact (issue 23 item 5): an entry keeps no path it can compute
-and shares its strings, and a node's children come from the index, not a list per node —
-with the same answers as before: children in seq order, a background node called from an
-older bucket included, paths as the files have them."""
+"""The index is compact (issue 23 item 5): it is the ``nodes`` table of the live database,
+so an open session keeps no entry per node in memory, a row keeps no path it can compute,
+and a node's children come from the index, not a list per node — with the same answers as
+before: children in seq order, a background node called from an older bucket included,
+paths as the files have them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session.index import (
-    F_CALLER,
-    F_PATH,
-    compact_entry,
-    entry_of,
-    entry_path,
-    full_entry,
-    node_relpath,
-)
+from openprogram.store.session.index import node_relpath, row_of
 from openprogram.store.session.store import SessionStore
 
 SID = "s_compact"
@@ -71,13 +64,10 @@ def test_entries_share_ids_and_keep_no_computable_path(tmp_path: Path) -> None:
     _fn, kids, _late = _session_with_a_late_child(home)
     store = SessionStore(home)
     session = store.open(SID)
-    session.children(None)  # every bucket loaded
-    entries = session._index.entries
-    assert all(e[F_PATH] is None for e in entries.values())
-    callers = [e[F_CALLER] for e in entries.values() if e[F_CALLER] is not None]
-    # one id object per node; a caller in an older bucket, loaded after, keeps its own
-    misses = [c for c in callers if entries[c][0] is not c]
-    assert misses == [entries[kids[-1]][F_CALLER]]
+    session.children(None)  # every node listed
+    assert session._nodes == {}  # no entry per node kept: nothing read whole
+    stored = session.live.query("SELECT count(*), count(path) FROM nodes")[0]
+    assert stored == (1 + 150 * 2 + 3, 0)  # no row keeps a path it can compute
     listed = {row["id"]: row["path"] for row in session.index()}
     for node_id in kids:  # the index's paths are the node files (committed; bucket 0000
         folder, _, name = listed[node_id].rpartition("/")  # may be left out of the disk)
@@ -88,9 +78,9 @@ def test_entries_share_ids_and_keep_no_computable_path(tmp_path: Path) -> None:
 def test_a_node_file_of_another_name_keeps_its_path() -> None:
     call = make_call("llm", "test", caller="c1", status=COMPLETED)
     call.seq, call.turn = 7, 3
-    canonical = entry_of(call, node_relpath(call))
-    other = entry_of(call, "history/0000/000003/renamed.json")
-    assert compact_entry(canonical, {})[F_PATH] is None
-    assert entry_path(compact_entry(canonical, {})) == canonical[F_PATH]
-    assert full_entry(compact_entry(canonical, {})) == canonical
-    assert entry_path(compact_entry(other, {})) == "history/0000/000003/renamed.json"
+    path = 13  # the row's path column (after the usage columns)
+    assert row_of(call, node_relpath(call))[path] is None
+    assert row_of(call)[path] is None
+    assert row_of(call, "history/0000/000003/renamed.json")[path] == (
+        "history/0000/000003/renamed.json"
+    )

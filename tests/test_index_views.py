@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +14,13 @@ from typing import Any
 import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session import maintenance
-from openprogram.store.session.index import valid_columns
+from openprogram.store.session import queries
+from openprogram.store.session.history import Repository
+from openprogram.store.session.index import usage_of
 from openprogram.store.session.store import SessionStore
 
 SID = "s_long"
-TURNS = 250  # buckets 0000 and 0001 sealed, 0002 (turns 200-249) not
+TURNS = 250  # buckets 0000, 0001 and 0002 (turns 200-249)
 NODE_FILE = re.compile(r"/history/[0-9]{4,}/[0-9]{6,}/")
 
 
@@ -48,13 +48,7 @@ def long_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
         session.append(llm, turn=turn)
         complete_turn(session, turn, fn, cell)
     store.close()
-    path = home / "sessions" / SID
-    maintenance.wait_for(path)
-    again = SessionStore(home)  # the index cache saved as the maintenance left the folder
-    again.open(SID).save_index()
-    again.close()
-    maintenance.wait_for(path)
-    return path
+    return home / "sessions" / SID
 
 
 @pytest.fixture
@@ -67,16 +61,28 @@ def session_home(long_session: Path, op_home: Path) -> Path:
 
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The node files this process opens from here on (every ``os.open`` is seen)."""
+    """The node files this process reads from here on: opened on disk (every ``os.open``
+    is seen) or read from git (``/<path>``)."""
     paths: list[str] = []
     real = os.open
+    blob_at, read_paths = Repository.blob_at, queries.read_paths
 
     def spy(path: Any, *args: Any, **kwargs: Any) -> int:
         if NODE_FILE.search(os.fsdecode(path)):
             paths.append(os.fsdecode(path))
         return real(path, *args, **kwargs)
 
+    def spy_blob(self: Repository, rel: str, *args: Any) -> bytes:
+        paths.append(f"/{rel}")
+        return blob_at(self, rel, *args)
+
+    def spy_paths(repo: Repository, rels: list[str]) -> dict[str, bytes]:
+        paths.extend(f"/{rel}" for rel in rels)
+        return read_paths(repo, rels)
+
     monkeypatch.setattr(os, "open", spy)
+    monkeypatch.setattr(Repository, "blob_at", spy_blob)
+    monkeypatch.setattr(queries, "read_paths", spy_paths)
     yield paths
 
 
@@ -97,8 +103,8 @@ def test_show_lists_the_newest_rows_and_counts_every_node(
 def test_the_newest_window_reads_no_node_file_of_older_buckets(
     session_home: Path, opened: list[str]
 ) -> None:
-    """A page of 20 rows of a 250-turn session: only the newest bucket's index is loaded,
-    node files read only for the printed rows, and the tree says what it left out."""
+    """A page of 20 rows of a 250-turn session: only the newest bucket's rows are laid
+    out, node files read only for the printed rows, and the tree says what it left out."""
     from openprogram.cli import whole_tree
 
     session = SessionStore(session_home).open(SID)
@@ -178,27 +184,21 @@ def test_a_budgets_first_check_reads_the_index_totals(
 def test_totals_are_rebuilt_with_the_index(session_home: Path) -> None:
     path = session_home / "sessions" / SID
     first = SessionStore(session_home).open(SID).totals()
-    assert (path / ".state" / "index" / "totals.json").exists()
-    shutil.rmtree(path / ".state" / "index")
+    assert (path / ".state" / "live.db").exists()
+    for name in ("live.db", "live.db-wal", "live.db-shm"):
+        (path / ".state" / name).unlink(missing_ok=True)
     rebuilt = SessionStore(session_home).open(SID).totals()
     assert rebuilt == first
     assert (first["nodes"], first["turns"], first["calls"]) == (1 + 3 * TURNS, TURNS, TURNS)
 
 
 def test_an_index_with_impossible_usage_is_not_taken() -> None:
-    """A committed index comes from wherever the session came from: negative tokens or a
-    NaN cost make it invalid (the bucket is scanned instead)."""
-    row = ["n_" + "a" * 10, 0, 0, "llm", "x", "llm", "completed", None, None, 1.0]
-    row += ["history/0000/000000/00000000-s-x.json", 5, 1, 0.5]
-
-    def columns(**change: Any) -> list[list[Any]]:
-        fields = list(row)
-        for index, value in change.items():
-            fields[int(index[1:])] = value
-        return [[value] for value in fields]
-
-    assert valid_columns("0000", columns())
-    assert not valid_columns("0000", columns(f11=-1))
-    assert not valid_columns("0000", columns(f12="5"))
-    assert not valid_columns("0000", columns(f13=float("nan")))
-    assert valid_columns("0000", columns(f11=None, f13=None))
+    """A node comes from wherever the session came from: negative tokens or a NaN cost
+    are not taken into the index's usage columns."""
+    assert usage_of({"usage": {"input_tokens": 5, "output_tokens": 1}, "cost": 0.5}) == (
+        5, 1, 0.5,
+    )  # fmt: skip
+    assert usage_of({"usage": {"input_tokens": -1, "output_tokens": 1}})[0] == 0
+    assert usage_of({"usage": {"input_tokens": 5, "output_tokens": "5"}})[1] == 0
+    assert usage_of({"usage": {"input_tokens": 5}, "cost": float("nan")})[2] is None
+    assert usage_of({}) == (None, 0, None)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -18,9 +15,13 @@ import pytest
 
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.errors import CorruptedFile, InvalidSessionId, SessionNotFound
-from openprogram.store.session import checkout, maintenance
-from openprogram.store.session.store import CorruptedFileWarning, SessionStore
+from openprogram.errors import (
+    CorruptedFile,
+    CorruptedFileWarning,
+    InvalidSessionId,
+    SessionNotFound,
+)
+from openprogram.store.session.store import SessionStore
 from tests.test_live import plant_dead_rows
 
 
@@ -40,6 +41,18 @@ def add_turn(store: SessionStore, sid: str, text: str, nodes: int = 2) -> list[A
             node.output = f"{text} done"
             s.writer.update(node)
     return made
+
+
+def commit_garbage(path: Path, node_id: str, data: bytes) -> str:
+    """Commit ``data`` over the file of node ``node_id`` (a damaged history); its path."""
+    from openprogram.store.session.history import Repository
+
+    listed = git_out(path, "ls-tree", "-r", "--name-only", "HEAD", "history").split()
+    rel = next(p for p in listed if p.endswith(f"-{node_id}.json"))
+    repo = Repository(path)
+    repo.commit({rel: data}, "damaged")
+    repo.close()
+    return rel
 
 
 def git_out(path: Path, *args: str) -> str:
@@ -87,9 +100,7 @@ def test_a_corrupted_node_file_is_named_and_the_rest_of_the_session_still_works(
     second = add_turn(store, "damaged", "two")
     store.close()
     session_path = op_home / "sessions" / "damaged"
-    maintenance.wait_for(session_path)  # a commit writes to git; closing puts files on disk
-    victim = next(session_path.glob(f"history/*/*/*-{first[1].id}.json"))
-    victim.write_bytes(b"\x00\xffnot json at all")  # in place: the index cache still lists it
+    victim = session_path / commit_garbage(session_path, first[1].id, b"\x00\xffnot json at all")
 
     fresh = SessionStore(op_home)
     session = fresh.open("damaged")
@@ -112,11 +123,7 @@ def test_a_node_file_replaced_by_garbage_warns_on_open_naming_the_file(op_home: 
     store = SessionStore(op_home)
     made = add_turn(store, "garbled", "one")
     store.close()
-    maintenance.wait_for(op_home / "sessions" / "garbled")  # the files on disk
-    victim = next((op_home / "sessions" / "garbled").glob(f"history/*/*/*-{made[0].id}.json"))
-    tmp = victim.with_name("replacement")
-    tmp.write_bytes(b"{truncated")
-    os.replace(tmp, victim)  # the folder changed: the index is rebuilt from the files
+    victim = Path(commit_garbage(op_home / "sessions" / "garbled", made[0].id, b"{truncated"))
     with pytest.warns(CorruptedFileWarning, match=victim.name):
         session = SessionStore(op_home).open("garbled")
     assert any(victim.name in p for p in session.problems)
@@ -160,9 +167,7 @@ def test_a_stale_index_lock_left_by_a_dead_process_does_not_wedge_the_session(
     made = add_turn(store, "locked", "two")  # commits do not need git's index
     assert str(git.Repo(path).head.commit.message).startswith("turn 2")
     session = store.open("locked")
-    session.maintain()
-    assert not lock.exists()
-    assert git_out(path, "status", "--porcelain") == ""
+    session.maintain()  # (git's index is never used: a session has no working tree)
     assert git_out(path, "fsck", "--strict", "--no-progress") == ""
     assert session.get(made[0].id).output == "two done"
     store.close()
@@ -184,7 +189,6 @@ def test_a_fresh_foreign_index_lock_is_left_alone_and_turns_still_commit(op_home
 def packed_counts(path: Path) -> dict[str, str]:
     """``git count-objects -v`` once a background maintenance (if any) has finished: it
     holds ``.state/maintain.lock`` while it runs; waiting on it runs nothing."""
-    maintenance.wait_for(path)
     out = git_out(path, "count-objects", "-v")
     return dict(line.split(": ", 1) for line in out.splitlines())
 
@@ -213,27 +217,6 @@ def test_turns_written_by_short_lived_processes_still_get_packed(op_home: Path) 
     assert int(counts["packs"]) >= 1
 
 
-def test_a_maintenance_asked_for_while_one_runs_is_not_lost(op_home: Path) -> None:
-    """A commit that opens a bucket while a maintenance is running (its lock held) leaves a
-    request; the running maintenance does another round and seals the bucket."""
-    store = SessionStore(op_home)
-    add_turn(store, "busy_maint", "first")
-    path = op_home / "sessions" / "busy_maint"
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # "a maintenance is running"
-    try:
-        for i in range(100):  # the 100th turn opens bucket 0001
-            add_turn(store, "busy_maint", f"turn {i}", nodes=1)
-        assert (path / ".state" / "maintain.pending").exists()
-        maintenance.main([str(path)])  # what the running maintenance does next
-    finally:
-        os.close(fd)
-    assert not (path / ".state" / "maintain.pending").exists()
-    committed = git_out(path, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
-    assert "history/0000/index.json" in committed
-    store.close()
-
-
 # -- create / list / delete --------------------------------------------------------------------
 def test_list_shows_sessions_newest_first_and_delete_removes_one(op_home: Path) -> None:
     store = SessionStore(op_home)
@@ -249,30 +232,15 @@ def test_list_shows_sessions_newest_first_and_delete_removes_one(op_home: Path) 
     store.close()
 
 
-def test_delete_waits_for_a_running_maintenance_instead_of_failing_half_way(
-    op_home: Path,
-) -> None:
+def test_delete_right_after_turns_removes_the_folder_whole(op_home: Path) -> None:
+    """Nothing a session started runs after its close (its repack is ended with it), so
+    deleting it right away removes the folder whole."""
     store = SessionStore(op_home)
-    add_turn(store, "busy_delete", "a")
+    for i in range(3):
+        add_turn(store, "busy_delete", f"t{i}")
     path = op_home / "sessions" / "busy_delete"
-    maintenance.wait_for(path)
-    fd = os.open(path / ".state" / "maintain.lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # "a detached maintenance is writing in the folder"
-    errors: list[BaseException] = []
-
-    def delete() -> None:
-        try:
-            store.delete_session("busy_delete")
-        except BaseException as exc:
-            errors.append(exc)
-
-    deleter = threading.Thread(target=delete)
-    deleter.start()
-    deleter.join(0.5)
-    assert deleter.is_alive() and path.is_dir()  # waiting, nothing removed yet
-    os.close(fd)  # the maintenance ends
-    deleter.join(30)
-    assert not deleter.is_alive() and errors == []
+    store.open("busy_delete").maintain()
+    store.delete_session("busy_delete")
     assert not path.exists() and sessions_listing(op_home) == []
     store.close()
 
@@ -310,12 +278,12 @@ def test_a_dead_writers_row_with_a_path_in_its_id_writes_nothing_outside(op_home
     assert [p for p in op_home.rglob("ESCAPED*")] == []
 
 
-def test_the_index_cache_is_data_not_code(op_home: Path) -> None:
-    """The index cache is JSON: a damaged or foreign one is ignored and rebuilt."""
+def test_the_live_database_is_data_not_code(op_home: Path) -> None:
+    """The live database is SQLite: a damaged or foreign one is replaced and rebuilt."""
     store = SessionStore(op_home)
     add_turn(store, "s_cache", "first")
     store.close()
-    cache = op_home / "sessions" / "s_cache" / ".state" / "index" / "0000.json"
+    cache = op_home / "sessions" / "s_cache" / ".state" / "live.db"
     assert cache.is_file()
     cache.write_bytes(b"\x80\x04cos\nsystem\n(S'echo PWNED'\ntR.")  # a pickle payload
     session = SessionStore(op_home).open("s_cache")
@@ -431,13 +399,13 @@ def test_a_batch_of_nested_nodes_gets_consecutive_seqs_and_survives_a_reopen(
     assert again.children(cell.id) == [n.id for n in batch]
 
 
-# -- the committed per-bucket index (cold opens) ----------------------------------------------
+# -- the one index, derived from git (cold opens) ---------------------------------------------
 SEALED_SID = "s_sealed"
 
 
 @pytest.fixture(scope="module")
 def sealed_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 250-turn session (buckets 0000 and 0001 sealed, 0002 not), built once per module."""
+    """A 250-turn session (three buckets of turns in its commits), built once per module."""
     home = tmp_path_factory.mktemp("sealed") / "home"
     store = SessionStore(home)
     session = store.create_session(SEALED_SID)
@@ -453,7 +421,6 @@ def sealed_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
         session.commit(f"turn {turn}")
     store.close()
     path = home / "sessions" / SEALED_SID
-    maintenance.wait_for(path)  # a background maintenance is done: copies are whole
     return path
 
 
@@ -465,71 +432,50 @@ def copy_sealed(sealed_session: Path, op_home: Path) -> Path:
 
 
 def open_cold(op_home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, set[str]]:
-    """Open the copied session without its index cache; returns it and the buckets scanned."""
-    from openprogram.store.session.nodeindex import NodeIndex
+    """Open the copied session without its live database (rebuilt from git); returns it
+    and the buckets whose node files were read from git."""
+    from openprogram.store.session import session as session_module
 
-    shutil.rmtree(op_home / "sessions" / SEALED_SID / ".state" / "index", ignore_errors=True)
+    for name in ("live.db", "live.db-wal", "live.db-shm"):
+        (op_home / "sessions" / SEALED_SID / ".state" / name).unlink(missing_ok=True)
+    return open_spied(op_home, monkeypatch, session_module)
+
+
+def open_spied(op_home: Path, monkeypatch: pytest.MonkeyPatch, module: Any) -> tuple[Any, set[str]]:
     scanned: set[str] = set()
-    scan = NodeIndex.scan
+    derive = module.derive
 
-    def spy(self: NodeIndex, bucket: str, turn: str, *key: Any) -> None:
-        scanned.add(bucket)  # its files, or its blobs when left out of the working tree
-        scan(self, bucket, turn, *key)
+    def spy(*args: Any) -> Any:
+        rows, removed = derive(*args)
+        scanned.update(f"{row[2] // 100:04d}" for row in rows)
+        return rows, removed
 
-    monkeypatch.setattr(NodeIndex, "scan", spy)
+    monkeypatch.setattr(module, "derive", spy)
     session = SessionStore(op_home).open(SEALED_SID)
-    session.index()  # the whole index: older buckets load when asked for
-    monkeypatch.setattr(NodeIndex, "scan", scan)
+    session.index()
+    monkeypatch.setattr(module, "derive", derive)
     return session, scanned
 
 
-def test_a_new_bucket_has_the_previous_one_sealed_by_maintenance(sealed_session: Path) -> None:
-    """The first commit into bucket b+1 starts a detached maintenance, which seals bucket b
-    in a commit of its own (the turn's commit does not wait for it)."""
-    tree = git_out(sealed_session, "ls-tree", "-r", "--name-only", "HEAD", "history")
-    indexes = [p for p in tree.splitlines() if p.endswith("/index.json")]
-    assert indexes == ["history/0000/index.json", "history/0001/index.json"]
-    log = git_out(sealed_session, "log", "--format=%s", "--", "history/0001/index.json")
-    # one commit of its own, a maintenance's seal naming 0001 (a maintenance that was asked
-    # for while another ran seals the buckets still lacking an index together: "0000, 0001")
-    [sealed_by] = log.splitlines()
-    assert sealed_by.startswith("index of history bucket(s) ") and sealed_by.endswith("0001")
-    turn_200 = git_out(sealed_session, "log", "--format=%H", "--grep=^turn 200$").strip()
-    assert "index.json" not in git_out(sealed_session, "show", "--name-only", turn_200)
-    assert git_out(sealed_session, "status", "--porcelain") == ""
-    first = git_out(sealed_session, "show", "HEAD:history/0000/index.json").split("\n")
-    # the recorded sha is that of the bucket's tree without index.json
-    without = [
-        line
-        for line in git_out(sealed_session, "ls-tree", "HEAD:history/0000").splitlines()
-        if not line.endswith("\tindex.json")
-    ]
-    made = subprocess.run(
-        ["git", "mktree"], cwd=sealed_session, input="\n".join(without) + "\n",
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    assert json.loads(first[0])["tree"] == made
-
-
-def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
+def test_no_commit_writes_a_bucket_index_and_git_shows_no_file_deleted(
     sealed_session: Path,
 ) -> None:
-    """Only the newest turns stay checked out: the maintenance leaves the others out of the
-    working tree (git's sparse checkout marks them skip-worktree), ``git status`` is clean,
-    ``git show``/``git log -p``/``git grep HEAD`` still give them, and the session reads
-    every node back."""
-    history = sealed_session / "history"
-    assert sorted(os.listdir(history)) == ["0002"]
-    # sealed buckets load from their committed index: their local caches are gone too
-    assert os.listdir(sealed_session / ".state" / "index") == ["0002.json"]
-    kept = sorted(os.listdir(history / "0002"))
-    assert kept == [f"{t:06d}" for t in range(251 - checkout.RECENT_TURNS, 251)]
-    assert git_out(sealed_session, "status", "--porcelain") == ""
-    marks = git_out(sealed_session, "ls-files", "-t", "history/0000").splitlines()
-    assert len(marks) == 1 + 1 + 2 * 99 and all(m.startswith("S ") for m in marks)
-    held = git_out(sealed_session, "ls-files", "--sparse", "history").splitlines()
-    assert held[:2] == ["history/0000/", "history/0001/"]  # a sparse index: a bucket one entry
-    assert len(held) < 100  # a folder left out is one entry: not the 501 node files
+    """The ``nodes`` table is the one index: no commit adds a bucket index, the folder
+    has no working tree to show as deleted, and git is whole."""
+    tree = git_out(sealed_session, "ls-tree", "-r", "--name-only", "HEAD", "history")
+    assert [p for p in tree.splitlines() if p.endswith("/index.json")] == []
+    assert len(tree.splitlines()) == 1 + 2 * 250
+    status = subprocess.run(["git", "status"], cwd=sealed_session, capture_output=True)
+    assert b"deleted" not in status.stdout + status.stderr
+    assert not (sealed_session / "history").exists()
+
+
+def test_no_node_is_on_disk_and_ordinary_git_still_shows_every_node(
+    sealed_session: Path,
+) -> None:
+    """The session reads every node back from git; ``git show``/``git log -p``/``git grep
+    HEAD`` give them too."""
+    assert not (sealed_session / "history").exists()
     store = SessionStore(sealed_session.parent.parent)
     try:
         session = store.open(SEALED_SID)
@@ -545,7 +491,7 @@ def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     assert shown["id"] == old["id"] and shown["name"] == "f4"
     assert old["id"] in git_out(sealed_session, "log", "-p", "--format=%s", "--", old["path"])
     found = git_out(sealed_session, "grep", "-l", old["id"], "HEAD", "--", "history")
-    assert sorted(found.split()) == sorted(["HEAD:history/0000/index.json", f"HEAD:{old['path']}"])
+    assert found.split() == [f"HEAD:{old['path']}"]
     fsck = subprocess.run(
         ["git", "fsck", "--strict", "--no-dangling"], cwd=sealed_session,
         capture_output=True, text=True,
@@ -553,93 +499,53 @@ def test_older_turns_leave_the_disk_and_ordinary_git_still_shows_every_node(
     assert fsck.returncode == 0 and fsck.stdout == "", fsck.stdout + fsck.stderr
 
 
-def test_git_sparse_checkout_disable_brings_every_file_back_for_good(
-    sealed_session: Path, op_home: Path
-) -> None:
-    """The user's own ``git sparse-checkout disable``: every node file is back, the
-    session works as before and keeps them (later maintenance leaves nothing out)."""
-    path = copy_sealed(sealed_session, op_home)
-    git_out(path, "sparse-checkout", "disable")
-    node_files = [p for p in (path / "history").rglob("*.json") if p.name != "index.json"]
-    assert len(node_files) == 1 + 2 * 250
-    store = SessionStore(op_home)
-    session = store.open(SEALED_SID)
-    assert len(session.nodes()) == 1 + 2 * 250 and session.problems == []
-    for i in range(60):  # a new bucket: 0002 gets sealed, and stays checked out
-        turn = session.begin_turn()
-        session.append(make_call("turn", f"more {i}"), turn=turn, advance_head=True)
-        session.commit(f"turn {turn}")
-    session.maintain()
-    store.close()
-    maintenance.wait_for(path)
-    assert "history/0002/index.json" in git_out(path, "ls-files")
-    assert sorted(os.listdir(path / "history")) == ["0000", "0001", "0002", "0003"]
-    assert len(os.listdir(path / "history" / "0000")) == 101  # 100 turns and the index
-    assert git_out(path, "status", "--porcelain") == ""
-    assert b"sparseCheckout = false" in (path / ".git" / "config").read_bytes()
-
-
-def test_a_cold_open_reads_sealed_buckets_from_git_and_matches_a_warm_open(
+def test_a_cold_open_rebuilds_the_index_from_git_and_matches_a_warm_open(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from openprogram.store.session import session as session_module
+
     copy_sealed(sealed_session, op_home)
-    warm = SessionStore(op_home).open(SEALED_SID)
-    assert (op_home / "sessions" / SEALED_SID / ".state" / "index" / "0002.json").is_file()
+    warm, scanned = open_spied(op_home, monkeypatch, session_module)
+    assert scanned == set()  # its live database follows HEAD: nothing read from git
     expected = warm.index()
     assert len(expected) == 1 + 2 * 250
     cold, scanned = open_cold(op_home, monkeypatch)
-    assert scanned == {"0002"}  # the newest bucket only
+    assert scanned == {"0000", "0001", "0002"}
     assert cold.index() == expected
     assert cold.problems == []
-    later = cold.get(expected[-1]["id"])  # node files still read from disk on demand
+    later = cold.get(expected[-1]["id"])  # node content read from git on demand
     assert later.id == expected[-1]["id"]
-    cold.refresh()  # nothing changed: the turn folders' mtimes were recorded
+    cold.refresh()  # nothing changed
     assert cold.index() == expected
 
 
-@pytest.mark.parametrize(
-    "tamper",
-    ["sha mismatch", "malformed JSON", "a path in an id", "wrong types", "missing entry"],
-)
-def test_a_tampered_committed_index_is_ignored_and_the_bucket_scanned(
+@pytest.mark.parametrize("tamper", ["malformed JSON", "a path in an id"])
+def test_a_committed_bucket_index_of_an_older_version_is_ignored(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
 ) -> None:
-    from openprogram.store.session.repository import Repository
+    """``history/<bucket>/index.json`` (committed by earlier versions, or planted) is not a
+    node: whatever it holds, the index comes from the node files."""
+    from openprogram.store.session.history import Repository
 
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()
-    rel = "history/0000/index.json"  # a sealed bucket: in git only
-    head, columns = (git_out(path, "show", f"HEAD:{rel}") + "\n").split("\n")[:2]
-    header, cols = json.loads(head), json.loads(columns)
-    if tamper == "sha mismatch":  # a dropped entry, recorded against another tree
-        header["tree"] = "0" * 40
-        cols = [c[:-1] for c in cols]
-    elif tamper == "a path in an id":  # the sha still matches: the shape check catches it
-        cols[0][1] = "../../../../etc/passwd"
-    elif tamper == "wrong types":
-        cols[1][1] = "1"
-    elif tamper == "missing entry":  # a short column
-        cols[3] = cols[3][:-1]
-    data = json.dumps(header).encode() + b"\n" + json.dumps(cols).encode() + b"\n"
-    if tamper == "malformed JSON":
-        data = b'{"v": 1, "tree": \x80 garbage'
+    rel = "history/0000/index.json"
+    data = b'{"v": 1, "tree": \x80 garbage'
+    if tamper == "a path in an id":
+        data = json.dumps([["../../../../etc/passwd"], [1]]).encode()
     Repository(path).commit({rel: data}, "tampered")
-
     cold, scanned = open_cold(op_home, monkeypatch)
-    assert scanned == {"0000", "0002"}
+    assert scanned == {"0000", "0001", "0002"}
     assert cold.index() == expected
     assert cold.problems == []
 
 
-def test_a_rewritten_old_node_is_seen_by_a_cold_open_and_its_bucket_resealed(
+def test_a_rewritten_old_node_is_seen_by_a_cold_open(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A recovery (or any commit) that rewrites a node of a sealed bucket changes the
-    bucket's tree: the committed index no longer matches, so the bucket is scanned, until
-    maintenance seals it again."""
+    """A recovery (or any commit) that rewrites a node of an old bucket: git has the new
+    state, and so has every open, warm or cold."""
     path = copy_sealed(sealed_session, op_home)
-    # no detached maintenance at close: it would seal the bucket again before the cold open
-    monkeypatch.setattr(maintenance, "spawn", lambda *_a, **_k: False)
     store = SessionStore(op_home)
     session = store.open(SEALED_SID)
     old = next(e for e in session.index() if e["turn"] == 5 and e["kind"] == "function")
@@ -649,46 +555,36 @@ def test_a_rewritten_old_node_is_seen_by_a_cold_open_and_its_bucket_resealed(
     session.commit("rewrite an old node")
     store.close()
 
-    # the bucket is left out of the working tree: the rewritten node went to git only
-    assert not (path / "history" / "0000").exists()
+    assert not (path / "history" / "0000").exists()  # the rewritten node went to git only
     committed = json.loads(git_out(path, "show", f"HEAD:{old['path']}"))
     assert committed["metadata"]["status"] == "interrupted"
+    warm = SessionStore(op_home).open(SEALED_SID)
+    assert {e["id"]: e for e in warm.index()}[old["id"]]["status"] == "interrupted"
     cold, scanned = open_cold(op_home, monkeypatch)
-    assert "0000" in scanned  # from its blobs: the committed index no longer matches
+    assert "0000" in scanned
     assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
     assert cold.get(old["id"]).status == "interrupted"
-    cold.maintain()  # seals 0000 again, in a commit of its own
-    assert git_out(path, "log", "-1", "--format=%s").startswith("index of history bucket")
-    assert not (path / "history" / "0000").exists()
-    assert git_out(path, "status", "--porcelain") == ""
-    cold.close()
-    again, scanned = open_cold(op_home, monkeypatch)
-    assert scanned == {"0002"}
-    assert {e["id"]: e for e in again.index()}[old["id"]]["status"] == "interrupted"
+    assert git_out(path, "fsck", "--strict", "--no-progress") == ""
 
 
-def test_a_corrupted_node_file_in_a_sealed_bucket_is_reported_when_read(
+def test_a_file_planted_on_disk_where_a_node_was_is_never_read(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The committed index describes the committed files: a file damaged on disk only (the
-    tree still matches) is not read at open, so the open does not warn; reading the node
-    raises the usual error naming the file, and the rest of the session works."""
+    """There is no working tree: a node file on disk (an older version's checkout, or
+    planted) is not the node; git's is read, and nothing complains."""
     path = copy_sealed(sealed_session, op_home)
     expected = SessionStore(op_home).open(SEALED_SID).index()
     victim_entry = next(e for e in expected if e["turn"] == 7)
     victim = path / victim_entry["path"]
-    victim.parent.mkdir(parents=True)  # its bucket is sealed: left out of the working tree
-    victim.write_bytes(b"\x00\xffnot json")  # a file on disk is read before git's
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(b"\x00\xffnot json")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cold, scanned = open_cold(op_home, monkeypatch)
-    assert "0000" not in scanned
-    assert cold.index() == expected  # listed, as the index cache would list it
-    with pytest.raises(CorruptedFile) as info:
-        cold.get(victim_entry["id"])
-    assert info.value.path == str(victim)
-    assert len(cold.nodes()) == len(expected) - 1
-    assert any(str(victim) in p for p in cold.problems)
+        cold, _scanned = open_cold(op_home, monkeypatch)
+    assert cold.index() == expected
+    assert cold.get(victim_entry["id"]).id == victim_entry["id"]
+    assert len(cold.nodes()) == len(expected)
+    assert cold.problems == []
 
 
 def test_a_git_clone_of_a_session_opens_with_its_full_index(
@@ -701,11 +597,11 @@ def test_a_git_clone_of_a_session_opens_with_its_full_index(
         ["git", "clone", "-q", str(sealed_session), str(target)], check=True, capture_output=True
     )
     assert not (target / ".state").exists()
-    # a clone is complete: every node file is checked out, sealed buckets too
+    # a clone is complete: git checks every node file out (the store reads git's)
     node_files = [p for p in (target / "history").rglob("*.json") if p.name != "index.json"]
     assert len(node_files) == len(expected)
     cold, scanned = open_cold(op_home, monkeypatch)
-    assert scanned == {"0002"}
+    assert scanned == {"0000", "0001", "0002"}
     assert cold.index() == expected
     assert cold.head_id == expected[-2]["id"]  # rebuilt counters: HEAD from meta.json
     turn = cold.begin_turn()
@@ -715,69 +611,53 @@ def test_a_git_clone_of_a_session_opens_with_its_full_index(
     assert len(cold.index()) == len(expected) + 1
 
 
-def test_after_a_cold_open_refresh_sees_another_writer_rewrite_a_sealed_bucket(
+def test_after_a_cold_open_refresh_sees_another_writer_rewrite_an_old_bucket(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The turn folders of sealed buckets are stat-ed lazily: a bucket whose tree changed
-    after the cold open is scanned by refresh() and left out of the saved cache."""
     copy_sealed(sealed_session, op_home)
     cold, _scanned = open_cold(op_home, monkeypatch)
-    old = next(e for e in cold.index() if e["turn"] == 150 and e["kind"] == "function")
-    other_store = SessionStore(op_home)  # another view, as another process would have
-    other = other_store.open(SEALED_SID)
-    assert other is not cold
-    node = other.get(old["id"])
-    node.metadata["status"] = "interrupted"
-    other.update(node)
-    other.commit("rewrite an old node")
-    other_store.close()
-    cold.refresh()
-    assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
-    cold.close()
-    warm = SessionStore(op_home).open(SEALED_SID)
-    assert {e["id"]: e for e in warm.index()}[old["id"]]["status"] == "interrupted"
-
-    # the same in bucket 0000 (still sealed) before the cache is first saved: left out of it
-    cold, scanned = open_cold(op_home, monkeypatch)
-    assert "0000" not in scanned
-    older = next(e for e in cold.index() if e["turn"] == 50 and e["kind"] == "function")
-    other_store = SessionStore(op_home)
-    other = other_store.open(SEALED_SID)
-    node = other.get(older["id"])
-    node.metadata["status"] = "interrupted"
-    other.update(node)
-    other.commit("rewrite another old node")
-    other_store.close()
-    cold.close()  # saves the cache
-    warm = SessionStore(op_home).open(SEALED_SID)
-    assert {e["id"]: e for e in warm.index()}[older["id"]]["status"] == "interrupted"
+    for turn in (150, 50):
+        old = next(e for e in cold.index() if e["turn"] == turn and e["kind"] == "function")
+        other_store = SessionStore(op_home)  # another view, as another process would have
+        other = other_store.open(SEALED_SID)
+        assert other is not cold
+        node = other.get(old["id"])
+        node.metadata["status"] = "interrupted"
+        other.update(node)
+        other.commit("rewrite an old node")
+        other_store.close()
+        cold.refresh()
+        assert {e["id"]: e for e in cold.index()}[old["id"]]["status"] == "interrupted"
+        assert cold.get(old["id"]).status == "interrupted"
+        warm = SessionStore(op_home).open(SEALED_SID)
+        assert {e["id"]: e for e in warm.index()}[old["id"]]["status"] == "interrupted"
 
 
 def test_the_whole_tree_is_laid_out_from_the_index_reading_only_the_rows_it_prints(
     sealed_session: Path, op_home: Path
 ) -> None:
-    """``openprogram sessions show`` of a long session: the layout comes from the index
-    (sealed buckets read from their committed index), node files only for printed rows —
-    an old turn whose files are gone from disk still counts, and nothing complains."""
+    """``openprogram sessions show`` of a long session: the layout comes from the index,
+    node content only for printed rows, and nothing complains."""
     from openprogram.cli import whole_tree
 
-    path = copy_sealed(sealed_session, op_home)
-    for node_file in (path / "history" / "0000").glob("*/*.json"):
-        node_file.unlink()  # turns 0-99: laid out, folded, never printed
-    shutil.rmtree(path / ".state" / "index", ignore_errors=True)
+    copy_sealed(sealed_session, op_home)
     session = SessionStore(op_home).open(SEALED_SID)
+    read: list[str] = []
+    blob_at = session.git.blob_at
+    session.git.blob_at = lambda rel, *a: read.append(rel) or blob_at(rel, *a)  # type: ignore[method-assign]
     text = whole_tree(session, last_turns=3, max_lines=20)
     assert text.startswith(f"session DAG: {1 + 2 * 250} nodes")
     assert "← HEAD" in text
     assert session.problems == []
+    assert len(read) <= 20
 
 
-def test_another_writers_turn_is_seen_by_reading_that_turn_only(
+def test_another_writers_turn_is_seen_without_reading_git(
     sealed_session: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A second process appending to the session: the next turn here sees its turn, and
-    what was re-read is that one turn folder — not every turn folder of the session."""
-    from openprogram.store.session.nodeindex import NodeIndex
+    """A second process appending to the session: the next turn here sees its turn from
+    the shared ``nodes`` rows — nothing is read from git to see it."""
+    from openprogram.store.session import session as session_module
 
     copy_sealed(sealed_session, op_home)
     mine = SessionStore(op_home).open(SEALED_SID)
@@ -789,14 +669,8 @@ def test_another_writers_turn_is_seen_by_reading_that_turn_only(
     other.commit("their turn")
     other_store.close()
 
-    scanned: list[tuple[str, str]] = []
-    scan = NodeIndex.scan
-
-    def spy(self: NodeIndex, bucket: str, turn_name: str, *key: Any) -> None:
-        scanned.append((bucket, turn_name))
-        scan(self, bucket, turn_name, *key)
-
-    monkeypatch.setattr(NodeIndex, "scan", spy)
+    derived: list[Any] = []
+    monkeypatch.setattr(session_module, "derive", lambda *a: derived.append(a) or ([], []))
     mine.sync()
-    assert scanned == [("0002", f"{turn:06d}")]
+    assert derived == []
     assert mine.head_id == theirs.id and mine.get(theirs.id).name == "theirs"

@@ -60,9 +60,7 @@ PENDING: dict[str, tuple[int, str]] = {
     ),
 }
 HERE = Path(__file__).name
-STORE_TESTS = frozenset(
-    {"test_store.py", "test_store_crash.py", "test_materialise.py", "test_repository.py"}
-)
+STORE_TESTS = frozenset({"test_store.py", "test_store_crash.py", "test_history.py"})
 
 
 def scanned_files() -> Iterator[tuple[str, ast.Module]]:

@@ -7,18 +7,17 @@ repository in a temporary folder.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import settled
+from helpers import settled, status_shows_nothing
 
 from openprogram import agentic_function
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import SyncError
 from openprogram.providers import create_runtime
-from openprogram.store.session import checkout, maintenance, session_context
+from openprogram.store.session import session_context
 from openprogram.store.session.files import MAX_FILE_BYTES
 from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
@@ -70,7 +69,7 @@ def test_bundle_round_trip_same_nodes_head_history(two, tmp_path: Path) -> None:
     assert state(bob, "s_shared") == state(alice, "s_shared")
     path = bob.session_path("s_shared")
     assert git(path, "fsck", "--strict", "--no-dangling") == ""
-    assert git(path, "status", "--porcelain") == ""
+    assert status_shows_nothing(path)
     # the next turn continues the imported history
     turns(bob, "s_shared", "four")
     session = bob.open("s_shared")
@@ -126,8 +125,7 @@ def test_push_pull_file_remote_then_divergence_keeps_both_lines(two, tmp_path: P
     assert line.tip == alice.open("s_team").head_id and line.turns == 2
     assert session.get(line.tip).predecessor != common  # alice 2 -> alice 1 -> base
     assert git(session.path, "fsck", "--strict", "--no-dangling") == ""
-    maintenance.wait_for(session.path)  # git's index follows in the pull's maintenance
-    assert git(session.path, "status", "--porcelain") == ""
+    assert status_shows_nothing(session.path)
 
     # bob continues his line, pushes (a fast-forward of the remote), alice pulls
     turns(bob, "s_team", "bob 2")
@@ -360,21 +358,16 @@ def long_session(store: SessionStore, sid: str, turns_: int) -> None:
 
 
 def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Older turns live in git only: a pull still joins two lines, one of which rewrote a
-    node of such a turn (in a sealed bucket), every node reads back, and the pull's own
-    maintenance seals the bucket anew."""
+    """Turns live in git only: a pull still joins two lines, one of which rewrote a node
+    of an old turn, and every node reads back."""
     alice, bob = two
     url = f"file://{bare(tmp_path)}"
     long_session(alice, "s_long", 205)  # buckets 0000 and 0001 sealed, 0002 open
     alice.close()
-    maintenance.wait_for(alice.session_path("s_long"))
     push(alice, "s_long", url, "file")
     assert pull(bob, "s_long", url, "file").status == "new"
     path = bob.session_path("s_long")
-    maintenance.wait_for(path)  # opening it started one: older turns leave the disk
-    on_disk = [t for b in os.listdir(path / "history") for t in os.listdir(path / "history" / b)]
-    kept = sorted(t for t in on_disk if t != "index.json")  # a bucket's index stays with it
-    assert kept == [f"{t:06d}" for t in range(206 - checkout.RECENT_TURNS, 206)]
+    assert not (path / "history").exists()  # no working tree: nothing checked out
 
     long_session(alice, "s_long", 2)
     push(alice, "s_long", url, "file")
@@ -388,11 +381,7 @@ def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_p
     assert not (path / "history" / "0000").exists()  # the rewrite went to git only
 
     assert pull(bob, "s_long", url, "file").status == "merged"
-    maintenance.wait_for(path)
     assert not (path / "history" / "0000").exists()
-    sealed = git(path, "log", "-1", "--format=%s", "--", "history/0000/index.json")
-    assert sealed.startswith("index of history bucket")  # sealed anew by the pull's maintenance
-    assert git(path, "status", "--porcelain") == ""
     assert git(path, "fsck", "--strict", "--no-dangling") == ""
     fresh = SessionStore(bob.home)
     try:
@@ -406,30 +395,21 @@ def test_pull_joins_diverged_copies_whose_sealed_buckets_are_left_out(two, tmp_p
         fresh.close()
 
 
-def test_two_copies_that_each_sealed_a_bucket_pull_as_a_fast_forward(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A pull's maintenance seals a full bucket on the puller's copy (a commit of an index),
-    and the writer's seals it too: the puller's next pull takes the writer's line as it is —
-    no merge commit that only the puller has, the same turn count on both machines."""
+def test_two_copies_past_a_full_bucket_pull_as_a_fast_forward(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """No commit but a turn's (no bucket index): the puller's next pull takes the writer's
+    line as it is — no merge commit that only the puller has, the same turn count on both
+    machines."""
     alice, bob = two
     url = f"file://{bare(tmp_path)}"
     long_session(alice, "s_seal", 98)
     alice_path, bob_path = alice.session_path("s_seal"), bob.session_path("s_seal")
-    maintenance.wait_for(alice_path)
     push(alice, "s_seal", url, "file")
     assert pull(bob, "s_seal", url, "file").status == "new"
-    held = maintenance._try_lock(alice_path, wait=True)  # alice's maintenance waits
-    try:
-        (alice_path / ".state" / maintenance.NEXT_FILE).write_text("0")  # her spacing passed
-        long_session(alice, "s_seal", 3)  # bucket 0001 opens: 0000 is full
-        push(alice, "s_seal", url, "file")
-        assert pull(bob, "s_seal", url, "file").status == "fast-forward"
-        maintenance.wait_for(bob_path)  # bob's copy sealed bucket 0000 itself
-        assert git(bob_path, "log", "-1", "--format=%s").startswith("index of history bucket")
-    finally:
-        assert held is not None
-        os.close(held)
-    maintenance.wait_for(alice_path)  # and alice's, in a commit of her own
-    assert git(alice_path, "log", "-1", "--format=%s").startswith("index of history bucket")
+    long_session(alice, "s_seal", 3)  # bucket 0001 opens: 0000 is full
+    push(alice, "s_seal", url, "file")
+    assert pull(bob, "s_seal", url, "file").status == "fast-forward"
+    assert git(bob_path, "log", "-1", "--format=%s").startswith("turn")
+    assert git(alice_path, "log", "-1", "--format=%s").startswith("turn")
     long_session(alice, "s_seal", 1)
     push(alice, "s_seal", url, "file")
 

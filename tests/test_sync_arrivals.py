@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import settled
 from test_sync import craft, git, turns
 
 from openprogram.cli import main as cli_main
 from openprogram.errors import CorruptedFileWarning, SyncError, UserError
 from openprogram.store.session.files import MAX_FILE_BYTES
+from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
 
@@ -192,8 +192,12 @@ def test_an_import_and_a_read_of_a_session_file_share_one_size_rule(
         carol = SessionStore(tmp_path / f"carol{size}")
         turns(carol, "s_local", "one")
         carol.close()
-        folder = next(settled(carol.home).rglob("history/*/*/*-l-*.json")).parent
-        (folder / "00000099-c-n_big.json").write_bytes(data)
+        local = carol.session_path("s_local")  # committed here by whatever means
+        listed = git(local, "ls-tree", "-r", "--name-only", "main").split()
+        folder = next(f for f in listed if f.startswith("history/") and "-l-" in f)
+        repo = Repository(local)
+        repo.commit({f"{folder.rsplit('/', 1)[0]}/00000099-c-n_big.json": data}, "written here")
+        repo.close()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CorruptedFileWarning)
             ids = {n.id for n in SessionStore(carol.home).open("s_local").nodes()}

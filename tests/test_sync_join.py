@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from test_sync import bare, git, turns
+from helpers import status_shows_nothing
+from test_sync import bare, turns
 
-from openprogram.store.session import maintenance
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
 from openprogram.store.session.syncmerge import lines
@@ -48,8 +48,7 @@ def test_a_session_begun_on_both_machines_joins_on_the_first_pull(two, tmp_path:
     assert [line.turns for line in lines(bob.open("s_team"))] == [2]  # alice's line
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=bob.session_path("s_team"))
     assert fsck.returncode == 0
-    maintenance.wait_for(bob.session_path("s_team"))  # git's index follows in the
-    assert git(bob.session_path("s_team"), "status", "--porcelain") == ""  # maintenance
+    assert status_shows_nothing(bob.session_path("s_team"))  # maintenance
 
     turns(bob, "s_team", "bob after pulling")  # continues his line, as usual
     push(bob, "s_team", url, "file")  # the join holds alice's line: a fast-forward

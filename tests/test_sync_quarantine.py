@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import status_shows_nothing
 from test_sync import bare, git, state, turns
 
 from openprogram.errors import SyncError
 from openprogram.store.session import incoming as quarantines
-from openprogram.store.session import maintenance
 from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
 
 
@@ -37,9 +37,8 @@ def test_pulls_keep_an_empty_quarantine_and_fast_forward(two, tmp_path: Path) ->
     assert state(bob, "s_q") == state(alice, "s_q")
     assert pull(bob, "s_q", url, "file").status == "up to date"
     path = bob.session_path("s_q")
-    maintenance.wait_for(path)
     assert git(path, "fsck", "--strict", "--no-dangling") == ""
-    assert git(path, "status", "--porcelain") == ""
+    assert status_shows_nothing(path)
 
 
 def test_a_planted_spare_is_not_used(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

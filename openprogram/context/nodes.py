@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from openprogram.context.secrets import is_secret_key
-from openprogram.errors import NodeFormatError as NodeFormatError  # moved; old path kept
+from openprogram.errors import NodeFormatError
 
 FORMAT_VERSION: Final = 1
 

@@ -42,8 +42,7 @@ from openprogram.scale.progress import Progress
 from openprogram.scale.task import Outcome, RuntimeSpec, Shared, Task
 from openprogram.scale.workers import no_worker_timeout
 from openprogram.settings import NO_WORKER_TIMEOUT
-from openprogram.store.session.files import dumps, loads
-from openprogram.store.session.refs import interrupts_deferred
+from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
 
 DEFAULT_THREADS = 8

@@ -3,8 +3,8 @@
 Everything is summed from the ``llm`` nodes' ``metadata.usage`` and ``metadata.cost`` —
 the nodes are the record, so the table always equals the sum of what was recorded.  A
 call without a price counts its tokens and marks the total ``unpriced``.  Costs are summed
-exactly (``indextotals.exact_add``): the same float whatever the order, so the totals the
-index keeps per bucket (:func:`index_usage_report`) equal a scan of every node.
+exactly (``index.exact_add``): the same float whatever the order, so the totals the
+index keeps (:func:`index_usage_report`) equal a scan of every node.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.context.nodes import Call
-from openprogram.store.session.index import usage_of
-from openprogram.store.session.indextotals import Totals as IndexTotals
-from openprogram.store.session.indextotals import Used, exact_add
+from openprogram.store.session.index import Totals as IndexTotals
+from openprogram.store.session.index import Used, exact_add, usage_of
 
 
 @dataclass
@@ -31,7 +30,7 @@ class Totals:
 
     @classmethod
     def of_used(cls, used: Used) -> Totals:
-        """From the index's totals (``indextotals.Used``)."""
+        """From the index's totals (``index.Used``)."""
         parts = list(used[4])
         return cls(used[0], used[1], used[2], math.fsum(parts), used[3], parts)
 

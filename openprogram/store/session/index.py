@@ -1,126 +1,89 @@
-"""The light index of a session: one small tuple per node, and the committed per-bucket
-index (``history/<bucket>/index.json``) that lets a session be opened without parsing every
-node file.  Pure: no I/O here (the store reads and writes the files)."""
+"""The one index of a session: the ``nodes`` table of its live database (:mod:`live`).
+
+A row a node: the columns every view reads (seq, turn, role, name, kind, status, caller,
+predecessor, created_at, tokens and cost) and the node's file in git (``path``, NULL when
+it is the one :func:`node_relpath` names).  A committed node's content is git's, read at
+that path (no working tree); a node in flight's is its record in the ``rows`` table of
+:mod:`live`, written at every event (one small row: the hot path), while its index row is
+put when a read or the commit needs it (a batch of the states recorded since).
+
+The table is *derived from git* for every committed turn (:func:`derive`): a session
+cloned, a ``live.db`` deleted, a pull that moved the ref — the rows follow the ref's
+commit, read by git's own ``ls-tree`` / ``diff-tree`` and one ``cat-file --batch``.  The
+row of a node in flight is never overwritten from git.
+
+The rest is pure: the node's path in a commit, the usage columns of a node, what counts
+as a turn, the exact sum of costs, and ``meta.json``'s field types.
+"""
 
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from openprogram.context.nodes import _ID as _NODE_ID
-from openprogram.context.nodes import MAX_COUNT, ROLE_LETTER, ROLES, Call
+from openprogram.context.nodes import ROLE_LETTER, Call
+from openprogram.errors import NodeFormatError
+from openprogram.store.session.files import MAX_FILE_BYTES, loads
+from openprogram.store.session.history import cat_file_batch
+from openprogram.store.session.safegit import run_git
 
 TURNS_PER_BUCKET = 100
-# history/<bucket>/index.json: the light entries of a sealed bucket, committed (see _seal)
+# committed by earlier versions (a bucket's light entries): allowed in what arrives, ignored
 BUCKET_INDEX = "index.json"
-BUCKET_INDEX_VERSION = 2  # 2: the usage columns (tokens_in, tokens_out, cost)
-SEALS_PER_MAINTENANCE = 4  # older buckets still unsealed are sealed a few at a time
 BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
-_IDS = re.compile(rf"(?:{_NODE_ID.pattern}\n)*")
+NODE_FILE = re.compile(r"history/[0-9]{4,}/[0-9]{6,}/[^/]+\.json")
 
-
-def node_relpath(call: Call) -> str:
-    return _relpath(call.seq, call.turn, call.role, call.id)
-
-
-def _relpath(seq: int, turn: int, role: str, node_id: str) -> str:
-    letter = ROLE_LETTER.get(role, "x")
-    return f"history/{turn // TURNS_PER_BUCKET:04d}/{turn:06d}/{seq:08d}-{letter}-{node_id}.json"
-
-
-# The light index entry of a node (no inputs or outputs), kept as a tuple: a 5,000-turn
-# session has ~25,000 of them, and tuples load and compare faster than dicts (open time).
+# the light entry of a node (``Session.index()``), in this order
 ENTRY_FIELDS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
     "created_at", "path", "tokens_in", "tokens_out", "cost",
 )  # fmt: skip
-F_SEQ, F_TURN, F_KIND, F_CALLER, F_PATH = 1, 2, 5, 7, 10
-F_TOKENS_IN, F_TOKENS_OUT, F_COST = 11, 12, 13
-Entry = tuple[Any, ...]
+# the columns of a row, as :func:`row_of` makes them
+COLUMNS = (
+    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
+    "created_at", "tokens_in", "tokens_out", "cost", "path",
+)  # fmt: skip
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, seq INTEGER, turn INTEGER,"
+    " role TEXT, name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT,"
+    " created_at REAL, tokens_in INTEGER, tokens_out INTEGER, cost REAL, path TEXT)"
+    " WITHOUT ROWID",
+    # children, turn-level nodes by turn (the windows); what the totals scan, covered
+    "CREATE INDEX IF NOT EXISTS nodes_by_caller ON nodes (caller, turn, kind)",
+    "CREATE INDEX IF NOT EXISTS nodes_by_turn ON nodes (turn)",
+    "CREATE INDEX IF NOT EXISTS nodes_usage"
+    " ON nodes (kind, turn, caller, tokens_in, tokens_out, cost)",
+    "CREATE INDEX IF NOT EXISTS nodes_by_status ON nodes (status)",
+)
+_INSERT = f"INSERT INTO nodes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+# a node's new state: what a state changes (a node's seq, turn, caller, role and path are
+# fixed when it is appended; not setting them leaves the indexes alone)
+_CHANGED = ("status", "name", "kind", "predecessor", "tokens_in", "tokens_out", "cost")
+PUT_STATE = f"{_INSERT} ON CONFLICT (id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _CHANGED
+)
+# a committed node's row from git, every column: never over the row of a node in flight
+PUT_COMMITTED = (
+    f"{_INSERT} ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])
+    + " WHERE nodes.id NOT IN (SELECT id FROM rows)"
+)
+Row = tuple[Any, ...]
+Used = list[Any]  # [calls, input_tokens, output_tokens, unpriced, cost partials (floats)]
+Totals = dict[str, Any]
 
 
-# In memory (:class:`nodeindex.NodeIndex`) an entry is *compact*: its path is None when it
-# is the one :func:`node_relpath` names (nearly always: ~100 B a node saved), and its
-# strings are shared — kinds, statuses, roles and names interned, a caller or predecessor
-# the very id object of that node's entry when it was known — so a loaded node costs its
-# tuple, its id and its ``created_at``.  The files (committed and cached indexes) hold full
-# entries: :func:`full_entry`.
+def node_relpath(call: Call) -> str:
+    return relpath(call.seq, call.turn, call.role, call.id)
 
 
-def entry_path(entry: Entry) -> str:
-    """The node file (relative to the session) of an entry, compact or full."""
-    path = entry[F_PATH]
-    return _relpath(entry[1], entry[2], entry[3], entry[0]) if path is None else path
-
-
-def entry_bucket(entry: Entry) -> str:
-    """The bucket folder an entry's node file is in."""
-    path = entry[F_PATH]
-    return f"{entry[2] // TURNS_PER_BUCKET:04d}" if path is None else path.split("/", 2)[1]
-
-
-def full_entry(entry: Entry) -> Entry:
-    """The entry with its path, as the index files keep it."""
-    if entry[F_PATH] is not None:
-        return entry
-    return (*entry[:F_PATH], entry_path(entry), *entry[F_PATH + 1 :])
-
-
-def compact_columns(columns: list[Any], known: Mapping[str, Entry]) -> list[Entry]:
-    """Compact entries (see above) of full ones given as columns (one list per
-    ``ENTRY_FIELDS``, as a valid bucket index holds them); ``known``: entries already in
-    memory, whose ids a caller or predecessor shares.  Column by column, in C loops but
-    the paths'."""
-    ids, seqs, turns, roles, names, kinds, statuses, callers, preds = columns[:9]
-    own = dict(zip(ids, ids, strict=True))
-    for node_id in {*callers, *preds} - own.keys() - {None}:
-        found = known.get(node_id)
-        if found is not None:
-            own[node_id] = found[0]
-    intern = sys.intern
-    shared = {turn: turn for turn in turns}  # a turn's nodes share one int
-    rows = zip(ids, seqs, turns, roles, columns[F_PATH], strict=True)
-    paths = [None if path == _relpath(s, t, r, i) else path for i, s, t, r, path in rows]
-    return list(
-        zip(
-            ids,
-            seqs,
-            map(shared.__getitem__, turns),
-            map(intern, roles),
-            map(intern, names),
-            map(intern, kinds),
-            map(intern, statuses),
-            map(own.get, callers, callers),
-            map(own.get, preds, preds),
-            *columns[9:F_PATH],
-            paths,
-            *columns[F_PATH + 1 :],
-            strict=True,
-        )
-    )
-
-
-def compact_entry(entry: Entry, known: Mapping[str, Entry]) -> Entry:
-    """One entry made compact (see above); ``known``: the entries in memory."""
-    node_id, seq, turn, role, name, kind, status, caller, pred = entry[:9]
-    same = known.get(node_id)
-    if same is not None:
-        node_id = same[0]  # the id object the index (and other entries) hold already
-    if caller is not None:
-        caller = known[caller][0] if caller in known else caller
-    if pred is not None:
-        pred = known[pred][0] if pred in known else pred
-    path = entry[F_PATH]
-    if path == _relpath(seq, turn, role, node_id):
-        path = None
-    strs = [role, name, kind, status]
-    if all(type(value) is str for value in strs):
-        role, name, kind, status = map(sys.intern, strs)
-    head = (node_id, seq, turn, role, name, kind, status, caller, pred)
-    return (*head, *entry[9:F_PATH], path, *entry[F_PATH + 1 :])
+def relpath(seq: int, turn: int, role: str, node_id: str) -> str:
+    """The file of a node in a commit: ``history/<bucket>/<turn>/<seq>-<role>-<id>.json``."""
+    letter = ROLE_LETTER.get(role, "x")
+    return f"history/{turn // TURNS_PER_BUCKET:04d}/{turn:06d}/{seq:08d}-{letter}-{node_id}.json"
 
 
 def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None]:
@@ -141,21 +104,13 @@ def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None
     return tokens[0], tokens[1], cost
 
 
-def entry_of(call: Call, path: str) -> Entry:
+def row_of(call: Call, path: str | None = None) -> Row:
+    """The row of ``call`` (:data:`COLUMNS`); ``path``: its file when not the usual one."""
     return (
-        call.id,
-        call.seq,
-        call.turn,
-        call.role,
-        call.name,
-        call.kind,
-        call.status,
-        call.caller,
-        call.predecessor,
-        call.created_at,
-        path,
-        *usage_of(call.metadata),
-    )
+        call.id, call.seq, call.turn, call.role, call.name, call.kind, call.status,
+        call.caller, call.predecessor, call.created_at, *usage_of(call.metadata),
+        None if path is None or path == node_relpath(call) else path,
+    )  # fmt: skip
 
 
 def counts_as_turn(caller: str | None, kind: str) -> bool:
@@ -172,59 +127,114 @@ def count_turns(entries: Iterable[Mapping[str, Any]]) -> int:
     return sum(1 for e in entries if counts_as_turn(e.get("caller"), e.get("kind", "")))
 
 
-def valid_columns(bucket: str, columns: Any) -> bool:
-    """Whether ``columns`` (a bucket index, committed or cached: one list per
-    ``ENTRY_FIELDS``) has the shape of light entries of bucket ``bucket``: typed fields,
-    unique short-name ids, seqs from 0 to ``MAX_COUNT``, turns in the bucket, and paths of
-    JSON files inside it.  Checked column by column in C loops (a join fails on anything but
-    strings): an index is data from wherever the session folder came from, never trusted
-    as it is."""
-    if type(columns) is not list or len(columns) != len(ENTRY_FIELDS):
-        return False
-    if any(type(column) is not list for column in columns):
-        return False
-    ids, seqs, turns, roles, names, kinds, statuses, callers, preds, created, paths = columns[:11]
-    tokens_in, tokens_out, costs = columns[11:]
-    count = len(ids)
-    if count == 0 or any(len(column) != count for column in columns):
-        return False
-    try:
-        if _IDS.fullmatch("\n".join(ids) + "\n") is None or len(set(ids)) != count:
-            return False
-        "".join(names)  # strings (TypeError otherwise)
-        if any(type(value) is not str for col in (kinds, statuses) for value in set(col)):
-            return False
-        joined = "\n".join(paths)
-    except TypeError:
-        return False
-    if set(map(type, seqs)) != {int} or set(map(type, turns)) != {int}:
-        return False
-    optional = {str, type(None)}
-    if not (set(map(type, callers)) <= optional and set(map(type, preds)) <= optional):
-        return False
-    if not set(map(type, created)) <= {float, int} or not set(roles) <= set(ROLES):
-        return False
-    if min(seqs) < 0 or max(seqs) >= MAX_COUNT:
-        return False
-    if not set(map(type, tokens_in)) <= {int, type(None)} or set(map(type, tokens_out)) != {int}:
-        return False
-    if min(tokens_out) < 0 or any(t is not None and t < 0 for t in set(tokens_in)):
-        return False
-    if not set(map(type, costs)) <= {float, type(None)}:
-        return False
-    if not all(c is None or 0 <= c < 1e15 for c in set(costs)):  # NaN fails too
-        return False
-    first = int(bucket) * TURNS_PER_BUCKET
-    if min(turns) < first or max(turns) >= first + TURNS_PER_BUCKET:
-        return False
-    # every path is under history/<bucket>/ (read by get(), never written): with no
-    # newline inside a path, each line of ``joined`` starts so
-    joined = f"\n{joined}"
-    return (
-        joined.count("\n") == count
-        and ".." not in joined
-        and joined.count(f"\nhistory/{bucket}/") == count
-    )
+def exact_add(parts: list[float], x: float) -> None:
+    """Add ``x`` to ``parts``, non-overlapping floats whose exact sum is the exact sum of
+    what was added (Shewchuk; ``math.fsum(parts)`` is that sum correctly rounded): the
+    same total whatever the order the costs come in."""
+    i = 0
+    for y in parts:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            parts[i] = lo
+            i += 1
+        x = hi
+    parts[i:] = [x]
+
+
+# -- derivation from git (I/O) ----------------------------------------------------------
+Problem = Callable[[str, str], None]
+
+
+def _node_files(root: Path, commit: str) -> dict[str, bytes]:
+    """Path -> blob (hex) of every node file of ``commit``."""
+    listed = run_git(root, "ls-tree", "-r", "-z", "--full-tree", commit, "--", "history")
+    found: dict[str, bytes] = {}
+    for item in listed.stdout.split(b"\0"):
+        info, _, raw = item.partition(b"\t")
+        parts = info.split()
+        path = raw.decode("utf-8", "surrogateescape")
+        if len(parts) == 3 and parts[1] == b"blob" and NODE_FILE.fullmatch(path):
+            found[path] = parts[2]
+    return found
+
+
+def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], list[str]]:
+    """Node files added or changed from ``old`` to ``new`` (path -> blob) and removed."""
+    done = run_git(
+        root, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new, "--",
+        "history",
+    )  # fmt: skip
+    items = done.stdout.split(b"\0")
+    changed: dict[str, bytes] = {}
+    removed: list[str] = []
+    for info, raw in zip(items[0::2], items[1::2], strict=False):
+        parts = info.split()  # ":<old mode> <new mode> <old sha> <new sha> <status>"
+        path = raw.decode("utf-8", "surrogateescape")
+        if len(parts) != 5 or not NODE_FILE.fullmatch(path):
+            continue
+        if parts[4] == b"D":
+            removed.append(path)
+        elif parts[1] != b"160000":
+            changed[path] = parts[3]
+    return changed, removed
+
+
+def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
+    """Those of ``files`` (path -> blob) that are blobs of at most ``MAX_FILE_BYTES``, by
+    one ``git cat-file --batch-check`` (sizes, nothing read); the others reported."""
+    paths = list(files)
+    if not paths:
+        return []
+    checked = run_git(
+        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
+    ).stdout.splitlines()
+    kept = []
+    for path, line in zip(paths, checked, strict=False):
+        parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
+        if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
+            kept.append(path)
+        else:
+            problem(str(root / path), f"not a node file within {MAX_FILE_BYTES} bytes")
+    return kept
+
+
+def _id_of(path: str) -> str:
+    """The node id a node file's name ends with (``<seq>-<role>-<id>.json``)."""
+    return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
+
+
+def derive(
+    root: Path, since: str | None, commit: str, problem: Problem
+) -> tuple[list[Row], list[str] | None]:
+    """The rows of the node files ``commit`` adds or changes since commit ``since`` (every
+    one when None or unreadable), and the ids of those it removed (None: every row not in
+    flight goes first).  A file that is not a node is reported and left out."""
+    removed: list[str] | None = None
+    files: dict[str, bytes] | None = None
+    if since is not None:
+        try:
+            files, gone = _changed_files(root, since, commit)
+            removed = [_id_of(path) for path in gone]
+        except Exception:  # the old commit is gone (a rewritten folder): from scratch
+            files = None
+    if files is None:
+        files, removed = _node_files(root, commit), None
+    paths = _within_bounds(root, files, problem)
+    fetched = cat_file_batch(root, [files[p] for p in paths])
+    rows: list[Row] = []
+    for path, got in zip(paths, fetched, strict=True):
+        try:
+            if got is None or got[1] != b"blob":
+                raise ValueError("not a readable blob")
+            call = Call.from_dict(loads(got[2]))
+        except (ValueError, NodeFormatError) as exc:
+            problem(str(root / path), str(exc))
+            continue
+        rows.append(row_of(call, path))
+    return rows, removed
 
 
 def clean_meta(meta: dict[str, Any]) -> list[str]:

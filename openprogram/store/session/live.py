@@ -4,11 +4,14 @@
 It holds what is not in git yet and what every writing process of the session shares:
 
 - ``state(k, v)``: ``seq`` (the end of the last block of seqs a process leased), ``turn``
-  (the next turn number), ``head`` (HEAD's node id), ``commits`` (made, by any process)
-  and ``maintained`` (commits at the last maintenance);
+  (the next turn number), ``head`` (HEAD's node id), ``commit`` (the commit the
+  ``nodes`` rows are derived to), ``commits`` (made, by any process) and ``maintained``
+  (commits at the last repack);
 - ``rows(id, owner, body)``: the newest recorded state of each node of a turn in flight
   that a process has not committed, or whose node is still open, with the process that
-  wrote it (``host:pid:start time``).
+  wrote it (``host:pid:start time``);
+- ``nodes``: the one index of the session's nodes (:mod:`index`), derived from git for
+  every committed turn, with the index rows a process put for its nodes in flight.
 
 Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
 session's write lock (re-entrant, across threads and processes; the kernel releases it
@@ -42,6 +45,8 @@ from openprogram.context.nodes import (
 )
 from openprogram.errors import StoreError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
+from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row
+from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
@@ -50,6 +55,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)",
     "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)"
     " WITHOUT ROWID",  # one b-tree: a row written is one page or two
+    *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
 _OWNER: tuple[int, str] | None = None
@@ -171,6 +177,19 @@ class LiveState:
         for name in DB_FILES:
             _remove_if_not_regular(self.path.parent / name)
         try:
+            return self._open_db()
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_NOTADB":
+                raise self._error(exc) from exc
+        for name in DB_FILES:  # not a database (damaged, planted): derived again from git
+            (self.path.parent / name).unlink(missing_ok=True)
+        try:
+            return self._open_db()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+
+    def _open_db(self) -> tuple[sqlite3.Connection, int]:
+        try:
             db = sqlite3.connect(
                 str(self.path), timeout=BUSY_MS / 1000, isolation_level=None,
                 check_same_thread=False,
@@ -181,7 +200,7 @@ class LiveState:
             for statement in SCHEMA:
                 db.execute(statement)
             return db, os.stat(self.path).st_ino
-        except (sqlite3.Error, OSError) as exc:
+        except OSError as exc:
             raise self._error(exc) from exc
 
     # -- transactions ------------------------------------------------------------------
@@ -311,10 +330,13 @@ class LiveState:
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
-    def drop_rows(self, keep: Iterable[str] = ()) -> None:
-        """Forget this process's rows (committed), but those of the ids in ``keep``."""
+    def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> None:
+        """Forget this process's rows (committed, in ``commit``: the ``nodes`` rows follow
+        it then), but those of the ids in ``keep`` (still open)."""
         keep_ids = list(keep)
         with self.lock:
+            if commit is not None:
+                self._set(commit=commit)
             if not keep_ids:
                 self._execute("DELETE FROM rows WHERE owner = ?", (own_owner(),))
                 return
@@ -328,6 +350,43 @@ class LiveState:
         with self.lock:
             for owner in owners:
                 self._execute("DELETE FROM rows WHERE owner = ?", (owner,))
+
+    # -- the nodes table ---------------------------------------------------------------
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
+        one thread of this process at a time on the connection."""
+        with self.lock._rlock:
+            return self._execute(sql, args).fetchall()
+
+    def put_index(self, rows: list[Row]) -> None:
+        """Put the index rows of nodes this process recorded (one transaction)."""
+        with self.lock:
+            try:
+                self._db.executemany(PUT_STATE, rows)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def derived(self) -> str | None:
+        """The commit the ``nodes`` rows follow (None: none yet, a new database)."""
+        value = self._values().get("commit")
+        return value if type(value) is str else None
+
+    def follow(self, commit: str, rows: list[Row], removed: list[str] | None) -> None:
+        """The ``nodes`` rows now follow ``commit``: ``rows`` from it put, the ids
+        ``removed`` dropped (None: every row first) — never the row of a node in flight."""
+        with self.lock:
+            try:
+                if removed is None:
+                    self._db.execute("DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)")
+                else:
+                    self._db.executemany(
+                        "DELETE FROM nodes WHERE id = ? AND id NOT IN (SELECT id FROM rows)",
+                        [(node_id,) for node_id in removed],
+                    )
+                self._db.executemany(PUT_COMMITTED, rows)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            self._set(commit=commit)
 
     def _owners(self) -> list[str]:
         found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner").fetchall()

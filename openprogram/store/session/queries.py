@@ -1,14 +1,16 @@
 """The read side of an open session: nodes by id, many at once, the whole DAG, children,
-the conversation chain, and the light index entries — and the bounded cache of parsed
-nodes they share with the write path.
+the conversation chain, the light index entries and the totals — SQL over the ``nodes``
+table of the live database (:mod:`index`), and the bounded cache of parsed nodes they
+share with the write path.
 
-:class:`SessionQueries` is a base of :class:`session.Session`; it only reads what the
-session holds (its :class:`NodeIndex`, its :class:`NodeFiles`, the parsed nodes) and never
-writes a file or a commit.
+A node's content is its record in the ``rows`` table while it is in flight, else its file
+in git (one ``git cat-file --batch`` for many).  :class:`SessionQueries` is a base of
+:class:`session.Session`; it never writes a file or a commit.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable
 from itertools import islice
@@ -16,26 +18,32 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from openprogram.context import graph
-from openprogram.context.nodes import Call, NodeFormatError
-from openprogram.errors import CorruptedFile
-from openprogram.store.session.files import loads
+from openprogram.context.nodes import Call
+from openprogram.errors import CorruptedFile, NodeFormatError
+from openprogram.store.session.files import MAX_FILE_BYTES, loads
+from openprogram.store.session.history import Repository, cat_file_batch
 from openprogram.store.session.index import (
     ENTRY_FIELDS,
-    F_CALLER,
-    F_KIND,
-    F_SEQ,
-    F_TURN,
-    Entry,
-    entry_path,
-    full_entry,
+    TURNS_PER_BUCKET,
+    Totals,
+    Used,
+    counts_as_turn,
+    relpath,
+    row_of,
 )
-from openprogram.store.session.indextotals import merge_used
-from openprogram.store.session.nodefiles import NodeFiles
-from openprogram.store.session.nodeindex import NodeIndex
+from openprogram.store.session.live import LiveState
+from openprogram.store.session.safegit import run_git
 
 # parsed nodes kept beyond this process's unsaved ones, the least recently used dropped
 # first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
 NODE_CACHE_MAX = 256
+BATCH_MIN = 8  # committed nodes read by one `git cat-file --batch` rather than one by one
+# the entry columns, and a node's body (NULL once committed) and its path's parts
+ENTRY_SQL = (
+    "id, seq, turn, role, name, kind, status, caller, predecessor, created_at, path,"
+    " tokens_in, tokens_out, cost"
+)
+Entry = tuple[Any, ...]
 
 
 class Links(NamedTuple):
@@ -44,6 +52,14 @@ class Links(NamedTuple):
     predecessors: dict[str, str | None]  # a node with no caller -> its predecessor, seq order
     top_seq: int  # the highest seq of any node (-1: none)
     top_turn: int  # the highest turn of any node (0: none)
+
+
+def _path(e: Entry) -> str:
+    return e[10] if e[10] is not None else relpath(e[1], e[2], e[3], e[0])
+
+
+def _entry(e: Entry) -> dict[str, Any]:
+    return dict(zip(ENTRY_FIELDS, (*e[:10], _path(e), *e[11:]), strict=True))
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -60,11 +76,33 @@ class SessionQueries:
     id: str
     path: Path
     problems: list[str]
+    live: LiveState
+    git: Repository
     _mu: threading.RLock
     _nodes: dict[str, Call]  # parsed nodes (bounded), ours included
     _dirty: dict[str, Call]  # this process's unsaved nodes
-    _index: NodeIndex
-    _files: NodeFiles
+    _unindexed: dict[str, Call]  # this process's node states whose index rows wait
+
+    def _index_recorded(self) -> None:
+        """Put the index rows of the node states this process recorded since (a batch,
+        before a read: the row per event is the record's)."""
+        if not self._unindexed:
+            return
+        with self._mu:  # (not held while the write lock is taken: it is always taken first)
+            calls = list(self._unindexed.values())
+        self.live.put_index([row_of(call) for call in calls])
+        with self._mu:
+            for call in calls:
+                if self._unindexed.get(call.id) is call:
+                    del self._unindexed[call.id]
+
+    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """``sql`` over the index, this process's newest states in it."""
+        self._index_recorded()
+        return self.live.query(sql, args)
+
+    def _entries(self, where: str = "", args: Iterable[Any] = ()) -> list[Entry]:
+        return self._query(f"SELECT {ENTRY_SQL} FROM nodes {where} ORDER BY seq", args)
 
     def get(self, node_id: str) -> Call:
         """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
@@ -74,61 +112,75 @@ class SessionQueries:
             if call is not None:
                 self._nodes[node_id] = call  # the most recently used now
                 return call.copy()
-            entry = self._index.find(node_id)
-        if entry is None:
+        found = self._query(
+            "SELECT r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
+            " LEFT JOIN rows r ON r.id = n.id WHERE n.id = ?",
+            (node_id,),
+        )
+        if not found:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        return self._read_node(entry_path(entry))
+        body, path, seq, turn, role = found[0]
+        rel = path if path is not None else relpath(seq, turn, role, node_id)
+        return self._parse(rel, body if body is not None else self._blob(rel))
 
-    def _read_node(self, rel: str, data: bytes | None = None) -> Call:
-        """The node of file ``rel`` (its content ``data`` when read already), cached; a copy
-        is returned."""
+    def _blob(self, rel: str) -> bytes | None:
         try:
-            call = Call.from_dict(loads(self._files.read(rel) if data is None else data))
+            return self.git.blob_at(rel)
+        except Exception:  # not in HEAD, or objects git cannot read
+            return None
+
+    def _parse(self, rel: str, data: bytes | None) -> Call:
+        """The node of file ``rel`` with content ``data`` (None: unreadable), cached; a
+        copy is returned."""
+        try:
+            if data is None:
+                raise FileNotFoundError("not in the live state and not committed")
+            call = Call.from_dict(loads(data))
         except (OSError, ValueError, NodeFormatError) as exc:
             raise CorruptedFile(str(self.path / rel), str(exc)) from exc
         with self._mu:
             self._cache(call)
         return call.copy()
 
-    def _all_entries(self) -> list[Entry]:
-        with self._mu:
-            self._index.load_all()
-            return sorted(self._index.entries.values(), key=lambda e: e[F_SEQ])
-
     def index(self) -> list[dict[str, Any]]:
         """Light entries of every node (``ENTRY_FIELDS``, no input/output), in seq order."""
-        return [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in self._all_entries()]
+        return [_entry(e) for e in self._entries()]
 
     def links(self) -> Links:
         """The predecessor of each node of the conversation chain (no caller: the root, a
         cell, a message, a top-level call, a script's bare ``llm`` call) in seq order, and
-        the highest seq and turn of any node: what a pull settles on, read from the index
-        without an entry made a dict."""
-        entries = self._all_entries()
-        return Links(
-            {e[0]: e[8] for e in entries if e[F_CALLER] is None},
-            max((e[F_SEQ] for e in entries), default=-1),
-            max((e[F_TURN] for e in entries), default=0),
-        )
+        the highest seq and turn of any node: what a pull settles on."""
+        chain = self._query("SELECT id, predecessor FROM nodes WHERE caller IS NULL ORDER BY seq")
+        top_seq, top_turn = self._query("SELECT max(seq), max(turn) FROM nodes")[0]
+        return Links(dict(chain), -1 if top_seq is None else top_seq, top_turn or 0)
 
     def light_nodes(self) -> list[dict[str, Any]]:
         """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no
         input, output, doc; metadata holds kind and status): what a layout of the whole DAG
-        needs, without reading a node file."""
-        return [_light(e) for e in self._all_entries()]
+        needs, without reading a node's content."""
+        return [_light(e) for e in self._entries()]
+
+    def _window_start(self, sql: str, count: int) -> int:
+        """The first turn of the newest whole buckets holding the ``count``-th newest of
+        what ``sql`` lists (turns, newest first; 0: the whole session)."""
+        found = self._query(sql + " LIMIT 1 OFFSET ?", (max(count, 1) - 1,))
+        if not found:
+            return 0
+        return found[0][0] // TURNS_PER_BUCKET * TURNS_PER_BUCKET
 
     def light_window(self, tops: int) -> tuple[list[dict[str, Any]], int]:
-        """The newest nodes as :meth:`light_nodes` makes them — whole buckets, newest first,
-        until they hold ``tops`` turn-level nodes (or the whole session) — and how many
-        nodes are older than them.  A node whose predecessor is older is listed without it
-        (``metadata.cut``: the view starts there); no node file is read."""
-        with self._mu:
-            entries = self._index.window(tops)
-            older = self._index.older_nodes()
-        light = [_light(e) for e in entries]
+        """The newest nodes as :meth:`light_nodes` makes them — whole buckets of 100 turns,
+        newest first, until they hold ``tops`` turn-level nodes (or the whole session) — and
+        how many nodes are older than them.  A node whose predecessor is older is listed
+        without it (``metadata.cut``: the view starts there); no node's content is read."""
+        first = self._window_start(
+            "SELECT turn FROM nodes WHERE caller IS NULL ORDER BY turn DESC", tops
+        )
+        entries = self._entries("WHERE turn >= ?", (first,))
+        older = self._query("SELECT count(*) FROM nodes WHERE turn < ?", (first,))[0][0]
         known = {e[0] for e in entries}
         kept = []
-        for node in light:
+        for node in map(_light, entries):
             if node["caller"] is not None and node["caller"] not in known:
                 older += 1  # called from an older turn (a background run): not in the window
                 continue
@@ -138,83 +190,130 @@ class SessionQueries:
             kept.append(node)
         return kept, older
 
-    def totals(self) -> dict[str, Any]:
-        """Counts of the whole session from its index (nodes, ``tops`` turn-level nodes,
-        ``turns``, ``kinds``, ``statuses``) and what its ``llm`` nodes used (``calls``,
-        ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``): no node file read,
-        the totals of sealed buckets kept in the local index cache."""
-        with self._mu:
-            return self._index.bucket_totals()
+    def totals(self) -> Totals:
+        """Counts of the whole session (nodes, ``tops`` turn-level nodes, ``turns``,
+        ``kinds``, ``statuses``) and what its ``llm`` nodes used (``calls``,
+        ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``; ``functions``: by the
+        name of the node each was called from; ``llm_turns``: turns with one): SQL over the
+        index, no node's content read."""
+        self._index_recorded()
+        q = self.live.query
+        kinds = dict(q("SELECT kind, count(*) FROM nodes GROUP BY kind"))
+        statuses = dict(q("SELECT status, count(*) FROM nodes GROUP BY status"))
+        tops = dict(q("SELECT kind, count(*) FROM nodes WHERE caller IS NULL GROUP BY kind"))
+        # the llm nodes' usage by caller (the covering index nodes_usage: no table row read);
+        # costs kept whole and summed once by math.fsum (correctly rounded: the float a scan
+        # of every node gives), a group's total its one "partial"
+        by_caller: dict[str | None, list[Any]] = {}
+        for caller, used_in, used_out, cost in q(
+            "SELECT caller, tokens_in, tokens_out, cost FROM nodes WHERE kind = 'llm'"
+        ):
+            used = by_caller.get(caller)
+            if used is None:
+                used = by_caller[caller] = [0, 0, 0, 0, []]
+            used[0] += 1
+            used[1] += used_in or 0
+            used[2] += used_out or 0
+            if cost is not None:
+                used[4].append(cost)
+            elif used_in is not None:
+                used[3] += 1
+        names = dict(
+            q(
+                "SELECT c.id, c.name FROM (SELECT DISTINCT caller FROM nodes"
+                " WHERE kind = 'llm') g JOIN nodes c ON c.id = g.caller"
+            )
+        )
+        grouped: dict[str, list[Any]] = {}
+        for caller, used in by_caller.items():  # by the name of the node each was called from
+            into = grouped.setdefault(names.get(caller, "(top level)"), [0, 0, 0, 0, []])
+            for i in range(4):
+                into[i] += used[i]
+            into[4] += used[4]
+        functions: dict[str, Used] = {
+            name: [*used[:4], [math.fsum(used[4])] if used[4] else []]
+            for name, used in grouped.items()
+        }
+        costs = [c for used in by_caller.values() for c in used[4]]
+        calls, tokens_in, tokens_out, unpriced = (
+            sum(used[i] for used in by_caller.values()) for i in range(4)
+        )
+        parts = [math.fsum(costs)] if costs else []
+        (llm_turns,) = q("SELECT count(DISTINCT turn) FROM nodes WHERE kind = 'llm'")[0]
+        return {
+            "nodes": sum(kinds.values()), "tops": sum(tops.values()),
+            "turns": sum(n for k, n in tops.items() if counts_as_turn(None, k)),
+            "calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out,
+            "unpriced": unpriced, "llm_turns": llm_turns, "cost": math.fsum(costs),
+            "cost_parts": parts, "kinds": kinds, "statuses": statuses,
+            "functions": functions, "callers": {},
+        }  # fmt: skip
 
-    def usage_window(self, turns: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """What ``sessions usage`` prints, from the index: the session's :meth:`totals` (its
-        ``functions`` naming every caller, ``callers`` emptied) and the ``llm`` entries (as
-        :meth:`index` makes them) of the newest buckets, loaded until they hold ``turns``
-        turns with ``llm`` nodes (or all the session has; None: every bucket).  No node
-        file is read."""
-        with self._mu:
-            totals = self._index.bucket_totals()
-            functions = totals["functions"]
-            for caller, used in totals.pop("callers").items():  # outside its bucket: found
-                entry = self._index.find(caller)
-                name = "(top level)" if entry is None else entry[4]
-                merge_used(functions, {name: used})
-            totals["callers"] = {}
-            if turns is None:
-                self._index.load_all()
-                loaded = list(self._index.loaded_entries())
-            else:
-                want = min(turns, totals["llm_turns"])
-                tops = max(want, 1)
-                while True:
-                    loaded = self._index.window(tops)
-                    have = len({e[F_TURN] for e in loaded if e[F_KIND] == "llm"})
-                    if have >= want or self._index.complete:
-                        break
-                    tops *= 2  # turns without calls: further back
-            calls = sorted((e for e in loaded if e[F_KIND] == "llm"), key=lambda e: e[F_SEQ])
-        return totals, [dict(zip(ENTRY_FIELDS, full_entry(e), strict=True)) for e in calls]
+    def usage_window(self, turns: int | None) -> tuple[Totals, list[dict[str, Any]]]:
+        """What ``sessions usage`` prints, from the index: the session's :meth:`totals` and
+        the ``llm`` entries (as :meth:`index` makes them) of the newest buckets holding the
+        newest ``turns`` turns with ``llm`` nodes (None: every one).  No node's content is
+        read."""
+        first = 0
+        if turns is not None:
+            first = self._window_start(
+                "SELECT DISTINCT turn FROM nodes WHERE kind = 'llm' ORDER BY turn DESC", turns
+            )
+        calls = self._entries("WHERE kind = 'llm' AND turn >= ?", (first,))
+        return self.totals(), [_entry(e) for e in calls]
 
     def nodes(self) -> list[Call]:
         """Every readable node in seq order (corrupted ones are listed in ``problems``);
         copies, as :meth:`get`'s."""
-        return list(self._read_many(self._all_entries()).values())
+        return list(self._read_many(self._rows("")).values())
 
     def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
         """The readable nodes among ``node_ids``, in that order (unknown ones left out,
         corrupted ones too and listed in ``problems``); copies, as :meth:`get`'s."""
-        with self._mu:
-            found = [self._index.find(node_id) for node_id in node_ids]
-        return self._read_many([entry for entry in found if entry is not None])
+        wanted = list(dict.fromkeys(node_ids))
+        found: dict[str, tuple[Any, ...]] = {}
+        for start in range(0, len(wanted), 500):  # (SQLite's limit on variables)
+            part = wanted[start : start + 500]
+            where = f"WHERE n.id IN ({','.join('?' * len(part))})"
+            found.update((row[0], row) for row in self._rows(where, part))
+        return self._read_many([found[i] for i in wanted if i in found])
 
-    def _read_many(self, entries: list[Entry]) -> dict[str, Call]:
-        """Node id -> node; those left out of the working tree read from git in one go."""
+    def _rows(self, where: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._query(
+            "SELECT n.id, r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
+            f" LEFT JOIN rows r ON r.id = n.id {where} ORDER BY n.seq",
+            args,
+        )
+
+    def _read_many(self, rows: list[tuple[Any, ...]]) -> dict[str, Call]:
+        """Node id -> node; the committed ones not cached read from git in one go."""
         with self._mu:
-            wanted = [entry_path(e) for e in entries if e[0] not in self._nodes]
-        committed = self._files.read_left_out(wanted)
+            cached = {row[0]: self._nodes.get(row[0]) for row in rows}
+        paths = {
+            row[0]: row[2] if row[2] is not None else relpath(row[3], row[4], row[5], row[0])
+            for row in rows
+        }
+        wanted = [paths[row[0]] for row in rows if row[1] is None and cached[row[0]] is None]
+        committed = read_paths(self.git, wanted) if len(wanted) >= BATCH_MIN else {}
         out: dict[str, Call] = {}
-        for entry in entries:
+        for node_id, body, *_rest in rows:
             try:
-                path = entry_path(entry)
-                data = committed.pop(path, None)
-                if data is None:
-                    out[entry[0]] = self.get(entry[0])
-                else:
-                    out[entry[0]] = self._read_node(path, data)
+                call = cached[node_id]
+                if call is not None:
+                    out[node_id] = call.copy()
+                    continue
+                rel = paths[node_id]
+                data = body if body is not None else committed.get(rel) or self._blob(rel)
+                out[node_id] = self._parse(rel, data)
             except CorruptedFile as exc:
                 if str(exc) not in self.problems:
                     self.problems.append(str(exc))
         return out
 
     def children(self, caller: str | None) -> list[str]:
-        """Ids of the nodes ``caller`` made, in seq order.  A node's children are in its
-        bucket or newer ones, so only the buckets from the caller's on are loaded."""
-        with self._mu:
-            if caller is None:
-                self._index.load_all()
-            else:
-                self._index.find(caller)
-            return self._index.children(caller)
+        """Ids of the nodes ``caller`` made (None: the turn-level nodes), in seq order."""
+        found = self._query("SELECT id FROM nodes WHERE caller IS ? ORDER BY seq", (caller,))
+        return [node_id for (node_id,) in found]
 
     def chain(self, start: str | None, limit: int) -> list[Call]:
         """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
@@ -237,3 +336,27 @@ class SessionQueries:
         if excess > 0:
             for node_id in list(islice((k for k in nodes if k not in dirty), excess)):
                 del nodes[node_id]
+
+
+def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
+    """Many files of HEAD at once (one ``git ls-tree`` of their folders, one ``git
+    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out."""
+    commit = repo.read_ref()
+    if commit is None or not paths:
+        return {}
+    # the folders two levels up (history/<bucket>), or the whole tree
+    folders = {path.rsplit("/", 2)[0] if path.count("/") >= 2 else "" for path in paths}
+    listed = run_git(
+        repo.worktree, "ls-tree", "-r", "-l", "-z", "--full-tree", commit.hex(), "--",
+        *([] if "" in folders else sorted(folders)), check=False,
+    )  # fmt: skip
+    blobs: dict[str, bytes] = {}  # path -> hex sha, "<mode> blob <sha> <size>\t<path>"
+    for item in listed.stdout.split(b"\0") if listed.returncode == 0 else []:
+        info, _, name = item.partition(b"\t")
+        parts = info.split()
+        if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
+            blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
+    wanted = [(path, blobs[path]) for path in paths if path in blobs]
+    fetched = cat_file_batch(repo.worktree, [sha for _p, sha in wanted])
+    pairs = zip(wanted, fetched, strict=True)
+    return {path: got[2] for (path, _sha), got in pairs if got is not None}

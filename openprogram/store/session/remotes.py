@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openprogram.errors import SyncError
+from openprogram.errors import RefChanged, RefLocked, SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
-from openprogram.store.session.refs import RefChanged, RefLocked, read_ref, update_ref
+from openprogram.store.session.history import read_ref, update_ref
 from openprogram.store.session.safegit import git, git_argv, git_dir_of, git_env
 
 if TYPE_CHECKING:

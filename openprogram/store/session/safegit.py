@@ -39,27 +39,16 @@ ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 
 
-def canonical_config(*, bare: bool = False, sparse: bool = True) -> bytes:
+def canonical_config() -> bytes:
     """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored).
-    ``sparse``: git's sparse checkout is on, so the history that
-    ``.git/info/sparse-checkout`` leaves out is not checked out (see :mod:`checkout`); off
-    once the user ran ``git sparse-checkout disable``.  With it on, git's index is a
-    *sparse index* (``index.sparse``): a folder left out is one entry (its tree), not an
-    entry per file, so the maintenance's ``read-tree``, ``update-index`` and ``sparse-checkout
-    reapply`` cost the window of turns kept, not the session (20,000 turns: ~1.4 s -> ~40 ms)."""
-    worktree = index = ""
-    if not bare:
-        worktree = "\tlogallrefupdates = true\n\tsparseCheckout = "
-        worktree += "true\n\tsparseCheckoutCone = true\n" if sparse else "false\n"
-        index = "[index]\n\tsparse = true\n" if sparse else ""
+    Bare: a session has no working tree (its nodes are read from git), so ``git status``
+    in its folder lists no file as deleted; ``git log`` and ``git show`` see every turn."""
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"
         "\tfilemode = true\n"
-        f"\tbare = {'true' if bare else 'false'}\n"
-        f"{worktree}"
+        "\tbare = true\n"
         "\thooksPath = /dev/null\n"
-        f"{index}"
         "[gc]\n"
         "\tauto = 0\n"
         "[user]\n"
@@ -185,10 +174,9 @@ def git_command(
     """The argv and environment :func:`run_git` runs ``git args`` on ``repo`` with (for a
     caller that streams to git, such as ``index-pack``); makes ``repo`` safe first."""
     git_dir = git_dir_of(repo)
-    bare = git_dir == repo
     if sanitize:
-        make_safe(git_dir, bare=bare)
-    env = {"GIT_DIR": str(git_dir), **({} if bare else {"GIT_WORK_TREE": str(repo)})}
+        make_safe(git_dir)
+    env = {"GIT_DIR": str(git_dir)}  # no work tree: a session has none
     if env_extra:
         env.update(env_extra)
     return git_argv(*args, network=network is not None), git_env(env, network=network)
@@ -208,8 +196,8 @@ def run_git(
     repository is made safe first (:func:`make_safe`; ``sanitize=False`` only for a
     repository the project made itself in this operation, such as a quarantine borrowing a
     session's objects through ``alternates``), then git runs with :func:`git_env`, the
-    overrides, and ``GIT_DIR``/``GIT_WORK_TREE`` fixed to ``repo`` (no discovery of an
-    enclosing repository).  ``network``: the protocols a fetch or push may use.  Output is
+    overrides, and ``GIT_DIR`` fixed to ``repo``'s (no discovery of an enclosing
+    repository, no work tree).  ``network``: the protocols a fetch or push may use.  Output is
     captured; ``check`` raises ``CalledProcessError``."""
     argv, env = git_command(repo, *args, env_extra=env_extra, network=network, sanitize=sanitize)
     return subprocess.run(
@@ -294,38 +282,10 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
-def _small_file(path: Path) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, 1 << 16)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-
-
-def sparse_wanted(git_dir: Path) -> bool:
-    """Whether the session keeps only recent history checked out: yes, unless the user
-    ran ``git sparse-checkout disable`` (which git 2.39 records as ``sparseCheckout =
-    false`` in ``config.worktree``, older versions in ``config``).  Only this one choice
-    is read from the files; what :func:`make_safe` writes is always the canonical config."""
-    for name in ("config.worktree", "config"):
-        text = b"".join(_small_file(git_dir / name).lower().split())
-        if b"sparsecheckout=false" in text:
-            return False
-        if b"sparsecheckout=true" in text:
-            return True
-    return True
-
-
-def make_safe(git_dir: Path, *, bare: bool = False) -> None:
+def make_safe(git_dir: Path) -> None:
     """Make a repository safe for git to open (a few syscalls when it is already safe).
 
-    ``config`` is replaced by :func:`canonical_config` when it differs (keeping only
-    whether the sparse checkout is on, :func:`sparse_wanted`), ``HEAD`` by
+    ``config`` is replaced by :func:`canonical_config` when it differs, ``HEAD`` by
     ``ref: refs/heads/main``; ``commondir``, ``config.worktree``, ``objects/info/alternates``
     and ``http-alternates`` (which make git read another repository) are removed, and so are
     symlinks among the object folders (objects would be written through them).  A ``.git``,
@@ -337,12 +297,12 @@ def make_safe(git_dir: Path, *, bare: bool = False) -> None:
         for entry in entries:
             if entry.is_symlink():
                 os.unlink(entry.path)
-    sparse = not bare and sparse_wanted(git_dir)
-    _replace_if_different(git_dir / "config", canonical_config(bare=bare, sparse=sparse))
+    _replace_if_different(git_dir / "config", canonical_config())
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
+        "info/sparse-checkout",  # no working tree: never read, never followed
         "objects/info/alternates",
         "objects/info/http-alternates",
     ):

@@ -1,13 +1,12 @@
 """One session opened by this process: opening, syncing with other writers, and the write
 path (its queries are in :mod:`queries`, a base of :class:`Session`).
 
-Writes are cheap (:meth:`Session.append` records one row of the live database,
-:mod:`live`); :meth:`Session.commit`
-makes one commit, its objects one pack (a new turn's node files come to disk later, a
-whole folder at a time: :mod:`materialise`), and nothing on that path grows
-with the session: packing, sealing buckets and git's index run detached
-(:mod:`maintenance`).  Reading goes through :class:`NodeIndex`, which loads history
-buckets newest first, only as far as a query needs (see :mod:`queries`).
+Writes are cheap (:meth:`Session.append` records one row of the ``nodes`` table of the
+live database, :mod:`live`, :mod:`index`); :meth:`Session.commit` makes one commit, its
+objects one pack, and nothing on that path grows with the session.  There is no working
+tree: a node's content is its row's record or its file in git.  Git repacks the packs
+beside the writer, in a child that ends with the session's close (:mod:`history`).
+Reading is SQL (:mod:`queries`).
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ from openprogram.context.nodes import (
     Call,
 )
 from openprogram.context.secrets import redact_secrets, redact_shown, refresh_secrets
-from openprogram.errors import CorruptedFile, SessionError, StoreError
-from openprogram.errors import CorruptedFileWarning as CorruptedFileWarning  # moved; old path kept
+from openprogram.errors import CorruptedFile, CorruptedFileWarning, SessionError, StoreError
 from openprogram.store.nodewriter import chain_after_head
-from openprogram.store.session import checkout, events, maintenance
+from openprogram.store.session import events
 from openprogram.store.session.files import (
     atomic_write,
     author_record,
@@ -44,22 +42,11 @@ from openprogram.store.session.files import (
     loads,
     read_bytes,
 )
-from openprogram.store.session.index import (
-    F_KIND,
-    F_SEQ,
-    F_TURN,
-    clean_meta,
-    counts_as_turn,
-    entry_of,
-    entry_path,
-    node_relpath,
-)
+from openprogram.store.session.history import Repository, repack
+from openprogram.store.session.index import clean_meta, counts_as_turn, derive, node_relpath, row_of
 from openprogram.store.session.live import LiveState
-from openprogram.store.session.nodefiles import NodeFiles
-from openprogram.store.session.nodeindex import NodeIndex
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
-from openprogram.store.session.repository import Repository
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
@@ -86,18 +73,15 @@ class Session(SessionQueries):
         self.lock = self.live.lock  # the session's write lock: SQLite's (BEGIN IMMEDIATE)
         self.git = Repository(path)
         self.git.lock_held = self.lock.held  # a ref lock found under it: a dead writer's
-        self._files = NodeFiles(path, self.git)
         self.meta: dict[str, Any] = {}
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
-        self._nodeindex = NodeIndex(path, self.git, self._problem, self._forget)
-        # node states recorded since the index was last asked: their entries are put when a
-        # read or the commit needs them (one put a node per turn, none on the write path)
+        # node states recorded since the index was last asked: their ``nodes`` rows are put
+        # when a read or the commit needs them (a batch; the hot path writes the record only)
         self._unindexed: dict[str, Call] = {}
         self._dirty: dict[str, Call] = {}
         self._open: set[str] = set()
-        self._wrote = False  # this process recorded a node (a light maintenance at close)
         # node states whose row could not be written (disk full): an open node reaches git
         # only once its row is in the live database, so a recovery can close it
         self._unsaved: dict[str, Call] = {}
@@ -106,16 +90,12 @@ class Session(SessionQueries):
         self._synced = (-1, -1)  # (seq counter, commits) when this view was last complete
         self._lease_mu = threading.Lock()
         self._lease = [0, 0]  # [next, end): seqs leased by this process, not handed out yet
-        self._maintain_after = 0.0  # the commit count asks for no maintenance before (unix)
-        self._bucket_opened = False  # a commit opened a bucket since the last maintenance asked
         with self.lock:
             self._load_meta()
-            self._index.open()
+            self._follow_git()
             self._ensure_counters()
             self._recover()
             self._synced = self.live.stamp()
-        if checkout.never_refreshed(path, self._counters()[1] - 1):
-            maintenance.spawn(path)  # leaves older turns out of the working tree
 
     # -- reading files -------------------------------------------------------------------
     def _load_meta(self, *, quiet: bool = False) -> None:
@@ -140,41 +120,36 @@ class Session(SessionQueries):
         self.problems.append(message)
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
 
-    @property
-    def _index(self) -> NodeIndex:
-        """The index of the session's nodes, this process's newest states included (what
-        every query reads; the write path uses ``_nodeindex``)."""
-        if self._unindexed:
-            self._index_recorded()
-        return self._nodeindex
-
-    @_index.setter
-    def _index(self, index: NodeIndex) -> None:  # (a query's attribute: a property here)
-        self._nodeindex = index
-
-    def _index_recorded(self) -> None:
-        """Put the entries of the node states recorded and not indexed yet, in seq order."""
-        with self._mu:
-            pending = sorted(self._unindexed.values(), key=lambda c: c.seq)
-            self._unindexed.clear()
-            for call in pending:
-                self._put(call)
-
-    def _forget(self, node_id: str) -> None:
-        if node_id not in self._dirty:
-            self._nodes.pop(node_id, None)
+    def _follow_git(self) -> bool:
+        """Derive the ``nodes`` rows from git when the ref is not the commit they follow
+        (a clone, ``live.db`` deleted, a pull, a writer killed between the ref and its
+        transaction): the node files changed since, or every one.  Whether it did."""
+        with self.lock:
+            ref = self.git.read_ref()
+            since = self.live.derived()
+            if ref is None or ref.hex() == since:
+                return False
+            rows, removed = derive(self.path, since, ref.hex(), self._problem)
+            self.live.follow(ref.hex(), rows, removed)
+            with self._mu:
+                for node_id in list(self._nodes):
+                    if node_id not in self._dirty:
+                        del self._nodes[node_id]
+            return True
 
     def _ensure_counters(self) -> None:
         """Rebuild the counters of the live database (a clone, ``live.db`` deleted) from
-        the newest bucket and ``meta.json``'s HEAD."""
+        the ``nodes`` rows and ``meta.json``'s HEAD."""
         if self.live.read() is not None:
             return
-        turn, seq = self._index.max_turn_and_seq()
+        seq, turn = self.live.query("SELECT max(seq), max(turn) FROM nodes")[0]
         head = self.meta.get("head_id")
-        if not isinstance(head, str) or self._index.find(head) is None:
-            roots = [e for e in self._index.entries.values() if e[F_KIND] == "root"]
+        if not isinstance(head, str) or not self.live.query(
+            "SELECT 1 FROM nodes WHERE id = ?", (head,)
+        ):
+            roots = self.live.query("SELECT id FROM nodes WHERE kind = 'root' ORDER BY seq")
             head = roots[0][0] if roots else None
-        self.live.write(seq + 1, turn + 1, head)
+        self.live.write((seq if seq is not None else -1) + 1, (turn or 0) + 1, head)
 
     def _recover(self) -> None:
         """Commit what writers that died mid-turn left in the live database (their open
@@ -192,10 +167,10 @@ class Session(SessionQueries):
             for call in calls:
                 if counts_as_turn(call.caller, call.kind) and not self._committed(call):
                     self._new_turns.add(call.id)
-                self._put(call)
                 self._dirty[call.id] = call
+                self._unindexed[call.id] = call
+                self._cache(call)
             self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
-            # (a maintenance it would ask for waits for the next commit's)
 
     def sync(self) -> None:
         """Refresh this view if another process wrote to the session since: leased seqs or
@@ -208,15 +183,13 @@ class Session(SessionQueries):
                 self._synced = stamp
 
     def refresh(self) -> None:
-        """Pick up what other processes committed since (new turns, rewritten buckets),
-        ``meta.json``, and the rows of writers that died.  This process's unsaved
-        writes are kept.  O(the buckets that changed), not O(session)."""
+        """Pick up ``meta.json``, a ref moved without the ``nodes`` rows (a pull's), and
+        the rows of writers that died.  This process's unsaved writes are kept (other
+        writers' commits are in the shared rows already)."""
         with self.lock, self._mu:
             self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
             self.meta.update(self._meta_changes)
-            if self._index.refresh():
-                for call in self._dirty.values():  # ours, newer than any file
-                    self._put(call)
+            self._follow_git()
             self._recover()
 
     def set_meta(self, **fields: Any) -> None:
@@ -350,9 +323,10 @@ class Session(SessionQueries):
     def _record(self, *calls: Call, new: bool = False) -> None:
         """Record the states of ``calls`` (a row each in the live database, committed
         before this returns: a SIGKILL right after loses nothing) and hold them for the
-        commit; their index entries wait until a read or the commit asks (see
-        :attr:`_index`).  ``new``: nodes just appended.  A write that fails (disk full)
-        raises one :class:`StoreError`; the states stay held for the next commit."""
+        commit; their index rows wait until a read or the commit asks (see
+        :meth:`queries.SessionQueries._index_recorded`).  ``new``: nodes just appended.  A
+        write that fails (disk full) raises one :class:`StoreError`; the states stay held
+        for the next commit."""
         rows = [(call.id, node_record(call)) for call in calls]
         with self._mu:
             unindexed = self._unindexed
@@ -369,7 +343,6 @@ class Session(SessionQueries):
                     self._open.add(node_id)
                 else:
                     self._open.discard(node_id)
-            self._wrote = True
         try:  # (outside _mu: the write lock is always taken first)
             self.live.put_rows(rows)
         except BaseException:  # (a full disk, a Ctrl-C) held: the commit writes them first
@@ -384,52 +357,21 @@ class Session(SessionQueries):
             for call in calls:
                 events.emit(self.id, call.to_dict())
 
-    def _put(self, call: Call) -> None:
-        self._cache(call)
-        known = self._nodeindex.entries.get(call.id)
-        if known is not None and known[F_SEQ] == call.seq and known[F_TURN] == call.turn:
-            path = entry_path(known)  # a new state of a node the index has: the same file
-        else:
-            path = node_relpath(call)
-        self._nodeindex.put(entry_of(call, path))
-
     def commit(self, message: str) -> str | None:
-        """Write this process's changed nodes and ``meta.json``, and make one commit.
-
-        The node files are written before taking the session lock (they
-        are this process's own); under it only ``meta.json``, the trees, the commit and the
-        ref are written — what another writer waits for.  The commit's objects are one
-        pack (:meth:`Repository.commit`), not a loose file each; after the lock is released
-        this process merges its own packs (:meth:`Repository.merge_own_packs`).  A
-        maintenance is asked for when the commit opens a bucket or ``MAINTAIN_EVERY``
-        commits after the last, and not before ``maintenance.SPACING`` times the last one's
-        duration has passed: a busy writer never keeps maintenances running back to back
-        (its packs stay few meanwhile: it merges them itself).  It is started after the
-        lock is released; one running already takes the request (one more round)."""
+        """Commit this process's changed nodes and ``meta.json`` (one commit, its objects
+        one pack, under the session's write lock); git repacks beside the writer (see
+        :class:`history.Repository`), which nobody waits for until the session closes."""
         try:
             if self._unsaved:
                 self._save_unsaved()
-            with self._mu:
-                written, _made = self._node_files({})
             with self.lock, self._mu:
-                sha, maintain = self._commit_locked(message, written)
+                sha = self._commit_locked(message)
         except OSError as exc:  # disk full, read-only, ulimit -f: one line, nothing lost
             if isinstance(exc, SessionError):
                 raise
             reason = exc.strerror or str(exc)
             where = f" ({exc.filename})" if exc.filename else ""
             raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
-        self.git.merge_own_packs()  # outside the lock, in a thread: nobody waits for it
-        if maintain:  # a running one takes a new bucket's request (one more round) only
-            bucket, self._bucket_opened = self._bucket_opened, False
-            if maintenance.spawn(self.path, again=bucket):
-                self.live.set_maintained()
-                # the newest two buckets' caches: a long writer's older ones are sealed by
-                # the maintenances (which need no cache), or saved at close
-                with self._mu:
-                    self._index.save(newest=2)
-            else:  # one is running: it says when the next may be asked (read it again)
-                self._maintain_after = 0.0
         return sha
 
     def _save_unsaved(self) -> None:
@@ -443,45 +385,19 @@ class Session(SessionQueries):
                 if self._unsaved.get(call.id) is call:
                     del self._unsaved[call.id]
 
-    def _node_files(
-        self, written: dict[str, bytes | None]
-    ) -> tuple[dict[str, bytes | None], set[str]]:
-        """The files of this process's changed nodes (path -> content) and their turn
-        folders.  A file is written to disk only in a turn folder on disk already (a real
-        directory), unless ``written`` has that content: a new turn goes to git only (its
-        pack) and the maintenance puts its folder on disk whole (:mod:`materialise`)."""
-        files: dict[str, bytes | None] = {}
-        made: set[str] = set()
-        on_disk: dict[str, bool] = {}
-        for call in sorted(self._dirty.values(), key=lambda c: c.seq):
-            rel = node_relpath(call)
-            rel_dir = rel.rsplit("/", 1)[0]
-            data = node_record(call)
-            if written.get(rel) != data:
-                if rel_dir not in on_disk:
-                    on_disk[rel_dir] = self._files.on_disk(rel_dir)
-                if on_disk[rel_dir]:
-                    try:
-                        atomic_write(self.path / rel, data)
-                    except FileNotFoundError:  # a maintenance just left the folder out
-                        on_disk[rel_dir] = False
-            made.add(rel_dir)
-            files[rel] = data
-        return files, made
-
-    def _commit_locked(
-        self, message: str, written: dict[str, bytes | None] | None = None
-    ) -> tuple[str | None, bool]:
-        """The commit (the caller holds the lock); returns its sha and whether a
-        maintenance is due.  ``written``: node files already on disk."""
+    def _commit_locked(self, message: str) -> str | None:
+        """The commit (the caller holds the lock); returns its sha."""
         if not self._dirty:
-            return None, False
+            return None
         for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
             if call.is_open:
                 self._open.add(call.id)
             else:
                 self._open.discard(call.id)
-        files, made = self._node_files(written or {})
+        files: dict[str, bytes | None] = {}
+        for call in self._dirty.values():
+            files[self._path_of(call)] = node_record(call)
+        self.live.put_index([row_of(call) for call in self._dirty.values()])
         _seq, _turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
         self.meta.update(self._meta_changes)
@@ -493,31 +409,29 @@ class Session(SessionQueries):
         atomic_write(self.path / "meta.json", meta.encode())
         files["meta.json"] = meta.encode()
         parent = self.git.read_ref()  # (the ref is read once a commit, not at every step)
-        new_bucket = self._opens_a_bucket(made, parent)
+        if parent is not None and parent.hex() != self.live.derived():
+            self._follow_git()  # moved without the rows (a killed writer's last commit)
         sha = self.git.commit_on(
             parent, files, redact_secrets(message), author=current_author().ident
         )
-        self._index.written(made, sha)
+        for node_id in self._dirty:
+            self._unindexed.pop(node_id, None)
         self._dirty.clear()
         self._new_turns.clear()
         self._meta_changes.clear()
-        self.live.drop_rows(keep=self._open)  # committed; an open node's stays for recovery
-        commits, maintained = self.live.bump_commits()  # counted across processes
+        # committed: the rows follow the commit; an open node's record stays for recovery
+        self.live.drop_rows(keep=self._open, commit=sha.hex())
+        commits, _maintained = self.live.bump_commits()  # counted across processes
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
-        self._bucket_opened |= new_bucket  # asked for at the first commit past the spacing
-        asks = self._bucket_opened or commits - maintained >= maintenance.MAINTAIN_EVERY
-        return sha.hex(), asks and self._maintenance_due()
+        return sha.hex()
 
-    def _maintenance_due(self) -> bool:
-        """Whether the last maintenance's ``SPACING`` has passed (read from its file only
-        when the time this process last read there has passed)."""
-        now = time.time()
-        if now < self._maintain_after:
-            return False
-        self._maintain_after = maintenance.next_due(self.path)
-        return now >= self._maintain_after
+    def _path_of(self, call: Call) -> str:
+        """The file of ``call`` in git: where its row says (a node that arrived under
+        another name), else :func:`index.node_relpath`."""
+        found = self.live.query("SELECT path FROM nodes WHERE id = ?", (call.id,))
+        return found[0][0] if found and found[0][0] is not None else node_relpath(call)
 
     def _committed(self, call: Call) -> bool:
         """Whether ``call``'s node file is in HEAD (a dead writer's rows keep what it
@@ -525,28 +439,13 @@ class Session(SessionQueries):
         folder, _, name = node_relpath(call).rpartition("/")
         return name in self.git.tree_at(folder)
 
-    def _opens_a_bucket(self, rel_dirs: set[str], parent: bytes | None) -> bool:
-        """Whether a commit on ``parent`` writing ``rel_dirs`` is the first into a bucket
-        (the previous one can be sealed)."""
-        if parent is None:
-            return bool(rel_dirs)
-        history = self.git.tree_at("history", commit=parent) if rel_dirs else {}
-        return any(rel.split("/")[1] not in history for rel in rel_dirs)
-
-    def maintain(self, *, wait: bool = True) -> None:
-        """Pack loose objects, seal old buckets and refresh git's index (see
-        :mod:`maintenance`); ``wait=False`` starts it detached."""
-        if wait:
-            maintenance.run_now(self.path)
-            self.git.forget()
-            self.live.set_maintained()
-        elif maintenance.spawn(self.path):
-            self.live.set_maintained()
-        self.save_index()
-
-    def save_index(self) -> None:
-        with self._mu:
-            self._index.save()
+    def maintain(self) -> None:
+        """Repack the session's objects now (what runs beside a writer every
+        ``history.REPACK_EVERY`` packs), waiting for it."""
+        self.git.wait_for_repack(settle=False)
+        repack(self.path / ".git")
+        self.git.forget()
+        self.live.set_maintained()
 
     def end_turn(self, turn: int) -> None:
         """Close the nodes of ``turn`` this process left ``running`` when the turn ended:
@@ -574,17 +473,8 @@ class Session(SessionQueries):
             if self._dirty:
                 self.commit("flush on close")
             try:
-                self.save_index()
-            except OSError:
-                pass
-            try:
                 self._return_lease()
             except OSError:
                 pass
-            if self._wrote:
-                self._wrote = False
-                # `git status` clean again; the newest turns only checked out
-                turns = self._counters()[1] - 1
-                maintenance.spawn(self.path, index_only=turns <= checkout.RECENT_TURNS)
-            self.git.close()
+            self.git.close()  # a repack running is waited for a few seconds, then ended
             self.live.close()

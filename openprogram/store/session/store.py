@@ -3,28 +3,23 @@
 ::
 
     $OPENPROGRAM_HOME/sessions/<session_id>/
-      .git/          one commit per turn
-      .gitignore     .state/ and workdir/ are never committed
+      .git/          one commit per turn (a bare repository: no working tree)
       meta.json      id, title, agent_id, source, created_at, updated_at, head_id, turns, v
-      history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
-      history/<bucket>/index.json   the bucket's committed index, once sealed
-                     (only the newest turns are checked out, the rest is in git only)
+                     (HEAD's, also on disk for listing sessions)
       workdir/       per-session scratch space
-      .state/        live.db (SQLite, WAL: counters, HEAD, the rows of turns in flight),
-                     the local index cache
+      .state/        live.db (SQLite, WAL: counters, HEAD, the nodes table)
 
-The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON), :mod:`live`
-(the live database: write lock, counters, rows of turns in flight, recovery), :mod:`refs`
-(reading and compare-and-swap of refs),
-:mod:`packing` (loose objects, packs), :mod:`repository` (git objects, trees, commits),
-:mod:`index` (the light entry of a node), :mod:`buckets` (sealed bucket indexes),
-:mod:`indexcache` (the local index cache files), :mod:`nodeindex` (the lazily loaded
-index), :mod:`checkout` (which turns are checked
-out) and :mod:`nodefiles` (node files from disk or git), :mod:`maintenance` (what runs
-detached), :mod:`queries` (the read side of an open session), :mod:`session` (one open
-session: opening, syncing and the write path) and this module (the sessions under a home
-folder).  Sharing sits beside them: :mod:`sync`, :mod:`syncmerge`, :mod:`syncgit`,
-:mod:`syncrules`, :mod:`remotes`.
+    A commit's tree: .gitignore, meta.json and
+      history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
+
+The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON, session ids, the
+author of a turn), :mod:`live` (the live database: write lock, counters, the rows of turns
+in flight, recovery), :mod:`history` (git through GitPython and gitdb: objects, trees,
+commits, packs, refs, log, git's repack beside the writer), :mod:`index` (the ``nodes``
+table: the one index, derived from git), :mod:`queries` (the read side of an open
+session), :mod:`session` (one open session: opening, syncing and the write path) and this
+module (the sessions under a home folder).  Sharing sits beside them: :mod:`sync`,
+:mod:`syncmerge`, :mod:`syncrules`, :mod:`incoming`, :mod:`remotes`.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from typing import Any
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
-from openprogram.store.session import maintenance
 from openprogram.store.session.files import (
     current_author,
     dumps,
@@ -50,19 +44,18 @@ from openprogram.store.session.files import (
     read_bytes,
     validate_session_id,
 )
+from openprogram.store.session.history import Repository
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import opened
-from openprogram.store.session.repository import Repository
-from openprogram.store.session.safegit import init_repository, run_git
+from openprogram.store.session.safegit import init_repository
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,
     META_VERSION,
     PLACE_FILE,
-    CorruptedFileWarning,
     Session,
 )
 
-__all__ = ["CorruptedFileWarning", "Session", "SessionStore", "default_db"]
+__all__ = ["Session", "SessionStore", "default_db"]
 
 GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
@@ -121,7 +114,6 @@ class SessionStore:
         tmp.mkdir()
         try:
             init_repository(tmp)
-            (tmp / ".gitignore").write_bytes(GITIGNORE)
             now = time.time()
             root = make_call("root", "root", status="completed")
             root.seq, root.turn = 0, 0
@@ -137,18 +129,18 @@ class SessionStore:
                 "turns": 0,
             }
             rel = node_relpath(root)
-            (tmp / rel).parent.mkdir(parents=True)
             files: dict[str, bytes | None] = {
                 ".gitignore": GITIGNORE,
                 "meta.json": json.dumps(meta, indent=1).encode(),
                 rel: dumps(root.to_dict()),
             }
-            for name, data in files.items():
-                assert data is not None
-                (tmp / name).write_bytes(data)
+            (tmp / "meta.json").write_bytes(files["meta.json"] or b"")
             creator = current_author().ident
-            Repository(tmp).commit(files, f"session {session_id} created", author=creator)
-            run_git(tmp, "read-tree", "HEAD", check=False)
+            repo = Repository(tmp)
+            try:
+                repo.commit(files, f"session {session_id} created", author=creator)
+            finally:
+                repo.close()  # (a repack it started is waited for, then ended)
             (tmp / ".state").mkdir()
             with opened(tmp / ".state") as live:
                 live.write(1, 1, root.id)
@@ -247,13 +239,6 @@ class SessionStore:
             return
         if not path.is_dir():
             raise SessionNotFound(f"no session {session_id!r} under {self.root}")
-        # a detached maintenance (started by a commit, or by the close above) may still be
-        # writing inside the folder: removing it under that process fails half-way
-        if is_real_dir(path / ".state"):  # never followed out of the folder
-            try:
-                maintenance.wait_for(path)
-            except OSError:
-                pass
         shutil.rmtree(path)
 
     def close(self) -> None:

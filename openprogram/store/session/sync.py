@@ -29,11 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openprogram.errors import SessionError, StoreError
+from openprogram.errors import SessionError, StoreError, SyncError
 from openprogram.store.session import incoming
 from openprogram.store.session.files import validate_session_id
+from openprogram.store.session.history import cat_file_batch, read_ref
 from openprogram.store.session.incoming import Caps, index_pack, read_bundle_header
-from openprogram.store.session.refs import read_ref
 from openprogram.store.session.remotes import (
     git_fail,
     note_on_remote,
@@ -42,7 +42,6 @@ from openprogram.store.session.remotes import (
     replay_id,
     url_scheme,
 )
-from openprogram.store.session.repository import cat_file_batch
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
@@ -53,7 +52,6 @@ from openprogram.store.session.syncmerge import Arrived, Received, main_commit, 
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
-    SyncError,
     check_meta,
     check_refs,
     session_ref,

@@ -16,30 +16,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from openprogram.errors import CorruptedFile
-from openprogram.store.session import checkout, maintenance
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
     atomic_write,
     current_author,
-    is_real_dir,
     loads,
     strict_dumps,
 )
-from openprogram.store.session.queries import Links
-from openprogram.store.session.refs import MAIN_REF, read_ref, update_ref
-from openprogram.store.session.repository import (
+from openprogram.store.session.history import (
+    MAIN_REF,
     TREE_MODE,
     Repository,
     TreeEntries,
     commit_data,
     commit_tree,
+    read_ref,
+    update_ref,
 )
+from openprogram.store.session.queries import Links
 from openprogram.store.session.safegit import INCOMING, git, git_dir_of
 from openprogram.store.session.syncrules import (
     ROOT_DIR,
     Line,
     SyncError,
-    changed_files,
     merge_trees,
     other_lines,
     rerooted,
@@ -143,20 +142,16 @@ def receive(
     tip = arrived.tip
     if not (local / ".git").is_dir():
         _name_main(quarantine, tip)
-        repo = Repository(quarantine)
-        try:  # only the newest turns are checked out, as in any session
-            checkout.write_window(quarantine, repo, bytes.fromhex(tip))
-        finally:
-            repo.close()
-        git(quarantine, "read-tree", "-u", "--reset", "refs/heads/main")
+        meta = git(quarantine, "cat-file", "blob", f"{tip}:meta.json").stdout
+        atomic_write(quarantine / "meta.json", meta)  # (no working tree: this file only)
         try:
             os.rename(quarantine, local)
         except OSError:
             raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
-        session = store.open(session_id)  # starts a maintenance if buckets are sealed
+        session = store.open(session_id)  # its nodes rows derived from git
         return Received(session_id, "new", session.totals()["turns"], lines(session))
     session = store.open(session_id)
-    with session.lock, session.git.reading_ahead(arrived.objects):
+    with session.lock:
         ours = main_commit(local)
         assert ours is not None
         known = tip == ours or arrived.descends_from(ours)  # a fast-forward, from what arrived
@@ -186,9 +181,8 @@ def receive(
             if new == tip:  # what only ours has is already theirs (both sealed a bucket)
                 status = "fast-forward"
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
-        _materialise(local, session.git, ours, new)
+        _write_meta(local, session.git, new)
         links = _settle(session, follow=status == "fast-forward")
-        maintenance.spawn(local)  # seals what arrived (after the lock is released)
         arrived_turns = session.totals()["turns"] - before
         return Received(
             session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
@@ -333,19 +327,11 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _materialise(local: Path, repo: Repository, old: str, new: str) -> None:
-    """Bring the session folder to the new commit where it holds files: a changed file
-    whose folder is on disk is rewritten (or removed), so nothing on disk is stale; a file
-    in a folder that is not (a turn that arrived whole) stays in git only, where the store
-    reads it, until the maintenance the caller starts checks the newest turns out — as
-    after a turn, ``git status`` lists them until it ran."""
-    trees = [repo.commit_tree_of(bytes.fromhex(c)) for c in (old, new)]
-    for rel, blob in changed_files(trees[0], trees[1], repo.read_tree):
-        target = local / rel
-        if blob is None:
-            target.unlink(missing_ok=True)
-        elif is_real_dir(target.parent):
-            atomic_write(target, repo.read(blob))
+def _write_meta(local: Path, repo: Repository, commit: str) -> None:
+    """The session's ``meta.json`` on disk as ``commit`` has it (what listing reads)."""
+    found = repo.read_tree(repo.commit_tree_of(bytes.fromhex(commit))).get("meta.json")
+    if found is not None and found[1] != TREE_MODE:
+        atomic_write(local / "meta.json", repo.read(found[0]))
 
 
 def _settle(session: Session, *, follow: bool) -> Links:

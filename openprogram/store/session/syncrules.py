@@ -21,10 +21,10 @@ from typing import Any
 
 import orjson
 
-from openprogram.errors import SyncError as SyncError  # moved; old path kept
+from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_FILE_BYTES, validate_session_id
+from openprogram.store.session.history import BLOB_MODE, TREE_MODE, TreeEntries
 from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME
-from openprogram.store.session.repository import BLOB_MODE, TREE_MODE, TreeEntries
 
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = MAX_FILE_BYTES  # one node file: what the reader reads (one rule, in files)

@@ -1,12 +1,12 @@
 """Replacing a file by rename with the old file freed off the caller's path
-(``store/session/replaced.py``): what a reader and a long-lived process can notice."""
+(``store/session/files.replace``): what a reader and a long-lived process can notice."""
 
 from __future__ import annotations
 
 import os
 import threading
 
-from openprogram.store.session.replaced import replace, wait_closed
+from openprogram.store.session.files import replace, wait_closed
 
 
 def _held_deleted(folder: str) -> list[str]:
