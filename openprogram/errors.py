@@ -242,6 +242,10 @@ class RemoteError(RunError, RuntimeError):
 class ProviderError(RunError, RuntimeError):
     """The provider failed for good (bad request, auth, malformed reply)."""
 
+    # output modes the server refused in this attempt before it failed (a retry starts
+    # from the mode that was accepted: the call's node still records the refusals)
+    output_refused: list[str] | None = None
+
 
 class MissingCredentials(ProviderError):
     """The provider needs a key the environment does not have; the message names it."""

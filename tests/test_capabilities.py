@@ -107,3 +107,34 @@ def test_a_custom_base_url_is_unpriced_unless_the_user_prices_it() -> None:
     assert price_call("gpt-4o-mini", "openai", 1000, 100, vendor_endpoint=False) is None
     set_price("gpt-4o-mini", 1.0, 1.0)  # the owner of a self-hosted copy priced it
     assert price_call("gpt-4o-mini", "openai", 1000, 0, vendor_endpoint=False) == 0.001
+
+
+def test_a_refusal_before_a_timeout_is_still_on_the_node_after_the_retry(
+    wire_server: WireServer, op_home: Path
+) -> None:
+    """json_schema refused, the json_object request fails transiently (a slow local model
+    timing out) and the retry, which starts in json_object, succeeds: the call's node
+    still records the refusal and the retry."""
+    wire_server.reset()
+    wire_server.reply(
+        Reply(status=500, error_message=LLAMA_500),
+        Reply(status=503, error_message="the server is overloaded"),
+        Reply(text='{"n": 7}'),
+    )
+    provider = wire_provider("openai", wire_server, model="local")
+    runtime = create_runtime(provider)
+    runtime.sleep = lambda _s: None  # (the backoff's wait is not what is tested)
+    with session_context(runtime=runtime) as handle:
+        assert runtime.exec("a number", response_format=SCHEMA) == {"n": 7}
+    session = handle.db.open(handle.session_id)
+    node = next(n for n in session.nodes() if n.kind == "llm")
+    bodies: list[dict[str, Any]] = [r.body for r in wire_server.requests]
+    assert [b["response_format"]["type"] for b in bodies] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+    ]
+    assert node.metadata["output_mode"] == "json_object"
+    assert len(node.metadata["output_refused"]) == 1
+    assert node.metadata["output_refused"][0].startswith("native: ")  # json_schema refused
+    assert len(node.metadata["retries"]) == 1

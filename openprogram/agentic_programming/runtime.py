@@ -440,7 +440,12 @@ class Runtime:
                 meta["rate_wait_ms"] = round(meta.get("rate_wait_ms", 0.0) + waited * 1000, 1)
             return killable(lambda: provider.complete(request, sink))
 
+        def refusals(found: list[str] | None) -> None:  # every attempt's, kept in order
+            if found:
+                meta["output_refused"] = [*meta.get("output_refused", ()), *found]
+
         def failed(exc: BaseException, wait: float) -> None:  # an attempt that is retried
+            refusals(getattr(exc, "output_refused", None))
             meta.setdefault("retries", []).append(error_text(exc, 300))
             meta.setdefault("retry_waits_s", []).append(round(wait, 3))
             streamed.clear()  # a retry streams the reply again from the start
@@ -451,6 +456,7 @@ class Runtime:
             )
         except BaseException as exc:
             ended.append(True)
+            refusals(getattr(exc, "output_refused", None))
             finish(node, exc=exc, started=started)
             if streamed:  # what the user already saw of the reply before it broke off
                 node.output = "".join(streamed)
@@ -460,7 +466,11 @@ class Runtime:
         finish(node, started=started)
         node.output = response.text
         meta.update(model=response.model or self.model, finish_reason=response.finish_reason)
+        earlier = meta.pop("output_refused", None)  # (a retried attempt's)
         meta.update(response.metadata)  # the provider's: output mode, fallbacks, estimates
+        found = meta.pop("output_refused", None)
+        refusals(earlier)
+        refusals(found)
         if response.usage is not None:
             meta["usage"] = response.usage.to_dict()
             cost = price_call(

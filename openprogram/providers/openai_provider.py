@@ -223,6 +223,10 @@ class OpenAIProvider(SDKProvider):
                 if forced is None:  # remembered for this server, for this process
                     profile.output_mode = mode
                 continue
+            except ProviderError as exc:  # (a timeout after a refusal: the retry is told)
+                if refused:
+                    exc.output_refused = refused
+                raise
             response.metadata["output_mode"] = mode
             if refused:
                 response.metadata["output_refused"] = refused
