@@ -29,6 +29,7 @@ from openprogram.store.session.history import (
 )
 from openprogram.store.session.queries import read_paths
 from openprogram.store.session.safegit import init_repository
+from tests.waiting import running_in, until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -527,6 +528,9 @@ def test_a_writer_killed_mid_commit_leaves_every_commit_it_reported_readable(
         child.kill()
         child.wait()
         child.stdout.close()
+        # git's repack the dead writer started goes on and ends by itself; a fsck beside a
+        # running `repack -d` may see packs it removes go (git's own, as beside `git gc`)
+        assert until(lambda: running_in(repo.worktree) == [], timeout=300)
         log = git(repo.worktree, "log", "--format=%s").split()
         assert f"c{int(reported)}" in log
         fsck(repo.worktree)

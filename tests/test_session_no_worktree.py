@@ -19,6 +19,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import history
 from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
+from tests.waiting import running_in
 
 
 def git(path: Path, *args: str, check: bool = True) -> str:
@@ -69,24 +70,6 @@ def test_a_node_rewritten_after_its_commit_is_read_as_committed_last(op_home: Pa
     assert cold.get(node.id).output == "changed"
     assert [n.output for n in cold.nodes() if n.id == node.id] == ["changed"]
     store.close()
-
-
-def running_in(folder: Path) -> list[int]:
-    """The processes running in ``folder`` now (their working directory; read from /proc):
-    the store starts git there."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in (b"Z", b"X") and Path(cwd) == folder:
-            found.append(int(entry))
-    return found
 
 
 def test_a_writer_repacks_in_a_child_that_ends_with_its_close(

@@ -11,8 +11,10 @@ under test (``tests/test_suite_hygiene.py``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 LOOK_EVERY_S = 0.01
 
@@ -25,3 +27,21 @@ def until(condition: Callable[[], object], timeout: float = 30.0) -> bool:
             return bool(condition())
         time.sleep(LOOK_EVERY_S)
     return True
+
+
+def running_in(folder: Path) -> list[int]:
+    """The processes running in ``folder`` or below it now (their working directory, read
+    from /proc): the store starts git there, and a writer killed leaves its repack running."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X") and (Path(cwd) == folder or folder in Path(cwd).parents):
+            found.append(int(entry))
+    return found
