@@ -249,14 +249,21 @@ class Session(SessionQueries):
         is_turn = counts_as_turn(call.caller, call.kind)
         if is_turn:
             call.metadata.setdefault("author", author_record())
-        with self.lock:
-            counter, next_turn, head = self._counters()
-            call.seq, counter = self._lease_locked(1, counter)
-            if is_turn:
-                self._new_turns.add(call.id)
-            head = chain_after_head(call, head)  # the one rule, shared with memory.py
-            self.live.write(counter, next_turn, head)
-        self._record(call, new=True)
+        lease, synced = list(self._lease), self._synced
+        try:  # its row and HEAD moving to it: one transaction
+            with self.lock:
+                counter, next_turn, head = self._counters()
+                call.seq, counter = self._lease_locked(1, counter)
+                head = chain_after_head(call, head)  # the one rule, shared with memory.py
+                self.live.put_rows([(call.id, node_record(call))])
+                self.live.write(counter, next_turn, head)
+        except BaseException:  # rolled back: the seqs leased in it were never handed out
+            with self._lease_mu:
+                self._lease, self._synced = lease, synced
+            raise
+        if is_turn:
+            self._new_turns.add(call.id)
+        self._record(call, new=True, written=True)
         return call
 
     def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
@@ -320,14 +327,14 @@ class Session(SessionQueries):
         """Record a new state of a node already appended (output, status...)."""
         self._record(call)
 
-    def _record(self, *calls: Call, new: bool = False) -> None:
+    def _record(self, *calls: Call, new: bool = False, written: bool = False) -> None:
         """Record the states of ``calls`` (a row each in the live database, committed
-        before this returns: a SIGKILL right after loses nothing) and hold them for the
-        commit; their index rows wait until a read or the commit asks (see
-        :meth:`queries.SessionQueries._index_recorded`).  ``new``: nodes just appended.  A
-        write that fails (disk full) raises one :class:`StoreError`; the states stay held
-        for the next commit."""
-        rows = [(call.id, node_record(call)) for call in calls]
+        before this returns: a SIGKILL right after loses nothing; ``written``: already
+        committed by the caller) and hold them for the commit; their index rows wait until
+        a read or the commit asks (see :meth:`queries.SessionQueries._index_recorded`).
+        ``new``: nodes just appended.  A write that fails (disk full) raises one
+        :class:`StoreError`; the states stay held for the next commit."""
+        rows = [] if written else [(call.id, node_record(call)) for call in calls]
         with self._mu:
             unindexed = self._unindexed
             for call in calls:
@@ -344,7 +351,8 @@ class Session(SessionQueries):
                 else:
                     self._open.discard(node_id)
         try:  # (outside _mu: the write lock is always taken first)
-            self.live.put_rows(rows)
+            if rows:
+                self.live.put_rows(rows)
         except BaseException:  # (a full disk, a Ctrl-C) held: the commit writes them first
             with self._mu:
                 self._unsaved.update((call.id, call) for call in calls)
