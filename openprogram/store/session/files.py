@@ -72,18 +72,6 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) 
     return fd  # O_NONBLOCK has no effect on a regular file
 
 
-def open_state_file(path: Path, flags: int) -> int:
-    """Open (creating) one of this machine's own files under ``.state``: a symlink or other
-    non-file found there is debris (``.state`` is never shared), removed and replaced."""
-    try:
-        return open_regular(path, flags | os.O_CREAT)
-    except RefusedFile:
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise
-        os.unlink(path)
-        return open_regular(path, flags | os.O_CREAT)
-
-
 def ensure_dir(root: Path, rel: str) -> Path:
     """``root/rel`` as a real directory, made if missing.  A symlink on the way is removed
     (never followed for a write); a file there raises :class:`RefusedFile`."""
