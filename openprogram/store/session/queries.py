@@ -326,12 +326,14 @@ class SessionQueries:
             return None
 
     def _cache(self, call: Call) -> None:
+        self._nodes.pop(call.id, None)
+        self._nodes[call.id] = call
+        self._trim()
+
+    def _trim(self) -> None:
         # bounded memory: NODE_CACHE_MAX saved nodes beside the unsaved ones (which stay: the
         # commit writes them), the least recently used dropped first (dicts keep order)
-        nodes = self._nodes
-        nodes.pop(call.id, None)
-        nodes[call.id] = call
-        dirty = self._dirty
+        nodes, dirty = self._nodes, self._dirty
         excess = len(nodes) - NODE_CACHE_MAX - len(dirty)
         if excess > 0:
             for node_id in list(islice((k for k in nodes if k not in dirty), excess)):

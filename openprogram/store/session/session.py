@@ -425,6 +425,7 @@ class Session(SessionQueries):
         for node_id in self._dirty:
             self._unindexed.pop(node_id, None)
         self._dirty.clear()
+        self._trim()  # the turn's new nodes are saved now: the cache's bound holds again
         self._new_turns.clear()
         self._meta_changes.clear()
         # committed: the rows follow the commit; an open node's record stays for recovery
