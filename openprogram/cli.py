@@ -265,8 +265,8 @@ def _show_html(session: Any, args: argparse.Namespace) -> int:
 def sessions_log(args: argparse.Namespace) -> int:
     import time
 
+    from openprogram.compare.labels import relabel_log
     from openprogram.store.session.history import commit_log
-    from openprogram.store.session.syncrules import relabel_log
     from openprogram.view.inert import terminal_text
 
     store = open_store(args)

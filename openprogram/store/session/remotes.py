@@ -1,19 +1,7 @@
-"""Where a session travels and what stays home: resolving ``REMOTE`` (a URL, a path, or a
-remote of the git repository holding the notebook) and checking it before git may contact
-it; what each remote is known to hold of a session (so ``sessions delete`` names the turns
-it would lose); and replays, whose turns stay in a local session of their own.
-
-Only reads around git: the project's git config is read as a file (no includes, nothing
-run); a URL without its credentials is all that is printed or stored.
-
-Replays stay home: ``openprogram run --replay`` (and ``--only-stale``) forks the notebook's
-session ``S`` into a new local session ``R`` (``<S>-replay-<hex>``, ``S``'s history imported
-under a new id) and writes the replay's turns there, as a branch from the root of ``R``.  So
-``sessions push S`` sends a ``main`` no replay touched; ``R``'s ``meta.json`` says
-``replay_of: S`` and each replay turn carries ``metadata.replay_of``, so the views draw them
-as a replay and ``sessions push R`` is refused unless asked (``--with-replays``); ``S``'s
-recording stays what was recorded; and ``sessions diff R --runs`` compares the two.  A replay
-that changes nothing leaves nothing behind: the runner deletes ``R``.
+"""Where a session travels and what stays home: a remote resolved and checked before git
+may contact it (credentials never printed nor stored), what each remote holds of a session
+(``sessions delete`` names what it would lose), and replays, whose turns stay in a local
+session of their own (decision 0063).
 """
 
 from __future__ import annotations
@@ -28,34 +16,18 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openprogram.errors import RefChanged, RefLocked, SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
 from openprogram.store.session.history import read_ref, update_ref
 from openprogram.store.session.safegit import git, git_argv, git_dir_of, git_env
 
-if TYPE_CHECKING:
-    pass
-
 SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
 TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
 PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
 REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
 _SUFFIX = "-replay-"
-
-__all__ = [
-    "REPLAY_OF",
-    "live_turns",
-    "local_replays",
-    "notebook_session",
-    "record_remote",
-    "refuse_replay_push",
-    "replay_id",
-    "replay_of",
-    "resolve_remote",
-    "unpushed_turns",
-]
 
 
 # -- URLs ----------------------------------------------------------------------------------------
@@ -79,8 +51,7 @@ def url_scheme(url: str) -> str:
 
 
 def check_url(url: str, *, from_notebook: bool) -> str:
-    """``url`` if git may contact it: https/ssh/git/file (and http when typed by the user);
-    never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
+    """``url`` if git may contact it (http only typed; never a remote helper or an option)."""
     url = url.strip()
     if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
         raise SyncError(f"refused remote {redact_url(url)[:60]!r}: not a URL or path")
@@ -108,15 +79,13 @@ def _strip_userinfo(match: re.Match[str]) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` as it may be printed or stored: an http(s) URL without its user name and
-    password (``https://ghp_TOKEN@host/r.git`` → ``https://host/r.git``), any other URL
-    without a password (``ssh://user@host`` stays: a user name there is not a secret)."""
+    """``url`` as it may be printed or stored: no password; no user name either for http(s),
+    where it is often a token."""
     return _USERINFO.sub(_strip_userinfo, url)
 
 
 def redact_text(text: str, url: str = "") -> str:
-    """``text`` (git's stderr, say) with the credentials of every URL in it dropped, and
-    the user name and password of ``url`` masked wherever they appear on their own."""
+    """``text`` without the credentials of any URL, nor ``url``'s wherever they appear."""
     text = _USERINFO.sub(_strip_userinfo, text)
     match = _USERINFO.match(url) if url else None
     if match is not None:
@@ -132,29 +101,23 @@ def redact_text(text: str, url: str = "") -> str:
 
 
 def allow_protocol(*, from_notebook: bool) -> str:
-    """The value of ``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it itself,
-    also for redirects and submodules)."""
+    """``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it, redirects included)."""
     return ":".join(SAFE_SCHEMES if from_notebook else TYPED_SCHEMES)
 
 
 def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
-    """The error of a failed git command: git's first ``fatal:``/``error:`` line, which
-    says why (``'…' does not appear to be a git repository``), not its last, which is
-    often advice (``… and the repository exists.``); else its last line."""
+    """A failed git command's error: its first ``fatal:``/``error:`` line (the last is often
+    advice), credentials masked."""
     lines = [" ".join(t.split()) for t in result.stderr.decode(errors="replace").splitlines()]
     lines = [t for t in lines if t]
     said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("fatal:", "error:"))]
     reason = said[0] if said else lines[-1] if lines else "git failed"
-    # git quotes the URL it was given (``could not read Password for 'https://TOKEN@…'``):
-    # no credential of any URL, nor the parts of ``url``'s, reaches the message
     return SyncError(redact_text(f"{what}: {reason[:300]}", url))
 
 
 # -- resolving a remote ----------------------------------------------------------------------------
 def repository_root(start: Path) -> Path:
-    """The work tree of the git repository containing ``start`` (the folder holding its
-    ``.git``), else ``start`` itself: what a local path in a notebook's metadata is
-    relative to, and may not leave."""
+    """The folder holding the ``.git`` of the repository containing ``start``, else ``start``."""
     for folder in (start, *start.parents):
         if os.path.lexists(folder / ".git"):
             return folder
@@ -166,8 +129,7 @@ def _local_path(url: str) -> str:
 
 
 def _recorded_local(url: str, base: Path) -> str:
-    """A local remote a notebook's metadata names, resolved against the notebook's
-    repository (never the session folder git runs in), refused if it leads outside."""
+    """A local remote a notebook's metadata names: refused outside the notebook's repository."""
     root = repository_root(base).resolve()
     target = (root / _local_path(url)).resolve()
     if not target.is_relative_to(root):
@@ -179,9 +141,8 @@ def _recorded_local(url: str, base: Path) -> str:
 
 
 def record_remote(url: str, where: str | os.PathLike[str]) -> str:
-    """What a notebook remembers of a remote the user typed: a URL without credentials,
-    or a local path relative to the notebook's repository (so a colleague's clone finds
-    it where theirs is)."""
+    """What a notebook records of a typed remote: no credentials, a path relative to its
+    repository (a colleague's clone finds it)."""
     if url_scheme(url) != "file":
         return redact_url(url)
     root = repository_root(Path(where).expanduser().resolve()).resolve()
@@ -210,13 +171,8 @@ def _repo_config(start: Path) -> Path | None:
 def resolve_remote(
     remote: str | None, where: str | os.PathLike[str], *, recorded: str | None = None
 ) -> tuple[str, str]:
-    """The URL to fetch from or push to, and the protocols git may use for it.
-
-    ``remote`` (typed by the user) is a URL, a path, or the name of a remote of the git
-    repository containing ``where`` (the notebook's folder); without it, ``recorded`` (a URL
-    from the notebook's metadata: https/ssh/git/file only), else that repository's
-    ``origin``.
-    """
+    """The URL and allowed protocols for ``remote`` (a URL, a path, a remote of the git
+    repository containing ``where``), else ``recorded`` (the notebook's), else ``origin``."""
     base = Path(where).expanduser().resolve()
     if remote is None and recorded:
         checked = check_url(recorded, from_notebook=True)
@@ -269,9 +225,7 @@ def remote_ref(url: str) -> str:
 
 
 def note_on_remote(repo: Path, url: str, tip: str) -> None:
-    """The remote at ``url`` holds the session up to commit ``tip`` (after a push or a
-    pull): written in-process, as git would (no git run added to a push or pull); a
-    failure to note it never fails the push or pull (delete then asks)."""
+    """The remote at ``url`` holds commit ``tip`` (a failure to note it fails nothing)."""
     name = remote_ref(url)
     git_dir = git_dir_of(repo)
     try:
@@ -317,8 +271,7 @@ def unpushed_turns(repo: Path) -> Unpushed:
 
 
 def copy_remote_refs(source: Path, target: Path) -> None:
-    """What the remotes hold of ``source``'s history, noted in ``target`` too (a session
-    that starts with that history: a notebook copy's); refs ``target`` has are kept."""
+    """What the remotes hold of ``source``, noted in ``target`` too (a notebook copy's)."""
     target_dir = git_dir_of(target)
     listed = git(source, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX, check=False)
     for line in listed.stdout.decode(errors="replace").splitlines():
@@ -353,15 +306,13 @@ def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool
 
 
 def replay_id(source_id: str) -> str:
-    """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>`` (the source's
-    id cut so the whole stays a valid id)."""
+    """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>``."""
     tail = f"{_SUFFIX}{secrets.token_hex(4)}"
     return validate_session_id(f"{source_id[: MAX_ID_LENGTH - len(tail)]}{tail}")
 
 
 def local_replays(root: Path, source_id: str) -> list[str]:
-    """The replay sessions of ``source_id`` in the sessions folder ``root`` (their
-    ``meta.json`` says so), oldest first."""
+    """The replay sessions of ``source_id`` in the sessions folder ``root``, oldest first."""
     prefix = replay_id(source_id).rsplit(_SUFFIX, 1)[0] + _SUFFIX
     found: list[tuple[float, str]] = []
     for folder in root.glob(f"{prefix}*") if root.is_dir() else ():
@@ -376,9 +327,8 @@ def local_replays(root: Path, source_id: str) -> list[str]:
 
 
 def live_turns(nodes: list[Any]) -> list[Any]:
-    """The replay turns (``metadata.replay_of``) of ``nodes`` that a provider answered
-    live (``--only-stale``'s stale cells, ``--record-misses``'s misses): an llm node of
-    the turn recorded another model than the recording's."""
+    """The replay turns of ``nodes`` a provider answered live (an llm node of another model
+    than the recording's)."""
     turns = {n.turn: n for n in nodes if n.kind == "turn" and n.metadata.get(REPLAY_OF)}
     live = {
         n.turn
