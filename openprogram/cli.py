@@ -444,7 +444,7 @@ def _remote(args: argparse.Namespace) -> tuple[str, str, str]:
     """(session id, url, allowed protocols) from ID/--notebook and REMOTE."""
     import os
 
-    from openprogram.store.session.remotes import notebook_session, resolve_remote
+    from openprogram.sharing import notebook_session, resolve_remote
 
     recorded = None
     where = os.getcwd()

@@ -58,17 +58,13 @@ class Caps:
             raise SyncError(f"refused: it holds more than {self.objects} git objects")
         if total > self.total_bytes:
             raise SyncError(
-                f"refused: its objects inflate to more than {_mib(self.total_bytes)} "
+                f"refused: its objects inflate to more than {self.total_bytes >> 20} MiB "
                 "(OPENPROGRAM_INCOMING_MAX_BYTES raises the cap)"
             )
 
     def check_object(self, kind: str, size: int) -> None:
         if kind in ("commit", "tag") and size > self.commit_bytes:
             raise SyncError(f"refused: a {kind} object of {size} bytes (limit {self.commit_bytes})")
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.0f} MiB"
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -81,7 +77,6 @@ MAX_HEADER = 1 << 20
 class BundleHeader:
     refs: list[tuple[str, str]]  # (sha, ref name)
     prerequisites: list[str]
-    pack_offset: int  # where the pack data starts in the file
 
 
 def read_bundle_header(stream: BinaryIO) -> BundleHeader:
@@ -99,7 +94,7 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
             raise SyncError("refused: a malformed git bundle header")
         text = line[:-1].decode("ascii", "replace")
         if not text:
-            return BundleHeader(refs, prerequisites, used)
+            return BundleHeader(refs, prerequisites)
         if text.startswith("@"):  # v3 capability: only sha1 is supported here
             if text.startswith("@object-format=") and text != "@object-format=sha1":
                 raise SyncError(f"refused: a bundle of {text[1:]} objects")

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 LOCAL = "refs/openprogram/local"
 NO_REFS = "true"  # core.alternateRefsCommand: LOCAL names the borrowed refs already
-READ_AHEAD = 8 << 20  # blobs that arrived, read with its trees when they add up to no more
 _HEX = re.compile(r"[0-9a-f]{40}")
 
 
@@ -88,12 +87,10 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     return tip
 
 
-def _check_history(
-    repo: Path, tip: str, session_id: str, caps: Caps, *, ahead: bool = False
-) -> Arrived:
+def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> Arrived:
     """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
     ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
-    then ``--batch`` of commits, trees, ``meta.json`` (``ahead``: few blobs too)."""
+    then ``--batch`` of its commits, trees and ``meta.json``."""
     kinds: dict[bytes, bytes] = {}
     sizes: dict[bytes, int] = {}
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
@@ -110,8 +107,7 @@ def _check_history(
     caps.check_total(sum(sizes.values()), len(sizes))
     for sha, kind in kinds.items():
         caps.check_object(kind.decode(), sizes[sha])
-    blobs = ahead and sum(n for s, n in sizes.items() if kinds[s] == b"blob") <= READ_AHEAD
-    wanted = [s for s, k in kinds.items() if k != b"blob" or blobs]
+    wanted = [s for s, k in kinds.items() if k != b"blob"]
     names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
     borrowed = binsha_tip not in kinds  # a bundle's tip may be neither: refused then
     *found, meta = cat_file_batch(repo, [tip.encode()] * borrowed + names, sanitize=False)
@@ -134,8 +130,6 @@ def _check_history(
             arrived.parents[sha] = [
                 bytes.fromhex(h[7:].decode()) for h in head[1:] if h.startswith(b"parent ")
             ]
-        if ahead:
-            arrived.objects[sha] = body
     checker = HistoryCheck(trees, sizes)
     for root in roots:
         checker.root(root)
@@ -233,7 +227,7 @@ def import_bundle(
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
-            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining)
+            arrived = _check_history(quarantine, tip, bundled, caps)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
             return receive(store, quarantine, target, arrived, join_unrelated=unrelated_ok)
 
@@ -264,8 +258,7 @@ def _fetch_and_receive(
     found = read_ref(quarantine / ".git", INCOMING)
     if found is None:
         raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
-    joining = (local / ".git").is_dir()
-    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env(), ahead=joining)
+    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env())
     got = receive(store, quarantine, session_id, arrived)
     note_on_remote(local, url, found.hex())  # the remote holds what arrived
     return got

@@ -70,12 +70,10 @@ class Received:
 
 @dataclass
 class Arrived:
-    """What a quarantine received, checked: its tip, the parents of each commit, and the
-    contents read already (binary sha -> content)."""
+    """What a quarantine received, checked: its tip and the parents of each commit."""
 
     tip: str
     parents: dict[bytes, list[bytes]] = field(default_factory=dict)
-    objects: dict[bytes, bytes] = field(default_factory=dict)
 
     def descends_from(self, commit: str) -> bool:
         """Whether the tip reaches ``commit`` through commits that arrived."""
