@@ -231,7 +231,7 @@ def bench_push_pull(tmp: Path, samples: int, transport: str) -> None:
     ``openprogram sessions push`` (each to its own bare remote, which all hold the same
     history before), and come in by ``git fetch`` (into a clone of Bob's session), by
     :func:`pull` and by ``openprogram sessions pull`` (into Bob's home of that remote)."""
-    from openprogram.store.session.remotes import allow_protocol
+    from openprogram.sharing import allow_protocol
 
     print(f"4. push and pull of 10 new turns, side by side ({transport}; load {load()})")
     protocols = allow_protocol(from_notebook=False)

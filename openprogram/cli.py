@@ -265,8 +265,8 @@ def _show_html(session: Any, args: argparse.Namespace) -> int:
 def sessions_log(args: argparse.Namespace) -> int:
     import time
 
+    from openprogram.compare.labels import relabel_log
     from openprogram.store.session.history import commit_log
-    from openprogram.store.session.syncrules import relabel_log
     from openprogram.view.inert import terminal_text
 
     store = open_store(args)
@@ -444,7 +444,7 @@ def _remote(args: argparse.Namespace) -> tuple[str, str, str]:
     """(session id, url, allowed protocols) from ID/--notebook and REMOTE."""
     import os
 
-    from openprogram.store.session.remotes import notebook_session, resolve_remote
+    from openprogram.sharing import notebook_session, resolve_remote
 
     recorded = None
     where = os.getcwd()

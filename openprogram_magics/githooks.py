@@ -248,7 +248,7 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
     ``remote``): pulled and joined first when the remote has turns this copy lacks; a
     session not on this machine must already be on the remote."""
     from openprogram.errors import SyncError
-    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.sharing import resolve_remote
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull, push
 
@@ -292,7 +292,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     """Pull each session (``id -> a notebook naming it``) from git's remote ``remote``; a
     failure is a line, never an exception."""
     from openprogram.errors import SyncError
-    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.sharing import resolve_remote
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull
 

@@ -185,8 +185,8 @@ def session_log(session_id: str) -> list[str]:
     summary's control characters escaped: it may come from anyone's commit; a turn number
     several people made labelled by author, ``turn 5@alice``)."""
     from openprogram.agent.session_db import default_db
+    from openprogram.compare.labels import relabel_log
     from openprogram.store.session.history import commit_log
-    from openprogram.store.session.syncrules import relabel_log
     from openprogram.view.inert import terminal_text
 
     entries = commit_log(default_db().open(session_id).path)

@@ -90,7 +90,7 @@ def elsewhere_note(session_id: str, remote: str | None) -> str | None:
 
 def _has_origin(where: Path) -> bool:
     from openprogram.errors import SyncError
-    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.sharing import resolve_remote
 
     try:
         resolve_remote(None, where)  # reads the repository's config; contacts nothing
@@ -102,12 +102,8 @@ def _has_origin(where: Path) -> bool:
 def push_session(session_id: str, remote: str | None, recorded: str | None) -> tuple[str, str]:
     """Push; returns the message and the URL to record in the notebook ('' if none)."""
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.remotes import (
-        SAFE_SCHEMES,
-        record_remote,
-        resolve_remote,
-        url_scheme,
-    )
+    from openprogram.sharing import SAFE_SCHEMES, record_remote, resolve_remote
+    from openprogram.store.session.remotes import url_scheme
     from openprogram.store.session.sync import push
 
     where = notebook_dir()
@@ -122,7 +118,7 @@ def push_session(session_id: str, remote: str | None, recorded: str | None) -> t
 
 def pull_session(session_id: str, remote: str | None, recorded: str | None) -> Received:
     from openprogram.agent.session_db import default_db
-    from openprogram.store.session.remotes import resolve_remote
+    from openprogram.sharing import resolve_remote
     from openprogram.store.session.sync import pull
 
     url, protocols = resolve_remote(remote, notebook_dir(), recorded=recorded)

@@ -573,7 +573,7 @@ class DagWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self.send({"type": "detail", "id": node_id, "detail": None, "error": error})
             return None
         detail = node_detail(self._with_prompt(node), full_field=field)
-        from openprogram.store.session.syncrules import turn_labels
+        from openprogram.compare.labels import turn_labels
 
         with self._lock:  # `5@alice` when two people made a turn 5 (the nodes read whole)
             label = turn_labels(list(self._layout.source.values())).get(node_id)

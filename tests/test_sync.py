@@ -17,9 +17,9 @@ from openprogram import agentic_function
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import SyncError
 from openprogram.providers import create_runtime
+from openprogram.sharing import resolve_remote
 from openprogram.store.session import session_context
 from openprogram.store.session.files import MAX_FILE_BYTES
-from openprogram.store.session.remotes import resolve_remote
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
     export_bundle,

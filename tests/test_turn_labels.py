@@ -18,6 +18,7 @@ import pytest
 from test_team_authors import IDENTITY_VARS, Person
 
 from openprogram.cli import main
+from openprogram.compare.labels import author_key, parse_label, relabel_log
 from openprogram.compare.sessions import branch_point
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import UserError
@@ -25,7 +26,6 @@ from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
 from openprogram.store.session.files import forget_author
 from openprogram.store.session.sync import pull, push
-from openprogram.store.session.syncrules import author_key, parse_label, relabel_log
 from openprogram.view import compute_layout
 from openprogram.view.saved import saved_view
 from openprogram_magics.widget import DagWidget

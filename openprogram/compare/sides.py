@@ -2,7 +2,7 @@
 
 ``nodes`` are every node of one session (``Session.nodes()``).  A spec is a node id, a
 turn label (``3``, ``#3``; ``3@alice`` when several people made a turn 3:
-:mod:`openprogram.store.session.syncrules`), ``head`` or ``root``; ``--runs`` specs are run
+:mod:`openprogram.compare.labels`), ``head`` or ``root``; ``--runs`` specs are run
 ids (the ``run`` a notebook's kernel stamps on its turns; ``openprogram run`` twice makes
 two runs).
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from openprogram.context.nodes import Call
-from openprogram.errors import UserError
-from openprogram.store.session.syncrules import (
+from openprogram.compare.labels import (
     Spec,
     label,
     node_author_key,
     parse_label,
     shared_numbers,
 )
+from openprogram.context.nodes import Call
+from openprogram.errors import UserError
 
 TURN_LEVEL = ("turn", "reply")
 MODES = ("turns", "lines", "runs")
@@ -112,7 +112,7 @@ class Nodes:
 
     def label(self, node: Call) -> str:
         """``node``'s turn label: its number, by author when several made that number
-        (:mod:`openprogram.store.session.syncrules`)."""
+        (:mod:`openprogram.compare.labels`)."""
         if self._shared is None:
             self._shared = shared_numbers(
                 (n.turn, node_author_key(n.metadata)) for n in self.all if n.kind in TURN_LEVEL

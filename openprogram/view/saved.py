@@ -193,7 +193,7 @@ def _fit_details(
     source: Mapping[str, Mapping[str, Any]], ids: list[str], budget: int, cell: str | None
 ) -> tuple[dict[str, Any], int]:
     """Details of ``ids`` at the largest clip that fits; at the last clip, as many as fit."""
-    from openprogram.store.session.syncrules import turn_labels
+    from openprogram.compare.labels import turn_labels
 
     details: dict[str, Any] = {}
     labels = turn_labels(source[nid] for nid in ids)  # `5@alice` when two people made a 5

@@ -1,18 +1,7 @@
-"""What arrives, before it joins a session: the caps on a pack streamed to git, bundle
-headers, and the quarantine repository a pull or an import receives into.
-
-Git checks every object it receives (``index-pack --strict``, ``transfer.fsckObjects``) but
-not how much they add up to: a 0.2 MB bundle can hold a delta that inflates to gigabytes, or
-a 300 MB commit message, and git would inflate it (in memory, for a delta) before anything
-of ours looked.  So a bundle's pack is read here object by object as it streams to git; each
-object's header (a delta's own header: its result's) says the size it inflates to, and the
-totals are capped (:class:`Caps`) before that size is ever produced.
-
-The quarantine: removing a folder costs ~3 ms on these machines' disk and an empty
-repository has nine, so once a join is done its quarantine is emptied back to the skeleton
-(:data:`SKELETON`) and kept in the session's ``.git`` (:data:`SPARE`, which git ignores) for
-the next pull.  A session folder can come from anyone, so a spare is used only when it is
-exactly that skeleton (real folders, ``HEAD``, the canonical ``config``, nothing else).
+"""What arrives, before it joins a session: the caps on a pack counted as it streams to
+``git index-pack --strict`` (git checks each object, not how much they inflate to: a delta
+bomb is refused before git inflates it), bundle headers, and the quarantine's spare kept
+for the next pull (decision 0063).
 """
 
 from __future__ import annotations
@@ -50,13 +39,8 @@ def _env_int(name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class Caps:
-    """The most a bundle, an embedded bundle or a fetch may bring in total.
-
-    ``total_bytes``: the sum of the inflated sizes of its objects; ``objects``: how many;
-    ``commit_bytes``: one commit or tag object.  A session of 100,000 turns is ~230 MB in
-    ~1.1 M objects, so the defaults leave room for any real session and refuse a bomb.
-    ``OPENPROGRAM_INCOMING_MAX_BYTES`` / ``OPENPROGRAM_INCOMING_MAX_OBJECTS`` raise them.
-    """
+    """The most a bundle or a fetch may bring: inflated bytes, objects, one commit's bytes
+    (100,000 turns: ~230 MB in ~1.1 M objects); ``OPENPROGRAM_INCOMING_MAX_*`` raise them."""
 
     total_bytes: int = 1 << 30
     objects: int = 4_000_000
@@ -74,17 +58,13 @@ class Caps:
             raise SyncError(f"refused: it holds more than {self.objects} git objects")
         if total > self.total_bytes:
             raise SyncError(
-                f"refused: its objects inflate to more than {_mib(self.total_bytes)} "
+                f"refused: its objects inflate to more than {self.total_bytes >> 20} MiB "
                 "(OPENPROGRAM_INCOMING_MAX_BYTES raises the cap)"
             )
 
     def check_object(self, kind: str, size: int) -> None:
         if kind in ("commit", "tag") and size > self.commit_bytes:
             raise SyncError(f"refused: a {kind} object of {size} bytes (limit {self.commit_bytes})")
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.0f} MiB"
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -97,12 +77,10 @@ MAX_HEADER = 1 << 20
 class BundleHeader:
     refs: list[tuple[str, str]]  # (sha, ref name)
     prerequisites: list[str]
-    pack_offset: int  # where the pack data starts in the file
 
 
 def read_bundle_header(stream: BinaryIO) -> BundleHeader:
-    """Parse a v2/v3 bundle's header (signature, capabilities, prerequisites, refs, blank
-    line), leaving ``stream`` at the pack."""
+    """Parse a v2/v3 bundle's header, leaving ``stream`` at the pack."""
     first = stream.readline(64)
     if first not in BUNDLE_SIGNATURES:
         raise SyncError("refused: not a git bundle")
@@ -116,7 +94,7 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
             raise SyncError("refused: a malformed git bundle header")
         text = line[:-1].decode("ascii", "replace")
         if not text:
-            return BundleHeader(refs, prerequisites, used)
+            return BundleHeader(refs, prerequisites)
         if text.startswith("@"):  # v3 capability: only sha1 is supported here
             if text.startswith("@object-format=") and text != "@object-format=sha1":
                 raise SyncError(f"refused: a bundle of {text[1:]} objects")
@@ -136,9 +114,7 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
 
 
 class _Reader:
-    """Bytes of ``stream`` in order; each byte read from the stream goes to ``sink`` once
-    (the ``git index-pack`` being fed), whatever the scanner later pushes back.  A buffer
-    and a position in it (taking a byte does not copy the rest)."""
+    """Bytes of ``stream`` in order, each passed to ``sink`` (git) once as it is read."""
 
     def __init__(self, stream: BinaryIO, sink: Callable[[bytes], object]) -> None:
         self.stream, self.sink = stream, sink
@@ -198,10 +174,8 @@ class PackScan:
 
 
 def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> PackScan:
-    """Read the pack on ``stream`` object by object, passing every byte to ``sink``, and
-    raise :class:`SyncError` as soon as the declared sizes pass ``caps`` — before the
-    object that would pass them is inflated (each one is inflated here only to find where
-    the next begins, never kept).  The trailing checksum is left to git."""
+    """Read the pack on ``stream`` object by object into ``sink``: :class:`SyncError` as soon
+    as the declared sizes pass ``caps``, before the object that would pass them inflates."""
     reader = _Reader(stream, sink)
     head = reader.take(12)
     if head[:4] != b"PACK" or int.from_bytes(head[4:8], "big") not in (2, 3):
@@ -237,10 +211,8 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
 
 
 def _object_header(buf: bytes, pos: int) -> tuple[int, int, int, int]:
-    """The header of the pack object at ``pos``: its type, its size (a delta's: the
-    delta's own), where its data begins, and how far back an ofs-delta's base begins (0
-    for any other; a ref-delta's base is named by the 20 bytes before its data).
-    IndexError when ``buf`` ends first."""
+    """Type, size, data offset and ofs-delta distance of the object at ``pos`` (IndexError:
+    ``buf`` ends first)."""
     byte = buf[pos]
     kind, size, shift = (byte >> 4) & 7, byte & 15, 4
     pos += 1
@@ -270,12 +242,8 @@ def _object_header(buf: bytes, pos: int) -> tuple[int, int, int, int]:
 
 
 def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:
-    """Inflate one object's data (to find its end, output dropped); its size once inflated
-    (for a delta, the size of the object it makes, read from the delta's header).
-
-    zlib is fed a little more than the object can take compressed (its size, plus
-    deflate's overhead), not the rest of the buffer: what it does not use is copied into
-    ``unused_data``, and that copy, per object, was the scan's main cost."""
+    """Inflate one object (output dropped) to find its end; its size (a delta's result's).
+    zlib is fed only what the object can take: ``unused_data`` is a copy."""
     declare(size)
     inflater = zlib.decompressobj()
     produced = 0
@@ -320,10 +288,8 @@ def _delta_result(head: bytes) -> int | None:
 
 
 def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
-    """Store the pack read from ``pack`` in the quarantine ``repo`` through ``git
-    index-pack --strict`` (git's fsck of every object, thin packs completed from the
-    borrowed objects), counting it against ``caps`` as it streams: git is stopped the
-    moment the declared sizes pass them, before it inflates what would pass them."""
+    """``git index-pack --strict`` the pack into the quarantine ``repo``, counted against
+    ``caps`` as it streams (git stopped the moment they are passed)."""
     argv, env = git_command(repo, "index-pack", "--strict", "--fix-thin", "--stdin", sanitize=False)
     proc = subprocess.Popen(
         argv, cwd=repo, env=env, stdin=subprocess.PIPE,
@@ -378,8 +344,7 @@ _FILES = {".git/HEAD": HEAD_CONTENT, ".git/config": canonical_config()}
 
 
 def make(path: Path, local: Path | None) -> None:
-    """A new empty repository at ``path``: the spare of session folder ``local`` renamed
-    there when it has one that is exactly the skeleton, else made afresh."""
+    """An empty repository at ``path``: ``local``'s spare if exactly the skeleton, else new."""
     if local is not None:
         try:
             os.rename(local / ".git" / SPARE, path)
@@ -394,9 +359,8 @@ def make(path: Path, local: Path | None) -> None:
 
 
 def put_away(path: Path, local: Path | None) -> None:
-    """Empty the quarantine ``path`` back to the skeleton and keep it as session folder
-    ``local``'s spare; delete it when that cannot be done (no session there, a spare
-    already kept, anything unexpected)."""
+    """Empty the quarantine back to the skeleton and keep it as ``local``'s spare, else
+    delete it."""
     try:
         if (
             local is not None
@@ -437,8 +401,8 @@ def _remove(path: Path) -> None:
 
 
 def is_skeleton(path: Path) -> bool:
-    """Whether ``path`` holds exactly an empty repository of ours: the skeleton's real
-    folders, ``HEAD`` and the canonical ``config``, nothing else (no link anywhere)."""
+    """Whether ``path`` is exactly the skeleton: real folders, ``HEAD``, the canonical
+    ``config``, nothing else."""
     if not is_real_dir(path):
         return False
     found = dict(_walk(path))

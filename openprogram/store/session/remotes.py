@@ -1,67 +1,33 @@
-"""Where a session travels and what stays home: resolving ``REMOTE`` (a URL, a path, or a
-remote of the git repository holding the notebook) and checking it before git may contact
-it; what each remote is known to hold of a session (so ``sessions delete`` names the turns
-it would lose); and replays, whose turns stay in a local session of their own.
-
-Only reads around git: the project's git config is read as a file (no includes, nothing
-run); a URL without its credentials is all that is printed or stored.
-
-Replays stay home: ``openprogram run --replay`` (and ``--only-stale``) forks the notebook's
-session ``S`` into a new local session ``R`` (``<S>-replay-<hex>``, ``S``'s history imported
-under a new id) and writes the replay's turns there, as a branch from the root of ``R``.  So
-``sessions push S`` sends a ``main`` no replay touched; ``R``'s ``meta.json`` says
-``replay_of: S`` and each replay turn carries ``metadata.replay_of``, so the views draw them
-as a replay and ``sessions push R`` is refused unless asked (``--with-replays``); ``S``'s
-recording stays what was recorded; and ``sessions diff R --runs`` compares the two.  A replay
-that changes nothing leaves nothing behind: the runner deletes ``R``.
+"""Remotes and what stays home: a URL's transport and its credentials (never printed nor
+stored), what each remote holds of a session (``sessions delete`` names what it would
+lose), and replays, whose turns stay in a local session of their own (decision 0063;
+which remote a notebook names: :mod:`openprogram.sharing`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import secrets
 import subprocess
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openprogram.errors import RefChanged, RefLocked, SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
 from openprogram.store.session.history import read_ref, update_ref
-from openprogram.store.session.safegit import git, git_argv, git_dir_of, git_env
+from openprogram.store.session.safegit import git, git_dir_of
 
-if TYPE_CHECKING:
-    pass
-
-SAFE_SCHEMES = ("https", "ssh", "git", "file")  # what a notebook's metadata may name
-TYPED_SCHEMES = (*SAFE_SCHEMES, "http")  # what a user may type (e.g. a loopback test server)
 PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
 REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
 _SUFFIX = "-replay-"
-
-__all__ = [
-    "REPLAY_OF",
-    "live_turns",
-    "local_replays",
-    "notebook_session",
-    "record_remote",
-    "refuse_replay_push",
-    "replay_id",
-    "replay_of",
-    "resolve_remote",
-    "unpushed_turns",
-]
 
 
 # -- URLs ----------------------------------------------------------------------------------------
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]*")
-REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def url_scheme(url: str) -> str:
@@ -78,23 +44,6 @@ def url_scheme(url: str) -> str:
     return "file"
 
 
-def check_url(url: str, *, from_notebook: bool) -> str:
-    """``url`` if git may contact it: https/ssh/git/file (and http when typed by the user);
-    never a remote helper (``ext::``, ``fd::``) or anything that looks like an option."""
-    url = url.strip()
-    if not url or url.startswith("-") or any(c in url for c in "\n\r\0"):
-        raise SyncError(f"refused remote {redact_url(url)[:60]!r}: not a URL or path")
-    scheme = url_scheme(url)
-    allowed = SAFE_SCHEMES if from_notebook else TYPED_SCHEMES
-    if scheme not in allowed:
-        source = "the notebook's metadata names" if from_notebook else "refused"
-        raise SyncError(
-            f"{source} remote {redact_url(url)!r}: transport {scheme!r} is not allowed "
-            f"(only {', '.join(allowed)})"
-        )
-    return url
-
-
 # ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\s?#'\"]*)@")
 _HTTP_SCHEMES = ("http", "https")
@@ -108,15 +57,13 @@ def _strip_userinfo(match: re.Match[str]) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` as it may be printed or stored: an http(s) URL without its user name and
-    password (``https://ghp_TOKEN@host/r.git`` → ``https://host/r.git``), any other URL
-    without a password (``ssh://user@host`` stays: a user name there is not a secret)."""
+    """``url`` as it may be printed or stored: no password; no user name either for http(s),
+    where it is often a token."""
     return _USERINFO.sub(_strip_userinfo, url)
 
 
 def redact_text(text: str, url: str = "") -> str:
-    """``text`` (git's stderr, say) with the credentials of every URL in it dropped, and
-    the user name and password of ``url`` masked wherever they appear on their own."""
+    """``text`` without the credentials of any URL, nor ``url``'s wherever they appear."""
     text = _USERINFO.sub(_strip_userinfo, text)
     match = _USERINFO.match(url) if url else None
     if match is not None:
@@ -131,135 +78,14 @@ def redact_text(text: str, url: str = "") -> str:
     return text
 
 
-def allow_protocol(*, from_notebook: bool) -> str:
-    """The value of ``GIT_ALLOW_PROTOCOL`` for a fetch or push (git enforces it itself,
-    also for redirects and submodules)."""
-    return ":".join(SAFE_SCHEMES if from_notebook else TYPED_SCHEMES)
-
-
 def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
-    """The error of a failed git command: git's first ``fatal:``/``error:`` line, which
-    says why (``'…' does not appear to be a git repository``), not its last, which is
-    often advice (``… and the repository exists.``); else its last line."""
+    """A failed git command's error: its first ``fatal:``/``error:`` line (the last is often
+    advice), credentials masked."""
     lines = [" ".join(t.split()) for t in result.stderr.decode(errors="replace").splitlines()]
     lines = [t for t in lines if t]
     said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("fatal:", "error:"))]
     reason = said[0] if said else lines[-1] if lines else "git failed"
-    # git quotes the URL it was given (``could not read Password for 'https://TOKEN@…'``):
-    # no credential of any URL, nor the parts of ``url``'s, reaches the message
     return SyncError(redact_text(f"{what}: {reason[:300]}", url))
-
-
-# -- resolving a remote ----------------------------------------------------------------------------
-def repository_root(start: Path) -> Path:
-    """The work tree of the git repository containing ``start`` (the folder holding its
-    ``.git``), else ``start`` itself: what a local path in a notebook's metadata is
-    relative to, and may not leave."""
-    for folder in (start, *start.parents):
-        if os.path.lexists(folder / ".git"):
-            return folder
-    return start
-
-
-def _local_path(url: str) -> str:
-    return url[len("file://") :] if url.lower().startswith("file://") else url
-
-
-def _recorded_local(url: str, base: Path) -> str:
-    """A local remote a notebook's metadata names, resolved against the notebook's
-    repository (never the session folder git runs in), refused if it leads outside."""
-    root = repository_root(base).resolve()
-    target = (root / _local_path(url)).resolve()
-    if not target.is_relative_to(root):
-        raise SyncError(
-            f"the notebook's metadata names the local remote {url!r}, outside the notebook's "
-            f"repository {root}: refused (type it to use it, e.g. `%openprogram pull {target}`)"
-        )
-    return str(target)
-
-
-def record_remote(url: str, where: str | os.PathLike[str]) -> str:
-    """What a notebook remembers of a remote the user typed: a URL without credentials,
-    or a local path relative to the notebook's repository (so a colleague's clone finds
-    it where theirs is)."""
-    if url_scheme(url) != "file":
-        return redact_url(url)
-    root = repository_root(Path(where).expanduser().resolve()).resolve()
-    target = Path(_local_path(url)).resolve()
-    return target.relative_to(root).as_posix() if target.is_relative_to(root) else str(target)
-
-
-def _repo_config(start: Path) -> Path | None:
-    """The config file of the git repository containing ``start`` (read, never run)."""
-    folder = repository_root(start)
-    dot_git = folder / ".git"
-    if dot_git.is_dir():
-        return dot_git / "config"
-    if dot_git.is_file():  # a worktree: "gitdir: <path>", config in the common dir
-        text = dot_git.read_text().strip()
-        if not text.startswith("gitdir:"):
-            return None
-        git_dir = (folder / text[len("gitdir:") :].strip()).resolve()
-        common = git_dir / "commondir"
-        if common.is_file():
-            git_dir = (git_dir / common.read_text().strip()).resolve()
-        return git_dir / "config"
-    return None
-
-
-def resolve_remote(
-    remote: str | None, where: str | os.PathLike[str], *, recorded: str | None = None
-) -> tuple[str, str]:
-    """The URL to fetch from or push to, and the protocols git may use for it.
-
-    ``remote`` (typed by the user) is a URL, a path, or the name of a remote of the git
-    repository containing ``where`` (the notebook's folder); without it, ``recorded`` (a URL
-    from the notebook's metadata: https/ssh/git/file only), else that repository's
-    ``origin``.
-    """
-    base = Path(where).expanduser().resolve()
-    if remote is None and recorded:
-        checked = check_url(recorded, from_notebook=True)
-        if url_scheme(checked) == "file":
-            checked = _recorded_local(checked, base)
-        return checked, allow_protocol(from_notebook=True)
-    name = remote or "origin"
-    if REMOTE_NAME.fullmatch(name) and not (base / name).exists():
-        config = _repo_config(base)
-        url = None
-        if config is not None and config.is_file():
-            got = subprocess.run(  # reads one key of that file (no includes), runs nothing
-                git_argv("config", "--file", str(config), "--get", f"remote.{name}.url"),
-                capture_output=True,
-                env=git_env(),
-            )
-            url = got.stdout.decode().strip() or None
-        if url is None:
-            where_text = (
-                f"the git repository of {base}" if config else f"{base} (not in a git repository)"
-            )
-            raise SyncError(f"no remote named {name!r} in {where_text}; pass a URL or a path")
-        remote = url
-    assert remote is not None
-    if (
-        "://" not in remote
-        and ("::" not in remote)
-        and (remote.startswith(("/", ".")) or (base / remote).exists())
-    ):
-        remote = str((base / remote).resolve())
-    return check_url(remote, from_notebook=False), allow_protocol(from_notebook=False)
-
-
-def notebook_session(path: str | os.PathLike[str]) -> tuple[str, str | None]:
-    """The session id a notebook names and the remote it records (``metadata.openprogram``)."""
-    try:
-        data = json.loads(Path(path).read_bytes())
-        stored: Mapping[str, Any] = data["metadata"]["openprogram"]
-        sid = stored["session_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise SyncError(f"{path} names no session (metadata.openprogram.session_id)") from None
-    remote = stored.get("remote")
-    return validate_session_id(sid), remote if isinstance(remote, str) else None
 
 
 # -- what a remote holds: refs/openprogram/remotes/<hash of the URL without credentials> ----------
@@ -269,9 +95,7 @@ def remote_ref(url: str) -> str:
 
 
 def note_on_remote(repo: Path, url: str, tip: str) -> None:
-    """The remote at ``url`` holds the session up to commit ``tip`` (after a push or a
-    pull): written in-process, as git would (no git run added to a push or pull); a
-    failure to note it never fails the push or pull (delete then asks)."""
+    """The remote at ``url`` holds commit ``tip`` (a failure to note it fails nothing)."""
     name = remote_ref(url)
     git_dir = git_dir_of(repo)
     try:
@@ -317,8 +141,7 @@ def unpushed_turns(repo: Path) -> Unpushed:
 
 
 def copy_remote_refs(source: Path, target: Path) -> None:
-    """What the remotes hold of ``source``'s history, noted in ``target`` too (a session
-    that starts with that history: a notebook copy's); refs ``target`` has are kept."""
+    """What the remotes hold of ``source``, noted in ``target`` too (a notebook copy's)."""
     target_dir = git_dir_of(target)
     listed = git(source, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX, check=False)
     for line in listed.stdout.decode(errors="replace").splitlines():
@@ -353,15 +176,13 @@ def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool
 
 
 def replay_id(source_id: str) -> str:
-    """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>`` (the source's
-    id cut so the whole stays a valid id)."""
+    """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>``."""
     tail = f"{_SUFFIX}{secrets.token_hex(4)}"
     return validate_session_id(f"{source_id[: MAX_ID_LENGTH - len(tail)]}{tail}")
 
 
 def local_replays(root: Path, source_id: str) -> list[str]:
-    """The replay sessions of ``source_id`` in the sessions folder ``root`` (their
-    ``meta.json`` says so), oldest first."""
+    """The replay sessions of ``source_id`` in the sessions folder ``root``, oldest first."""
     prefix = replay_id(source_id).rsplit(_SUFFIX, 1)[0] + _SUFFIX
     found: list[tuple[float, str]] = []
     for folder in root.glob(f"{prefix}*") if root.is_dir() else ():
@@ -376,9 +197,8 @@ def local_replays(root: Path, source_id: str) -> list[str]:
 
 
 def live_turns(nodes: list[Any]) -> list[Any]:
-    """The replay turns (``metadata.replay_of``) of ``nodes`` that a provider answered
-    live (``--only-stale``'s stale cells, ``--record-misses``'s misses): an llm node of
-    the turn recorded another model than the recording's."""
+    """The replay turns of ``nodes`` a provider answered live (an llm node of another model
+    than the recording's)."""
     turns = {n.turn: n for n in nodes if n.kind == "turn" and n.metadata.get(REPLAY_OF)}
     live = {
         n.turn

@@ -1,27 +1,13 @@
 """Running git on a session folder someone else may have written, without running anything
-the folder names.
-
-A session folder can come from anyone (a copy, a clone, a shared notebook's session), and
-its ``.git`` can name programs git would run: hooks, ``core.hooksPath``, ``core.fsmonitor``,
-``gpg.program`` with ``log.showSignature``, pagers, external diffs, filters and textconv
-drivers (bound to paths by a committed ``.gitattributes``), ``include.path`` pulling in any
-file, ``objects/info/alternates`` and ``commondir`` pointing outside the folder.  One
-mechanism covers all of them:
-
-* :func:`make_safe` is called before git touches a session: ``.git/config`` becomes the
-  project's canonical config (git always reads the repository's config, so that is the only
-  way to drop an ``include.path`` or a filter driver), ``alternates``/``commondir`` are
-  removed and a ``.git`` whose core parts are symlinks is refused.
-* :func:`run_git` (the only way the project starts git) runs it with :func:`git_env` — no
-  system or global config, no variables from the caller's environment — and ``-c``
-  overrides that switch off every config key able to run a program, in case the repository
-  config changed between :func:`make_safe` and the run.
-* The pure-Python object reads (:func:`object_db`) never look at ``alternates``.
+the folder names (hooks, drivers, includes, alternates): :func:`make_safe` before git
+touches it, :func:`run_git` with a fixed environment and ``-c`` overrides (decision 0063).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,9 +26,7 @@ HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 
 
 def canonical_config() -> bytes:
-    """The whole ``.git/config`` of a session (remotes are passed as URLs, never stored).
-    Bare: a session has no working tree (its nodes are read from git), so ``git status``
-    in its folder lists no file as deleted; ``git log`` and ``git show`` see every turn."""
+    """The whole ``.git/config`` of a session: bare (no working tree), no remote stored."""
     return (
         "[core]\n"
         "\trepositoryformatversion = 0\n"
@@ -57,11 +41,8 @@ def canonical_config() -> bytes:
     ).encode()
 
 
-# Config keys that can make git run a program, set to harmless values on the command line
-# (which wins over any config file).  Keys without a harmless value (``diff.external``,
-# ``core.alternateRefsCommand``, drivers named by ``.gitattributes``…) can only come from the
-# repository config, which :func:`make_safe` replaces; commands that diff pass
-# ``--no-ext-diff --no-textconv`` as well.
+# Keys that can make git run a program, harmless on the command line (which wins over any
+# config file); the others can only come from the repository config make_safe replaces.
 OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -89,8 +70,7 @@ OVERRIDES: tuple[tuple[str, str], ...] = (
     ("maintenance.auto", "false"),
     ("transfer.fsckObjects", "true"),  # what a fetch or an import receives, fsck'ed by git
 )
-# git's own ways to authenticate, kept for a network operation (push, pull): the user's
-# credential helpers and ssh command come from their global config, never from a session's
+# kept for a network operation: the user's own ways to authenticate (never a session's)
 CREDENTIAL_VARS = ("GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
 _CREDENTIAL_KEYS = ("core.askPass", "core.sshCommand", "credential.helper")
 _KEPT_VARS = ("PATH", "HOME", "TZ", "LANG", "TMPDIR", "SYSTEMROOT")
@@ -99,11 +79,8 @@ _KEPT_VARS = ("PATH", "HOME", "TZ", "LANG", "TMPDIR", "SYSTEMROOT")
 def git_env(
     extra: Mapping[str, str] | None = None, *, network: str | None = None
 ) -> dict[str, str]:
-    """The whole environment of a git subprocess: a few neutral variables of ours, no
-    ``GIT_*`` (nor pager, editor, askpass, ssh command) from the caller's environment unless
-    ``extra`` passes it explicitly.  Only the ``file`` protocol is allowed, unless
-    ``network`` names the allowed protocols (``"https:ssh"``…): then the user's global git
-    config and :data:`CREDENTIAL_VARS` are kept, so their own credentials work."""
+    """The whole environment of a git subprocess: nothing of the caller's but ``extra``;
+    only ``file://`` unless ``network`` names the protocols (then the user's credentials)."""
     env = {name: os.environ[name] for name in _KEPT_VARS if name in os.environ}
     env.update(
         {
@@ -133,8 +110,7 @@ def git_env(
 
 
 def git_argv(*args: str, network: bool = False) -> list[str]:
-    """``git`` with the overrides, then ``args`` (for :func:`run_git` and shell scripts);
-    ``network`` leaves the credential keys to the user's global config."""
+    """``git`` with the overrides, then ``args`` (``network``: credentials left to the user)."""
     overrides = [
         arg
         for key, value in OVERRIDES
@@ -151,9 +127,7 @@ def git(
     check: bool = True,
     network: str | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """:func:`run_git` for sharing: ``network`` (the allowed protocols) also lets git use
-    the user's own ways to authenticate; a quarantine (:data:`QUARANTINE_PREFIX`, made by
-    this process) keeps its ``alternates``, which borrow the session's objects."""
+    """:func:`run_git` for sharing: a quarantine (made here) keeps its ``alternates``."""
     quarantine = repo.name.startswith(QUARANTINE_PREFIX)
     return run_git(repo, *args, input=input, check=check, network=network, sanitize=not quarantine)
 
@@ -171,8 +145,7 @@ def git_command(
     network: str | None = None,
     sanitize: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment :func:`run_git` runs ``git args`` on ``repo`` with (for a
-    caller that streams to git, such as ``index-pack``); makes ``repo`` safe first."""
+    """The argv and environment of :func:`run_git` (for a caller that streams to git)."""
     git_dir = git_dir_of(repo)
     if sanitize:
         make_safe(git_dir)
@@ -192,13 +165,8 @@ def run_git(
     network: str | None = None,
     sanitize: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git args`` on ``repo`` (a session folder or a bare repository) safely: the
-    repository is made safe first (:func:`make_safe`; ``sanitize=False`` only for a
-    repository the project made itself in this operation, such as a quarantine borrowing a
-    session's objects through ``alternates``), then git runs with :func:`git_env`, the
-    overrides, and ``GIT_DIR`` fixed to ``repo``'s (no discovery of an enclosing
-    repository, no work tree).  ``network``: the protocols a fetch or push may use.  Output is
-    captured; ``check`` raises ``CalledProcessError``."""
+    """Run ``git args`` on ``repo`` safely (made safe first unless ``sanitize=False``: a
+    repository made in this operation), ``GIT_DIR`` fixed, output captured."""
     argv, env = git_command(repo, *args, env_extra=env_extra, network=network, sanitize=sanitize)
     return subprocess.run(
         argv,
@@ -212,14 +180,7 @@ def run_git(
     )
 
 
-# What the other side of a local transport must not run.  For a path or ``file://``
-# remote, git starts ``git-receive-pack``/``git-upload-pack`` itself, on the *other*
-# repository, with that repository's config and hooks, and without passing our ``-c``
-# overrides on (they travel in ``GIT_CONFIG_PARAMETERS``, which git clears for a local
-# transport).  So the program git starts there is named by us, with the overrides that
-# matter on that side: no hooks (``pre-receive``, ``update``, ``post-receive``,
-# ``post-update``, ``reference-transaction``, ``proc-receive``, ``push-to-checkout``), no
-# ``core.alternateRefsCommand``, no automatic gc.  Over ssh/http/git the server decides.
+# the program a local transport starts on the other repository (git clears our -c there)
 REMOTE_SIDE = (
     "git -c core.hooksPath=/dev/null -c core.alternateRefsCommand=true "
     "-c core.alternateRefsPrefixes=refs/openprogram/none -c receive.autogc=false "
@@ -228,21 +189,17 @@ REMOTE_SIDE = (
 
 
 def local_transport_options(*, push: bool) -> list[str]:
-    """The options of ``git push``/``git fetch`` to a local repository that name the
-    program run on its side (:data:`REMOTE_SIDE`)."""
+    """The options of a push or fetch to a local repository naming :data:`REMOTE_SIDE`."""
     if push:
         return [f"--receive-pack={REMOTE_SIDE} receive-pack"]
     return [f"--upload-pack={REMOTE_SIDE} upload-pack"]
 
 
-def _is_real_dir(path: Path) -> bool:
+def _is_real_dir(path: Path) -> bool:  # (files.is_real_dir: files imports this module)
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
         return False
-    import stat
-
-    return stat.S_ISDIR(st.st_mode)
 
 
 def _replace_if_different(path: Path, content: bytes) -> None:
@@ -274,24 +231,15 @@ def _replace_if_different(path: Path, content: bytes) -> None:
 
 
 def check_layout(git_dir: Path) -> None:
-    """Raise :class:`CorruptedFile` unless ``git_dir``, its ``objects`` and ``refs`` are
-    real directories (not symlinks, not a ``gitdir:`` file): git would otherwise read and
-    write another repository's files."""
+    """:class:`CorruptedFile` unless ``git_dir``, ``objects`` and ``refs`` are real folders."""
     for part in (git_dir, git_dir / "objects", git_dir / "refs"):
         if not _is_real_dir(part):
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
 def make_safe(git_dir: Path) -> None:
-    """Make a repository safe for git to open (a few syscalls when it is already safe).
-
-    ``config`` is replaced by :func:`canonical_config` when it differs, ``HEAD`` by
-    ``ref: refs/heads/main``; ``commondir``, ``config.worktree``, ``objects/info/alternates``
-    and ``http-alternates`` (which make git read another repository) are removed, and so are
-    symlinks among the object folders (objects would be written through them).  A ``.git``,
-    ``objects`` or ``refs`` that is not a real directory (a symlink, a ``gitdir:`` file)
-    raises :class:`CorruptedFile`: it would make git work on files outside the folder.
-    """
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates or linked object
+    folders (git would read or write outside the folder); refused unless real folders."""
     check_layout(git_dir)
     with os.scandir(git_dir / "objects") as entries:  # fan-out folders linked elsewhere
         for entry in entries:
@@ -309,16 +257,13 @@ def make_safe(git_dir: Path) -> None:
         target = git_dir / rel
         if os.path.lexists(target):
             if _is_real_dir(target):
-                import shutil
-
                 shutil.rmtree(target)
             else:
                 os.unlink(target)
 
 
 def init_repository(path: Path) -> None:
-    """A new, empty session repository (``path/.git``) with the canonical config, made
-    without running git (and without its template hooks)."""
+    """A new, empty session repository (``path/.git``), made without git's template hooks."""
     git_dir = path / ".git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -327,13 +272,8 @@ def init_repository(path: Path) -> None:
 
 
 def object_db(objects_dir: Path) -> GitDB:
-    """A gitdb object database on ``objects_dir`` (loose objects and packs) that never
-    reads ``info/alternates``: objects outside the folder are not the session's.
-
-    When it looks at the packs again (:meth:`update_cache`), the mapped windows no pack in
-    use holds are unmapped: gitdb drops the packs a maintenance removed, but its window
-    manager keeps their windows (deleted files, resident memory) until its limits — a
-    kernel that commits a pack per turn kept ~5 KiB of them per cell."""
+    """A gitdb database on ``objects_dir`` that never reads ``info/alternates``, and unmaps
+    the windows of packs a repack removed (gitdb keeps them: ~5 KiB a cell, decision 0063)."""
     from gitdb.db import GitDB
     from gitdb.db.loose import LooseObjectDB
     from gitdb.db.pack import PackedDB
@@ -341,13 +281,7 @@ def object_db(objects_dir: Path) -> GitDB:
     from gitdb.util import mman
 
     class NewestPacksFirst(PackedDB):  # type: ignore[misc]
-        """gitdb's list of packs, newest first, and no pack opened to make it.
-
-        gitdb tries its packs in the order of their hits — all none in a new process: the
-        listing's order, on ext4 a hash order — and reads each new pack's header to rank
-        it by size.  A session has a pack per commit until a maintenance merges them, and
-        HEAD, its trees and the newest turns are in the newest pack: ranked by mtime, a
-        read of HEAD opens one pack, not half of them (and listing 50 packs opens none)."""
+        """gitdb's packs newest first (HEAD's objects are there), none opened to list them."""
 
         def update_cache(self, force: bool = False) -> bool:
             root = self.root_path()
@@ -389,8 +323,7 @@ def object_db(objects_dir: Path) -> GitDB:
             changed = bool(super().update_cache(force))
             mman.collect()
             files = mman._fdict  # path -> its windows; a removed pack's list stays, empty
-            # the window manager is shared by every thread's database: take a snapshot (one C
-            # call under the GIL) and drop entries with pop, another thread may map meanwhile
+            # shared by every thread's database: a snapshot, then pop (another may map)
             for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
                 files.pop(gone, None)
             return changed

@@ -1,22 +1,7 @@
-"""Sharing a session through git: bundles, push and pull (the I/O around :mod:`syncrules`):
-receiving into a quarantine and checking what arrived here, joining it in :mod:`syncmerge`,
-git run through :mod:`safegit`.
-
-A session is a repository, so it travels as one: ``export`` writes a git bundle holding one
-ref, ``refs/openprogram/sessions/<id>``; ``push`` sends the session's ``main`` to that ref of
-any git remote (never a branch); ``pull`` fetches that one ref.  Whatever arrives is first
-received into a quarantine repository under the sessions folder (borrowing the local
-session's objects), checked (:mod:`syncrules`: refs, ``meta.json``'s id, every new tree and
-blob), and only then joined to the session:
-
-* new here: the quarantine becomes the session folder;
-* the local session is behind: its ``main`` moves forward (HEAD follows if it was on the
-  line that arrived);
-* both moved on: a merge commit whose tree is the union of both histories — the two lines
-  are two branches of the DAG from their common turn, and this user's HEAD stays put.
-
-A refusal is one line (:class:`SyncError`); the quarantine is deleted and the session is
-untouched.  Only an explicit call contacts a remote.
+"""Sharing a session through git: bundles holding one ref, ``refs/openprogram/sessions/<id>``,
+push and pull of that ref.  What arrives is received into a quarantine under the sessions
+folder (borrowing the session's objects), checked, then joined (:mod:`syncmerge`); a
+refusal is one line and leaves the session untouched (decision 0063).
 """
 
 from __future__ import annotations
@@ -61,31 +46,15 @@ if TYPE_CHECKING:
     from openprogram.store.session.store import SessionStore
 
 LOCAL = "refs/openprogram/local"
-# the borrowed session's refs, which git would list (a ``git for-each-ref`` in it, twice
-# a fetch) to know what the quarantine has: ``LOCAL`` names that already; a program run
-# directly, no shell (git runs a command without shell characters itself)
-NO_REFS = "true"
-READ_AHEAD = 8 << 20  # blobs that arrived, read with its trees when they add up to no more
+NO_REFS = "true"  # core.alternateRefsCommand: LOCAL names the borrowed refs already
 _HEX = re.compile(r"[0-9a-f]{40}")
-
-__all__ = [
-    "Received",
-    "SyncError",
-    "export_bundle",
-    "fork_for_replay",
-    "import_bundle",
-    "pull",
-    "push",
-]
 
 
 # -- the quarantine ------------------------------------------------------------------------
 @contextmanager
 def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[Path]:
-    """An empty repository under the sessions folder (the spare the last pull of session
-    ``session_id`` left, :mod:`incoming`), emptied and kept as its next spare after.  A
-    file that cannot be written (disk full, a read-only folder, ``ulimit -f``) ends what
-    runs inside in one line (:class:`StoreError`), the session as it was."""
+    """An empty repository under the sessions folder (``session_id``'s spare), put away
+    after; a file that cannot be written is one :class:`StoreError` line."""
     path = store.root / f"{QUARANTINE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     local = store.session_path(session_id) if session_id is not None else None
     try:
@@ -105,8 +74,7 @@ def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[
 
 
 def _borrow(quarantine: Path, local: Path) -> str | None:
-    """Let the quarantine see the local session's objects (so a fetch brings only what is
-    new) and name its ``main``; returns that commit."""
+    """The quarantine borrows the session's objects and names its ``main`` (returned)."""
     tip = main_commit(local)
     if tip is None:
         return None
@@ -119,16 +87,10 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     return tip
 
 
-def _check_history(
-    repo: Path, tip: str, session_id: str, caps: Caps, *, ahead: bool = False
-) -> Arrived:
-    """Every object that arrived (in the quarantine itself, not borrowed) has the session's
-    shape (the trees reachable from its commits), and together they stay under ``caps`` (a
-    fetch is counted here, after git received and fsck'ed it; a bundle was counted also as
-    it streamed to git); ``tip`` is a commit whose ``meta.json`` names ``session_id``.  Two
-    git runs: ``git cat-file --batch-check`` of what arrived (its types and sizes), then
-    ``--batch`` of its commits, its trees and ``meta.json`` (and, ``ahead``, the blobs when
-    they are few: what joining them to a session reads)."""
+def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> Arrived:
+    """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
+    ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
+    then ``--batch`` of its commits, trees and ``meta.json``."""
     kinds: dict[bytes, bytes] = {}
     sizes: dict[bytes, int] = {}
     fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
@@ -145,8 +107,7 @@ def _check_history(
     caps.check_total(sum(sizes.values()), len(sizes))
     for sha, kind in kinds.items():
         caps.check_object(kind.decode(), sizes[sha])
-    blobs = ahead and sum(n for s, n in sizes.items() if kinds[s] == b"blob") <= READ_AHEAD
-    wanted = [s for s, k in kinds.items() if k != b"blob" or blobs]
+    wanted = [s for s, k in kinds.items() if k != b"blob"]
     names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
     borrowed = binsha_tip not in kinds  # a bundle's tip may be neither: refused then
     *found, meta = cat_file_batch(repo, [tip.encode()] * borrowed + names, sanitize=False)
@@ -169,8 +130,6 @@ def _check_history(
             arrived.parents[sha] = [
                 bytes.fromhex(h[7:].decode()) for h in head[1:] if h.startswith(b"parent ")
             ]
-        if ahead:
-            arrived.objects[sha] = body
     checker = HistoryCheck(trees, sizes)
     for root in roots:
         checker.root(root)
@@ -181,9 +140,7 @@ def _check_history(
 
 
 def _own_objects(repo: Path) -> bytes:
-    """The names (hex, one a line) of the objects stored in ``repo`` itself — its packs'
-    indexes (version 2, as git writes them) and its loose objects, not what it borrows
-    through ``alternates``: in a quarantine, exactly what arrived."""
+    """The names (hex lines) of the objects in ``repo`` itself, not borrowed: what arrived."""
     objects = repo / ".git" / "objects"
     names: list[bytes] = []
     for idx in sorted((objects / "pack").glob("*.idx")):
@@ -227,14 +184,9 @@ def import_bundle(
     expect_id: str | None = None,
     join: bool = False,
 ) -> Received:
-    """Import a bundle made by :func:`export_bundle` (into an existing session: like a pull).
-
-    The pack is counted against :class:`Caps` as it streams to ``git index-pack
-    --strict`` (git's object checks: ``git bundle unbundle`` and a fetch from a bundle do
-    none), then every new tree is checked as for a fetch.  ``expect_id``: the session the
-    bundle must carry (an embedded part's, which names it); any other is refused.  Under
-    another id (``as_id``), a session there with a history of its own unrelated to the
-    bundle's is refused unless ``join``."""
+    """Import a bundle of :func:`export_bundle` (into an existing session: like a pull);
+    ``expect_id``: the session it must carry; under ``as_id``, an unrelated history there
+    is refused unless ``join``."""
     path = Path(bundle).expanduser().resolve()
     if not path.is_file():
         raise SyncError(f"no bundle {path}")
@@ -275,7 +227,7 @@ def import_bundle(
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
-            arrived = _check_history(quarantine, tip, bundled, caps, ahead=joining)
+            arrived = _check_history(quarantine, tip, bundled, caps)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
             return receive(store, quarantine, target, arrived, join_unrelated=unrelated_ok)
 
@@ -306,8 +258,7 @@ def _fetch_and_receive(
     found = read_ref(quarantine / ".git", INCOMING)
     if found is None:
         raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
-    joining = (local / ".git").is_dir()
-    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env(), ahead=joining)
+    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env())
     got = receive(store, quarantine, session_id, arrived)
     note_on_remote(local, url, found.hex())  # the remote holds what arrived
     return got
@@ -317,8 +268,7 @@ def _fetch_and_receive(
 def push(
     store: SessionStore, session_id: str, url: str, protocols: str, *, with_replays: bool = False
 ) -> str:
-    """Send the session's history to ``refs/openprogram/sessions/<id>`` of ``url``; a
-    replay session (:func:`fork_for_replay`) only ``with_replays``."""
+    """Send the session's ``main`` to its ref at ``url`` (a replay only ``with_replays``)."""
     session = store.open(session_id)
     refuse_replay_push(session_id, session.meta, with_replays)
     ref = session_ref(session_id)
@@ -346,7 +296,7 @@ def push(
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
-    """Fetch ``refs/openprogram/sessions/<id>`` from ``url`` (only that ref) and join it."""
+    """Fetch the session's ref (only that) from ``url`` and join it."""
     validate_session_id(session_id)
     ref = session_ref(session_id)
     with _quarantine(store, session_id) as quarantine:
@@ -355,9 +305,8 @@ def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Rece
 
 # -- replays stay home (see remotes) ----------------------------------------------------------
 def fork_for_replay(store: SessionStore, source_id: str) -> str:
-    """A new local session holding ``source_id``'s history as it is now (exported and
-    imported under a fresh id through the checked bundle path); returns its id.  The
-    replay's turns go there, never into ``source_id``."""
+    """A new local session holding ``source_id``'s history (through the checked bundle
+    path) for a replay's turns; returns its id."""
     new_id = replay_id(source_id)
     with tempfile.TemporaryDirectory(prefix="openprogram-replay-") as folder:
         bundle = export_bundle(store, source_id, Path(folder) / "source.bundle")

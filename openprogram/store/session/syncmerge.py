@@ -1,9 +1,5 @@
-"""Joining a history that arrived (received and checked in a quarantine by :mod:`sync`) to
-the local session: adopting its objects, then either nothing to do, a fast-forward, or a
-merge commit whose tree is the union of both histories (:func:`syncrules.merge_trees`);
-the changed files written into the session folder, and the open session's view and
-counters brought up to date (:class:`Received` says what happened).
-"""
+"""Joining a checked history to the local session: nothing, a fast-forward, or a merge
+commit whose tree is the union of both (:func:`syncrules.merge_trees`)."""
 
 from __future__ import annotations
 
@@ -74,17 +70,13 @@ class Received:
 
 @dataclass
 class Arrived:
-    """What a quarantine received, checked (``sync._check_history``): the tip, the parents
-    of each commit that arrived, and contents read already (binary sha -> content: the
-    commits, trees and blobs a join reads; empty when none were read)."""
+    """What a quarantine received, checked: its tip and the parents of each commit."""
 
     tip: str
     parents: dict[bytes, list[bytes]] = field(default_factory=dict)
-    objects: dict[bytes, bytes] = field(default_factory=dict)
 
     def descends_from(self, commit: str) -> bool:
-        """Whether ``commit`` is the tip or reached from it through commits that arrived
-        (then the tip fast-forwards it); False when that is not known from them."""
+        """Whether the tip reaches ``commit`` through commits that arrived."""
         goal = bytes.fromhex(commit)
         todo, seen = [bytes.fromhex(self.tip)], set()
         while todo:
@@ -98,18 +90,16 @@ class Arrived:
 
 
 def main_commit(repo: Path) -> str | None:
-    """The commit a session's ``main`` names (read as git does: loose, else packed-refs;
-    no git process)."""
+    """The commit a session's ``main`` names (no git process)."""
     found = read_ref(git_dir_of(repo), MAIN_REF)
     return found.hex() if found is not None else None
 
 
 def _adopt_objects(quarantine: Path, local: Path) -> None:
-    """Move what the quarantine received (checked already) into the session's objects:
-    its packs renamed (the same disk; copied otherwise), any loose object copied."""
+    """Move what the quarantine received into the session's objects (the index last)."""
     src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
     for pack in sorted((src / "pack").glob("*.pack")):
-        for suffix in (".pack", ".rev", ".idx"):  # the index last: git looks for it
+        for suffix in (".pack", ".rev", ".idx"):
             part = pack.with_suffix(suffix)
             if part.exists():
                 try:
@@ -133,11 +123,8 @@ def receive(
     *,
     join_unrelated: bool = True,
 ) -> Received:
-    """Join the checked history ``arrived`` (in ``quarantine``) to session ``session_id``.
-
-    ``join_unrelated`` False: a local session with turns of its own and no commit in common
-    with what arrived (two histories, not two lines of one) is refused, before anything of
-    it changes (an import under another id, ``--as``, unless ``--join``)."""
+    """Join ``arrived`` (in ``quarantine``) to session ``session_id`` (``join_unrelated``
+    False: a local history sharing no commit with it is refused, nothing changed)."""
     local = store.session_path(session_id)
     tip = arrived.tip
     if not (local / ".git").is_dir():
@@ -168,8 +155,6 @@ def receive(
         _adopt_objects(quarantine, local)
         if base == tip:
             return Received(session_id, "up to date", 0, lines(session))
-        # the turns counted from the buckets' totals (a sealed bucket's are cached), not a
-        # walk of the whole index: a pull only adds nodes (a join's rerooted ones move)
         before = session.totals()["turns"]
         joined: int | None = None
         if base == ours:
@@ -190,8 +175,7 @@ def receive(
 
 
 def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
-    """The merge base of ``ours`` and ``tip`` as ``repo`` sees them (a quarantine borrows
-    the session's objects): None when they share no commit, False when ``repo`` lacks one."""
+    """The merge base in ``repo``: None when they share no commit, False when one is lacking."""
     found = git(repo, "merge-base", ours, tip, check=False)
     if found.returncode > 1:
         return False
@@ -199,7 +183,7 @@ def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
 
 
 def _name_main(quarantine: Path, tip: str) -> None:
-    """A quarantine becoming the session: its ``main`` names ``tip``, no other ref left."""
+    """A quarantine becoming the session: ``main`` names ``tip``, no other ref."""
     git_dir = quarantine / ".git"
     if (git_dir / "packed-refs").exists():  # not made by a fetch into a fresh repository
         moves = f"update {MAIN_REF} {tip}\ndelete {INCOMING}\n".encode()
@@ -212,11 +196,8 @@ def _name_main(quarantine: Path, tip: str) -> None:
 def _merge(
     writer: Repository, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
 ) -> tuple[str, int | None]:
-    """The merge commit of ``ours`` and ``theirs`` (``base``: their merge base, None when
-    they share no history) — ``theirs`` itself when the merge is its tree (what only ours
-    has, a bucket's sealed index, it has too: a commit would only be a difference to push)
-    — and how many of our nodes were joined from an unrelated start (None when the two
-    share history)."""
+    """The merge commit of ``ours`` and ``theirs`` (``theirs`` when the merge is its tree) and
+    how many of our nodes were rerooted (None: ``base`` is shared history)."""
     commits = [bytes.fromhex(c) for c in (base, ours, theirs) if c]
     tree_shas = [commit_tree(writer.read(c)) for c in commits]  # what arrived: read already
     base_tree = tree_shas[0] if base else None
@@ -253,10 +234,8 @@ def _subtree(repo: Repository, tree: bytes, path: tuple[str, ...]) -> TreeEntrie
 def _reroot(
     repo: Repository, ours: bytes, theirs: bytes, entries: list[dict[str, Any]]
 ) -> tuple[bytes, int]:
-    """Our tree with our root left out and the turns that chained after it chained after
-    their root: two histories of one id that share nothing become one DAG, ours a branch
-    from its root (no second root, nothing of ours lost).  Returns the tree and how many
-    of our nodes were moved."""
+    """Our tree with our root left out and what chained after it chained after theirs (two
+    unrelated histories of one id: one DAG); and how many of our nodes moved."""
     theirs_root = root_ids(_subtree(repo, theirs, ROOT_DIR))
     ours_root_files = _subtree(repo, ours, ROOT_DIR)
     mine = root_ids(ours_root_files)
@@ -280,8 +259,7 @@ def _reroot(
 
 
 def _with_meta_of(repo: Repository, ours: bytes, theirs: bytes) -> bytes:
-    """Our tree with their ``meta.json`` (the session's id, title and start are theirs;
-    this user's HEAD is in ``.state``, not there)."""
+    """Our tree with their ``meta.json`` (id, title and start are theirs)."""
     found = repo.read_tree(theirs).get("meta.json")
     if found is None:
         return ours
@@ -293,10 +271,8 @@ def _with_meta_of(repo: Repository, ours: bytes, theirs: bytes) -> bytes:
 def _count_both_lines(
     repo: Repository, tree: bytes, base: bytes | None, ours: bytes, theirs: bytes
 ) -> bytes:
-    """``tree`` (the merge) with its ``meta.json`` counting the turns of both lines: ours,
-    plus theirs, less those they share (each side's count is its turns, see
-    ``index.counts_as_turn``) — ours read from our tree, not from the merge's ``meta.json``,
-    which is theirs when only they changed it (a line that only sealed a bucket)."""
+    """The merge ``tree`` with its ``meta.json`` counting both lines' turns (ours + theirs -
+    shared, each read from its own tree)."""
     entries = repo.read_tree(tree)
     found = entries.get("meta.json")
     meta = _meta_in(repo, tree)
@@ -335,9 +311,8 @@ def _write_meta(local: Path, repo: Repository, commit: str) -> None:
 
 
 def _settle(session: Session, *, follow: bool) -> Links:
-    """Make the open session see what arrived, and its counters account for it: seq and
-    turn numbers past every node, HEAD moved to the arrived HEAD only when ours was on the
-    line that arrived (``follow``: a plain fast-forward).  Returns its chain then."""
+    """The open session sees what arrived: counters past every node, HEAD moved only when
+    ours was on the line that arrived (``follow``); returns its chain."""
     session.refresh()
     seq, turn, head = session.live.read() or (0, 1, None)
     links = session.links()

@@ -1,15 +1,6 @@
-"""What may arrive from elsewhere, how two lines of one session join, and how the turns of
-several people are labelled: pure logic.
-
-Everything a bundle, a fetch or an embedded blob brings is checked here before anything
-is written into the session: the refs it carries and the shape of every new tree (only the
-session layout, no symlinks, no submodules, no oversized blobs).  Git has refused what is
-not a well-formed object already (``index-pack --strict``, ``transfer.fsckObjects``: bad or
-hidden names such as ``..`` and ``.git``, zero-padded modes, unsorted or duplicate entries).
-Joining two histories is a merge whose tree is the union of both: node files have unique ids
-in their names, so the two lines of a diverged session never write the same path
-(``meta.json`` and the committed bucket indexes aside, which are resolved here).  No I/O:
-the caller reads the objects.
+"""What may arrive from elsewhere (refs, ``meta.json``, the session layout of every new
+tree) and how two lines of one session join: pure logic, the caller reads the objects.
+Git has fsck'ed every object already (decision 0063).
 """
 
 from __future__ import annotations
@@ -67,11 +58,8 @@ def check_meta(data: bytes, session_id: str) -> None:
 
 @dataclass
 class HistoryCheck:
-    """Checks the new trees of a history against the session layout, each tree once.
-
-    ``trees``: sha -> raw tree data of every tree that arrived; ``sizes``: sha -> size of
-    every blob that arrived.  Trees and blobs not listed are already local (trusted).
-    """
+    """Checks the trees that arrived (sha -> raw data) against the session layout, each
+    once, and the blobs that arrived (sha -> size) against ``max_blob``."""
 
     trees: dict[bytes, bytes]
     sizes: dict[bytes, int]
@@ -86,17 +74,13 @@ class HistoryCheck:
         self._check(tree, 0, "")
 
     def _check(self, tree: bytes, depth: int, where: str) -> None:
-        """Each commit rewrites a bucket tree of up to 100 entries, nearly all seen in the
-        previous one: entries are matched in one regex pass, and a (name, mode) allowed at
-        this depth once is not examined again."""
+        """A tree that is wholly the layout at its depth: one regex match; else entry by
+        entry (which says what is wrong), each (name, mode, depth) allowed once."""
         if (tree, depth) in self._seen or tree not in self.trees:
             return
         self._seen.add((tree, depth))
         data = self.trees[tree]
         if self._fast and depth < len(_LAYOUT) and _LAYOUT[depth].fullmatch(data):
-            # the whole tree is the layout at this depth (one match in C): only its
-            # subtrees remain to look at; anything else takes the entry-by-entry path,
-            # which says what is wrong
             for mode, name, sha in _ENTRY.findall(data):
                 if mode == b"40000" and (sha, depth + 1) not in self._seen:
                     self._check(sha, depth + 1, f"{where}{name.decode()}/")
@@ -142,12 +126,9 @@ _LAYOUT = (  # the session layout, depth by depth (see expected_mode)
 
 
 def expected_mode(name: str, depth: int) -> int | None:
-    """The mode a name may have at ``depth`` of a session tree (None: not allowed).
-
-    ``meta.json``, ``.gitignore``, ``history/<bucket>/<turn>/<seq>-<l>-<id>.json`` and
-    ``history/<bucket>/index.json`` — nothing else, so nothing hidden (``.gitattributes``,
-    ``.gitmodules``), no ``..``, no separators.
-    """
+    """The mode ``name`` may have at ``depth`` (None: not allowed): ``meta.json``,
+    ``.gitignore``, ``history/<bucket>/<turn>/<seq>-<l>-<id>.json``, ``history/<bucket>/
+    index.json``, nothing else."""
     if depth == 0:
         return TOP_LEVEL.get(name)
     if depth == 1:
@@ -173,12 +154,8 @@ Writer = Callable[[TreeEntries], bytes]
 def merge_trees(
     base: bytes | None, ours: bytes, theirs: bytes, read: Reader, write: Writer
 ) -> bytes:
-    """The tree holding both lines: the union of ``ours`` and ``theirs``.
-
-    A path only one side changed since ``base`` takes that side; a path both changed keeps
-    ours (``meta.json``: this user's HEAD and title; a bucket's ``index.json``: it records
-    the tree it describes, so the store sees it no longer matches and scans the bucket).
-    """
+    """The union of ``ours`` and ``theirs``: a path only one side changed since ``base``
+    takes that side, one both changed keeps ours (node files never collide: unique ids)."""
     if ours == theirs:
         return ours
     if base == theirs:
@@ -205,31 +182,6 @@ def merge_trees(
     return write(out)
 
 
-def changed_files(
-    old: bytes | None, new: bytes | None, read: Reader, prefix: str = ""
-) -> list[tuple[str, bytes | None]]:
-    """Paths whose blob differs between two trees: (path, new blob sha, or None: removed)."""
-    if old == new:
-        return []
-    a = read(old) if old is not None else {}
-    b = read(new) if new is not None else {}
-    out: list[tuple[str, bytes | None]] = []
-    for name in sorted(set(a) | set(b)):
-        before, after = a.get(name), b.get(name)
-        if before == after:
-            continue
-        path = f"{prefix}{name}"
-        old_tree = before[0] if before is not None and before[1] == TREE_MODE else None
-        new_tree = after[0] if after is not None and after[1] == TREE_MODE else None
-        if before is not None and old_tree is None and (after is None or new_tree is not None):
-            out.append((path, None))
-        if old_tree is not None or new_tree is not None:
-            out.extend(changed_files(old_tree, new_tree, read, f"{path}/"))
-        if after is not None and new_tree is None:
-            out.append((path, after[0]))
-    return out
-
-
 # -- two histories of one id that share nothing ----------------------------------------------
 ROOT_DIR = ("history", "0000", "000000")  # the root node's turn folder, in every session
 
@@ -243,10 +195,8 @@ _NODE_ID = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")
 
 
 def rerooted(node: dict[str, Any], old_root: str, new_root: str) -> dict[str, Any]:
-    """``node`` (which chained after ``old_root``) chained after ``new_root`` instead: the
-    start of a line begun on a machine that did not have the session yet, joined to the
-    session's history as a branch from its root (``metadata.joined_from_root`` keeps the
-    root it had)."""
+    """``node`` chained after ``new_root`` instead of ``old_root`` (a line begun without the
+    session, joined as a branch from its root; ``metadata.joined_from_root`` keeps it)."""
     out = dict(node)
     if out.get("predecessor") == old_root:
         out["predecessor"] = new_root
@@ -266,11 +216,8 @@ class Line:
 
 
 def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
-    """The lines of the conversation chain (``chain``: each node of it — a cell, a
-    message, a top-level call, a bare ``llm`` call, the root — and its predecessor, in seq
-    order; see ``Session.links``) other than the one HEAD ends, with how many turns each has
-    since it left HEAD's line (two people who continued one session, or two copies of a
-    notebook)."""
+    """The lines of the conversation ``chain`` (node -> predecessor, in seq order) other than
+    the one HEAD ends, with their turns since they left HEAD's line."""
     ours: set[str] = set()
     node = head
     while node is not None and node not in ours:
@@ -288,101 +235,3 @@ def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]
             node = chain.get(node)
         lines.append(Line(tip, turns))
     return lines
-
-
-# -- a turn's label, unique across the people of a session ---------------------------------
-# Each machine numbers its turns on from the highest it knows, so two people who go on from
-# turn 4 each make a turn 5.  A number one person alone used stays as it is (``5``: a
-# session of one author looks as it always did); a number several authors used is labelled
-# by author, ``5@alice`` and ``5@bob`` (the author's key: the part of the email before the
-# ``@``, else the name's first word, lowercased).  The same rule names the turns of a log
-# (``turn 5@alice: …``), the sides of ``sessions diff`` and ``--from``; a number given
-# alone when several authors used it is refused with the candidates listed.
-
-_KEY_CHARS = re.compile(r"[^a-z0-9._-]+")
-LABEL = re.compile(r"#?(\d{1,9})(?:[@.]([A-Za-z0-9._-]{1,64}))?")
-TURN_SUMMARY = re.compile(r"turn (\d{1,9})(?=: |$)")
-
-
-def author_key(name: str, email: str = "") -> str:
-    """``alice`` for ``Alice Liddell <alice@example.org>``: the email's local part, else the
-    name's first word, lowercased and kept to ``[a-z0-9._-]`` (empty: no author known)."""
-    local = email.partition("@")[0] if "@" in email else ""
-    for text in (local, (name.split() or [""])[0]):
-        key = _KEY_CHARS.sub("", text.lower()).strip(".")[:32]
-        if key:
-            return key
-    return ""
-
-
-def node_author_key(metadata: Mapping[str, Any]) -> str:
-    """:func:`author_key` of a node's ``metadata.author`` (``{"name", "email"}``)."""
-    author = metadata.get("author")
-    if not isinstance(author, Mapping):
-        return ""
-    name, email = author.get("name"), author.get("email")
-    return author_key(
-        name if isinstance(name, str) else "", email if isinstance(email, str) else ""
-    )
-
-
-def shared_numbers(turns: Iterable[tuple[int, str]]) -> set[int]:
-    """The turn numbers more than one author used, of ``(number, author key)`` pairs."""
-    keys: dict[int, set[str]] = {}
-    for number, key in turns:
-        keys.setdefault(number, set()).add(key)
-    return {number for number, found in keys.items() if len(found) > 1}
-
-
-def label(number: int, key: str, shared: set[int]) -> str:
-    """``5`` or, when several authors used 5, ``5@key`` (``5@?`` for an unknown author)."""
-    return f"{number}@{key or '?'}" if number in shared else str(number)
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A label as typed: ``5``, ``#5``, ``5@alice`` or ``5.alice``."""
-
-    number: int
-    key: str | None
-
-
-def parse_label(text: str) -> Spec | None:
-    """The turn a label names, or None when ``text`` is no label (a node id, ``head``)."""
-    found = LABEL.fullmatch(text.strip())
-    if found is None:
-        return None
-    return Spec(int(found.group(1)), found.group(2).lower() if found.group(2) else None)
-
-
-def relabel_log(rows: Iterable[tuple[str, str, str]]) -> list[str]:
-    """The summaries of a log's commits (``(summary, author name, email)``, any order) with
-    ``turn N: …`` made ``turn N@key: …`` where several authors made a turn N."""
-    rows = list(rows)
-    keyed = []
-    for summary, name, email in rows:
-        found = TURN_SUMMARY.match(summary)
-        keyed.append((int(found.group(1)) if found else None, author_key(name, email)))
-    shared = shared_numbers((n, k) for n, k in keyed if n is not None)
-    out = []
-    for (summary, _name, _email), (number, key) in zip(rows, keyed, strict=True):
-        if number is not None and number in shared:
-            summary = f"turn {label(number, key, shared)}{summary[len(f'turn {number}') :]}"
-        out.append(summary)
-    return out
-
-
-def turn_labels(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Node id -> label (``5@alice``) of the turn-level node dicts (``Call.to_dict()``)
-    whose number several authors made: what a DAG's detail shows as the turn.  A dict read
-    light from the index (no ``metadata.author``) counts for no author; none: ``{}``."""
-    found: list[tuple[str, int, str]] = []
-    for node in nodes:
-        meta = node.get("metadata")
-        if not isinstance(meta, Mapping) or meta.get("kind") not in ("turn", "reply"):
-            continue
-        number = node.get("turn")
-        if type(number) is int and isinstance(node.get("id"), str) and "author" in meta:
-            found.append((node["id"], number, node_author_key(meta)))
-    shared = shared_numbers((number, key) for _, number, key in found)
-    return {nid: label(number, key, shared) for nid, number, key in found if number in shared}
