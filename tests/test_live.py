@@ -387,3 +387,42 @@ def test_a_forked_child_opening_the_session_works_beside_its_parent(op_home: Pat
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         db.close()
+
+
+def test_sessions_show_after_the_session_was_replaced_reads_its_new_files(op_home: Path) -> None:
+    """A read of the live database kept open (``sessions show`` in a long-lived process)
+    follows a session deleted and made again by another process."""
+    from openprogram.cli import running_elsewhere
+
+    one_turn("renewed", "old")
+    path = op_home / "sessions" / "renewed"
+    assert running_elsewhere(path) == []
+    code = """
+        import sys
+        from openprogram.context.nodes import RUNNING, make_call
+        from openprogram.store.session.store import SessionStore
+        from tests.test_live import one_turn
+        SessionStore().delete_session("renewed")
+        one_turn("renewed", "new")
+        session = SessionStore().open("renewed")
+        turn = session.begin_turn()
+        session.append(make_call("turn", "busy", status=RUNNING), turn=turn, advance_head=True)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        """
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        lines = running_elsewhere(path)
+        assert lines[:1] == [f"running  in process {child.pid}, not committed yet:"]
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
