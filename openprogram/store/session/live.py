@@ -147,7 +147,7 @@ def _close_idle() -> None:
     with _POOL:
         kept = list(_IDLE.values())
         _IDLE.clear()
-    for db, _identity in kept:
+    for db, _opened in kept:
         _release(db)
 
 
