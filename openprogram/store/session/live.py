@@ -465,18 +465,14 @@ class LiveState:
         return self._db.total_changes
 
     def close(self, *, keep: bool = True) -> None:
-        """Done: the connection is kept for the next open in this process, or closed (as
-        when another thread is still inside the lock or a transaction)."""
-        idle = self.lock._rlock.acquire(blocking=False)
-        try:
-            db, self._db = self._db, _CLOSED
-            if keep and idle and db is not _CLOSED and not db.in_transaction:
-                _keep(self.path, db, self._inode)
-            elif db is not _CLOSED:
-                _release(db)
-        finally:
-            if idle:
-                self.lock._rlock.release()
+        """Done: the connection is kept for the next open in this process, or closed."""
+        db, self._db = self._db, _CLOSED
+        if db is _CLOSED:
+            return
+        if keep and not db.in_transaction:
+            _keep(self.path, db, self._inode)
+        else:
+            _release(db)
 
 
 def _int(value: Any) -> int:
