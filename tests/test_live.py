@@ -15,6 +15,7 @@ import sys
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
@@ -254,3 +255,174 @@ def test_sessions_show_names_a_running_process_from_its_rows(op_home: Path) -> N
         child.stdin.close()
         child.wait(timeout=60)
     assert running_elsewhere(path) == []  # it closed its turn at exit
+
+
+# -- the connection a process keeps across opens (decision 0061) ----------------------------
+def open_files(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds open."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # (the listing's own descriptor, closed since)
+            continue
+        if target.startswith(str(folder)):
+            found.append(target)
+    return found
+
+
+def one_turn(session_id: str, name: str) -> None:
+    store = SessionStore()
+    session = (
+        store.open(session_id) if store.exists(session_id) else store.create_session(session_id)
+    )
+    turn = session.begin_turn()
+    session.append(make_call("turn", name, status=COMPLETED), turn=turn, advance_head=True)
+    session.commit(name)
+    store.close()
+
+
+def turn_names(session_id: str) -> list[str]:
+    store = SessionStore()
+    try:
+        session = store.open(session_id)
+        return [n["name"] for n in session.index() if n["kind"] == "turn"]
+    finally:
+        store.close()
+
+
+def test_a_session_closed_and_opened_again_sees_what_another_process_committed_meanwhile(
+    op_home: Path,
+) -> None:
+    one_turn("shared", "mine")
+    path = op_home / "sessions" / "shared"
+    assert any(f.endswith("live.db") for f in open_files(path))  # kept across the close
+    done = run_child(
+        "from tests.test_live import one_turn\none_turn('shared', 'theirs')\nprint('ok')"
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+    assert turn_names("shared") == ["mine", "theirs"]
+    one_turn("shared", "mine again")
+    store = SessionStore()
+    session = store.open("shared")
+    chain = [n.name for n in session.chain(session.head_id, 3)]
+    store.close()
+    assert chain == ["mine", "theirs", "mine again"]
+
+
+def test_a_deleted_session_leaves_no_file_open(op_home: Path) -> None:
+    for session_id in ("open", "closed"):
+        one_turn(session_id, "first")
+    store = SessionStore()
+    store.open("open")  # open in the store that deletes it; "closed" only kept since
+    for session_id in ("open", "closed"):
+        store.delete_session(session_id)
+        assert open_files(op_home / "sessions" / session_id) == []
+    store.close()
+
+
+def test_a_session_replaced_by_another_process_is_read_from_its_new_files(
+    op_home: Path,
+) -> None:
+    one_turn("again", "old")
+    done = run_child(
+        """
+        from openprogram.store.session.store import SessionStore
+        from tests.test_live import one_turn
+        SessionStore().delete_session("again")
+        one_turn("again", "new")
+        print("ok")
+        """
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+    assert turn_names("again") == ["new"]
+    one_turn("again", "next")
+    done = run_child("from tests.test_live import turn_names\nprint(turn_names('again'))")
+    assert done.stdout.strip() == "['new', 'next']", done.stderr
+
+
+def forked_turn(home: str, ready: Any, go: Any) -> None:
+    """(In a forked child.)  A turn of two nodes in session "forked", the second recorded
+    after the parent is told ``ready`` and answers ``go``."""
+    os.environ["OPENPROGRAM_HOME"] = home
+    store = SessionStore(home)
+    session = store.open("forked")
+    turn = session.begin_turn()
+    top = session.append(make_call("turn", "child", status=COMPLETED), turn=turn,
+                         advance_head=True)  # fmt: skip
+    ready.set()
+    if not go.wait(60):
+        raise SystemExit(3)
+    session.append(make_call("function", "step", caller=top.id, status=COMPLETED), turn=turn)
+    session.commit("the child's turn")
+    store.close()
+
+
+def test_a_forked_child_opening_the_session_works_beside_its_parent(op_home: Path) -> None:
+    """The parent's kept connection is never the child's: the parent closing it while
+    the child writes (at its exit, or more sessions kept than ``live.MAX_IDLE``) loses
+    nothing of the child's turn (no ``recovery`` commit for it at the next open)."""
+    import multiprocessing
+
+    from openprogram.store.session.live import discard
+
+    one_turn("forked", "parent")
+    context = multiprocessing.get_context("fork")
+    ready, go = context.Event(), context.Event()
+    child = context.Process(target=forked_turn, args=(str(op_home), ready, go))
+    child.start()
+    try:
+        assert ready.wait(60)
+        discard(op_home / "sessions" / "forked" / ".state")
+        go.set()
+    finally:
+        child.join(60)
+    assert child.exitcode == 0
+    one_turn("forked", "parent again")
+    assert turn_names("forked") == ["parent", "child", "parent again"]
+    log = git(op_home / "sessions" / "forked", "log", "--format=%s").split("\n")
+    assert log[:3] == ["parent again", "the child's turn", "parent"], log
+    db = sqlite3.connect(op_home / "sessions" / "forked" / ".state" / "live.db")
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        db.close()
+
+
+def test_sessions_show_after_the_session_was_replaced_reads_its_new_files(op_home: Path) -> None:
+    """A read of the live database kept open (``sessions show`` in a long-lived process)
+    follows a session deleted and made again by another process."""
+    from openprogram.cli import running_elsewhere
+
+    one_turn("renewed", "old")
+    path = op_home / "sessions" / "renewed"
+    assert running_elsewhere(path) == []
+    code = """
+        import sys
+        from openprogram.context.nodes import RUNNING, make_call
+        from openprogram.store.session.store import SessionStore
+        from tests.test_live import one_turn
+        SessionStore().delete_session("renewed")
+        one_turn("renewed", "new")
+        session = SessionStore().open("renewed")
+        turn = session.begin_turn()
+        session.append(make_call("turn", "busy", status=RUNNING), turn=turn, advance_head=True)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        """
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        lines = running_elsewhere(path)
+        assert lines[:1] == [f"running  in process {child.pid}, not committed yet:"]
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)

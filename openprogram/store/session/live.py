@@ -1,31 +1,31 @@
 """A session's live state: ``.state/live.db``, a SQLite database in WAL mode (stdlib
-``sqlite3``) beside the repository, never committed, never shared.
+``sqlite3``) beside the repository, never committed, never shared.  It holds what is not in
+git yet and what every writing process of the session shares:
 
-It holds what is not in git yet and what every writing process of the session shares:
-
-- ``state(k, v)``: ``seq`` (the end of the last block of seqs a process leased), ``turn``
-  (the next turn number), ``head`` (HEAD's node id), ``commit`` (the commit the
-  ``nodes`` rows are derived to), ``commits`` (made, by any process) and ``maintained``
-  (commits at the last repack);
-- ``rows(id, owner, body)``: the newest recorded state of each node of a turn in flight
-  that a process has not committed, or whose node is still open, with the process that
-  wrote it (``host:pid:start time``);
-- ``nodes``: the one index of the session's nodes (:mod:`index`), derived from git for
-  every committed turn, with the index rows a process put for its nodes in flight.
+- ``state(k, v)``: ``seq`` (the end of the last block of seqs leased), ``turn`` (the next
+  turn number), ``head`` (HEAD's node id), ``commit`` (the commit the ``nodes`` rows are
+  derived to), ``commits`` (made, by any process), ``maintained`` (commits at the last
+  repack);
+- ``rows(id, owner, body)``: the newest state of each node of a turn in flight not yet
+  committed, or still open, with the process that wrote it (``host:pid:start time``);
+- ``nodes``: the one index (:mod:`index`), derived from git for every committed turn, with
+  the rows a process put for its nodes in flight.
 
 Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
 session's write lock (re-entrant, across threads and processes; the kernel releases it
 when its process dies).  A row survives ``SIGKILL`` of its writer once the call that wrote
-it returns; the next open turns the rows of dead owners into a ``recovery`` commit
-(:func:`dead_rows`: open nodes end ``interrupted`` or ``unanswered``).  Counters missing or
-damaged are rebuilt by the caller from git.  Nothing here is memory-mapped by the package:
-a full disk or ``ulimit -f`` ends a write in one :class:`StoreError`, the process alive.
+it returns; the next open turns the rows of dead owners into a ``recovery`` commit.
+Nothing here is memory-mapped: a full disk or ``ulimit -f`` ends a write in one
+:class:`StoreError`, the process alive.  A process keeps its connection to a database
+across opens (the last connection's close checkpoints the WAL and syncs: most of a short
+open's cost), never in a forked child, never past the file's deletion or replacement;
+closed at exit and by :func:`discard` (decision 0061).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
-import socket
 import sqlite3
 import stat
 import threading
@@ -34,23 +34,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from openprogram.context.nodes import (
-    AWAITING,
-    INTERRUPTED,
-    MAX_COUNT,
-    OPEN_STATUSES,
-    UNANSWERED,
-    Call,
-    NodeFormatError,
-)
+from openprogram.context.nodes import MAX_COUNT, Call
 from openprogram.errors import StoreError
-from openprogram.store.session.files import MAX_FILE_BYTES, loads
 from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
+from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
 BUSY_MS = 500  # one wait for another writer's transaction; waited again until it ends
+PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+           f"PRAGMA journal_size_limit={4 << 20}")  # fmt: skip
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v)",
     "CREATE TABLE IF NOT EXISTS rows (id TEXT PRIMARY KEY, owner TEXT NOT NULL, body BLOB)"
@@ -58,54 +52,17 @@ SCHEMA = (
     *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
-_OWNER: tuple[int, str] | None = None
-
-
-def _start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot), or None if it is gone
-    (a zombie too); "0" where ``/proc`` cannot say (a live pid then counts as its owner)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        fields = data.rsplit(b")", 1)[1].split()
-        if fields[0] in (b"Z", b"X"):  # a zombie has ended (and released its locks)
-            return None
-        return fields[19].decode()
-    except FileNotFoundError:
-        return None
-    except (OSError, IndexError, UnicodeDecodeError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except OSError:
-            pass
-        return "0"
-
-
-def own_owner() -> str:
-    """``host:pid:start time`` of this process (computed again in a forked child)."""
-    global _OWNER
-    pid = os.getpid()
-    if _OWNER is None or _OWNER[0] != pid:
-        _OWNER = (pid, f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}")
-    return _OWNER[1]
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether the process that wrote ``owner`` still runs (on this host; a row from
-    another host is a copied folder's: its writer is not running here)."""
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname():
-        return False
-    try:
-        pid = int(parts[1])
-    except ValueError:
-        return False
-    if pid <= 0:
-        return False
-    started = _start_time(pid)
-    return started is not None and (started == parts[2] or "0" in (started, parts[2]))
+# Connections kept across opens (decision 0061): the idle ones by database (LRU), every one
+# this process made and has not closed, and, in a forked child, the parent's: kept unused
+# and never closed (that would act on the parent's SQLite locks).
+MAX_IDLE = 8
+Identity = tuple[int, int]  # (device, inode) of the file a connection opened
+_IDLE: dict[Path, tuple[sqlite3.Connection, Identity]] = {}
+_MADE: dict[int, sqlite3.Connection] = {}
+_INHERITED: list[sqlite3.Connection] = []
+_POOL, _POOL_PID = threading.Lock(), os.getpid()
+_CLOSED = sqlite3.connect(":memory:")
+_CLOSED.close()  # what a closed LiveState holds: any use raises
 
 
 def _remove_if_not_regular(path: Path) -> None:
@@ -123,6 +80,81 @@ def _remove_if_not_regular(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         os.unlink(path)
+
+
+def _identity(path: Path) -> Identity | None:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _after_fork() -> None:
+    global _POOL, _POOL_PID
+    _POOL, _POOL_PID = threading.Lock(), os.getpid()  # (a parent's thread may have held it)
+    _INHERITED.extend(_MADE.values())
+    _MADE.clear()
+    _IDLE.clear()
+
+
+def _take(path: Path) -> tuple[sqlite3.Connection, Identity] | None:
+    """The idle connection kept to ``path``, if the file is still the one it opened (an
+    open file's inode is never reused: a new file has another)."""
+    if os.getpid() != _POOL_PID:  # (a fork that ran no hook)
+        _after_fork()
+    with _POOL:
+        kept = _IDLE.pop(path, None)
+    if kept is not None and kept[1] != _identity(path):  # deleted, moved or replaced
+        _release(kept[0])
+        return None
+    return kept
+
+
+def _keep(path: Path, db: sqlite3.Connection, identity: Identity) -> None:
+    with _POOL:
+        if _MADE.get(id(db)) is not db:  # a parent's (in a forked child)
+            return
+        stale = [_IDLE.pop(path)[0]] if path in _IDLE else []
+        _IDLE[path] = (db, identity)
+        while len(_IDLE) > MAX_IDLE:  # the least recently used is closed
+            stale.append(_IDLE.pop(next(iter(_IDLE)))[0])
+    for old in stale:
+        _release(old)
+
+
+def _release(db: sqlite3.Connection) -> None:
+    """Close ``db`` for good (never a parent's, in a forked child)."""
+    with _POOL:
+        if _MADE.pop(id(db), None) is not db:
+            return
+    try:
+        db.close()  # (rolls back a transaction left open)
+    except sqlite3.Error:
+        pass
+
+
+def discard(state_dir: Path) -> None:
+    """Close the connection kept to the database in ``state_dir`` (a session deleted)."""
+    with _POOL:
+        kept = _IDLE.pop(state_dir / DB_NAME, None)
+    if kept is not None:
+        _release(kept[0])
+
+
+@atexit.register
+def _close_idle() -> None:
+    with _POOL:
+        kept = list(_IDLE.values())
+        _IDLE.clear()
+    for db, _opened in kept:
+        _release(db)
+
+
+# closed before a fork too: a child's own connection to a file its parent has open shares
+# the parent's SQLite lock records (copied), takes no lock of its own, and a close in the
+# parent then checkpoints and deletes the WAL the child is writing (its writes lost)
+os.register_at_fork(before=_close_idle, after_in_child=_after_fork)
 
 
 class WriteLock:
@@ -169,9 +201,9 @@ class LiveState:
         self.path = state_dir / DB_NAME
         self.label = label or state_dir.parent.name
         self.lock = WriteLock(self)
-        self._db, self._inode = self._connect()
+        self._db, self._inode = _take(self.path) or self._connect()
 
-    def _connect(self) -> tuple[sqlite3.Connection, int]:
+    def _connect(self) -> tuple[sqlite3.Connection, Identity]:
         """A connection to the database (made if missing; a link or FIFO in the way is
         removed first), and the inode it opened."""
         for name in DB_FILES:
@@ -188,20 +220,24 @@ class LiveState:
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
 
-    def _open_db(self) -> tuple[sqlite3.Connection, int]:
+    def _open_db(self) -> tuple[sqlite3.Connection, Identity]:
+        db = sqlite3.connect(
+            str(self.path), timeout=BUSY_MS / 1000, isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        with _POOL:
+            _MADE[id(db)] = db
         try:
-            db = sqlite3.connect(
-                str(self.path), timeout=BUSY_MS / 1000, isolation_level=None,
-                check_same_thread=False,
-            )  # fmt: skip
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(f"PRAGMA journal_size_limit={4 << 20}")
-            for statement in SCHEMA:
+            for statement in PRAGMAS + SCHEMA:
                 db.execute(statement)
-            return db, os.stat(self.path).st_ino
-        except OSError as exc:
-            raise self._error(exc) from exc
+        except BaseException:
+            _release(db)
+            raise
+        identity = _identity(self.path)
+        if identity is None:
+            _release(db)
+            raise self._error(FileNotFoundError(f"{self.path} gone"))
+        return db, identity
 
     # -- transactions ------------------------------------------------------------------
     def _error(self, exc: BaseException) -> StoreError:
@@ -212,12 +248,8 @@ class LiveState:
         return StoreError(f"session {self.label}: live state {self.path}: {text}")
 
     def _begin(self) -> None:
-        try:
-            inode: int | None = os.stat(self.path).st_ino
-        except OSError:
-            inode = None
-        if inode != self._inode:  # deleted (or replaced) since: never write to a lost file
-            self._db.close()
+        if _identity(self.path) != self._inode:  # deleted (or replaced) since: never write
+            _release(self._db)  # to a lost file
             self._db, self._inode = self._connect()
         db = self._db
         if db.in_transaction:  # left by an interrupt between BEGIN and COMMIT: finish it
@@ -404,80 +436,55 @@ class LiveState:
         for owner in self._owners():
             if owner == own_owner() or not owner_alive(owner):
                 continue
-            records, _bad = _records(self._bodies(owner))
+            records, _bad = parsed(self._bodies(owner))
             found.append((owner.rsplit(":", 2)[-2], records))
         return found
 
     def dead_rows(self) -> tuple[list[Call], list[str], list[tuple[str, str]]]:
-        """The nodes recorded by processes that are gone, open ones closed (``running`` →
-        ``interrupted``, ``awaiting`` → ``unanswered``), their owners (to drop once the
-        nodes are committed), and (where, reason) for owners with records skipped (not
-        JSON objects, or not nodes: absurd numbers, wrong types)."""
-        recovered: dict[str, Call] = {}
+        """The nodes recorded by processes that are gone, open ones closed
+        (:func:`records.recovered`), their owners (to drop once the nodes are committed),
+        and (where, reason) for owners with records skipped."""
+        found: dict[str, Call] = {}
         owners: list[str] = []
         skipped: list[tuple[str, str]] = []
         for owner in self._owners():
             if owner == own_owner() or owner_alive(owner):
                 continue
             owners.append(owner)
-            records, bad = _records(self._bodies(owner))
-            reasons = [f"{bad} row(s) not JSON objects"] if bad else []
-            for record in records:
-                try:
-                    call = Call.from_dict(record)
-                except NodeFormatError as exc:
-                    reasons.append(str(exc))
-                    continue
-                recovered[call.id] = call
+            records, bad = parsed(self._bodies(owner))
+            calls, reasons = recovered(records)
+            found.update((call.id, call) for call in calls)
+            reasons[:0] = [f"{bad} row(s) not JSON objects"] if bad else []
             if reasons:
                 where = f"{self.path} (process {owner})"
                 skipped.append((where, f"{len(reasons)} record(s) skipped: {reasons[0]}"))
-        for call in recovered.values():
-            if call.status in OPEN_STATUSES:
-                call.metadata["status"] = UNANSWERED if call.status == AWAITING else INTERRUPTED
-                call.metadata["recovered"] = True
-        return list(recovered.values()), owners, skipped
+        return list(found.values()), owners, skipped
 
     def changes(self) -> int:
         """Rows inserted, replaced or deleted through this connection (a benchmark's count)."""
         return self._db.total_changes
 
-    def close(self) -> None:
-        try:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            self._db.close()
-        except sqlite3.Error:
-            pass
+    def close(self, *, keep: bool = True) -> None:
+        """Done: the connection is kept for the next open in this process, or closed."""
+        db, self._db = self._db, _CLOSED
+        if db is _CLOSED:
+            return
+        if keep and not db.in_transaction:
+            _keep(self.path, db, self._inode)
+        else:
+            _release(db)
 
 
 def _int(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-def _records(bodies: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
-    records: list[dict[str, Any]] = []
-    bad = 0
-    for body in bodies:
-        try:
-            if not isinstance(body, bytes) or len(body) > MAX_FILE_BYTES:
-                raise ValueError("not a node's bytes")
-            record = loads(body)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            bad += 1
-    return records, bad
-
-
 @contextmanager
-def opened(state_dir: Path) -> Iterator[LiveState]:
-    """The live state of a session folder for one short use (a CLI command, a child)."""
+def opened(state_dir: Path, *, keep: bool = True) -> Iterator[LiveState]:
+    """The live state of a session folder for one short use (a CLI command, a child;
+    not ``keep``: a folder about to move)."""
     live = LiveState(state_dir)
     try:
         yield live
     finally:
-        live.close()
+        live.close(keep=keep)

@@ -1,4 +1,6 @@
-"""The one point where a node becomes what is persisted and shown.
+"""The one point where a node becomes what is persisted and shown, and the way back from
+the live rows a writer left (:func:`parsed`, :func:`recovered`), with who wrote them
+(:func:`own_owner`, :func:`owner_alive`).
 
 Every node write of the store (the live row, the node file at commit, the live event a
 notebook view draws) takes its bytes from :func:`node_record`.  The fast path is one
@@ -11,9 +13,23 @@ node every view, prompt and saved widget state reads from is what the disk has.
 
 from __future__ import annotations
 
-from openprogram.context.nodes import Call
+import os
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+from openprogram.context.nodes import (
+    AWAITING,
+    INTERRUPTED,
+    OPEN_STATUSES,
+    UNANSWERED,
+    Call,
+    NodeFormatError,
+)
 from openprogram.context.secrets import holds_secret, redact_shown
-from openprogram.store.session.files import jsonable, strict_dumps
+from openprogram.store.session.files import MAX_FILE_BYTES, jsonable, loads, strict_dumps
+
+_OWNER: tuple[int, str] | None = None
 
 
 def node_record(call: Call) -> bytes:
@@ -36,3 +52,88 @@ def node_record(call: Call) -> bytes:
         call.output = data["output"]
         call.metadata = data["metadata"]
     return raw
+
+
+def parsed(bodies: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
+    """The records of the live rows ``bodies``, and how many were not JSON objects."""
+    records: list[dict[str, Any]] = []
+    bad = 0
+    for body in bodies:
+        try:
+            if not isinstance(body, bytes) or len(body) > MAX_FILE_BYTES:
+                raise ValueError("not a node's bytes")
+            record = loads(body)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad += 1
+    return records, bad
+
+
+def recovered(records: Iterable[dict[str, Any]]) -> tuple[list[Call], list[str]]:
+    """The nodes of a stopped writer's records, open ones closed (``running`` →
+    ``interrupted``, ``awaiting`` → ``unanswered``), and why records were skipped (not
+    nodes: absurd numbers, wrong types)."""
+    calls: list[Call] = []
+    reasons: list[str] = []
+    for record in records:
+        try:
+            call = Call.from_dict(record)
+        except NodeFormatError as exc:
+            reasons.append(str(exc))
+            continue
+        if call.status in OPEN_STATUSES:
+            call.metadata["status"] = UNANSWERED if call.status == AWAITING else INTERRUPTED
+            call.metadata["recovered"] = True
+        calls.append(call)
+    return calls, reasons
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot), or None if it is gone
+    (a zombie too); "0" where ``/proc`` cannot say (a live pid then counts as its owner)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        fields = data.rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X"):  # a zombie has ended (and released its locks)
+            return None
+        return fields[19].decode()
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, UnicodeDecodeError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except OSError:
+            pass
+        return "0"
+
+
+def own_owner() -> str:
+    """``host:pid:start time`` of this process (computed again in a forked child)."""
+    global _OWNER
+    pid = os.getpid()
+    if _OWNER is None or _OWNER[0] != pid:
+        _OWNER = (pid, f"{socket.gethostname()}:{pid}:{_start_time(pid) or '0'}")
+    return _OWNER[1]
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process that wrote ``owner`` still runs (on this host; a row from
+    another host is a copied folder's: its writer is not running here)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    started = _start_time(pid)
+    return started is not None and (started == parts[2] or "0" in (started, parts[2]))

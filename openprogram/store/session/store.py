@@ -46,7 +46,7 @@ from openprogram.store.session.files import (
 )
 from openprogram.store.session.history import Repository
 from openprogram.store.session.index import clean_meta, node_relpath
-from openprogram.store.session.live import opened
+from openprogram.store.session.live import discard, opened
 from openprogram.store.session.safegit import init_repository
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,
@@ -142,7 +142,7 @@ class SessionStore:
             finally:
                 repo.close()  # (a repack it started is waited for, then ended)
             (tmp / ".state").mkdir()
-            with opened(tmp / ".state") as live:
+            with opened(tmp / ".state", keep=False) as live:  # (the folder moves next)
                 live.write(1, 1, root.id)
             try:
                 os.rename(tmp, target)
@@ -234,6 +234,7 @@ class SessionStore:
         if session is not None:
             session._dirty.clear()
             session.close()
+        discard(path / ".state")  # (this process's connection to it, kept since a close)
         if os.path.islink(path):  # only the link goes, never what it points to
             os.unlink(path)
             return
