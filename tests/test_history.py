@@ -451,6 +451,7 @@ def test_an_edit_of_a_big_tree_is_the_tree_git_would_write(repo: Repository) -> 
     for i in range(20):
         bucket = (i * 37) % 300
         repo.commit({f"history/{bucket:04d}/x.json": b"edit %d" % i}, f"edit {i}")
+        repo.wait_for_repack()  # (git reading beside a `repack -d` may miss a pack it drops)
         listing = git(repo.worktree, "ls-tree", "HEAD:history")
         made = subprocess.run(["git", "mktree"], cwd=repo.worktree, input=listing.encode(),
                               capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
