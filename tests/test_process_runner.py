@@ -157,7 +157,7 @@ def test_stop_is_graceful_first_then_kills(rt: Runtime, op_home: Path) -> None:
         events: list[dict[str, Any]] = []
         polite = ProcessRun(slow, (60,), on_event=events.append).start()
         wait_until_running(polite, events, "slow")
-        polite.stop(timeout=10)
+        polite.stop(timeout=300)  # the grace only bounds a hang: it ends when done
         with pytest.raises(ProcessRunCancelled):
             polite.wait()
         assert polite.process is not None and polite.process.exitcode == 0  # it cleaned up
