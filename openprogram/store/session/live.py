@@ -11,7 +11,9 @@ It holds what is not in git yet and what every writing process of the session sh
   that a process has not committed, or whose node is still open, with the process that
   wrote it (``host:pid:start time``);
 - ``nodes``: the one index of the session's nodes (:mod:`index`), derived from git for
-  every committed turn, with the index rows a process put for its nodes in flight.
+  every committed turn, with the index rows a process put for its nodes in flight;
+- ``counts``, ``usage``, ``llm_turns``: the session's totals, kept from the ``nodes`` rows
+  by triggers (:func:`index.keep_totals`).
 
 Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
 session's write lock (re-entrant, across threads and processes; the kernel releases it
@@ -45,7 +47,7 @@ from openprogram.context.nodes import (
 )
 from openprogram.errors import StoreError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row
+from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row, keep_totals
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 
 DB_NAME = "live.db"
@@ -199,6 +201,7 @@ class LiveState:
             db.execute(f"PRAGMA journal_size_limit={4 << 20}")
             for statement in SCHEMA:
                 db.execute(statement)
+            keep_totals(db)
             return db, os.stat(self.path).st_ino
         except OSError as exc:
             raise self._error(exc) from exc
