@@ -18,6 +18,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session.index import RECOUNT, TOTALS_TRIGGERS, Row
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.store import SessionStore
+from openprogram.store.session.sync import export_bundle, import_bundle
 from openprogram.usage.totals import usage_rows
 from tests.test_index_views import complete_turn
 
@@ -187,3 +188,28 @@ def test_reading_the_totals_costs_the_same_in_a_session_ten_times_larger(
         steps.append(count[0])
         store.close()
     assert steps[1] <= steps[0] + 2, steps
+
+
+def views(session: Any) -> tuple[Any, ...]:
+    return session.totals(), session.light_window(5), session.usage_window(3), session.index()
+
+
+def test_an_import_and_a_deleted_live_db_give_the_same_totals_and_windows(
+    op_home: Path, tmp_path: Path
+) -> None:
+    store = build(op_home, "orig", 30)
+    session = store.open("orig")
+    before = views(session)
+    assert from_totals(before[0]) == scanned(session)
+    store.close()
+    clone_home = tmp_path / "elsewhere"
+    bundle = export_bundle(SessionStore(op_home), "orig", tmp_path / "orig.bundle")
+    import_bundle(SessionStore(clone_home), bundle)
+    clone = SessionStore(clone_home)
+    assert views(clone.open("orig")) == before
+    clone.close()
+    for name in ("live.db", "live.db-wal", "live.db-shm"):
+        (op_home / "sessions" / "orig" / ".state" / name).unlink(missing_ok=True)
+    store = SessionStore(op_home)
+    assert views(store.open("orig")) == before
+    store.close()

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import subprocess
+import threading
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from openprogram.context.nodes import ROLE_LETTER, Call
 from openprogram.errors import NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.history import cat_file_batch
-from openprogram.store.session.safegit import run_git
+from openprogram.store.session.safegit import git_command, run_git
 
 TURNS_PER_BUCKET = 100
 # committed by earlier versions (a bucket's light entries): allowed in what arrives, ignored
@@ -238,14 +239,25 @@ TOTALS_TRIGGERS = tuple(
 # the totals counted again from the rows (a database made by a version without them)
 RECOUNT = (
     "DELETE FROM counts", "DELETE FROM usage", "DELETE FROM llm_turns",
-    "INSERT INTO counts SELECT kind, status, caller IS NULL, count(*) FROM nodes"
-    " GROUP BY 1, 2, 3",
+    "INSERT INTO counts SELECT kind, status, caller IS NULL, count(*) FROM nodes NOT INDEXED"
+    " GROUP BY 1, 2, 3",  # (a scan of the table: no index holds the three)
     f"INSERT INTO usage SELECT CASE WHEN c.id IS NULL THEN '{TOP}' ELSE c.name END,"
     " count(*), sum(coalesce(n.tokens_in, 0)), sum(coalesce(n.tokens_out, 0)),"
     " sum(n.cost IS NULL AND n.tokens_in IS NOT NULL), parts_sum(n.cost, 1)"
     " FROM nodes n LEFT JOIN nodes c ON c.id = n.caller WHERE n.kind = 'llm' GROUP BY 1",
     "INSERT INTO llm_turns SELECT turn, count(*) FROM nodes WHERE kind = 'llm' GROUP BY 1",
 )  # fmt: skip
+
+# every row put again (a clone's first open, a deleted live.db): the rows of nodes in
+# flight kept, the others put without indexes or triggers, then the indexes built and the
+# totals counted once (one transaction: no reader sees the table without them)
+_INDEXES = [s.split()[5] for s in SCHEMA if s.startswith("CREATE INDEX")]
+BULK_BEFORE = (
+    *(f"DROP TRIGGER IF EXISTS {t.split()[5]}" for t in TOTALS_TRIGGERS),
+    *(f"DROP INDEX IF EXISTS {name}" for name in _INDEXES),
+    "DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)",
+)
+BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
 
 
 def parts_from(blob: bytes | None) -> list[float]:
@@ -361,6 +373,43 @@ def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> lis
     return kept
 
 
+def _blobs(root: Path, shas: list[bytes]) -> Iterator[tuple[bytes, bytes] | None]:
+    """(type, content) of each object of ``shas`` in order (None: missing), streamed from
+    one ``git cat-file --batch``: git reads the next while the caller parses this one."""
+    argv, env = git_command(root, "cat-file", "--batch")
+    proc = subprocess.Popen(
+        argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, shas), daemon=True)
+    feeder.start()
+    try:
+        out = proc.stdout
+        for _sha in shas:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
+            header = out.readline().split()
+            if len(header) != 3 or not header[2].isdigit():
+                yield None
+                continue
+            data = out.read(int(header[2]))
+            out.read(1)
+            yield header[1], data
+    finally:
+        proc.kill()
+        proc.wait()
+        feeder.join()
+        proc.stdout.close()
+
+
+def _feed(stdin: IO[bytes], shas: list[bytes]) -> None:
+    try:
+        with stdin:
+            for start in range(0, len(shas), 4096):
+                stdin.write(b"".join(sha + b"\n" for sha in shas[start : start + 4096]))
+    except OSError:  # git ended (killed when the reader stops early)
+        pass
+
+
 def _id_of(path: str) -> str:
     """The node id a node file's name ends with (``<seq>-<role>-<id>.json``)."""
     return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
@@ -383,13 +432,12 @@ def derive(
     if files is None:
         files, removed = _node_files(root, commit), None
     paths = _within_bounds(root, files, problem)
-    fetched = cat_file_batch(root, [files[p] for p in paths])
     rows: list[Row] = []
-    for path, got in zip(paths, fetched, strict=True):
+    for path, got in zip(paths, _blobs(root, [files[p] for p in paths]), strict=True):
         try:
-            if got is None or got[1] != b"blob":
+            if got is None or got[0] != b"blob":
                 raise ValueError("not a readable blob")
-            call = Call.from_dict(loads(got[2]))
+            call = Call.from_dict(loads(got[1]))
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))
             continue

@@ -33,6 +33,7 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,14 @@ from openprogram.context.nodes import (
 )
 from openprogram.errors import StoreError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row, keep_totals
+from openprogram.store.session.index import (
+    BULK_AFTER,
+    BULK_BEFORE,
+    PUT_COMMITTED,
+    PUT_STATE,
+    Row,
+    keep_totals,
+)
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 
 DB_NAME = "live.db"
@@ -379,14 +387,18 @@ class LiveState:
         ``removed`` dropped (None: every row first) — never the row of a node in flight."""
         with self.lock:
             try:
-                if removed is None:
-                    self._db.execute("DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)")
+                if removed is None:  # every row: indexes and totals made after, in bulk
+                    for statement in BULK_BEFORE:
+                        self._db.execute(statement)
+                    self._db.executemany(PUT_COMMITTED, sorted(rows, key=itemgetter(0)))
+                    for statement in BULK_AFTER:
+                        self._db.execute(statement)
                 else:
                     self._db.executemany(
                         "DELETE FROM nodes WHERE id = ? AND id NOT IN (SELECT id FROM rows)",
                         [(node_id,) for node_id in removed],
                     )
-                self._db.executemany(PUT_COMMITTED, rows)
+                    self._db.executemany(PUT_COMMITTED, rows)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             self._set(commit=commit)
