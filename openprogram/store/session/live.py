@@ -32,7 +32,7 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -269,14 +269,17 @@ class LiveState:
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
-    def _execute(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._db.execute(sql, tuple(args))
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+    def _execute(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """The rows of ``sql``, one thread at a time (one waiting with the GIL deadlocks
+        with one whose statement calls the totals' functions, ``index.keep_totals``)."""
+        with self.lock._rlock:
+            try:
+                return self._db.execute(sql, tuple(args)).fetchall()
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
 
     def _values(self) -> dict[str, Any]:
-        return dict(self._execute("SELECT k, v FROM state").fetchall())
+        return dict(self._execute("SELECT k, v FROM state"))
 
     def _set(self, **values: Any) -> None:
         with self.lock:
@@ -366,8 +369,7 @@ class LiveState:
     def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
         """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
         one thread of this process at a time on the connection."""
-        with self.lock._rlock:
-            return self._execute(sql, args).fetchall()
+        return self._execute(sql, args)
 
     def put_index(self, rows: list[Row]) -> None:
         """Put the index rows of nodes this process recorded (one transaction)."""
@@ -404,13 +406,12 @@ class LiveState:
             self._set(commit=commit)
 
     def _owners(self) -> list[str]:
-        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner").fetchall()
+        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner")
         return [str(owner) for (owner,) in found]
 
     def _bodies(self, owner: str) -> Iterator[Any]:
-        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
-        for (body,) in cursor.fetchall():
-            yield body
+        rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+        yield from (body for (body,) in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(owner pid, its records) of the other processes alive with rows: what a view
@@ -455,15 +456,14 @@ class LiveState:
 
     def changes(self) -> int:
         """Rows inserted, replaced or deleted through this connection (a benchmark's count)."""
-        return self._db.total_changes
+        with self.lock._rlock:
+            return self._db.total_changes
 
     def close(self) -> None:
-        try:
+        with self.lock._rlock, suppress(sqlite3.Error):
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             self._db.close()
-        except sqlite3.Error:
-            pass
 
 
 def _int(value: Any) -> int:
