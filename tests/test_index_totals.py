@@ -213,3 +213,26 @@ def test_an_import_and_a_deleted_live_db_give_the_same_totals_and_windows(
     store = SessionStore(op_home)
     assert views(store.open("orig")) == before
     store.close()
+
+
+def test_a_ctrl_c_in_a_totals_function_is_a_keyboard_interrupt_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """SQLite turns an exception in a trigger's Python function into "user-defined function
+    raised exception"; a Ctrl-C that lands there stays a Ctrl-C (the process stops as for
+    any other), and the row it was writing is not half kept."""
+    live = LiveState(tmp_path, "t")
+
+    def interrupted(cost: float | None, sign: int) -> bytes:
+        raise KeyboardInterrupt  # where a Ctrl-C's handler runs when it lands mid-statement
+
+    live._db.create_function("parts_of", 2, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
+    assert live.query("SELECT count(*) FROM nodes") == [(0,)]
+    assert kept(live._db) == {"counts": [], "usage": [], "llm_turns": []}
+    live.close()
+    live = LiveState(tmp_path, "t")  # the functions registered again: the next write counts
+    live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
+    assert kept(live._db)["usage"] == [("(top level)", 1, 5, 0, 0, 0.5)]
+    live.close()

@@ -262,11 +262,12 @@ BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
 
 def parts_from(blob: bytes | None) -> list[float]:
     """The exact partials a ``usage`` row keeps (see :func:`exact_add`)."""
-    return array("d", blob).tolist() if blob else []
+    return array("d", blob[: len(blob) // 8 * 8]).tolist() if blob else []
 
 
 def _parts_of(cost: float | None, sign: int) -> bytes:
-    return array("d", [] if cost is None else [sign * cost]).tobytes()
+    # (never raises: an exception in a trigger's function is taken for a Ctrl-C, see live)
+    return array("d", [sign * cost] if isinstance(cost, float) else []).tobytes()
 
 
 def _parts_merge(parts: bytes | None, more: bytes | None) -> bytes:
@@ -283,7 +284,7 @@ class _PartsSum:
         self.parts: list[float] = []
 
     def step(self, cost: float | None, sign: int) -> None:
-        if cost is not None:
+        if isinstance(cost, float):
             exact_add(self.parts, sign * cost)
 
     def finalize(self) -> bytes:

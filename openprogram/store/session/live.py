@@ -215,7 +215,9 @@ class LiveState:
             raise self._error(exc) from exc
 
     # -- transactions ------------------------------------------------------------------
-    def _error(self, exc: BaseException) -> StoreError:
+    def _error(self, exc: BaseException) -> BaseException:
+        if str(exc).startswith("user-defined function raised"):  # Ctrl-C in a totals function
+            return KeyboardInterrupt()  # (SQLite kept only that it failed: delivered here)
         text = " ".join(str(exc).split()) or type(exc).__name__
         name = getattr(exc, "sqlite_errorname", "")
         if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
@@ -460,7 +462,7 @@ class LiveState:
             return self._db.total_changes
 
     def close(self) -> None:
-        with self.lock._rlock, suppress(sqlite3.Error):
+        with suppress(sqlite3.Error):  # (not waiting for a thread stuck in a transaction)
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             self._db.close()
