@@ -19,15 +19,18 @@ as a turn, the exact sum of costs, and ``meta.json``'s field types.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sqlite3
+import subprocess
+import threading
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from openprogram.context.nodes import ROLE_LETTER, Call
 from openprogram.errors import NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.history import cat_file_batch
-from openprogram.store.session.safegit import run_git
+from openprogram.store.session.safegit import git_command, run_git
 
 TURNS_PER_BUCKET = 100
 # committed by earlier versions (a bucket's light entries): allowed in what arrives, ignored
@@ -144,6 +147,176 @@ def exact_add(parts: list[float], x: float) -> None:
     parts[i:] = [x]
 
 
+# -- the totals, kept by SQLite as the rows change ------------------------------------------
+# ``counts``: nodes by kind, status and turn level; ``usage``: the llm nodes by the name of
+# the node each was called from ("(top level)": no such node), their cost as exact partials
+# (:func:`exact_add`, as floats packed in a blob); ``llm_turns``: llm nodes by turn.  Kept
+# by triggers in the transaction that changes a row (a put, a commit followed, a delete),
+# so they are derived from git with the rows: ``Session.totals()`` reads a few rows.
+TOP = "(top level)"
+TOTALS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS counts (kind TEXT, status TEXT, top INTEGER, n INTEGER,"
+    " PRIMARY KEY (kind, status, top))",
+    "CREATE TABLE IF NOT EXISTS usage (function TEXT PRIMARY KEY, calls INTEGER,"
+    " tokens_in INTEGER, tokens_out INTEGER, unpriced INTEGER, parts BLOB)",
+    "CREATE TABLE IF NOT EXISTS llm_turns (turn INTEGER PRIMARY KEY, n INTEGER)",
+)
+_ADD = " ON CONFLICT ({key}) DO UPDATE SET " + ", ".join(
+    f"{c} = {c} + excluded.{c}" for c in ("calls", "tokens_in", "tokens_out", "unpriced")
+)
+_ADD_USAGE = _ADD.format(key="function") + ", parts = parts_merge(parts, excluded.parts);"
+_ADD_COUNT = " ON CONFLICT ({key}) DO UPDATE SET n = n + excluded.n;"
+
+
+def _function_of(r: str) -> str:
+    """The usage key of llm row ``r`` (NEW or OLD): the name of its caller's row."""
+    return (
+        f"CASE WHEN {r}.caller = {r}.id THEN {r}.name ELSE coalesce("
+        f"(SELECT name FROM nodes WHERE id = {r}.caller), '{TOP}') END"
+    )
+
+
+def _one(r: str, sign: str) -> str:
+    """Statements adding (``sign`` "") or taking away ("-") llm row ``r``'s usage."""
+    return (
+        f"INSERT INTO usage VALUES ({_function_of(r)}, {sign}1,"
+        f" {sign}coalesce({r}.tokens_in, 0), {sign}coalesce({r}.tokens_out, 0),"
+        f" {sign}({r}.cost IS NULL AND {r}.tokens_in IS NOT NULL),"
+        f" parts_of({r}.cost, {sign}1)){_ADD_USAGE}{_drop_empty(_function_of(r))}"
+        f" INSERT INTO llm_turns VALUES ({r}.turn, {sign}1){_ADD_COUNT.format(key='turn')}"
+        f" DELETE FROM llm_turns WHERE turn = {r}.turn AND n = 0;"
+    )
+
+
+def _callees(r: str, function: str, sign: str) -> str:
+    """Statements adding or taking away the usage of the llm nodes row ``r`` called,
+    under ``function`` (a node's name decides where its callees' usage is counted)."""
+    return (
+        f"INSERT INTO usage SELECT {function}, {sign}count(*),"
+        f" {sign}sum(coalesce(tokens_in, 0)), {sign}sum(coalesce(tokens_out, 0)),"
+        f" {sign}sum(cost IS NULL AND tokens_in IS NOT NULL), parts_sum(cost, {sign}1)"
+        f" FROM nodes WHERE caller = {r}.id AND kind = 'llm' AND id != {r}.id"
+        f" HAVING count(*) > 0{_ADD_USAGE}{_drop_empty(function)}"
+    )
+
+
+def _drop_empty(function: str) -> str:
+    return f" DELETE FROM usage WHERE function = {function} AND calls = 0;"
+
+
+def _count(r: str, sign: str) -> str:
+    return (
+        f"INSERT INTO counts VALUES ({r}.kind, {r}.status, {r}.caller IS NULL, {sign}1)"
+        + _ADD_COUNT.format(key="kind, status, top")
+        + f" DELETE FROM counts WHERE kind = {r}.kind AND status = {r}.status"
+        f" AND top = ({r}.caller IS NULL) AND n = 0;"
+    )
+
+
+_NEW, _OLD = "NEW.kind = 'llm'", "OLD.kind = 'llm'"
+TOTALS_TRIGGERS = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON nodes {when}"
+    f" BEGIN {body} END"
+    for name, event, when, body in (
+        ("totals_put", "INSERT", "", _count("NEW", "")),
+        ("totals_put_llm", "INSERT", f"WHEN {_NEW}", _one("NEW", "")),
+        ("totals_put_caller", "INSERT", "", _callees("NEW", f"'{TOP}'", "-")
+         + _callees("NEW", "NEW.name", "")),
+        ("totals_drop", "DELETE", "", _count("OLD", "-")),
+        ("totals_drop_llm", "DELETE", f"WHEN {_OLD}", _one("OLD", "-")),
+        ("totals_drop_caller", "DELETE", "", _callees("OLD", "OLD.name", "-")
+         + _callees("OLD", f"'{TOP}'", "")),
+        ("totals_change", "UPDATE OF kind, status, caller",
+         "WHEN OLD.kind IS NOT NEW.kind OR OLD.status IS NOT NEW.status"
+         " OR (OLD.caller IS NULL) != (NEW.caller IS NULL)",
+         _count("OLD", "-") + _count("NEW", "")),
+        ("totals_change_old_llm", "UPDATE", f"WHEN {_OLD}", _one("OLD", "-")),
+        ("totals_change_new_llm", "UPDATE", f"WHEN {_NEW}", _one("NEW", "")),
+        ("totals_rename", "UPDATE OF name", "WHEN OLD.name IS NOT NEW.name",
+         _callees("OLD", "OLD.name", "-") + _callees("NEW", "NEW.name", "")),
+    )
+)  # fmt: skip
+# the totals counted again from the rows (a database made by a version without them)
+RECOUNT = (
+    "DELETE FROM counts", "DELETE FROM usage", "DELETE FROM llm_turns",
+    "INSERT INTO counts SELECT kind, status, caller IS NULL, count(*) FROM nodes NOT INDEXED"
+    " GROUP BY 1, 2, 3",  # (a scan of the table: no index holds the three)
+    f"INSERT INTO usage SELECT CASE WHEN c.id IS NULL THEN '{TOP}' ELSE c.name END,"
+    " count(*), sum(coalesce(n.tokens_in, 0)), sum(coalesce(n.tokens_out, 0)),"
+    " sum(n.cost IS NULL AND n.tokens_in IS NOT NULL), parts_sum(n.cost, 1)"
+    " FROM nodes n LEFT JOIN nodes c ON c.id = n.caller WHERE n.kind = 'llm' GROUP BY 1",
+    "INSERT INTO llm_turns SELECT turn, count(*) FROM nodes WHERE kind = 'llm' GROUP BY 1",
+)  # fmt: skip
+
+# every row put again (a clone's first open, a deleted live.db): the rows of nodes in
+# flight kept, the others put without indexes or triggers, then the indexes built and the
+# totals counted once (one transaction: no reader sees the table without them)
+_INDEXES = [s.split()[5] for s in SCHEMA if s.startswith("CREATE INDEX")]
+BULK_BEFORE = (
+    *(f"DROP TRIGGER IF EXISTS {t.split()[5]}" for t in TOTALS_TRIGGERS),
+    *(f"DROP INDEX IF EXISTS {name}" for name in _INDEXES),
+    "DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)",
+)
+BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
+
+
+def parts_from(blob: bytes | None) -> list[float]:
+    """The exact partials a ``usage`` row keeps (see :func:`exact_add`)."""
+    return array("d", blob[: len(blob) // 8 * 8]).tolist() if blob else []
+
+
+def _parts_of(cost: float | None, sign: int) -> bytes:
+    # (never raises: an exception in a trigger's function is taken for a Ctrl-C, see live)
+    return array("d", [sign * cost] if isinstance(cost, float) else []).tobytes()
+
+
+def _parts_merge(parts: bytes | None, more: bytes | None) -> bytes:
+    out = parts_from(parts)
+    for x in parts_from(more):
+        exact_add(out, x)
+    return array("d", out).tobytes()
+
+
+class _PartsSum:
+    """SQL aggregate ``parts_sum(cost, sign)``: the exact partials of the costs times sign."""
+
+    def __init__(self) -> None:
+        self.parts: list[float] = []
+
+    def step(self, cost: float | None, sign: int) -> None:
+        if isinstance(cost, float):
+            exact_add(self.parts, sign * cost)
+
+    def finalize(self) -> bytes:
+        return array("d", self.parts).tobytes()
+
+
+def keep_totals(db: sqlite3.Connection) -> None:
+    """Make ``db`` keep the totals: the functions its triggers call (every connection),
+    the tables and triggers, and the totals counted again when the tables are new."""
+    db.create_function("parts_of", 2, _parts_of, deterministic=True)
+    db.create_function("parts_merge", 2, _parts_merge, deterministic=True)
+    db.create_aggregate("parts_sum", 2, _PartsSum)  # type: ignore[arg-type]
+    while not db.execute(_HAS_TOTALS).fetchone():
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:  # another process writes: wait its turn
+            if "locked" in str(exc) or "busy" in str(exc):
+                continue
+            raise
+        try:
+            if not db.execute(_HAS_TOTALS).fetchone():
+                for statement in (*TOTALS_SCHEMA, *TOTALS_TRIGGERS, *RECOUNT):
+                    db.execute(statement)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+_HAS_TOTALS = "SELECT 1 FROM sqlite_master WHERE name = 'totals_rename'"
+
+
 # -- derivation from git (I/O) ----------------------------------------------------------
 Problem = Callable[[str, str], None]
 
@@ -201,6 +374,43 @@ def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> lis
     return kept
 
 
+def _blobs(root: Path, shas: list[bytes]) -> Iterator[tuple[bytes, bytes] | None]:
+    """(type, content) of each object of ``shas`` in order (None: missing), streamed from
+    one ``git cat-file --batch``: git reads the next while the caller parses this one."""
+    argv, env = git_command(root, "cat-file", "--batch")
+    proc = subprocess.Popen(
+        argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, shas), daemon=True)
+    feeder.start()
+    try:
+        out = proc.stdout
+        for _sha in shas:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
+            header = out.readline().split()
+            if len(header) != 3 or not header[2].isdigit():
+                yield None
+                continue
+            data = out.read(int(header[2]))
+            out.read(1)
+            yield header[1], data
+    finally:
+        proc.kill()
+        proc.wait()
+        feeder.join()
+        proc.stdout.close()
+
+
+def _feed(stdin: IO[bytes], shas: list[bytes]) -> None:
+    try:
+        with stdin:
+            for start in range(0, len(shas), 4096):
+                stdin.write(b"".join(sha + b"\n" for sha in shas[start : start + 4096]))
+    except OSError:  # git ended (killed when the reader stops early)
+        pass
+
+
 def _id_of(path: str) -> str:
     """The node id a node file's name ends with (``<seq>-<role>-<id>.json``)."""
     return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
@@ -223,13 +433,12 @@ def derive(
     if files is None:
         files, removed = _node_files(root, commit), None
     paths = _within_bounds(root, files, problem)
-    fetched = cat_file_batch(root, [files[p] for p in paths])
     rows: list[Row] = []
-    for path, got in zip(paths, fetched, strict=True):
+    for path, got in zip(paths, _blobs(root, [files[p] for p in paths]), strict=True):
         try:
-            if got is None or got[1] != b"blob":
+            if got is None or got[0] != b"blob":
                 raise ValueError("not a readable blob")
-            call = Call.from_dict(loads(got[2]))
+            call = Call.from_dict(loads(got[1]))
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))
             continue

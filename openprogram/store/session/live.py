@@ -9,17 +9,16 @@ git yet and what every writing process of the session shares:
 - ``rows(id, owner, body)``: the newest state of each node of a turn in flight not yet
   committed, or still open, with the process that wrote it (``host:pid:start time``);
 - ``nodes``: the one index (:mod:`index`), derived from git for every committed turn, with
-  the rows a process put for its nodes in flight.
+  the rows a process put for its nodes in flight;
+- ``counts``, ``usage``, ``llm_turns``: the session's totals, kept from the ``nodes`` rows
+  by triggers (:func:`index.keep_totals`).
 
 Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
-session's write lock (re-entrant, across threads and processes; the kernel releases it
-when its process dies).  A row survives ``SIGKILL`` of its writer once the call that wrote
-it returns; the next open turns the rows of dead owners into a ``recovery`` commit.
-Nothing here is memory-mapped: a full disk or ``ulimit -f`` ends a write in one
-:class:`StoreError`, the process alive.  A process keeps its connection to a database
-across opens (the last connection's close checkpoints the WAL and syncs: most of a short
-open's cost), never in a forked child, never past the file's deletion or replacement;
-closed at exit and by :func:`discard` (decision 0061).
+session's write lock (re-entrant, across threads and processes).  A row survives
+``SIGKILL`` of its writer once the call that wrote it returns; the next open turns dead
+owners' rows into a ``recovery`` commit.  Nothing is memory-mapped: a full disk ends a write
+in one :class:`StoreError`.  A process keeps its connection across opens, never in a forked
+child or past the file's replacement (decision 0061).
 """
 
 from __future__ import annotations
@@ -30,13 +29,21 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from openprogram.context.nodes import MAX_COUNT, Call
 from openprogram.errors import StoreError
-from openprogram.store.session.index import PUT_COMMITTED, PUT_STATE, Row
+from openprogram.store.session.index import (
+    BULK_AFTER,
+    BULK_BEFORE,
+    PUT_COMMITTED,
+    PUT_STATE,
+    Row,
+    keep_totals,
+)
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
 
@@ -83,11 +90,10 @@ def _remove_if_not_regular(path: Path) -> None:
 
 
 def _identity(path: Path) -> Identity | None:
-    try:
+    with suppress(OSError):
         found = os.lstat(path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
+        return found.st_dev, found.st_ino
+    return None
 
 
 def _after_fork() -> None:
@@ -128,10 +134,8 @@ def _release(db: sqlite3.Connection) -> None:
     with _POOL:
         if _MADE.pop(id(db), None) is not db:
             return
-    try:
+    with suppress(sqlite3.Error):
         db.close()  # (rolls back a transaction left open)
-    except sqlite3.Error:
-        pass
 
 
 def discard(state_dir: Path) -> None:
@@ -230,6 +234,7 @@ class LiveState:
         try:
             for statement in PRAGMAS + SCHEMA:
                 db.execute(statement)
+            keep_totals(db)
         except BaseException:
             _release(db)
             raise
@@ -240,7 +245,9 @@ class LiveState:
         return db, identity
 
     # -- transactions ------------------------------------------------------------------
-    def _error(self, exc: BaseException) -> StoreError:
+    def _error(self, exc: BaseException) -> BaseException:
+        if str(exc).startswith("user-defined function raised"):  # Ctrl-C in a totals function
+            return KeyboardInterrupt()  # (SQLite kept only that it failed: delivered here)
         text = " ".join(str(exc).split()) or type(exc).__name__
         name = getattr(exc, "sqlite_errorname", "")
         if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
@@ -290,23 +297,28 @@ class LiveState:
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
-    def _execute(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._db.execute(sql, tuple(args))
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-
-    def _values(self) -> dict[str, Any]:
-        return dict(self._execute("SELECT k, v FROM state").fetchall())
-
-    def _set(self, **values: Any) -> None:
-        with self.lock:
+    def _execute(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """The rows of ``sql``, one thread at a time (one waiting with the GIL deadlocks
+        with one whose statement calls the totals' functions, ``index.keep_totals``)."""
+        with self.lock._rlock:
             try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO state (k, v) VALUES (?, ?)", list(values.items())
-                )
+                return self._db.execute(sql, tuple(args)).fetchall()
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+
+    def _values(self) -> dict[str, Any]:
+        return dict(self._execute("SELECT k, v FROM state"))
+
+    def _many(self, sql: str, rows: Iterable[Any]) -> None:
+        """``sql`` once per row, in one transaction."""
+        with self.lock:
+            try:
+                self._db.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def _set(self, **values: Any) -> None:
+        self._many("INSERT OR REPLACE INTO state (k, v) VALUES (?, ?)", list(values.items()))
 
     # -- counters ----------------------------------------------------------------------
     def read(self) -> tuple[int, int, str | None] | None:
@@ -356,11 +368,7 @@ class LiveState:
             with lock._rlock:  # (not inside another thread's transaction)
                 self._autocommit(PUT_ROW, items[0])
             return
-        with lock:
-            try:
-                self._db.executemany(PUT_ROW, items)
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        self._many(PUT_ROW, items)
 
     def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> None:
         """Forget this process's rows (committed, in ``commit``: the ``nodes`` rows follow
@@ -387,16 +395,11 @@ class LiveState:
     def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
         """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
         one thread of this process at a time on the connection."""
-        with self.lock._rlock:
-            return self._execute(sql, args).fetchall()
+        return self._execute(sql, args)
 
     def put_index(self, rows: list[Row]) -> None:
         """Put the index rows of nodes this process recorded (one transaction)."""
-        with self.lock:
-            try:
-                self._db.executemany(PUT_STATE, rows)
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        self._many(PUT_STATE, rows)
 
     def derived(self) -> str | None:
         """The commit the ``nodes`` rows follow (None: none yet, a new database)."""
@@ -408,26 +411,29 @@ class LiveState:
         ``removed`` dropped (None: every row first) — never the row of a node in flight."""
         with self.lock:
             try:
-                if removed is None:
-                    self._db.execute("DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)")
+                if removed is None:  # every row: indexes and totals made after, in bulk
+                    for statement in BULK_BEFORE:
+                        self._db.execute(statement)
+                    self._db.executemany(PUT_COMMITTED, sorted(rows, key=itemgetter(0)))
+                    for statement in BULK_AFTER:
+                        self._db.execute(statement)
                 else:
                     self._db.executemany(
                         "DELETE FROM nodes WHERE id = ? AND id NOT IN (SELECT id FROM rows)",
                         [(node_id,) for node_id in removed],
                     )
-                self._db.executemany(PUT_COMMITTED, rows)
+                    self._db.executemany(PUT_COMMITTED, rows)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
             self._set(commit=commit)
 
     def _owners(self) -> list[str]:
-        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner").fetchall()
+        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner")
         return [str(owner) for (owner,) in found]
 
     def _bodies(self, owner: str) -> Iterator[Any]:
-        cursor = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
-        for (body,) in cursor.fetchall():
-            yield body
+        rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+        yield from (body for (body,) in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(owner pid, its records) of the other processes alive with rows: what a view
@@ -462,7 +468,8 @@ class LiveState:
 
     def changes(self) -> int:
         """Rows inserted, replaced or deleted through this connection (a benchmark's count)."""
-        return self._db.total_changes
+        with self.lock._rlock:
+            return self._db.total_changes
 
     def close(self, *, keep: bool = True) -> None:
         """Done: the connection is kept for the next open in this process, or closed."""

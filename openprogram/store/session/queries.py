@@ -28,6 +28,7 @@ from openprogram.store.session.index import (
     Totals,
     Used,
     counts_as_turn,
+    parts_from,
     relpath,
     row_of,
 )
@@ -194,58 +195,37 @@ class SessionQueries:
         """Counts of the whole session (nodes, ``tops`` turn-level nodes, ``turns``,
         ``kinds``, ``statuses``) and what its ``llm`` nodes used (``calls``,
         ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``; ``functions``: by the
-        name of the node each was called from; ``llm_turns``: turns with one): SQL over the
-        index, no node's content read."""
+        name of the node each was called from; ``llm_turns``: turns with one): the totals
+        the live database keeps as the rows change (:func:`index.keep_totals`), a few
+        rows read.  Costs are kept exactly and rounded once (``math.fsum``: the float a
+        scan of every node gives)."""
         self._index_recorded()
         q = self.live.query
-        kinds = dict(q("SELECT kind, count(*) FROM nodes GROUP BY kind"))
-        statuses = dict(q("SELECT status, count(*) FROM nodes GROUP BY status"))
-        tops = dict(q("SELECT kind, count(*) FROM nodes WHERE caller IS NULL GROUP BY kind"))
-        # the llm nodes' usage by caller (the covering index nodes_usage: no table row read);
-        # costs kept whole and summed once by math.fsum (correctly rounded: the float a scan
-        # of every node gives), a group's total its one "partial"
-        by_caller: dict[str | None, list[Any]] = {}
-        for caller, used_in, used_out, cost in q(
-            "SELECT caller, tokens_in, tokens_out, cost FROM nodes WHERE kind = 'llm'"
-        ):
-            used = by_caller.get(caller)
-            if used is None:
-                used = by_caller[caller] = [0, 0, 0, 0, []]
-            used[0] += 1
-            used[1] += used_in or 0
-            used[2] += used_out or 0
-            if cost is not None:
-                used[4].append(cost)
-            elif used_in is not None:
-                used[3] += 1
-        names = dict(
-            q(
-                "SELECT c.id, c.name FROM (SELECT DISTINCT caller FROM nodes"
-                " WHERE kind = 'llm') g JOIN nodes c ON c.id = g.caller"
-            )
-        )
-        grouped: dict[str, list[Any]] = {}
-        for caller, used in by_caller.items():  # by the name of the node each was called from
-            into = grouped.setdefault(names.get(caller, "(top level)"), [0, 0, 0, 0, []])
-            for i in range(4):
-                into[i] += used[i]
-            into[4] += used[4]
-        functions: dict[str, Used] = {
-            name: [*used[:4], [math.fsum(used[4])] if used[4] else []]
-            for name, used in grouped.items()
-        }
-        costs = [c for used in by_caller.values() for c in used[4]]
+        kinds: dict[str, int] = {}
+        statuses: dict[str, int] = {}
+        tops: dict[str, int] = {}
+        for kind, status, top, n in q("SELECT kind, status, top, n FROM counts"):
+            kinds[kind] = kinds.get(kind, 0) + n
+            statuses[status] = statuses.get(status, 0) + n
+            if top:
+                tops[kind] = tops.get(kind, 0) + n
+        functions: dict[str, Used] = {}
+        costs: list[float] = []
+        for name, *used, blob in q("SELECT * FROM usage ORDER BY function"):
+            parts = parts_from(blob)
+            functions[name] = [*used, [math.fsum(parts)] if parts else []]
+            costs += parts
+        (llm_turns,) = q("SELECT count(*) FROM llm_turns")[0]
         calls, tokens_in, tokens_out, unpriced = (
-            sum(used[i] for used in by_caller.values()) for i in range(4)
+            sum(used[i] for used in functions.values()) for i in range(4)
         )
-        parts = [math.fsum(costs)] if costs else []
-        (llm_turns,) = q("SELECT count(DISTINCT turn) FROM nodes WHERE kind = 'llm'")[0]
+        cost = math.fsum(costs)
         return {
             "nodes": sum(kinds.values()), "tops": sum(tops.values()),
             "turns": sum(n for k, n in tops.items() if counts_as_turn(None, k)),
             "calls": calls, "input_tokens": tokens_in, "output_tokens": tokens_out,
-            "unpriced": unpriced, "llm_turns": llm_turns, "cost": math.fsum(costs),
-            "cost_parts": parts, "kinds": kinds, "statuses": statuses,
+            "unpriced": unpriced, "llm_turns": llm_turns, "cost": cost,
+            "cost_parts": [cost] if costs else [], "kinds": kinds, "statuses": statuses,
             "functions": functions, "callers": {},
         }  # fmt: skip
 
