@@ -190,6 +190,7 @@ def test_streamed_calls_count_tokens_and_a_budget_stops_them(
     assert usage_rows(nodes).session.cost_text() == "unpriced"  # never "$0.0000"
 
 
+@pytest.mark.timeout(900)  # above the CLI's own 600 s: a loaded machine's slow model
 def test_the_research_cli_starts_and_records_its_first_stage(
     real_server: RealServer, op_home: Path, tmp_path: Path
 ) -> None:
