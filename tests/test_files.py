@@ -7,19 +7,7 @@ import os
 import threading
 
 from openprogram.store.session.files import replace, wait_closed
-
-
-def _held_deleted(folder: str) -> list[str]:
-    """This process's descriptors on files under ``folder`` that were unlinked."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(folder) and target.endswith("(deleted)"):
-            found.append(target)
-    return found
+from tests.waiting import open_files
 
 
 def test_every_replaced_file_is_released_and_readers_see_old_or_new(tmp_path):
@@ -46,7 +34,7 @@ def test_every_replaced_file_is_released_and_readers_see_old_or_new(tmp_path):
     wait_closed()
     assert target.read_bytes() == b"%040d\n" % 300
     assert all(len(content) == 41 for content in seen)  # never empty, never torn
-    assert _held_deleted(str(tmp_path)) == []  # no old file kept alive
+    assert open_files(tmp_path, deleted=True) == []  # no old file kept alive
     assert len(os.listdir("/proc/self/fd")) <= before  # (the closer's thread opens none)
 
 
@@ -82,11 +70,11 @@ def test_a_forked_child_replaces_files_without_the_parents_thread(tmp_path):
             (tmp_path / "c").write_bytes(b"child")
             replace(tmp_path / "c", target)
             wait_closed()  # would hang if the child waited on the parent's thread
-            code = 0 if _held_deleted(str(tmp_path)) == [] else 2
+            code = 0 if open_files(tmp_path, deleted=True) == [] else 2
         finally:
             os._exit(code)
     _pid, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert target.read_bytes() == b"child"
     wait_closed()
-    assert _held_deleted(str(tmp_path)) == []
+    assert open_files(tmp_path, deleted=True) == []

@@ -29,7 +29,7 @@ from openprogram.store.session.history import (
 )
 from openprogram.store.session.queries import read_paths
 from openprogram.store.session.safegit import init_repository
-from tests.waiting import running_in, until
+from tests.waiting import open_files, running_in, until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -275,20 +275,7 @@ def test_a_ref_read_while_it_moves_is_the_old_or_the_new_never_torn(repo: Reposi
     assert path.read_bytes() == shas[-1].hex().encode() + b"\n"
     assert all(len(content) == 41 for content in seen)  # never empty, never torn
     wait_closed()  # (the replaced ref files are closed by a thread of files.replace)
-    assert held_deleted(repo.git_dir) == []
-
-
-def held_deleted(folder: Path) -> list[str]:
-    """This process's descriptors on files under ``folder`` that were unlinked."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # (the listing's own descriptor, closed since)
-            continue
-        if target.startswith(str(folder)) and target.endswith("(deleted)"):
-            found.append(target)
-    return found
+    assert open_files(repo.git_dir, deleted=True) == []
 
 
 def test_concurrent_writers_each_land_their_commit_or_see_it_moved(repo: Repository) -> None:

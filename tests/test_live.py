@@ -21,6 +21,7 @@ from openprogram import session_context
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.store import SessionStore
+from tests.waiting import open_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "openprogram" / "store"
@@ -258,19 +259,6 @@ def test_sessions_show_names_a_running_process_from_its_rows(op_home: Path) -> N
 
 
 # -- the connection a process keeps across opens (decision 0061) ----------------------------
-def open_files(folder: Path) -> list[str]:
-    """The files under ``folder`` this process holds open."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # (the listing's own descriptor, closed since)
-            continue
-        if target.startswith(str(folder)):
-            found.append(target)
-    return found
-
-
 def one_turn(session_id: str, name: str) -> None:
     store = SessionStore()
     session = (

@@ -45,3 +45,17 @@ def running_in(folder: Path) -> list[int]:
         if state not in (b"Z", b"X") and (Path(cwd) == folder or folder in Path(cwd).parents):
             found.append(int(entry))
     return found
+
+
+def open_files(folder: Path | str, *, deleted: bool = False) -> list[str]:
+    """The files under ``folder`` this process holds open (``deleted``: only those unlinked
+    since, a file kept alive by a descriptor)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # (the listing's own descriptor, closed since)
+            continue
+        if target.startswith(str(folder)) and (not deleted or target.endswith("(deleted)")):
+            found.append(target)
+    return found
