@@ -16,7 +16,7 @@ import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session.index import RECOUNT, TOTALS_TRIGGERS, Row
-from openprogram.store.session.live import LiveState
+from openprogram.store.session.live import LiveState, discard
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
 from openprogram.usage.totals import usage_rows
@@ -162,6 +162,7 @@ def test_a_database_made_without_the_totals_counts_them_when_opened(op_home: Pat
         db.execute(f"DROP TABLE {table}")
     db.commit()
     db.close()
+    discard(op_home / "sessions" / "old" / ".state")  # opened as a new process opens it
     store = SessionStore(op_home)
     assert store.open("old").totals() == before
     store.close()
@@ -231,7 +232,7 @@ def test_a_ctrl_c_in_a_totals_function_is_a_keyboard_interrupt_and_writes_nothin
         live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
     assert live.query("SELECT count(*) FROM nodes") == [(0,)]
     assert kept(live._db) == {"counts": [], "usage": [], "llm_turns": []}
-    live.close()
+    live.close(keep=False)  # (not kept for the next open: its function was replaced)
     live = LiveState(tmp_path, "t")  # the functions registered again: the next write counts
     live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
     assert kept(live._db)["usage"] == [("(top level)", 1, 5, 0, 0, 0.5)]
