@@ -237,3 +237,19 @@ def test_a_ctrl_c_in_a_totals_function_is_a_keyboard_interrupt_and_writes_nothin
     live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
     assert kept(live._db)["usage"] == [("(top level)", 1, 5, 0, 0, 0.5)]
     live.close()
+
+
+def test_a_damaged_totals_row_is_no_ctrl_c_and_the_next_write_lands(tmp_path: Path) -> None:
+    """A ``usage`` row whose cost partials are not a blob (a damaged ``live.db``): the
+    trigger's function reads no partials from it (it never raises: an exception there would
+    be taken for a Ctrl-C) and the next node's write and its totals land."""
+    live = LiveState(tmp_path, "t")
+    live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
+    other = sqlite3.connect(tmp_path / "live.db")
+    other.execute("UPDATE usage SET parts = 'not partials'")
+    other.commit()
+    other.close()
+    live.put_index([row("l2", 2, "llm", "m", None, tokens_in=7, cost=0.25)])
+    assert live.query("SELECT count(*) FROM nodes") == [(2,)]
+    assert kept(live._db)["usage"] == [("(top level)", 2, 12, 0, 0, 0.25)]
+    live.close(keep=False)

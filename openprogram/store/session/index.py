@@ -261,8 +261,9 @@ BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
 
 
 def parts_from(blob: bytes | None) -> list[float]:
-    """The exact partials a ``usage`` row keeps (see :func:`exact_add`)."""
-    return array("d", blob[: len(blob) // 8 * 8]).tolist() if blob else []
+    """The exact partials a ``usage`` row keeps (see :func:`exact_add`); nothing from what
+    is not a blob (a damaged database: a trigger's function never raises, see live)."""
+    return array("d", blob[: len(blob) // 8 * 8]).tolist() if isinstance(blob, bytes) else []
 
 
 def _parts_of(cost: float | None, sign: int) -> bytes:
