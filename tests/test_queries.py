@@ -31,7 +31,7 @@ def test_a_process_writing_turn_after_turn_keeps_a_bounded_number_of_nodes(
 
     def alive(ids: set[str]) -> int:
         gc.collect()
-        return sum(1 for obj in gc.get_objects() if isinstance(obj, Call) and obj.id in ids)
+        return sum(1 for obj in gc.get_objects() if type(obj) is Call and obj.id in ids)
 
     for turn in range(6 * CACHE):
         with session_context("s_bounded", runtime=runtime) as handle:
