@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from openprogram.context.nodes import COMPLETED, make_call
-from openprogram.store.session.index import RECOUNT, TOTALS_TRIGGERS, Row
+from openprogram.errors import StoreError
+from openprogram.store.session.index import RECOUNT, TOTALS_TRIGGERS, Row, noting_ctrl_c
 from openprogram.store.session.live import LiveState, discard
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle
@@ -227,7 +228,7 @@ def test_a_ctrl_c_in_a_totals_function_is_a_keyboard_interrupt_and_writes_nothin
     def interrupted(cost: float | None, sign: int) -> bytes:
         raise KeyboardInterrupt  # where a Ctrl-C's handler runs when it lands mid-statement
 
-    live._db.create_function("parts_of", 2, interrupted)
+    live._db.create_function("parts_of", 2, noting_ctrl_c(interrupted))  # as registered
     with pytest.raises(KeyboardInterrupt):
         live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
     assert live.query("SELECT count(*) FROM nodes") == [(0,)]
@@ -253,3 +254,23 @@ def test_a_damaged_totals_row_is_no_ctrl_c_and_the_next_write_lands(tmp_path: Pa
     assert live.query("SELECT count(*) FROM nodes") == [(2,)]
     assert kept(live._db)["usage"] == [("(top level)", 2, 12, 0, 0, 0.25)]
     live.close(keep=False)
+
+
+def test_an_error_in_a_totals_function_is_a_store_error_not_a_ctrl_c(tmp_path: Path) -> None:
+    """Only a Ctrl-C that landed in a trigger's function is a KeyboardInterrupt: any other
+    failure there (a damaged database, a bug) is a one-line error naming the live state, the
+    row is not half kept, and the next write (the function whole again) lands."""
+    live = LiveState(tmp_path, "t")
+
+    def broken(cost: float | None, sign: int) -> bytes:
+        raise ValueError("not partials")
+
+    live._db.create_function("parts_of", 2, noting_ctrl_c(broken))
+    with pytest.raises(StoreError, match="live state"):
+        live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
+    assert live.query("SELECT count(*) FROM nodes") == [(0,)]
+    live.close(keep=False)
+    live = LiveState(tmp_path, "t")
+    live.put_index([row("l1", 1, "llm", "m", None, tokens_in=5, cost=0.5)])
+    assert kept(live._db)["usage"] == [("(top level)", 1, 5, 0, 0, 0.5)]
+    live.close()

@@ -262,12 +262,36 @@ BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
 
 def parts_from(blob: bytes | None) -> list[float]:
     """The exact partials a ``usage`` row keeps (see :func:`exact_add`); nothing from what
-    is not a blob (a damaged database: a trigger's function never raises, see live)."""
+    is not a blob (a damaged database)."""
     return array("d", blob[: len(blob) // 8 * 8]).tolist() if isinstance(blob, bytes) else []
 
 
+_CTRL_C = threading.local()  # set where a Ctrl-C landed in one of the functions below
+
+
+def noting_ctrl_c(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` as SQLite calls it: SQLite keeps of an exception raised there only that
+    a "user-defined function raised exception"; a Ctrl-C (its handler runs wherever the
+    main thread is) is noted for :func:`ctrl_c_landed`, anything else stays an error."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return function(*args)
+        except KeyboardInterrupt:
+            _CTRL_C.landed = True
+            raise
+
+    return call
+
+
+def ctrl_c_landed() -> bool:
+    """Whether a Ctrl-C landed in a totals function since the last ask (this thread)."""
+    landed = getattr(_CTRL_C, "landed", False)
+    _CTRL_C.landed = False
+    return landed
+
+
 def _parts_of(cost: float | None, sign: int) -> bytes:
-    # (never raises: an exception in a trigger's function is taken for a Ctrl-C, see live)
     return array("d", [sign * cost] if isinstance(cost, float) else []).tobytes()
 
 
@@ -284,10 +308,12 @@ class _PartsSum:
     def __init__(self) -> None:
         self.parts: list[float] = []
 
+    @noting_ctrl_c
     def step(self, cost: float | None, sign: int) -> None:
         if isinstance(cost, float):
             exact_add(self.parts, sign * cost)
 
+    @noting_ctrl_c
     def finalize(self) -> bytes:
         return array("d", self.parts).tobytes()
 
@@ -295,8 +321,8 @@ class _PartsSum:
 def keep_totals(db: sqlite3.Connection) -> None:
     """Make ``db`` keep the totals: the functions its triggers call (every connection),
     the tables and triggers, and the totals counted again when the tables are new."""
-    db.create_function("parts_of", 2, _parts_of, deterministic=True)
-    db.create_function("parts_merge", 2, _parts_merge, deterministic=True)
+    db.create_function("parts_of", 2, noting_ctrl_c(_parts_of), deterministic=True)
+    db.create_function("parts_merge", 2, noting_ctrl_c(_parts_merge), deterministic=True)
     db.create_aggregate("parts_sum", 2, _PartsSum)  # type: ignore[arg-type]
     while not db.execute(_HAS_TOTALS).fetchone():
         try:

@@ -42,6 +42,7 @@ from openprogram.store.session.index import (
     PUT_COMMITTED,
     PUT_STATE,
     Row,
+    ctrl_c_landed,
     keep_totals,
 )
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
@@ -246,8 +247,9 @@ class LiveState:
 
     # -- transactions ------------------------------------------------------------------
     def _error(self, exc: BaseException) -> BaseException:
-        if str(exc).startswith("user-defined function raised"):  # Ctrl-C in a totals function
-            return KeyboardInterrupt()  # (SQLite kept only that it failed: delivered here)
+        failed_in_function = str(exc).startswith("user-defined function raised")
+        if failed_in_function and ctrl_c_landed():  # in a totals function (SQLite kept only
+            return KeyboardInterrupt()  # that it failed): delivered here
         text = " ".join(str(exc).split()) or type(exc).__name__
         name = getattr(exc, "sqlite_errorname", "")
         if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
