@@ -286,8 +286,7 @@ def noting_ctrl_c(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def ctrl_c_landed() -> bool:
     """Whether a Ctrl-C landed in a totals function since the last ask (this thread)."""
-    landed = getattr(_CTRL_C, "landed", False)
-    _CTRL_C.landed = False
+    landed, _CTRL_C.landed = getattr(_CTRL_C, "landed", False), False
     return landed
 
 
