@@ -31,6 +31,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(autouse=True)
+def ctrl_c_still_works() -> Iterator[None]:
+    """Every test leaves Ctrl-C's handler as it found it: one left replaced (a map's "first
+    Ctrl-C only stops me" handler, a deferral's) makes every later Ctrl-C of the process do
+    nothing - in a kernel, the user's interrupt button.  The test that left it fails here
+    (not the next test that presses Ctrl-C), and the handler is put back."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left Ctrl-C's handler replaced: {after!r} (was {before!r})")
+
+
+@pytest.fixture(autouse=True)
 def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private ``$OPENPROGRAM_HOME`` (sessions land in ``tmp_path/home/sessions``)."""
     home = tmp_path / "home"
