@@ -192,6 +192,56 @@ def test_reading_the_totals_costs_the_same_in_a_session_ten_times_larger(
     assert steps[1] <= steps[0] + 2, steps
 
 
+def test_writing_a_turn_costs_the_same_in_a_session_ten_times_larger(op_home: Path) -> None:
+    """The triggers that keep the totals find a new node's callees by the caller index:
+    a write that read every llm row of the session took 25-50 ms a node at 20,000 turns
+    and grew with every turn (issue 36: a long writer's last turns as fast as its first)."""
+    steps = []
+    for size in (8, 80):
+        store = build(op_home, f"w{size}", size)
+        session = store.open(f"w{size}")
+        count = [0]
+
+        def tick(count: list[int] = count) -> int:
+            count[0] += 1
+            return 0
+
+        session.live._db.set_progress_handler(tick, 10)  # every 10 SQLite VM steps
+        turn = session.begin_turn()
+        cell = session.append(make_call("turn", "one more"), turn=turn, advance_head=True)
+        fn = session.append(make_call("function", "f0", caller=cell.id), turn=turn)
+        session.append(make_call("llm", "test", caller=fn.id, status=COMPLETED), turn=turn)
+        complete_turn(session, turn, fn, cell)
+        session.live._db.set_progress_handler(None, 0)
+        steps.append(count[0])
+        store.close()
+    assert steps[1] <= steps[0] * 1.2 + 5, steps
+
+
+def test_a_database_with_the_first_triggers_gets_the_new_ones_and_the_same_totals(
+    op_home: Path,
+) -> None:
+    """A ``live.db`` made by the version whose triggers read every llm row: opened, its
+    triggers are made again (``PRAGMA user_version``) and its totals are the same."""
+    store = build(op_home, "v1", 12)
+    before = store.open("v1").totals()
+    store.close()
+    db = sqlite3.connect(op_home / "sessions" / "v1" / ".state" / "live.db")
+    old = [t.replace("+kind", "kind") for t in TOTALS_TRIGGERS]
+    for statement in (*(f"DROP TRIGGER {t.split()[5]}" for t in old), *old):
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 0")
+    db.commit()
+    db.close()
+    discard(op_home / "sessions" / "v1" / ".state")  # opened as a new process opens it
+    store = SessionStore(op_home)
+    session = store.open("v1")
+    assert session.totals() == before
+    made = session.live.query("SELECT sql FROM sqlite_master WHERE name = 'totals_put_caller'")
+    assert "+kind" in made[0][0]
+    store.close()
+
+
 def views(session: Any) -> tuple[Any, ...]:
     return session.totals(), session.light_window(5), session.usage_window(3), session.index()
 

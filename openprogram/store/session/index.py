@@ -190,12 +190,13 @@ def _one(r: str, sign: str) -> str:
 
 def _callees(r: str, function: str, sign: str) -> str:
     """Statements adding or taking away the usage of the llm nodes row ``r`` called,
-    under ``function`` (a node's name decides where its callees' usage is counted)."""
+    under ``function`` (a node's name decides where its callees' usage is counted).
+    (``+kind``: looked up by caller; SQLite took ``nodes_usage`` and read every llm row.)"""
     return (
         f"INSERT INTO usage SELECT {function}, {sign}count(*),"
         f" {sign}sum(coalesce(tokens_in, 0)), {sign}sum(coalesce(tokens_out, 0)),"
         f" {sign}sum(cost IS NULL AND tokens_in IS NOT NULL), parts_sum(cost, {sign}1)"
-        f" FROM nodes WHERE caller = {r}.id AND kind = 'llm' AND id != {r}.id"
+        f" FROM nodes WHERE caller = {r}.id AND +kind = 'llm' AND id != {r}.id"
         f" HAVING count(*) > 0{_ADD_USAGE}{_drop_empty(function)}"
     )
 
@@ -252,8 +253,9 @@ RECOUNT = (
 # flight kept, the others put without indexes or triggers, then the indexes built and the
 # totals counted once (one transaction: no reader sees the table without them)
 _INDEXES = [s.split()[5] for s in SCHEMA if s.startswith("CREATE INDEX")]
+DROP_TRIGGERS = tuple(f"DROP TRIGGER IF EXISTS {t.split()[5]}" for t in TOTALS_TRIGGERS)
 BULK_BEFORE = (
-    *(f"DROP TRIGGER IF EXISTS {t.split()[5]}" for t in TOTALS_TRIGGERS),
+    *DROP_TRIGGERS,
     *(f"DROP INDEX IF EXISTS {name}" for name in _INDEXES),
     "DELETE FROM nodes WHERE id NOT IN (SELECT id FROM rows)",
 )
@@ -319,11 +321,11 @@ class _PartsSum:
 
 def keep_totals(db: sqlite3.Connection) -> None:
     """Make ``db`` keep the totals: the functions its triggers call (every connection),
-    the tables and triggers, and the totals counted again when the tables are new."""
+    the tables and triggers, the totals counted again when new or of an older version."""
     db.create_function("parts_of", 2, noting_ctrl_c(_parts_of), deterministic=True)
     db.create_function("parts_merge", 2, noting_ctrl_c(_parts_merge), deterministic=True)
     db.create_aggregate("parts_sum", 2, _PartsSum)  # type: ignore[arg-type]
-    while not db.execute(_HAS_TOTALS).fetchone():
+    while not db.execute(_KEPT).fetchone()[0]:
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:  # another process writes: wait its turn
@@ -331,16 +333,19 @@ def keep_totals(db: sqlite3.Connection) -> None:
                 continue
             raise
         try:
-            if not db.execute(_HAS_TOTALS).fetchone():
-                for statement in (*TOTALS_SCHEMA, *TOTALS_TRIGGERS, *RECOUNT):
+            if not db.execute(_KEPT).fetchone()[0]:  # (an older version's triggers: replaced)
+                for statement in (*TOTALS_SCHEMA, *DROP_TRIGGERS, *TOTALS_TRIGGERS, *RECOUNT):
                     db.execute(statement)
+                db.execute(f"PRAGMA user_version = {TOTALS_VERSION}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
 
-_HAS_TOTALS = "SELECT 1 FROM sqlite_master WHERE name = 'totals_rename'"
+TOTALS_VERSION = 2  # of the triggers (2: a node's callees looked up by caller)
+_KEPT = (f"SELECT (SELECT user_version FROM pragma_user_version) = {TOTALS_VERSION}"
+         " AND EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'totals_rename')")  # fmt: skip
 
 
 # -- derivation from git (I/O) ----------------------------------------------------------
@@ -431,8 +436,7 @@ def _blobs(root: Path, shas: list[bytes]) -> Iterator[tuple[bytes, bytes] | None
 def _feed(stdin: IO[bytes], shas: list[bytes]) -> None:
     try:
         with stdin:
-            for start in range(0, len(shas), 4096):
-                stdin.write(b"".join(sha + b"\n" for sha in shas[start : start + 4096]))
+            stdin.write(b"".join(sha + b"\n" for sha in shas))
     except OSError:  # git ended (killed when the reader stops early)
         pass
 
@@ -490,11 +494,6 @@ def clean_meta(meta: dict[str, Any]) -> list[str]:
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
-    "title": (str,),
-    "agent_id": (str,),
-    "source": (str,),
-    "head_id": (str,),
-    "turns": (int,),
-    "created_at": (int, float),
-    "updated_at": (int, float),
-}
+    "title": (str,), "agent_id": (str,), "source": (str,), "head_id": (str,), "turns": (int,),
+    "created_at": (int, float), "updated_at": (int, float),
+}  # fmt: skip
