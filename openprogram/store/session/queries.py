@@ -46,6 +46,11 @@ ENTRY_SQL = (
 )
 Entry = tuple[Any, ...]
 
+# the nodes older than a window's first turn: all (kept in ``counts``) less the window's
+_OLDER = (
+    "SELECT (SELECT coalesce(sum(n), 0) FROM counts) - (SELECT count(*) FROM nodes WHERE turn >= ?)"
+)
+
 
 class Links(NamedTuple):
     """The conversation chain as the index holds it (see :meth:`SessionQueries.links`)."""
@@ -178,7 +183,7 @@ class SessionQueries:
             "SELECT turn FROM nodes WHERE caller IS NULL ORDER BY turn DESC", tops
         )
         entries = self._entries("WHERE turn >= ?", (first,))
-        older = self._query("SELECT count(*) FROM nodes WHERE turn < ?", (first,))[0][0]
+        older = self._query(_OLDER, (first,))[0][0]  # the window counted, not the rest
         known = {e[0] for e in entries}
         kept = []
         for node in map(_light, entries):
