@@ -208,13 +208,13 @@ def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> Non
     folder.mkdir(exist_ok=True)  # (a repository made by hand may lack it)
     tag = f"{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
     for suffix, content in ((".idx", index.getvalue()), (".pack", pack.getvalue())):
-        tmp = folder / f"tmp_{suffix[1:]}_{tag}"
+        tmp = os.path.join(folder, f"tmp_{suffix[1:]}_{tag}")  # (str: pathlib interns names)
         try:
             with open(tmp, "xb") as out:
                 out.write(content)
-            os.replace(tmp, folder / f"pack-{pack_sha.hex()}{suffix}")
+            os.replace(tmp, os.path.join(folder, f"pack-{pack_sha.hex()}{suffix}"))
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            Path(tmp).unlink(missing_ok=True)
             raise
 
 
