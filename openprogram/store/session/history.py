@@ -432,9 +432,8 @@ class Repository:
             binsha = self.store(b"commit", data)
         finally:
             self._local.pending = None
-        write_pack(self.git_dir / "objects", pending)
-        self._stale = True
-        self._note_commit(binsha, tree)
+        write_pack(self.git_dir / "objects", pending)  # (listed by gitdb when a read misses:
+        self._note_commit(binsha, tree)  # a listing at every commit grew with the packs)
         self.update_ref(ref, binsha, parent)
         self._packs += 1
         if self._packs >= REPACK_EVERY:
