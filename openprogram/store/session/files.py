@@ -96,14 +96,6 @@ def ensure_dir(root: Path, rel: str) -> Path:
     return path
 
 
-def is_real_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a directory and not a symlink to one."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file).
 

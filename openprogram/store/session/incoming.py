@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from openprogram.errors import SyncError
-from openprogram.store.session.files import is_real_dir
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
     canonical_config,
     git_command,
+    holds,
     init_repository,
+    is_real_dir,
+    remove,
 )
 
 _COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
@@ -353,7 +355,7 @@ def make(path: Path, local: Path | None) -> None:
         else:
             if is_skeleton(path):
                 return
-            _remove(path)  # a link is removed, never followed
+            remove(path)  # a link is removed, never followed
     init_repository(path)
     os.mkdir(path / ".git" / "refs" / "openprogram")
 
@@ -390,14 +392,7 @@ def _empty(path: Path) -> None:
     """Remove everything under ``path`` but the skeleton's folders and files."""
     for rel, real_dir in _walk(path):
         if os.path.lexists(path / rel) and not ((rel in SKELETON and real_dir) or rel in _FILES):
-            _remove(path / rel)
-
-
-def _remove(path: Path) -> None:
-    if is_real_dir(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+            remove(path / rel)
 
 
 def is_skeleton(path: Path) -> bool:
@@ -409,15 +404,4 @@ def is_skeleton(path: Path) -> bool:
     dirs = {rel for rel, real in found.items() if real}
     if dirs != set(SKELETON) or set(found) != set(SKELETON) | set(_FILES):
         return False
-    return all(_holds(path / rel, content) for rel, content in _FILES.items())
-
-
-def _holds(path: Path, content: bytes) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        return os.read(fd, len(content) + 1) == content and os.path.isfile(path)
-    finally:
-        os.close(fd)
+    return all(holds(path / rel, content) for rel, content in _FILES.items())

@@ -38,6 +38,7 @@ BUCKET_INDEX = "index.json"
 BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
 NODE_FILE = re.compile(r"history/[0-9]{4,}/[0-9]{6,}/[^/]+\.json")
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git knows it in every repository
 
 # the light entry of a node (``Session.index()``), in this order
 ENTRY_FIELDS = (
@@ -347,21 +348,9 @@ _HAS_TOTALS = "SELECT 1 FROM sqlite_master WHERE name = 'totals_rename'"
 Problem = Callable[[str, str], None]
 
 
-def _node_files(root: Path, commit: str) -> dict[str, bytes]:
-    """Path -> blob (hex) of every node file of ``commit``."""
-    listed = run_git(root, "ls-tree", "-r", "-z", "--full-tree", commit, "--", "history")
-    found: dict[str, bytes] = {}
-    for item in listed.stdout.split(b"\0"):
-        info, _, raw = item.partition(b"\t")
-        parts = info.split()
-        path = raw.decode("utf-8", "surrogateescape")
-        if len(parts) == 3 and parts[1] == b"blob" and NODE_FILE.fullmatch(path):
-            found[path] = parts[2]
-    return found
-
-
 def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], list[str]]:
-    """Node files added or changed from ``old`` to ``new`` (path -> blob) and removed."""
+    """Node files added or changed from ``old`` (a commit, or :data:`EMPTY_TREE`: every one)
+    to ``new`` (path -> blob) and removed."""
     done = run_git(
         root, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new, "--",
         "history",
@@ -381,17 +370,17 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
     return changed, removed
 
 
-def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
-    """Those of ``files`` (path -> blob) that are blobs of at most ``MAX_FILE_BYTES``, by
-    one ``git cat-file --batch-check`` (sizes, nothing read); the others reported."""
+def within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
+    """Those of ``files`` (path -> object name: a hex sha, ``<commit>:<path>``) that are
+    blobs of at most ``MAX_FILE_BYTES``, by one ``git cat-file --batch-check`` (sizes,
+    nothing read); the others reported."""
     paths = list(files)
     if not paths:
         return []
-    checked = run_git(
-        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
-    ).stdout.splitlines()
+    names = b"".join(files[p] + b"\n" for p in paths)
+    checked = run_git(root, "cat-file", "--batch-check", input=names, check=False).stdout
     kept = []
-    for path, line in zip(paths, checked, strict=False):
+    for path, line in zip(paths, checked.splitlines(), strict=False):
         parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
         if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
             kept.append(path)
@@ -400,20 +389,23 @@ def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> lis
     return kept
 
 
-def _blobs(root: Path, shas: list[bytes]) -> Iterator[tuple[bytes, bytes] | None]:
-    """(type, content) of each object of ``shas`` in order (None: missing), streamed from
-    one ``git cat-file --batch``: git reads the next while the caller parses this one."""
-    argv, env = git_command(root, "cat-file", "--batch")
+def cat_file(
+    root: Path, names: list[bytes], *, sanitize: bool = True
+) -> Iterator[tuple[bytes, bytes] | None]:
+    """(type, content) of each object of ``names`` (hex sha, ``<rev>:<path>``) in order
+    (None: missing; every one if git cannot read the folder), streamed from one ``git
+    cat-file --batch``: git reads the next while the caller parses this one."""
+    argv, env = git_command(root, "cat-file", "--batch", sanitize=sanitize)
     proc = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
-    feeder = threading.Thread(target=_feed, args=(proc.stdin, shas), daemon=True)
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, names), daemon=True)
     feeder.start()
     try:
         out = proc.stdout
-        for _sha in shas:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
+        for _name in names:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
             header = out.readline().split()
             if len(header) != 3 or not header[2].isdigit():
                 yield None
@@ -457,10 +449,10 @@ def derive(
         except Exception:  # the old commit is gone (a rewritten folder): from scratch
             files = None
     if files is None:
-        files, removed = _node_files(root, commit), None
-    paths = _within_bounds(root, files, problem)
+        files, removed = _changed_files(root, EMPTY_TREE, commit)[0], None
+    paths = within_bounds(root, files, problem)
     rows: list[Row] = []
-    for path, got in zip(paths, _blobs(root, [files[p] for p in paths]), strict=True):
+    for path, got in zip(paths, cat_file(root, [files[p] for p in paths]), strict=True):
         try:
             if got is None or got[0] != b"blob":
                 raise ValueError("not a readable blob")

@@ -4,8 +4,7 @@ git yet and what every writing process of the session shares:
 
 - ``state(k, v)``: ``seq`` (the end of the last block of seqs leased), ``turn`` (the next
   turn number), ``head`` (HEAD's node id), ``commit`` (the commit the ``nodes`` rows are
-  derived to), ``commits`` (made, by any process), ``maintained`` (commits at the last
-  repack);
+  derived to), ``commits`` (made, by any process);
 - ``rows(id, owner, body)``: the newest state of each node of a turn in flight not yet
   committed, or still open, with the process that wrote it (``host:pid:start time``);
 - ``nodes``: the one index (:mod:`index`), derived from git for every committed turn, with
@@ -47,6 +46,7 @@ from openprogram.store.session.index import (
 )
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
+from openprogram.store.session.safegit import remove
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
@@ -76,18 +76,9 @@ _CLOSED.close()  # what a closed LiveState holds: any use raises
 def _remove_if_not_regular(path: Path) -> None:
     """A symlink, FIFO or directory where a database file goes is removed, never
     followed or opened (a folder someone else wrote)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        os.unlink(path)
+    with suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            remove(path)
 
 
 def _identity(path: Path) -> Identity | None:
@@ -344,21 +335,12 @@ class LiveState:
         values = self._values()
         return _int(values.get("seq")), _int(values.get("commits"))
 
-    def commits(self) -> int:
-        """Commits made so far (by any process)."""
-        return _int(self._values().get("commits"))
-
-    def bump_commits(self) -> tuple[int, int]:
-        """Count one more commit; returns (commits, commits at the last maintenance)."""
+    def bump_commits(self) -> int:
+        """Count one more commit; returns the commits made so far (by any process)."""
         with self.lock:
-            values = self._values()
-            commits = _int(values.get("commits")) + 1
+            commits = _int(self._values().get("commits")) + 1
             self._set(commits=commits)
-            return commits, _int(values.get("maintained"))
-
-    def set_maintained(self) -> None:
-        with self.lock:
-            self._set(maintained=self.commits())
+            return commits
 
     # -- rows of turns in flight -------------------------------------------------------
     def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:

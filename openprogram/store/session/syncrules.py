@@ -183,7 +183,7 @@ def merge_trees(
 
 
 # -- two histories of one id that share nothing ----------------------------------------------
-ROOT_DIR = ("history", "0000", "000000")  # the root node's turn folder, in every session
+ROOT_DIR = "history/0000/000000"  # the root node's turn folder, in every session
 
 
 def root_ids(names: Iterable[str]) -> list[str]:
