@@ -6,8 +6,8 @@ letters, digits, ``_`` and ``-`` only, at most 64), and the person running the p
 
 The author is the person's own git identity, found as git would but trusting nothing a
 session brings: ``GIT_AUTHOR_NAME``/``GIT_AUTHOR_EMAIL``, then ``author.*``/``user.*`` of
-their *global* config files only, each read by ``git config --file F --no-includes``
-under :func:`safegit.git_env`; else the login name at the host, marked ``(unverified)``.
+their *global* config files only, read by ``git config --global --no-includes`` under
+:func:`safegit.git_env`; else the login name at the host, marked ``(unverified)``.
 The committer of every session commit stays ``openprogram`` (:data:`safegit.ACTOR_NAME`).
 """
 
@@ -419,30 +419,19 @@ def forget_author() -> None:
         _cached = None
 
 
-def global_config_files() -> list[Path]:
-    """The user's global git config files, in the order git reads them (later wins)."""
-    named = os.environ.get("GIT_CONFIG_GLOBAL")
-    if named:
-        return [Path(named)]
-    home = Path(os.environ.get("HOME") or Path.home())
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
-    return [Path(xdg) / "git" / "config", home / ".gitconfig"]
-
-
-def read_config(path: Path) -> dict[str, str]:
-    """``user.*``/``author.*`` of one config file, read as a file (includes not followed);
-    empty when it is missing or git cannot read it."""
-    if not path.is_file():
-        return {}
+def global_identity() -> dict[str, str]:
+    """``user.*``/``author.*`` of the user's global config files as git finds them
+    (``GIT_CONFIG_GLOBAL``, else the XDG file then ``~/.gitconfig``: later wins), their
+    includes not followed; empty when there are none or git cannot read them."""
+    env = git_env()
+    for name in ("GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME"):  # the user's, not git_env's
+        env.pop(name, None)
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    argv = ["git", "config", "--global", "--no-includes", "--get-regexp", _KEYS]
     try:
         result = subprocess.run(
-            ["git", "config", "--file", str(path), "--no-includes", "--get-regexp", _KEYS],
-            cwd="/",
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=10,
-            check=False,
+            argv, cwd="/", env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10
         )
     except (OSError, subprocess.SubprocessError):
         return {}
@@ -457,9 +446,7 @@ def _find_author() -> Author:
     name = clean(os.environ.get("GIT_AUTHOR_NAME", ""))
     email = clean(os.environ.get("GIT_AUTHOR_EMAIL", ""))
     if not (name and email):
-        config: dict[str, str] = {}
-        for path in global_config_files():
-            config.update(read_config(path))
+        config = global_identity()
         name = name or clean(config.get("author.name") or config.get("user.name") or "")
         email = email or clean(config.get("author.email") or config.get("user.email") or "")
     email = email or clean(os.environ.get("EMAIL", ""))

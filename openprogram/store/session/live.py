@@ -411,24 +411,19 @@ class LiveState:
                 raise self._error(exc) from exc
             self._set(commit=commit)
 
-    def _owners(self) -> list[str]:
+    def _others(self, *, alive: bool) -> Iterator[tuple[str, list[dict[str, Any]], int]]:
+        """(owner, its records, its rows not JSON objects) of each other process with rows
+        that is ``alive`` (or gone)."""
         found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner")
-        return [str(owner) for (owner,) in found]
-
-    def _bodies(self, owner: str) -> Iterator[Any]:
-        rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
-        yield from (body for (body,) in rows)
+        for owner in (str(owner) for (owner,) in found):
+            if owner != own_owner() and owner_alive(owner) == alive:
+                rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+                yield owner, *parsed(body for (body,) in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(owner pid, its records) of the other processes alive with rows: what a view
         may show of their turns before they commit."""
-        found = []
-        for owner in self._owners():
-            if owner == own_owner() or not owner_alive(owner):
-                continue
-            records, _bad = parsed(self._bodies(owner))
-            found.append((owner.rsplit(":", 2)[-2], records))
-        return found
+        return [(owner.rsplit(":", 2)[-2], found) for owner, found, _ in self._others(alive=True)]
 
     def dead_rows(self) -> tuple[list[Call], list[str], list[tuple[str, str]]]:
         """The nodes recorded by processes that are gone, open ones closed
@@ -437,11 +432,8 @@ class LiveState:
         found: dict[str, Call] = {}
         owners: list[str] = []
         skipped: list[tuple[str, str]] = []
-        for owner in self._owners():
-            if owner == own_owner() or owner_alive(owner):
-                continue
+        for owner, records, bad in self._others(alive=False):
             owners.append(owner)
-            records, bad = parsed(self._bodies(owner))
             calls, reasons = recovered(records)
             found.update((call.id, call) for call in calls)
             reasons[:0] = [f"{bad} row(s) not JSON objects"] if bad else []

@@ -40,11 +40,8 @@ from openprogram.store.session.live import LiveState
 # first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
 NODE_CACHE_MAX = 256
 BATCH_MIN = 8  # committed nodes read by one `git cat-file --batch` rather than one by one
-# the entry columns, and a node's body (NULL once committed) and its path's parts
-ENTRY_SQL = (
-    "id, seq, turn, role, name, kind, status, caller, predecessor, created_at, path,"
-    " tokens_in, tokens_out, cost"
-)
+# the columns of a light entry (``Session.index()``)
+ENTRY_SQL = ", ".join(ENTRY_FIELDS)
 Entry = tuple[Any, ...]
 
 

@@ -188,13 +188,6 @@ REMOTE_SIDE = (
 )
 
 
-def local_transport_options(*, push: bool) -> list[str]:
-    """The options of a push or fetch to a local repository naming :data:`REMOTE_SIDE`."""
-    if push:
-        return [f"--receive-pack={REMOTE_SIDE} receive-pack"]
-    return [f"--upload-pack={REMOTE_SIDE} upload-pack"]
-
-
 def is_real_dir(path: str | Path) -> bool:
     """Whether ``path`` is a directory and not a symlink to one."""
     try:

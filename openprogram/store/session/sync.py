@@ -31,8 +31,8 @@ from openprogram.store.session.remotes import (
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
+    REMOTE_SIDE,
     git,
-    local_transport_options,
 )
 from openprogram.store.session.syncmerge import Received, main_commit, receive
 from openprogram.store.session.syncrules import (
@@ -239,7 +239,7 @@ def _fetch_and_receive(
     local = store.session_path(session_id)
     if (local / ".git").is_dir():
         _borrow(quarantine, local)  # a fetch then brings only what is new
-    local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
+    local_side = [f"--upload-pack={REMOTE_SIDE} upload-pack"] if url_scheme(url) == "file" else []
     fetched = git(  # a pack kept whatever its size (loose objects are a file each)
         quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
         "fetch", "--no-tags", "--no-write-fetch-head",
@@ -271,7 +271,8 @@ def push(
         tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
-    local_side = local_transport_options(push=True) if url_scheme(url) == "file" else []
+    local = url_scheme(url) == "file"
+    local_side = [f"--receive-pack={REMOTE_SIDE} receive-pack"] if local else []
     result = git(
         session.path, "push", "--porcelain", "--no-verify", *local_side, "--", url,
         f"{tip}:{ref}", check=False, network=protocols,
