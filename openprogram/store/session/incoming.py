@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from openprogram.errors import SyncError
+from openprogram.store.session.remotes import git_fail
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
     canonical_config,
@@ -317,16 +318,14 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
             stdin.close()
         except BrokenPipeError:
             pass
-    lines = proc.stderr.read().decode(errors="replace").splitlines()
+    said = proc.stderr.read()
     code = proc.wait()
     if code < 0:  # SIGXFSZ under `ulimit -f`, a kill…
         raise SyncError(f"git could not store it: {signal.strsignal(-code)}")
     if code != 0:
-        said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("error:", "fatal:"))]
-        said = said or lines[-1:] or ["git failed"]
-        if any(t.startswith("error: object ") or "fsck" in t for t in lines):  # git's fsck
-            raise SyncError(f"refused by git's object check: {said[0][:300]}")
-        raise SyncError(f"git could not store it: {said[0][:300]}")
+        fsck = b"error: object " in said or b"fsck" in said  # git's own check refused it
+        what = "refused by git's object check" if fsck else "git could not store it"
+        raise git_fail(what, subprocess.CompletedProcess(argv, code, b"", said))
     return scan
 
 
