@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from openprogram.errors import InvalidSessionId, RefusedFile
 from openprogram.store.session.safegit import git_env
 
@@ -207,21 +209,10 @@ def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
             _closer.close_later(old)
 
 
-try:  # an optional speed-up: ~10x faster than json on the per-event hot path
-    import orjson as _orjson
-except ImportError:  # pragma: no cover
-    _orjson = None  # type: ignore[assignment]
-
-
 def strict_dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON (orjson when installed); raises TypeError/ValueError on anything
-    JSON cannot hold as it is (see :func:`dumps`)."""
-    if _orjson is not None:
-        return _orjson.dumps(obj)  # type: ignore[no-any-return]
-    try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
+    """Compact UTF-8 JSON (orjson: ~10x json's speed on the per-event hot path); raises
+    TypeError/ValueError on anything JSON cannot hold as it is (see :func:`dumps`)."""
+    return orjson.dumps(obj)
 
 
 def dumps(obj: Any) -> bytes:
@@ -291,14 +282,9 @@ def _key(key: Any) -> str:
 
 
 def loads(data: bytes) -> Any:
-    """Parse JSON (orjson when installed); raises ValueError on bad input, including
-    nesting deeper than 1,024 levels (orjson's limit; the json fallback's RecursionError)."""
-    if _orjson is not None:
-        return _orjson.loads(data)  # orjson.JSONDecodeError is a ValueError
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+    """Parse JSON; raises ValueError on bad input, including nesting deeper than 1,024
+    levels (orjson's limit; its JSONDecodeError is a ValueError)."""
+    return orjson.loads(data)
 
 
 def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
