@@ -227,38 +227,6 @@ def import_bundle(
             return receive(store, quarantine, target, tip, join_unrelated=unrelated_ok)
 
 
-def _fetch_and_receive(
-    store: SessionStore,
-    quarantine: Path,
-    url: str,
-    ref: str,
-    session_id: str,
-    recorded_id: str,
-    network: str | None = None,
-) -> Received:
-    local = store.session_path(session_id)
-    if (local / ".git").is_dir():
-        _borrow(quarantine, local)  # a fetch then brings only what is new
-    local_side = [f"--upload-pack={REMOTE_SIDE} upload-pack"] if url_scheme(url) == "file" else []
-    fetched = git(  # a pack kept whatever its size (loose objects are a file each)
-        quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
-        "fetch", "--no-tags", "--no-write-fetch-head",
-        *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=network,
-    )  # fmt: skip
-    if fetched.returncode != 0:
-        text = fetched.stderr.decode(errors="replace")
-        if "couldn't find remote ref" in text:
-            raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
-        raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
-    found = read_ref(quarantine / ".git", INCOMING)
-    if found is None:
-        raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
-    _check_history(quarantine, found.hex(), recorded_id, Caps.from_env())
-    got = receive(store, quarantine, session_id, found.hex())
-    note_on_remote(local, url, found.hex())  # the remote holds what arrived
-    return got
-
-
 # -- remotes ---------------------------------------------------------------------------------
 def push(
     store: SessionStore, session_id: str, url: str, protocols: str, *, with_replays: bool = False
@@ -292,11 +260,32 @@ def push(
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
-    """Fetch the session's ref (only that) from ``url`` and join it."""
-    validate_session_id(session_id)
+    """Fetch the session's ref (only that) from ``url`` into a quarantine and join it."""
     ref = session_ref(session_id)
+    local = store.session_path(session_id)
     with _quarantine(store, session_id) as quarantine:
-        return _fetch_and_receive(store, quarantine, url, ref, session_id, session_id, protocols)
+        if (local / ".git").is_dir():
+            _borrow(quarantine, local)  # a fetch then brings only what is new
+        local_side = (
+            [f"--upload-pack={REMOTE_SIDE} upload-pack"] if url_scheme(url) == "file" else []
+        )
+        fetched = git(  # a pack kept whatever its size (loose objects are a file each)
+            quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
+            "fetch", "--no-tags", "--no-write-fetch-head",
+            *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
+        )  # fmt: skip
+        if fetched.returncode != 0:
+            text = fetched.stderr.decode(errors="replace")
+            if "couldn't find remote ref" in text:
+                raise SyncError(f"{redact_url(url)} has no session {session_id} ({ref})")
+            raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
+        found = read_ref(quarantine / ".git", INCOMING)
+        if found is None:
+            raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
+        _check_history(quarantine, found.hex(), session_id, Caps.from_env())
+        got = receive(store, quarantine, session_id, found.hex())
+    note_on_remote(local, url, found.hex())  # the remote holds what arrived
+    return got
 
 
 # -- replays stay home (see remotes) ----------------------------------------------------------
