@@ -111,14 +111,10 @@ class SessionQueries:
             if call is not None:
                 self._nodes[node_id] = call  # the most recently used now
                 return call.copy()
-        found = self._query(
-            "SELECT r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
-            " LEFT JOIN rows r ON r.id = n.id WHERE n.id = ?",
-            (node_id,),
-        )
+        found = self._rows("WHERE n.id = ?", (node_id,))
         if not found:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        body, path, seq, turn, role = found[0]
+        _id, body, path, seq, turn, role = found[0]
         rel = path if path is not None else relpath(seq, turn, role, node_id)
         return self._parse(rel, body if body is not None else self._blob(rel))
 
