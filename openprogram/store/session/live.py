@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import sqlite3
 import stat
 import threading
@@ -46,7 +47,6 @@ from openprogram.store.session.index import (
 )
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
-from openprogram.store.session.safegit import remove
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
@@ -75,10 +75,14 @@ _CLOSED.close()  # what a closed LiveState holds: any use raises
 
 def _remove_if_not_regular(path: Path) -> None:
     """A symlink, FIFO or directory where a database file goes is removed, never
-    followed or opened (a folder someone else wrote)."""
+    followed or opened (a folder someone else wrote; what of a folder cannot be removed
+    is left for SQLite to refuse in one line)."""
     with suppress(FileNotFoundError):
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            remove(path)
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(path, ignore_errors=True)
+        elif not stat.S_ISREG(mode):
+            os.unlink(path)
 
 
 def _identity(path: Path) -> Identity | None:
