@@ -38,7 +38,6 @@ BUCKET_INDEX = "index.json"
 BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
 NODE_FILE = re.compile(r"history/[0-9]{4,}/[0-9]{6,}/[^/]+\.json")
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git knows it in every repository
 
 # the light entry of a node (``Session.index()``), in this order
 ENTRY_FIELDS = (
@@ -348,9 +347,21 @@ _HAS_TOTALS = "SELECT 1 FROM sqlite_master WHERE name = 'totals_rename'"
 Problem = Callable[[str, str], None]
 
 
+def _node_files(root: Path, commit: str) -> dict[str, bytes]:
+    """Path -> blob (hex) of every node file of ``commit``."""
+    listed = run_git(root, "ls-tree", "-r", "-z", "--full-tree", commit, "--", "history")
+    found: dict[str, bytes] = {}
+    for item in listed.stdout.split(b"\0"):
+        info, _, raw = item.partition(b"\t")
+        parts = info.split()
+        path = raw.decode("utf-8", "surrogateescape")
+        if len(parts) == 3 and parts[1] == b"blob" and NODE_FILE.fullmatch(path):
+            found[path] = parts[2]
+    return found
+
+
 def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], list[str]]:
-    """Node files added or changed from ``old`` (a commit, or :data:`EMPTY_TREE`: every one)
-    to ``new`` (path -> blob) and removed."""
+    """Node files added or changed from ``old`` to ``new`` (path -> blob) and removed."""
     done = run_git(
         root, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new, "--",
         "history",
@@ -370,17 +381,17 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
     return changed, removed
 
 
-def within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
-    """Those of ``files`` (path -> object name: a hex sha, ``<commit>:<path>``) that are
-    blobs of at most ``MAX_FILE_BYTES``, by one ``git cat-file --batch-check`` (sizes,
-    nothing read); the others reported."""
+def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
+    """Those of ``files`` (path -> blob) that are blobs of at most ``MAX_FILE_BYTES``, by
+    one ``git cat-file --batch-check`` (sizes, nothing read); the others reported."""
     paths = list(files)
     if not paths:
         return []
-    names = b"".join(files[p] + b"\n" for p in paths)
-    checked = run_git(root, "cat-file", "--batch-check", input=names, check=False).stdout
+    checked = run_git(
+        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
+    ).stdout.splitlines()
     kept = []
-    for path, line in zip(paths, checked.splitlines(), strict=False):
+    for path, line in zip(paths, checked, strict=False):
         parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
         if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
             kept.append(path)
@@ -449,8 +460,8 @@ def derive(
         except Exception:  # the old commit is gone (a rewritten folder): from scratch
             files = None
     if files is None:
-        files, removed = _changed_files(root, EMPTY_TREE, commit)[0], None
-    paths = within_bounds(root, files, problem)
+        files, removed = _node_files(root, commit), None  # (faster than a diff-tree)
+    paths = _within_bounds(root, files, problem)
     rows: list[Row] = []
     for path, got in zip(paths, cat_file(root, [files[p] for p in paths]), strict=True):
         try:

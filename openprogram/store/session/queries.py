@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from openprogram.context import graph
 from openprogram.context.nodes import Call
 from openprogram.errors import CorruptedFile, NodeFormatError
-from openprogram.store.session.files import loads
+from openprogram.store.session.files import MAX_FILE_BYTES, loads
 from openprogram.store.session.history import Repository
 from openprogram.store.session.index import (
     ENTRY_FIELDS,
@@ -32,9 +32,9 @@ from openprogram.store.session.index import (
     parts_from,
     relpath,
     row_of,
-    within_bounds,
 )
 from openprogram.store.session.live import LiveState
+from openprogram.store.session.safegit import run_git
 
 # parsed nodes kept beyond this process's unsaved ones, the least recently used dropped
 # first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
@@ -315,12 +315,24 @@ class SessionQueries:
 
 
 def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
-    """Many files of HEAD at once (one ``git cat-file --batch-check``, one ``--batch``);
-    those not there or over ``MAX_FILE_BYTES`` left out."""
+    """Many files of HEAD at once (one ``git ls-tree`` of their folders, one ``git
+    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out.  (Naming
+    each as ``<commit>:<path>`` to ``cat-file`` would walk the trees once a name.)"""
     commit = repo.read_ref()
     if commit is None or not paths:
         return {}
-    names = {path: f"{commit.hex()}:{path}".encode() for path in paths}
-    kept = within_bounds(repo.worktree, names, lambda _where, _reason: None)
-    found = zip(kept, cat_file(repo.worktree, [names[p] for p in kept]), strict=True)
-    return {path: got[1] for path, got in found if got is not None}
+    # the folders two levels up (history/<bucket>), or the whole tree
+    folders = {path.rsplit("/", 2)[0] if path.count("/") >= 2 else "" for path in paths}
+    listed = run_git(
+        repo.worktree, "ls-tree", "-r", "-l", "-z", "--full-tree", commit.hex(), "--",
+        *([] if "" in folders else sorted(folders)), check=False,
+    )  # fmt: skip
+    blobs: dict[str, bytes] = {}  # path -> hex sha, "<mode> blob <sha> <size>\t<path>"
+    for item in listed.stdout.split(b"\0") if listed.returncode == 0 else []:
+        info, _, name = item.partition(b"\t")
+        parts = info.split()
+        if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
+            blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
+    wanted = [path for path in paths if path in blobs]
+    fetched = cat_file(repo.worktree, [blobs[path] for path in wanted])
+    return {path: got[1] for path, got in zip(wanted, fetched, strict=True) if got is not None}
