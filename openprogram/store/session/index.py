@@ -23,7 +23,7 @@ import sqlite3
 import subprocess
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -123,11 +123,6 @@ def counts_as_turn(caller: str | None, kind: str) -> bool:
     message, a top-level call (a script's bare ``runtime.exec`` in a ``session_context``
     is that turn's node, on the chain like any other)."""
     return caller is None and kind != "root"
-
-
-def count_turns(entries: Iterable[Mapping[str, Any]]) -> int:
-    """The turns among index entries (``Session.index()``), see :func:`counts_as_turn`."""
-    return sum(1 for e in entries if counts_as_turn(e.get("caller"), e.get("kind", "")))
 
 
 def exact_add(parts: list[float], x: float) -> None:
