@@ -189,8 +189,8 @@ def running_elsewhere(session_path: Path) -> list[str]:
     import time
 
     from openprogram.context.nodes import OPEN_STATUSES
-    from openprogram.store.session.files import is_real_dir
     from openprogram.store.session.live import opened
+    from openprogram.store.session.safegit import is_real_dir
 
     if not is_real_dir(session_path / ".state"):
         return []

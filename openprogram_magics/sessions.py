@@ -139,7 +139,6 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
     turns and HEAD of a session."""
     from openprogram.agent.session_db import default_db
     from openprogram.context.secrets import without_home
-    from openprogram.store.session.index import count_turns
 
     info: dict[str, Any] = {
         "session_id": session_id,
@@ -152,7 +151,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
         session = db.open(session_id)
         info.update(
             path=without_home(str(session.path)),  # printed into the notebook: no home
-            turns=count_turns(session.index()),  # counted as everywhere (index.counts_as_turn)
+            turns=session.totals()["turns"],  # counted as everywhere (index.counts_as_turn)
             head=session.head_id,
         )
         title = session.meta.get("title")

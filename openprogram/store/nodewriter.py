@@ -17,24 +17,13 @@ from typing import Any, Protocol
 from openprogram.context.nodes import Call
 
 
-class NodeReader(Protocol):
-    """What rendering a prompt reads of the session a writer writes to."""
-
-    @property
-    def head_id(self) -> str | None: ...
-
-    def get(self, node_id: str) -> Call: ...
-
-    def children(self, caller: str | None) -> list[str]: ...
-
-
 class NodeWriter(Protocol):
     """The store of a turn, as ``TurnState.writer`` holds it."""
 
     session_id: str
 
     @property
-    def session(self) -> Any: ...  # a NodeReader (the disk Session offers much more)
+    def session(self) -> Any: ...  # what a prompt reads: get, children, head_id
 
     @property
     def turn(self) -> int: ...

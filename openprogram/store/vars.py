@@ -159,10 +159,6 @@ def get_call_id() -> str | None:
     return _turn.get().call_id
 
 
-def get_depth() -> int:
-    return _turn.get().depth
-
-
 def get_ask_handler() -> AskHandler | None:
     return _turn.get().ask
 

@@ -25,10 +25,6 @@ def subscribe(listener: Listener) -> Callable[[], None]:
     return unsubscribe
 
 
-def has_listeners() -> bool:
-    return bool(_listeners)
-
-
 def emit(session_id: str, node: dict[str, Any]) -> None:
     for listener in list(_listeners):
         try:

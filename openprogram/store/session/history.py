@@ -236,30 +236,6 @@ def repack(git_dir: Path) -> None:
     run_git(git_dir.parent, "repack", "-d", "-q", "--geometric=2", check=False)
 
 
-def cat_file_batch(worktree: Path, names: list[bytes], *, sanitize: bool = True) -> list[Any]:
-    """Objects by name (hex sha, ``<rev>:<path>``), by one ``git cat-file --batch``: each
-    one's (hex sha, type, content), or None (all None if git cannot read the folder)."""
-    out: list[tuple[bytes, bytes, bytes] | None] = [None] * len(names)
-    if not names:
-        return out
-    done = run_git(
-        worktree, "cat-file", "--batch", input=b"".join(n + b"\n" for n in names),
-        check=False, sanitize=sanitize,
-    )  # fmt: skip
-    data, pos = done.stdout if done.returncode == 0 else b"", 0
-    for i in range(len(names)):  # "<sha> <type> <size>\n<content>\n", or "<name> missing\n"
-        eol = data.find(b"\n", pos)
-        if eol < 0:
-            break
-        header = data[pos:eol].split(b" ")
-        pos = eol + 1
-        if len(header) == 3 and header[2].isdigit() and len(header[0]) == 40:
-            size = int(header[2])
-            out[i] = (header[0], header[1], data[pos : pos + size])
-            pos += size + 1
-    return out
-
-
 @dataclass(frozen=True)
 class LogEntry:
     sha: str  # hex
@@ -397,7 +373,11 @@ class Repository:
 
     def tree_at(self, path: str, ref: str = MAIN_REF, commit: bytes | None = None) -> TreeEntries:
         """The tree at ``path`` (``""``: the root) of ``ref`` or ``commit``; empty if none."""
-        entries = self.read_tree(self.commit_tree_of(commit or self.read_ref(ref)))
+        return self.subtree(self.commit_tree_of(commit or self.read_ref(ref)), path)
+
+    def subtree(self, tree: bytes | None, path: str) -> TreeEntries:
+        """The tree at ``path`` (``""``: ``tree`` itself) under ``tree``; empty if none."""
+        entries = self.read_tree(tree)
         for part in filter(None, path.split("/")):
             found = entries.get(part)
             if found is None or found[1] != TREE_MODE:

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 from openprogram.errors import SyncError
-from openprogram.store.session.files import is_real_dir
+from openprogram.store.session.remotes import git_fail
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
     canonical_config,
     git_command,
+    holds,
     init_repository,
+    is_real_dir,
+    remove,
 )
 
 _COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
@@ -315,16 +318,14 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
             stdin.close()
         except BrokenPipeError:
             pass
-    lines = proc.stderr.read().decode(errors="replace").splitlines()
+    said = proc.stderr.read()
     code = proc.wait()
     if code < 0:  # SIGXFSZ under `ulimit -f`, a kill…
         raise SyncError(f"git could not store it: {signal.strsignal(-code)}")
     if code != 0:
-        said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("error:", "fatal:"))]
-        said = said or lines[-1:] or ["git failed"]
-        if any(t.startswith("error: object ") or "fsck" in t for t in lines):  # git's fsck
-            raise SyncError(f"refused by git's object check: {said[0][:300]}")
-        raise SyncError(f"git could not store it: {said[0][:300]}")
+        fsck = b"error: object " in said or b"fsck" in said  # git's own check refused it
+        what = "refused by git's object check" if fsck else "git could not store it"
+        raise git_fail(what, subprocess.CompletedProcess(argv, code, b"", said))
     return scan
 
 
@@ -353,7 +354,7 @@ def make(path: Path, local: Path | None) -> None:
         else:
             if is_skeleton(path):
                 return
-            _remove(path)  # a link is removed, never followed
+            remove(path)  # a link is removed, never followed
     init_repository(path)
     os.mkdir(path / ".git" / "refs" / "openprogram")
 
@@ -390,14 +391,7 @@ def _empty(path: Path) -> None:
     """Remove everything under ``path`` but the skeleton's folders and files."""
     for rel, real_dir in _walk(path):
         if os.path.lexists(path / rel) and not ((rel in SKELETON and real_dir) or rel in _FILES):
-            _remove(path / rel)
-
-
-def _remove(path: Path) -> None:
-    if is_real_dir(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+            remove(path / rel)
 
 
 def is_skeleton(path: Path) -> bool:
@@ -409,15 +403,4 @@ def is_skeleton(path: Path) -> bool:
     dirs = {rel for rel, real in found.items() if real}
     if dirs != set(SKELETON) or set(found) != set(SKELETON) | set(_FILES):
         return False
-    return all(_holds(path / rel, content) for rel, content in _FILES.items())
-
-
-def _holds(path: Path, content: bytes) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        return os.read(fd, len(content) + 1) == content and os.path.isfile(path)
-    finally:
-        os.close(fd)
+    return all(holds(path / rel, content) for rel, content in _FILES.items())

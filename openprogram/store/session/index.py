@@ -23,7 +23,7 @@ import sqlite3
 import subprocess
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -123,11 +123,6 @@ def counts_as_turn(caller: str | None, kind: str) -> bool:
     message, a top-level call (a script's bare ``runtime.exec`` in a ``session_context``
     is that turn's node, on the chain like any other)."""
     return caller is None and kind != "root"
-
-
-def count_turns(entries: Iterable[Mapping[str, Any]]) -> int:
-    """The turns among index entries (``Session.index()``), see :func:`counts_as_turn`."""
-    return sum(1 for e in entries if counts_as_turn(e.get("caller"), e.get("kind", "")))
 
 
 def exact_add(parts: list[float], x: float) -> None:
@@ -405,20 +400,23 @@ def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> lis
     return kept
 
 
-def _blobs(root: Path, shas: list[bytes]) -> Iterator[tuple[bytes, bytes] | None]:
-    """(type, content) of each object of ``shas`` in order (None: missing), streamed from
-    one ``git cat-file --batch``: git reads the next while the caller parses this one."""
-    argv, env = git_command(root, "cat-file", "--batch")
+def cat_file(
+    root: Path, names: list[bytes], *, sanitize: bool = True
+) -> Iterator[tuple[bytes, bytes] | None]:
+    """(type, content) of each object of ``names`` (hex sha, ``<rev>:<path>``) in order
+    (None: missing; every one if git cannot read the folder), streamed from one ``git
+    cat-file --batch``: git reads the next while the caller parses this one."""
+    argv, env = git_command(root, "cat-file", "--batch", sanitize=sanitize)
     proc = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
-    feeder = threading.Thread(target=_feed, args=(proc.stdin, shas), daemon=True)
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, names), daemon=True)
     feeder.start()
     try:
         out = proc.stdout
-        for _sha in shas:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
+        for _name in names:  # "<sha> <type> <size>\n<content>\n", or "<sha> missing\n"
             header = out.readline().split()
             if len(header) != 3 or not header[2].isdigit():
                 yield None
@@ -461,10 +459,10 @@ def derive(
         except Exception:  # the old commit is gone (a rewritten folder): from scratch
             files = None
     if files is None:
-        files, removed = _node_files(root, commit), None
+        files, removed = _node_files(root, commit), None  # (faster than a diff-tree)
     paths = _within_bounds(root, files, problem)
     rows: list[Row] = []
-    for path, got in zip(paths, _blobs(root, [files[p] for p in paths]), strict=True):
+    for path, got in zip(paths, cat_file(root, [files[p] for p in paths]), strict=True):
         try:
             if got is None or got[0] != b"blob":
                 raise ValueError("not a readable blob")

@@ -4,8 +4,7 @@ git yet and what every writing process of the session shares:
 
 - ``state(k, v)``: ``seq`` (the end of the last block of seqs leased), ``turn`` (the next
   turn number), ``head`` (HEAD's node id), ``commit`` (the commit the ``nodes`` rows are
-  derived to), ``commits`` (made, by any process), ``maintained`` (commits at the last
-  repack);
+  derived to), ``commits`` (made, by any process);
 - ``rows(id, owner, body)``: the newest state of each node of a turn in flight not yet
   committed, or still open, with the process that wrote it (``host:pid:start time``);
 - ``nodes``: the one index (:mod:`index`), derived from git for every committed turn, with
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import sqlite3
 import stat
 import threading
@@ -75,19 +75,14 @@ _CLOSED.close()  # what a closed LiveState holds: any use raises
 
 def _remove_if_not_regular(path: Path) -> None:
     """A symlink, FIFO or directory where a database file goes is removed, never
-    followed or opened (a folder someone else wrote)."""
-    try:
+    followed or opened (a folder someone else wrote; what of a folder cannot be removed
+    is left for SQLite to refuse in one line)."""
+    with suppress(FileNotFoundError):
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        os.unlink(path)
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(path, ignore_errors=True)
+        elif not stat.S_ISREG(mode):
+            os.unlink(path)
 
 
 def _identity(path: Path) -> Identity | None:
@@ -344,21 +339,12 @@ class LiveState:
         values = self._values()
         return _int(values.get("seq")), _int(values.get("commits"))
 
-    def commits(self) -> int:
-        """Commits made so far (by any process)."""
-        return _int(self._values().get("commits"))
-
-    def bump_commits(self) -> tuple[int, int]:
-        """Count one more commit; returns (commits, commits at the last maintenance)."""
+    def bump_commits(self) -> int:
+        """Count one more commit; returns the commits made so far (by any process)."""
         with self.lock:
-            values = self._values()
-            commits = _int(values.get("commits")) + 1
+            commits = _int(self._values().get("commits")) + 1
             self._set(commits=commits)
-            return commits, _int(values.get("maintained"))
-
-    def set_maintained(self) -> None:
-        with self.lock:
-            self._set(maintained=self.commits())
+            return commits
 
     # -- rows of turns in flight -------------------------------------------------------
     def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
@@ -429,24 +415,19 @@ class LiveState:
                 raise self._error(exc) from exc
             self._set(commit=commit)
 
-    def _owners(self) -> list[str]:
+    def _others(self, *, alive: bool) -> Iterator[tuple[str, list[dict[str, Any]], int]]:
+        """(owner, its records, its rows not JSON objects) of each other process with rows
+        that is ``alive`` (or gone)."""
         found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner")
-        return [str(owner) for (owner,) in found]
-
-    def _bodies(self, owner: str) -> Iterator[Any]:
-        rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
-        yield from (body for (body,) in rows)
+        for owner in (str(owner) for (owner,) in found):
+            if owner != own_owner() and owner_alive(owner) == alive:
+                rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+                yield owner, *parsed(body for (body,) in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(owner pid, its records) of the other processes alive with rows: what a view
         may show of their turns before they commit."""
-        found = []
-        for owner in self._owners():
-            if owner == own_owner() or not owner_alive(owner):
-                continue
-            records, _bad = parsed(self._bodies(owner))
-            found.append((owner.rsplit(":", 2)[-2], records))
-        return found
+        return [(owner.rsplit(":", 2)[-2], found) for owner, found, _ in self._others(alive=True)]
 
     def dead_rows(self) -> tuple[list[Call], list[str], list[tuple[str, str]]]:
         """The nodes recorded by processes that are gone, open ones closed
@@ -455,11 +436,8 @@ class LiveState:
         found: dict[str, Call] = {}
         owners: list[str] = []
         skipped: list[tuple[str, str]] = []
-        for owner in self._owners():
-            if owner == own_owner() or owner_alive(owner):
-                continue
+        for owner, records, bad in self._others(alive=False):
             owners.append(owner)
-            records, bad = parsed(self._bodies(owner))
             calls, reasons = recovered(records)
             found.update((call.id, call) for call in calls)
             reasons[:0] = [f"{bad} row(s) not JSON objects"] if bad else []

@@ -21,12 +21,13 @@ from openprogram.context import graph
 from openprogram.context.nodes import Call
 from openprogram.errors import CorruptedFile, NodeFormatError
 from openprogram.store.session.files import MAX_FILE_BYTES, loads
-from openprogram.store.session.history import Repository, cat_file_batch
+from openprogram.store.session.history import Repository
 from openprogram.store.session.index import (
     ENTRY_FIELDS,
     TURNS_PER_BUCKET,
     Totals,
     Used,
+    cat_file,
     counts_as_turn,
     parts_from,
     relpath,
@@ -39,11 +40,8 @@ from openprogram.store.session.safegit import run_git
 # first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
 NODE_CACHE_MAX = 256
 BATCH_MIN = 8  # committed nodes read by one `git cat-file --batch` rather than one by one
-# the entry columns, and a node's body (NULL once committed) and its path's parts
-ENTRY_SQL = (
-    "id, seq, turn, role, name, kind, status, caller, predecessor, created_at, path,"
-    " tokens_in, tokens_out, cost"
-)
+# the columns of a light entry (``Session.index()``)
+ENTRY_SQL = ", ".join(ENTRY_FIELDS)
 Entry = tuple[Any, ...]
 
 # the nodes older than a window's first turn: all (kept in ``counts``) less the window's
@@ -118,14 +116,10 @@ class SessionQueries:
             if call is not None:
                 self._nodes[node_id] = call  # the most recently used now
                 return call.copy()
-        found = self._query(
-            "SELECT r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
-            " LEFT JOIN rows r ON r.id = n.id WHERE n.id = ?",
-            (node_id,),
-        )
+        found = self._rows("WHERE n.id = ?", (node_id,))
         if not found:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        body, path, seq, turn, role = found[0]
+        _id, body, path, seq, turn, role = found[0]
         rel = path if path is not None else relpath(seq, turn, role, node_id)
         return self._parse(rel, body if body is not None else self._blob(rel))
 
@@ -327,7 +321,8 @@ class SessionQueries:
 
 def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
     """Many files of HEAD at once (one ``git ls-tree`` of their folders, one ``git
-    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out."""
+    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out.  (Naming
+    each as ``<commit>:<path>`` to ``cat-file`` would walk the trees once a name.)"""
     commit = repo.read_ref()
     if commit is None or not paths:
         return {}
@@ -343,7 +338,6 @@ def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
         parts = info.split()
         if len(parts) == 4 and parts[1] == b"blob" and int(parts[3]) <= MAX_FILE_BYTES:
             blobs[name.decode("utf-8", "surrogateescape")] = parts[2]
-    wanted = [(path, blobs[path]) for path in paths if path in blobs]
-    fetched = cat_file_batch(repo.worktree, [sha for _p, sha in wanted])
-    pairs = zip(wanted, fetched, strict=True)
-    return {path: got[2] for (path, _sha), got in pairs if got is not None}
+    wanted = [path for path in paths if path in blobs]
+    fetched = cat_file(repo.worktree, [blobs[path] for path in wanted])
+    return {path: got[1] for path, got in zip(wanted, fetched, strict=True) if got is not None}

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openprogram.errors import RefChanged, RefLocked, SyncError
+from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
-from openprogram.store.session.history import read_ref, update_ref
+from openprogram.store.session.history import read_ref
 from openprogram.store.session.safegit import git, git_dir_of
 
 PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
@@ -96,12 +96,7 @@ def remote_ref(url: str) -> str:
 
 def note_on_remote(repo: Path, url: str, tip: str) -> None:
     """The remote at ``url`` holds commit ``tip`` (a failure to note it fails nothing)."""
-    name = remote_ref(url)
-    git_dir = git_dir_of(repo)
-    try:
-        update_ref(git_dir, name, bytes.fromhex(tip), read_ref(git_dir, name))
-    except (OSError, ValueError, RefChanged, RefLocked):
-        pass
+    git(repo, "update-ref", remote_ref(url), tip, check=False)
 
 
 @dataclass(frozen=True)
@@ -141,17 +136,16 @@ def unpushed_turns(repo: Path) -> Unpushed:
 
 
 def copy_remote_refs(source: Path, target: Path) -> None:
-    """What the remotes hold of ``source``, noted in ``target`` too (a notebook copy's)."""
-    target_dir = git_dir_of(target)
+    """What the remotes hold of ``source``, noted in ``target`` too (a notebook copy's),
+    where ``target`` notes nothing of that remote yet."""
     listed = git(source, "for-each-ref", "--format=%(refname) %(objectname)", PREFIX, check=False)
-    for line in listed.stdout.decode(errors="replace").splitlines():
-        name, _, sha = line.partition(" ")
-        if not name.startswith(PREFIX) or read_ref(target_dir, name) is not None:
-            continue
-        try:
-            update_ref(target_dir, name, bytes.fromhex(sha), None)
-        except (OSError, ValueError, RefChanged, RefLocked):
-            pass
+    moves = [
+        f"create {line}\n"
+        for line in listed.stdout.decode(errors="replace").splitlines()
+        if line.startswith(PREFIX) and read_ref(git_dir_of(target), line.split(" ")[0]) is None
+    ]
+    if moves:
+        git(target, "update-ref", "--stdin", input="".join(moves).encode(), check=False)
 
 
 # -- replays ---------------------------------------------------------------------------------------

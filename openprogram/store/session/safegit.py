@@ -188,34 +188,39 @@ REMOTE_SIDE = (
 )
 
 
-def local_transport_options(*, push: bool) -> list[str]:
-    """The options of a push or fetch to a local repository naming :data:`REMOTE_SIDE`."""
-    if push:
-        return [f"--receive-pack={REMOTE_SIDE} receive-pack"]
-    return [f"--upload-pack={REMOTE_SIDE} upload-pack"]
-
-
-def _is_real_dir(path: Path) -> bool:  # (files.is_real_dir: files imports this module)
+def is_real_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory and not a symlink to one."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-def _replace_if_different(path: Path, content: bytes) -> None:
-    current = None
+def remove(path: str | Path) -> None:
+    """Remove what is at ``path``: a real folder with what it holds, anything else (a
+    symlink too: never followed) unlinked."""
+    if is_real_dir(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def holds(path: Path, content: bytes) -> bool:
+    """Whether ``path`` is a regular file (not followed) holding exactly ``content``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:  # missing, or a symlink (ELOOP): replace the link itself
-        pass
-    else:
-        try:
-            current = os.read(fd, len(content) + 1)
-        except OSError:  # a directory, a FIFO without writer…: replaced (or refused below)
-            pass
-        finally:
-            os.close(fd)
-    if current == content:
+    except OSError:
+        return False
+    try:  # (a FIFO without writer, a directory: not a file)
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(content) + 1) == content
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _replace_if_different(path: Path, content: bytes) -> None:
+    if holds(path, content):
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.safe.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -233,7 +238,7 @@ def _replace_if_different(path: Path, content: bytes) -> None:
 def check_layout(git_dir: Path) -> None:
     """:class:`CorruptedFile` unless ``git_dir``, ``objects`` and ``refs`` are real folders."""
     for part in (git_dir, git_dir / "objects", git_dir / "refs"):
-        if not _is_real_dir(part):
+        if not is_real_dir(part):
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
@@ -254,12 +259,8 @@ def make_safe(git_dir: Path) -> None:
         "objects/info/alternates",
         "objects/info/http-alternates",
     ):
-        target = git_dir / rel
-        if os.path.lexists(target):
-            if _is_real_dir(target):
-                shutil.rmtree(target)
-            else:
-                os.unlink(target)
+        if os.path.lexists(git_dir / rel):
+            remove(git_dir / rel)
 
 
 def init_repository(path: Path) -> None:

@@ -361,7 +361,7 @@ class Session(SessionQueries):
             with self._mu:
                 for call in calls:
                     self._unsaved.pop(call.id, None)
-        if events._listeners:  # (events.has_listeners(), inline: the hot path)
+        if events._listeners:  # (read inline: the hot path)
             for call in calls:
                 events.emit(self.id, call.to_dict())
 
@@ -430,7 +430,7 @@ class Session(SessionQueries):
         self._meta_changes.clear()
         # committed: the rows follow the commit; an open node's record stays for recovery
         self.live.drop_rows(keep=self._open, commit=sha.hex())
-        commits, _maintained = self.live.bump_commits()  # counted across processes
+        commits = self.live.bump_commits()  # counted across processes
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
@@ -454,7 +454,6 @@ class Session(SessionQueries):
         self.git.wait_for_repack(settle=False)
         repack(self.path / ".git")
         self.git.forget()
-        self.live.set_maintained()
 
     def end_turn(self, turn: int) -> None:
         """Close the nodes of ``turn`` this process left ``running`` when the turn ended:

@@ -30,6 +30,7 @@ import os
 import shutil
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,6 @@ from openprogram.settings import current as current_settings
 from openprogram.store.session.files import (
     current_author,
     dumps,
-    is_real_dir,
     loads,
     read_bytes,
     validate_session_id,
@@ -47,7 +47,7 @@ from openprogram.store.session.files import (
 from openprogram.store.session.history import Repository
 from openprogram.store.session.index import clean_meta, node_relpath
 from openprogram.store.session.live import discard, opened
-from openprogram.store.session.safegit import init_repository
+from openprogram.store.session.safegit import init_repository, is_real_dir
 from openprogram.store.session.session import (
     MAX_PLACE_BYTES,
     META_VERSION,
@@ -80,7 +80,7 @@ class SessionStore:
         self.root = self.home / "sessions"
         self._open: dict[str, Session] = {}
         self._mu = threading.Lock()
-        atexit.register(self.close)
+        _stores.add(self)  # closed at exit (one hook for every store, none kept alive by it)
 
     def session_path(self, session_id: str) -> Path:
         return self.root / validate_session_id(session_id)
@@ -89,12 +89,6 @@ class SessionStore:
         return (self.session_path(session_id) / "meta.json").exists() or (
             self.session_path(session_id) / ".git"
         ).is_dir()
-
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session's ``meta.json`` (as far as readable), or None if it does not exist."""
-        if not self.exists(session_id):
-            return None
-        return dict(self.open(session_id).meta)
 
     def create_session(
         self,
@@ -252,6 +246,15 @@ class SessionStore:
                     session.close()
                 except Exception:
                     pass
+
+
+_stores: weakref.WeakSet[SessionStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_stores() -> None:
+    for store in list(_stores):
+        store.close()
 
 
 _db: SessionStore | None = None

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from openprogram.errors import SessionError, StoreError, SyncError
 from openprogram.store.session import incoming
 from openprogram.store.session.files import validate_session_id
-from openprogram.store.session.history import cat_file_batch, read_ref
+from openprogram.store.session.history import read_ref
 from openprogram.store.session.incoming import Caps, index_pack, read_bundle_header
+from openprogram.store.session.index import cat_file
 from openprogram.store.session.remotes import (
     git_fail,
     note_on_remote,
@@ -30,10 +31,10 @@ from openprogram.store.session.remotes import (
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
+    REMOTE_SIDE,
     git,
-    local_transport_options,
 )
-from openprogram.store.session.syncmerge import Arrived, Received, main_commit, receive
+from openprogram.store.session.syncmerge import Received, main_commit, receive
 from openprogram.store.session.syncrules import (
     NAMESPACE,
     HistoryCheck,
@@ -87,7 +88,7 @@ def _borrow(quarantine: Path, local: Path) -> str | None:
     return tip
 
 
-def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> Arrived:
+def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
     """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
     ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
     then ``--batch`` of its commits, trees and ``meta.json``."""
@@ -110,33 +111,27 @@ def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> Arrived
     wanted = [s for s, k in kinds.items() if k != b"blob"]
     names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
     borrowed = binsha_tip not in kinds  # a bundle's tip may be neither: refused then
-    *found, meta = cat_file_batch(repo, [tip.encode()] * borrowed + names, sanitize=False)
+    *found, meta = cat_file(repo, [tip.encode()] * borrowed + names, sanitize=False)
     if borrowed:
         got_tip = found.pop(0)
-        if got_tip is None or got_tip[1] != b"commit":
+        if got_tip is None or got_tip[0] != b"commit":
             raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
-    arrived = Arrived(tip)
     trees: dict[bytes, bytes] = {}
     roots: list[bytes] = []
     for sha, got in zip(wanted, found, strict=True):
         if got is None:
             raise SyncError(f"refused: git cannot read the object {sha.hex()} that arrived")
-        _hex, kind, body = got
+        kind, body = got
         if kind == b"tree":
             trees[sha] = body
-        elif kind == b"commit":  # its header: "tree <sha>", then "parent <sha>" lines
-            head = body.split(b"\n\n", 1)[0].split(b"\n")
-            roots.append(bytes.fromhex(head[0][5:].decode()))
-            arrived.parents[sha] = [
-                bytes.fromhex(h[7:].decode()) for h in head[1:] if h.startswith(b"parent ")
-            ]
+        elif kind == b"commit":  # fsck'ed by git: it begins "tree <sha>\n"
+            roots.append(bytes.fromhex(body[5:45].decode()))
     checker = HistoryCheck(trees, sizes)
     for root in roots:
         checker.root(root)
-    if meta is None or meta[1] != b"blob":
+    if meta is None or meta[0] != b"blob":
         raise SyncError("refused: it has no meta.json (not a session)")
-    check_meta(meta[2], session_id)
-    return arrived
+    check_meta(meta[1], session_id)
 
 
 def _own_objects(repo: Path) -> bytes:
@@ -227,41 +222,9 @@ def import_bundle(
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
             tip = header.refs[0][0]
-            arrived = _check_history(quarantine, tip, bundled, caps)
+            _check_history(quarantine, tip, bundled, caps)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
-            return receive(store, quarantine, target, arrived, join_unrelated=unrelated_ok)
-
-
-def _fetch_and_receive(
-    store: SessionStore,
-    quarantine: Path,
-    url: str,
-    ref: str,
-    session_id: str,
-    recorded_id: str,
-    network: str | None = None,
-) -> Received:
-    local = store.session_path(session_id)
-    if (local / ".git").is_dir():
-        _borrow(quarantine, local)  # a fetch then brings only what is new
-    local_side = local_transport_options(push=False) if url_scheme(url) == "file" else []
-    fetched = git(  # a pack kept whatever its size (loose objects are a file each)
-        quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
-        "fetch", "--no-tags", "--no-write-fetch-head",
-        *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=network,
-    )  # fmt: skip
-    if fetched.returncode != 0:
-        text = fetched.stderr.decode(errors="replace")
-        if "couldn't find remote ref" in text:
-            raise SyncError(f"{redact_url(url)} has no session {recorded_id} ({ref})")
-        raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
-    found = read_ref(quarantine / ".git", INCOMING)
-    if found is None:
-        raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
-    arrived = _check_history(quarantine, found.hex(), recorded_id, Caps.from_env())
-    got = receive(store, quarantine, session_id, arrived)
-    note_on_remote(local, url, found.hex())  # the remote holds what arrived
-    return got
+            return receive(store, quarantine, target, tip, join_unrelated=unrelated_ok)
 
 
 # -- remotes ---------------------------------------------------------------------------------
@@ -276,7 +239,8 @@ def push(
         tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
-    local_side = local_transport_options(push=True) if url_scheme(url) == "file" else []
+    local = url_scheme(url) == "file"
+    local_side = [f"--receive-pack={REMOTE_SIDE} receive-pack"] if local else []
     result = git(
         session.path, "push", "--porcelain", "--no-verify", *local_side, "--", url,
         f"{tip}:{ref}", check=False, network=protocols,
@@ -296,11 +260,32 @@ def push(
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
-    """Fetch the session's ref (only that) from ``url`` and join it."""
-    validate_session_id(session_id)
+    """Fetch the session's ref (only that) from ``url`` into a quarantine and join it."""
     ref = session_ref(session_id)
+    local = store.session_path(session_id)
     with _quarantine(store, session_id) as quarantine:
-        return _fetch_and_receive(store, quarantine, url, ref, session_id, session_id, protocols)
+        if (local / ".git").is_dir():
+            _borrow(quarantine, local)  # a fetch then brings only what is new
+        local_side = (
+            [f"--upload-pack={REMOTE_SIDE} upload-pack"] if url_scheme(url) == "file" else []
+        )
+        fetched = git(  # a pack kept whatever its size (loose objects are a file each)
+            quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
+            "fetch", "--no-tags", "--no-write-fetch-head",
+            *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
+        )  # fmt: skip
+        if fetched.returncode != 0:
+            text = fetched.stderr.decode(errors="replace")
+            if "couldn't find remote ref" in text:
+                raise SyncError(f"{redact_url(url)} has no session {session_id} ({ref})")
+            raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
+        found = read_ref(quarantine / ".git", INCOMING)
+        if found is None:
+            raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
+        _check_history(quarantine, found.hex(), session_id, Caps.from_env())
+        got = receive(store, quarantine, session_id, found.hex())
+    note_on_remote(local, url, found.hex())  # the remote holds what arrived
+    return got
 
 
 # -- replays stay home (see remotes) ----------------------------------------------------------

@@ -23,11 +23,9 @@ from openprogram.store.session.history import (
     MAIN_REF,
     TREE_MODE,
     Repository,
-    TreeEntries,
     commit_data,
     commit_tree,
     read_ref,
-    update_ref,
 )
 from openprogram.store.session.queries import Links
 from openprogram.store.session.safegit import INCOMING, git, git_dir_of
@@ -68,27 +66,6 @@ class Received:
         return text
 
 
-@dataclass
-class Arrived:
-    """What a quarantine received, checked: its tip and the parents of each commit."""
-
-    tip: str
-    parents: dict[bytes, list[bytes]] = field(default_factory=dict)
-
-    def descends_from(self, commit: str) -> bool:
-        """Whether the tip reaches ``commit`` through commits that arrived."""
-        goal = bytes.fromhex(commit)
-        todo, seen = [bytes.fromhex(self.tip)], set()
-        while todo:
-            sha = todo.pop()
-            if sha == goal:
-                return True
-            if sha not in seen:
-                seen.add(sha)
-                todo.extend(self.parents.get(sha, ()))
-        return False
-
-
 def main_commit(repo: Path) -> str | None:
     """The commit a session's ``main`` names (no git process)."""
     found = read_ref(git_dir_of(repo), MAIN_REF)
@@ -119,14 +96,14 @@ def receive(
     store: SessionStore,
     quarantine: Path,
     session_id: str,
-    arrived: Arrived,
+    tip: str,
     *,
     join_unrelated: bool = True,
 ) -> Received:
-    """Join ``arrived`` (in ``quarantine``) to session ``session_id`` (``join_unrelated``
-    False: a local history sharing no commit with it is refused, nothing changed)."""
+    """Join the checked history ending at ``tip`` (in ``quarantine``) to session
+    ``session_id`` (``join_unrelated`` False: a local history sharing no commit with it is
+    refused, nothing changed)."""
     local = store.session_path(session_id)
-    tip = arrived.tip
     if not (local / ".git").is_dir():
         _name_main(quarantine, tip)
         meta = git(quarantine, "cat-file", "blob", f"{tip}:meta.json").stdout
@@ -141,8 +118,7 @@ def receive(
     with session.lock:
         ours = main_commit(local)
         assert ours is not None
-        known = tip == ours or arrived.descends_from(ours)  # a fast-forward, from what arrived
-        base = ours if known else _merge_base(quarantine, ours, tip)
+        base = _merge_base(quarantine, ours, tip)  # ours: a fast-forward
         if base is False:  # the quarantine borrowed nothing (the session appeared since)
             _adopt_objects(quarantine, local)
             base = _merge_base(local, ours, tip) or None
@@ -166,7 +142,7 @@ def receive(
             if new == tip:  # what only ours has is already theirs (both sealed a bucket)
                 status = "fast-forward"
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
-        _write_meta(local, session.git, new)
+        atomic_write(local / "meta.json", session.git.blob_at("meta.json"))  # (listing reads it)
         links = _settle(session, follow=status == "fast-forward")
         arrived_turns = session.totals()["turns"] - before
         return Received(
@@ -184,13 +160,8 @@ def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
 
 def _name_main(quarantine: Path, tip: str) -> None:
     """A quarantine becoming the session: ``main`` names ``tip``, no other ref."""
-    git_dir = quarantine / ".git"
-    if (git_dir / "packed-refs").exists():  # not made by a fetch into a fresh repository
-        moves = f"update {MAIN_REF} {tip}\ndelete {INCOMING}\n".encode()
-        git(quarantine, "update-ref", "--stdin", input=moves)
-        return
-    (git_dir / INCOMING).unlink(missing_ok=True)
-    update_ref(git_dir, MAIN_REF, bytes.fromhex(tip), None)
+    moves = f"update {MAIN_REF} {tip}\ndelete {INCOMING}\n".encode()
+    git(quarantine, "update-ref", "--stdin", input=moves)
 
 
 def _merge(
@@ -221,34 +192,23 @@ def _merge(
     return writer.store(b"commit", data).hex(), joined  # by who pulled, as a turn's
 
 
-def _subtree(repo: Repository, tree: bytes, path: tuple[str, ...]) -> TreeEntries:
-    entries = repo.read_tree(tree)
-    for name in path:
-        found = entries.get(name)
-        if found is None or found[1] != TREE_MODE:
-            return {}
-        entries = repo.read_tree(found[0])
-    return entries
-
-
 def _reroot(
     repo: Repository, ours: bytes, theirs: bytes, entries: list[dict[str, Any]]
 ) -> tuple[bytes, int]:
     """Our tree with our root left out and what chained after it chained after theirs (two
     unrelated histories of one id: one DAG); and how many of our nodes moved."""
-    theirs_root = root_ids(_subtree(repo, theirs, ROOT_DIR))
-    ours_root_files = _subtree(repo, ours, ROOT_DIR)
+    theirs_root = root_ids(repo.subtree(theirs, ROOT_DIR))
+    ours_root_files = repo.subtree(ours, ROOT_DIR)
     mine = root_ids(ours_root_files)
     if len(theirs_root) != 1 or not mine or theirs_root[0] in mine:
         raise SyncError("refused: the two histories of this session have no root to join at")
-    root_dir = "/".join(ROOT_DIR)
-    files: dict[str, bytes | None] = {f"{root_dir}/{name}": None for name in ours_root_files}
+    files: dict[str, bytes | None] = {f"{ROOT_DIR}/{name}": None for name in ours_root_files}
     moved = 0
     for entry in entries:
         if entry.get("predecessor") not in mine and entry.get("caller") not in mine:
             continue
-        parts = entry["path"].split("/")
-        blob = _subtree(repo, ours, tuple(parts[:-1])).get(parts[-1])
+        folder, _, name = entry["path"].rpartition("/")
+        blob = repo.subtree(ours, folder).get(name)
         if blob is None:
             continue  # not committed: the writer's copy is rewritten at its commit
         node = loads(repo.read(blob[0], MAX_FILE_BYTES))
@@ -301,13 +261,6 @@ def _meta_in(repo: Repository, tree: bytes) -> dict[str, Any] | None:
     except (CorruptedFile, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) else None
-
-
-def _write_meta(local: Path, repo: Repository, commit: str) -> None:
-    """The session's ``meta.json`` on disk as ``commit`` has it (what listing reads)."""
-    found = repo.read_tree(repo.commit_tree_of(bytes.fromhex(commit))).get("meta.json")
-    if found is not None and found[1] != TREE_MODE:
-        atomic_write(local / "meta.json", repo.read(found[0]))
 
 
 def _settle(session: Session, *, follow: bool) -> Links:

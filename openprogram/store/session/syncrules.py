@@ -20,7 +20,7 @@ from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_
 NAMESPACE = "refs/openprogram/sessions/"
 MAX_BLOB_BYTES = MAX_FILE_BYTES  # one node file: what the reader reads (one rule, in files)
 TOP_LEVEL = {".gitignore": BLOB_MODE, "meta.json": BLOB_MODE, "history": TREE_MODE}
-NODE_FILE = re.compile(r"[0-9]{8,}-[a-z]-[A-Za-z0-9_-]{1,64}\.json")
+NODE_FILE = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")  # (the node id)
 
 
 def session_ref(session_id: str) -> str:
@@ -183,15 +183,12 @@ def merge_trees(
 
 
 # -- two histories of one id that share nothing ----------------------------------------------
-ROOT_DIR = ("history", "0000", "000000")  # the root node's turn folder, in every session
+ROOT_DIR = "history/0000/000000"  # the root node's turn folder, in every session
 
 
 def root_ids(names: Iterable[str]) -> list[str]:
     """The node ids among the file names of a root turn folder."""
-    return [m.group(1) for n in names if (m := _NODE_ID.fullmatch(n))]
-
-
-_NODE_ID = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")
+    return [m.group(1) for n in names if (m := NODE_FILE.fullmatch(n))]
 
 
 def rerooted(node: dict[str, Any], old_root: str, new_root: str) -> dict[str, Any]:
