@@ -30,6 +30,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             atexit.unregister(obj.atexit_operations)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite presses Ctrl-C (a real SIGINT, ``_thread.interrupt_main``), so it needs
+    Python's own handler, which Python does not install when it starts with SIGINT ignored:
+    as a shell without job control starts a background job (``pytest &`` in a script,
+    ``nohup``).  Every Ctrl-C test then failed "DID NOT RAISE KeyboardInterrupt"."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def ctrl_c_still_works() -> Iterator[None]:
     """Every test leaves Ctrl-C's handler as it found it: one left replaced (a map's "first
