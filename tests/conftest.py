@@ -58,6 +58,22 @@ def ctrl_c_still_works() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def hosts_end_with_their_test() -> Iterator[None]:
+    """A host a test set up (a notebook shell with the extension loaded) is gone after it,
+    as a kernel's is when it exits: the shell fixtures clear IPython's instance without
+    unloading, and until a collection the extension's magics stayed registered as a host -
+    a later test's turn entered without a runtime got the last shell's chosen provider."""
+    from openprogram.agentic_programming.function import _hosts
+    from openprogram.store.vars import _runtime_sources
+
+    saved = [(registry, list(registry._items)) for registry in (_hosts, _runtime_sources)]
+    yield
+    for registry, items in saved:
+        with registry._lock:
+            registry._items = items
+
+
+@pytest.fixture(autouse=True)
 def op_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private ``$OPENPROGRAM_HOME`` (sessions land in ``tmp_path/home/sessions``)."""
     home = tmp_path / "home"
