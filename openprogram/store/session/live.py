@@ -60,6 +60,9 @@ SCHEMA = (
     *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
+# an upsert changes a value in place: a REPLACE would delete the row and insert it again,
+# writing the key's index page too (one page more in the WAL at every HEAD move)
+PUT_VALUE = "INSERT INTO state (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
 # Connections kept across opens (decision 0061): the idle ones by database (LRU), every one
 # this process made and has not closed, and, in a forked child, the parent's: kept unused
 # and never closed (that would act on the parent's SQLite locks).
@@ -306,16 +309,19 @@ class LiveState:
     def _values(self) -> dict[str, Any]:
         return dict(self._execute("SELECT k, v FROM state"))
 
-    def _many(self, sql: str, rows: Iterable[Any]) -> None:
+    def _many(self, sql: str, rows: list[Any]) -> None:
         """``sql`` once per row, in one transaction."""
         with self.lock:
             try:
-                self._db.executemany(sql, rows)
+                if len(rows) == 1:  # (the hot path: ``executemany`` costs more for one)
+                    self._db.execute(sql, rows[0])
+                else:
+                    self._db.executemany(sql, rows)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
     def _set(self, **values: Any) -> None:
-        self._many("INSERT OR REPLACE INTO state (k, v) VALUES (?, ?)", list(values.items()))
+        self._many(PUT_VALUE, list(values.items()))
 
     # -- counters ----------------------------------------------------------------------
     def read(self) -> tuple[int, int, str | None] | None:
@@ -331,8 +337,18 @@ class LiveState:
             return None
         return seq, turn, head
 
-    def write(self, seq: int, turn: int, head_id: str | None) -> None:
-        self._set(seq=seq, turn=turn, head=head_id)
+    def write(
+        self, seq: int, turn: int, head_id: str | None,
+        was: tuple[int, int, str | None] | None = None,
+    ) -> None:  # fmt: skip
+        """Set the counters; ``was``: what :meth:`read` gave in this transaction (the values
+        that did not change are not written again)."""
+        values = {"seq": seq, "turn": turn, "head": head_id}
+        for key, old in zip(("seq", "turn", "head"), was or (), strict=False):
+            if values[key] == old:
+                del values[key]
+        if values:
+            self._set(**values)
 
     def stamp(self) -> tuple[int, int]:
         """(next seq, commits made): what moves when any process leases seqs or commits."""
