@@ -310,15 +310,19 @@ class LiveState:
         return dict(self._execute("SELECT k, v FROM state"))
 
     def _many(self, sql: str, rows: list[Any]) -> None:
-        """``sql`` once per row, in one transaction."""
-        with self.lock:
-            try:
-                if len(rows) == 1:  # (the hot path: ``executemany`` costs more for one)
-                    self._db.execute(sql, rows[0])
-                else:
-                    self._db.executemany(sql, rows)
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        """``sql`` once per row, in one transaction (the calling thread's, if it holds the
+        lock)."""
+        if not self.lock.held():
+            with self.lock:
+                self._many(sql, rows)
+            return
+        try:
+            if len(rows) == 1:  # (the hot path: ``executemany`` costs more for one)
+                self._db.execute(sql, rows[0])
+            else:
+                self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
     def _set(self, **values: Any) -> None:
         self._many(PUT_VALUE, list(values.items()))
