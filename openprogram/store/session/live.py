@@ -60,6 +60,10 @@ SCHEMA = (
     *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
+# the three counters as one row (three key lookups: cheaper than fetching every row)
+READ_COUNTERS = "SELECT " + ", ".join(
+    f"(SELECT v FROM state WHERE k = '{key}')" for key in ("seq", "turn", "head")
+)
 # an upsert changes a value in place: a REPLACE would delete the row and insert it again,
 # writing the key's index page too (one page more in the WAL at every HEAD move)
 PUT_VALUE = "INSERT INTO state (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
@@ -88,7 +92,7 @@ def _remove_if_not_regular(path: Path) -> None:
             os.unlink(path)
 
 
-def _identity(path: Path) -> Identity | None:
+def _identity(path: str | Path) -> Identity | None:
     with suppress(OSError):
         found = os.lstat(path)
         return found.st_dev, found.st_ino
@@ -202,6 +206,7 @@ class LiveState:
 
     def __init__(self, state_dir: Path, label: str = "") -> None:
         self.path = state_dir / DB_NAME
+        self._file = str(self.path)  # (what every write's check stats: no Path to convert)
         self.label = label or state_dir.parent.name
         self.lock = WriteLock(self)
         self._db, self._inode = _take(self.path) or self._connect()
@@ -255,7 +260,7 @@ class LiveState:
         return StoreError(f"session {self.label}: live state {self.path}: {text}")
 
     def _begin(self) -> None:
-        if _identity(self.path) != self._inode:  # deleted (or replaced) since: never write
+        if _identity(self._file) != self._inode:  # deleted (or replaced) since: never write
             _release(self._db)  # to a lost file
             self._db, self._inode = self._connect()
         db = self._db
@@ -331,8 +336,7 @@ class LiveState:
     def read(self) -> tuple[int, int, str | None] | None:
         """(next seq, next turn, HEAD id), or None when missing or damaged (the caller
         rebuilds them from git)."""
-        values = self._values()
-        seq, turn, head = values.get("seq"), values.get("turn"), values.get("head")
+        seq, turn, head = self._execute(READ_COUNTERS)[0]
         if type(seq) is not int or type(turn) is not int:
             return None
         if not (0 <= seq < MAX_COUNT and 1 <= turn < MAX_COUNT):
