@@ -351,12 +351,11 @@ class LiveState:
     ) -> None:  # fmt: skip
         """Set the counters; ``was``: what :meth:`read` gave in this transaction (the values
         that did not change are not written again)."""
-        values = {"seq": seq, "turn": turn, "head": head_id}
-        for key, old in zip(("seq", "turn", "head"), was or (), strict=False):
-            if values[key] == old:
-                del values[key]
+        values = [("seq", seq), ("turn", turn), ("head", head_id)]
+        if was is not None:
+            values = [item for item, old in zip(values, was, strict=True) if item[1] != old]
         if values:
-            self._set(**values)
+            self._many(PUT_VALUE, values)
 
     def stamp(self) -> tuple[int, int]:
         """(next seq, commits made): what moves when any process leases seqs or commits."""
