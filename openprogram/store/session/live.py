@@ -60,6 +60,13 @@ SCHEMA = (
     *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
+# the three counters as one row (three key lookups: cheaper than fetching every row)
+READ_COUNTERS = "SELECT " + ", ".join(
+    f"(SELECT v FROM state WHERE k = '{key}')" for key in ("seq", "turn", "head")
+)
+# an upsert changes a value in place: a REPLACE would delete the row and insert it again,
+# writing the key's index page too (one page more in the WAL at every HEAD move)
+PUT_VALUE = "INSERT INTO state (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
 # Connections kept across opens (decision 0061): the idle ones by database (LRU), every one
 # this process made and has not closed, and, in a forked child, the parent's: kept unused
 # and never closed (that would act on the parent's SQLite locks).
@@ -85,7 +92,7 @@ def _remove_if_not_regular(path: Path) -> None:
             os.unlink(path)
 
 
-def _identity(path: Path) -> Identity | None:
+def _identity(path: str | Path) -> Identity | None:
     with suppress(OSError):
         found = os.lstat(path)
         return found.st_dev, found.st_ino
@@ -199,6 +206,7 @@ class LiveState:
 
     def __init__(self, state_dir: Path, label: str = "") -> None:
         self.path = state_dir / DB_NAME
+        self._file = str(self.path)  # (what every write's check stats: no Path to convert)
         self.label = label or state_dir.parent.name
         self.lock = WriteLock(self)
         self._db, self._inode = _take(self.path) or self._connect()
@@ -252,7 +260,7 @@ class LiveState:
         return StoreError(f"session {self.label}: live state {self.path}: {text}")
 
     def _begin(self) -> None:
-        if _identity(self.path) != self._inode:  # deleted (or replaced) since: never write
+        if _identity(self._file) != self._inode:  # deleted (or replaced) since: never write
             _release(self._db)  # to a lost file
             self._db, self._inode = self._connect()
         db = self._db
@@ -306,23 +314,29 @@ class LiveState:
     def _values(self) -> dict[str, Any]:
         return dict(self._execute("SELECT k, v FROM state"))
 
-    def _many(self, sql: str, rows: Iterable[Any]) -> None:
-        """``sql`` once per row, in one transaction."""
-        with self.lock:
-            try:
+    def _many(self, sql: str, rows: list[Any]) -> None:
+        """``sql`` once per row, in one transaction (the calling thread's, if it holds the
+        lock)."""
+        if not self.lock.held():
+            with self.lock:
+                self._many(sql, rows)
+            return
+        try:
+            if len(rows) == 1:  # (the hot path: ``executemany`` costs more for one)
+                self._db.execute(sql, rows[0])
+            else:
                 self._db.executemany(sql, rows)
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
     def _set(self, **values: Any) -> None:
-        self._many("INSERT OR REPLACE INTO state (k, v) VALUES (?, ?)", list(values.items()))
+        self._many(PUT_VALUE, list(values.items()))
 
     # -- counters ----------------------------------------------------------------------
     def read(self) -> tuple[int, int, str | None] | None:
         """(next seq, next turn, HEAD id), or None when missing or damaged (the caller
         rebuilds them from git)."""
-        values = self._values()
-        seq, turn, head = values.get("seq"), values.get("turn"), values.get("head")
+        seq, turn, head = self._execute(READ_COUNTERS)[0]
         if type(seq) is not int or type(turn) is not int:
             return None
         if not (0 <= seq < MAX_COUNT and 1 <= turn < MAX_COUNT):
@@ -331,8 +345,17 @@ class LiveState:
             return None
         return seq, turn, head
 
-    def write(self, seq: int, turn: int, head_id: str | None) -> None:
-        self._set(seq=seq, turn=turn, head=head_id)
+    def write(
+        self, seq: int, turn: int, head_id: str | None,
+        was: tuple[int, int, str | None] | None = None,
+    ) -> None:  # fmt: skip
+        """Set the counters; ``was``: what :meth:`read` gave in this transaction (the values
+        that did not change are not written again)."""
+        values = [("seq", seq), ("turn", turn), ("head", head_id)]
+        if was is not None:
+            values = [item for item, old in zip(values, was, strict=True) if item[1] != old]
+        if values:
+            self._many(PUT_VALUE, values)
 
     def stamp(self) -> tuple[int, int]:
         """(next seq, commits made): what moves when any process leases seqs or commits."""

@@ -221,8 +221,8 @@ class Session(SessionQueries):
         """Allocate the next turn number (the storage shard of the nodes of one turn)."""
         refresh_secrets()  # credential variables set since: redacted from this turn on
         with self.lock:
-            seq, turn, head = self._counters()
-            self.live.write(seq, turn + 1, head)
+            seq, turn, head = state = self._counters()
+            self.live.write(seq, turn + 1, head, was=state)
         return turn
 
     def _counters(self) -> tuple[int, int, str | None]:
@@ -252,11 +252,11 @@ class Session(SessionQueries):
         lease, synced = list(self._lease), self._synced
         try:  # its row and HEAD moving to it: one transaction
             with self.lock:
-                counter, next_turn, head = self._counters()
+                counter, next_turn, head = state = self._counters()
                 call.seq, counter = self._lease_locked(1, counter)
                 head = chain_after_head(call, head)  # the one rule, shared with memory.py
                 self.live.put_rows([(call.id, node_record(call))])
-                self.live.write(counter, next_turn, head)
+                self.live.write(counter, next_turn, head, was=state)
         except BaseException:  # rolled back: the seqs leased in it were never handed out
             with self._lease_mu:
                 self._lease, self._synced = lease, synced
