@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from openprogram.errors import LiteratureError
-from openprogram.programs.research import literature
+from openprogram.programs.research import http_get, literature
 from openprogram.programs.research.literature import (
     fetch_page,
     read_pdf,
@@ -266,6 +266,22 @@ def test_one_deadline_bounds_the_whole_answer(
         assert one_line(error) == f"{server.url}/go: too slow (no full answer in 0.5 s)"
         if answer is not silent:  # the connection was ended, not left dripping
             assert server.closed.wait(30)
+
+
+@pytest.mark.timeout(60)
+def test_a_read_the_deadline_cut_short_names_the_deadline() -> None:
+    """A socket's timeout is cut to the time left, so the fetching thread's read of a silent
+    server ends at the deadline too, and under load it can end a moment before the waiting
+    caller's: its error is the deadline's, not the per-read timeout's (seen as "nothing for
+    600 s" with a 0.5 s deadline).  The fetching side alone, so its answer is the one seen."""
+    with RawServer({"/slow": silent, "/go": redirect("/slow")}) as server:
+        url = f"{server.url}/go"
+        with pytest.raises(LiteratureError) as error:
+            http_get._get(
+                url, http_get.origin(url), http_get._Sockets(0.3),
+                max_bytes=10_000, timeout=600.0, user_agent="test",
+            )  # fmt: skip
+    assert one_line(error) == f"{url}: too slow (no full answer in 0.3 s)"
 
 
 @pytest.mark.timeout(60)

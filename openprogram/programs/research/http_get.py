@@ -62,14 +62,19 @@ class _Sockets:
     descriptor: shutting that one down ends the connection for every descriptor of it, also
     after TLS has taken the original socket object over."""
 
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.capped = False  # a socket's timeout was cut to the time left: it ends at the deadline
         self.expired = False
         self._lock = threading.Lock()
         self._held: list[socket.socket] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def too_slow(self, url: str) -> LiteratureError:
+        return LiteratureError(f"{url}: too slow (no full answer in {self.seconds:g} s)")
 
     def add(self, sock: socket.socket) -> None:
         with self._lock:
@@ -106,7 +111,10 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         if isinstance(self.timeout, (int, float)):
-            self.timeout = max(0.001, min(self.timeout, self.sockets.remaining()))
+            left = self.sockets.remaining()
+            if left < self.timeout:
+                self.sockets.capped = True
+                self.timeout = max(0.001, left)
         super().connect()  # the plain TCP connection (HTTPS wraps it after this returns)
         self.sockets.add(self.sock)
 
@@ -210,7 +218,7 @@ def get(
     asked = origin(url)
     if asked is None:
         raise LiteratureError(f"not an http(s) URL: {shown(url)}")
-    sockets = _Sockets(time.monotonic() + deadline)
+    sockets = _Sockets(deadline)
     done = threading.Event()
     box: list[tuple[bool, Any]] = []
 
@@ -230,7 +238,7 @@ def get(
         if not done.is_set():
             sockets.expire()  # the helper's reads end now; its result is dropped
     if not finished:
-        raise LiteratureError(f"{url}: too slow (no full answer in {deadline:g} s)")
+        raise sockets.too_slow(url)
     ok, value = box[0]
     if ok:
         return value  # type: ignore[no-any-return]
@@ -280,10 +288,14 @@ def _get(
             f"{url}: HTTP {exc.code} {' '.join(str(exc.reason).split())}"
         ) from None
     except urllib.error.URLError as exc:  # connecting (or sending) failed
+        if sockets.capped and isinstance(exc.reason, TimeoutError):
+            raise sockets.too_slow(url) from None
         raise LiteratureError(
             f"cannot reach {host} ({' '.join(str(exc.reason).split())}); offline? the URL was {url}"
         ) from None
     except TimeoutError:
+        if sockets.capped:  # the deadline's, ending here a moment before the caller's wait
+            raise sockets.too_slow(url) from None
         raise LiteratureError(f"{url}: too slow (nothing for {timeout:g} s)") from None
     except (OSError, http.client.HTTPException) as exc:
         what = " ".join(str(exc).split())[:200]
