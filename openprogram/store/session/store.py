@@ -12,14 +12,7 @@
     A commit's tree: .gitignore, meta.json and
       history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
 
-The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON, session ids, the
-author of a turn), :mod:`live` (the live database: write lock, counters, the rows of turns
-in flight, recovery), :mod:`history` (git through GitPython and gitdb: objects, trees,
-commits, packs, refs, log, git's repack beside the writer), :mod:`index` (the ``nodes``
-table: the one index, derived from git), :mod:`queries` (the read side of an open
-session), :mod:`session` (one open session: opening, syncing and the write path) and this
-module (the sessions under a home folder).  Sharing sits beside them: :mod:`sync`,
-:mod:`syncmerge`, :mod:`syncrules`, :mod:`incoming`, :mod:`remotes`.
+Why each module of the store exists: ``docs/store-modules.md``.
 """
 
 from __future__ import annotations
@@ -61,7 +54,6 @@ GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
 
 def _place(folder: Path) -> str:
-    """Where this machine last used the session in ``folder`` (``Session.note_place``)."""
     if not is_real_dir(folder / ".state"):
         return ""
     try:
@@ -148,9 +140,8 @@ class SessionStore:
         return self.open(session_id)
 
     def remove_debris(self) -> None:
-        """Remove what processes that died left under the sessions folder: half-made
-        sessions (``.creating-<id>-<pid>-…``), the quarantines of a pull or import
-        (``.incoming-<pid>-…``) and embedded bundles being imported (``.embed-<pid>-…``)."""
+        """Remove what dead processes left: half-made sessions (``.creating-<id>-<pid>-…``),
+        a pull's or import's quarantine (``.incoming-<pid>-…``), bundles (``.embed-…``)."""
         items = [self.root.glob(f".{kind}-*") for kind in ("creating", "incoming", "embed")]
         for item in (i for found in items for i in found):
             try:
@@ -217,8 +208,7 @@ class SessionStore:
         return out
 
     def place(self, session_id: str) -> str:
-        """Where this machine last used session ``session_id`` (``notebook <path>``; ""
-        when not known): its ``.state/place`` (``Session.note_place``), never committed."""
+        """Where this machine last used the session (``Session.note_place``; "": unknown)."""
         return _place(self.session_path(session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -263,8 +253,7 @@ _db_lock = threading.Lock()
 
 
 def default_db() -> SessionStore:
-    """The process's store under ``$OPENPROGRAM_HOME``; made again if that changed (tests,
-    notebooks)."""
+    """The process's store under ``$OPENPROGRAM_HOME`` (made again if that changed)."""
     global _db, _db_home
     home = str(current_settings().home)
     with _db_lock:
