@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from openprogram.context.nodes import ROLE_LETTER, Call
 from openprogram.errors import NodeFormatError
-from openprogram.store.session.files import MAX_FILE_BYTES, loads
+from openprogram.store.session.files import MAX_FILE_BYTES, loads, read_bytes
 from openprogram.store.session.safegit import git_command, run_git
 
 TURNS_PER_BUCKET = 100
@@ -27,15 +27,12 @@ BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
 NODE_FILE = re.compile(r"history/[0-9]{4,}/[0-9]{6,}/[^/]+\.json")
 
-# a node's light entry (``Session.index()``), and its row (:func:`row_of`)
-ENTRY_FIELDS = (
-    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
-    "created_at", "path", "tokens_in", "tokens_out", "cost",
-)  # fmt: skip
+# a node's row (:func:`row_of`), and its light entry (``Session.index()``)
 COLUMNS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
     "created_at", "tokens_in", "tokens_out", "cost", "path",
 )  # fmt: skip
+ENTRY_FIELDS = (*COLUMNS[:10], "path", *COLUMNS[10:13])
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, seq INTEGER, turn INTEGER,"
     " role TEXT, name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT,"
@@ -154,7 +151,8 @@ def _one(r: str, sign: str) -> str:
         f"INSERT INTO usage VALUES ({_function_of(r)}, {sign}1,"
         f" {sign}coalesce({r}.tokens_in, 0), {sign}coalesce({r}.tokens_out, 0),"
         f" {sign}({r}.cost IS NULL AND {r}.tokens_in IS NOT NULL),"
-        f" parts_of({r}.cost, {sign}1)){_ADD_USAGE}{_drop_empty(_function_of(r))}"
+        f" parts_of({r}.cost, {sign}1)){_ADD_USAGE}"
+        f" DELETE FROM usage WHERE function = {_function_of(r)} AND calls = 0;"
         f" INSERT INTO llm_turns VALUES ({r}.turn, {sign}1){_ADD_COUNT.format(key='turn')}"
         f" DELETE FROM llm_turns WHERE turn = {r}.turn AND n = 0;"
     )
@@ -168,12 +166,9 @@ def _callees(r: str, function: str, sign: str) -> str:
         f" {sign}sum(coalesce(tokens_in, 0)), {sign}sum(coalesce(tokens_out, 0)),"
         f" {sign}sum(cost IS NULL AND tokens_in IS NOT NULL), parts_sum(cost, {sign}1)"
         f" FROM nodes WHERE caller = {r}.id AND +kind = 'llm' AND id != {r}.id"
-        f" HAVING count(*) > 0{_ADD_USAGE}{_drop_empty(function)}"
+        f" HAVING count(*) > 0{_ADD_USAGE}"
+        f" DELETE FROM usage WHERE function = {function} AND calls = 0;"
     )
-
-
-def _drop_empty(function: str) -> str:
-    return f" DELETE FROM usage WHERE function = {function} AND calls = 0;"
 
 
 def _count(r: str, sign: str) -> str:
@@ -353,30 +348,11 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
     return changed, removed
 
 
-def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
-    """Those of ``files`` (path -> blob) that are blobs within ``MAX_FILE_BYTES`` (one
-    ``git cat-file --batch-check``); the others reported."""
-    paths = list(files)
-    if not paths:
-        return []
-    checked = run_git(
-        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
-    ).stdout.splitlines()
-    kept = []
-    for path, line in zip(paths, checked, strict=False):
-        parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
-        if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
-            kept.append(path)
-        else:
-            problem(str(root / path), f"not a node file within {MAX_FILE_BYTES} bytes")
-    return kept
-
-
 def cat_file(
-    root: Path, names: list[bytes], *, sanitize: bool = True
+    root: Path, names: list[bytes], *, sanitize: bool = True, limit: int | None = None
 ) -> Iterator[tuple[bytes, bytes] | None]:
-    """(type, content) of each object of ``names`` in order (None: missing or
-    unreadable), streamed from one ``git cat-file --batch``."""
+    """(type, content) of each object of ``names`` in order (None: missing, unreadable or
+    over ``limit`` bytes), streamed from one ``git cat-file --batch``."""
     argv, env = git_command(root, "cat-file", "--batch", sanitize=sanitize)
     proc = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -392,7 +368,14 @@ def cat_file(
             if len(header) != 3 or not header[2].isdigit():
                 yield None
                 continue
-            data = out.read(int(header[2]))
+            size = int(header[2])
+            if limit is not None and size > limit:  # read past, never held
+                while size > 0 and (chunk := out.read(min(size, 1 << 20))):
+                    size -= len(chunk)
+                out.read(1)
+                yield None
+                continue
+            data = out.read(size)
             out.read(1)
             yield header[1], data
     finally:
@@ -410,10 +393,6 @@ def _feed(stdin: IO[bytes], shas: list[bytes]) -> None:
         pass
 
 
-def _id_of(path: str) -> str:
-    return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
-
-
 def derive(
     root: Path, since: str | None, commit: str, problem: Problem
 ) -> tuple[list[Row], list[str] | None]:
@@ -424,18 +403,18 @@ def derive(
     files: dict[str, bytes] | None = None
     if since is not None:
         try:
-            files, gone = _changed_files(root, since, commit)
-            removed = [_id_of(path) for path in gone]
+            files, gone = _changed_files(root, since, commit)  # <seq>-<role>-<id>.json:
+            removed = [path.rsplit("/", 1)[-1][:-5].split("-", 2)[-1] for path in gone]
         except Exception:  # the old commit is gone (a rewritten folder): from scratch
             files = None
     if files is None:
         files, removed = _node_files(root, commit), None  # (faster than a diff-tree)
-    paths = _within_bounds(root, files, problem)
     rows: list[Row] = []
-    for path, got in zip(paths, cat_file(root, [files[p] for p in paths]), strict=True):
+    found = cat_file(root, list(files.values()), limit=MAX_FILE_BYTES)
+    for path, got in zip(files, found, strict=True):
         try:
             if got is None or got[0] != b"blob":
-                raise ValueError("not a readable blob")
+                raise ValueError(f"not a node file within {MAX_FILE_BYTES} bytes")
             call = Call.from_dict(loads(got[1]))
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))
@@ -444,8 +423,12 @@ def derive(
     return rows, removed
 
 
-def clean_meta(meta: dict[str, Any]) -> list[str]:
-    """Drop the fields of a ``meta.json`` of the wrong type; returns what it dropped."""
+def read_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """A ``meta.json`` (``OSError``, ``ValueError``: unreadable) without the fields of the
+    wrong type, and what was dropped."""
+    meta = loads(read_bytes(str(path)))
+    if not isinstance(meta, dict):
+        raise ValueError("not a JSON object")
     dropped = []
     for key, types in _META_TYPES.items():
         value = meta.get(key)
@@ -457,7 +440,7 @@ def clean_meta(meta: dict[str, Any]) -> list[str]:
         if not ok:
             del meta[key]
             dropped.append(f"{key}={value!r:.40}")
-    return dropped
+    return meta, dropped
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import sqlite3
 import stat
 import threading
@@ -39,6 +38,7 @@ from openprogram.store.session.index import (
 )
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
+from openprogram.store.session.safegit import remove
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
@@ -71,13 +71,11 @@ _CLOSED.close()  # what a closed LiveState holds: any use raises
 
 
 def _remove_if_not_regular(path: Path) -> None:
-    """A symlink, FIFO or directory where a database file goes is removed, never followed."""
-    with suppress(FileNotFoundError):
-        mode = os.lstat(path).st_mode
-        if stat.S_ISDIR(mode):
-            shutil.rmtree(path, ignore_errors=True)
-        elif not stat.S_ISREG(mode):
-            os.unlink(path)
+    """A symlink, FIFO or directory where a database file goes is removed, never followed
+    (what cannot be removed is left for SQLite to refuse in one line)."""
+    with suppress(OSError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            remove(path)
 
 
 def _identity(path: str | Path) -> Identity | None:
@@ -96,8 +94,7 @@ def _after_fork() -> None:
 
 
 def _take(path: Path) -> tuple[sqlite3.Connection, Identity] | None:
-    """The idle connection to ``path``, if the file is still the one it opened (an open
-    file's inode is never reused)."""
+    """The idle connection to ``path`` if the file is still the one it opened."""
     if os.getpid() != _POOL_PID:  # (a fork that ran no hook)
         _after_fork()
     with _POOL:
@@ -131,8 +128,7 @@ def _release(db: sqlite3.Connection) -> None:
 
 def discard(state_dir: Path) -> None:
     """Close the connection kept to the database in ``state_dir`` (a session deleted)."""
-    with _POOL:
-        kept = _IDLE.pop(state_dir / DB_NAME, None)
+    kept = _take(state_dir / DB_NAME)
     if kept is not None:
         _release(kept[0])
 
@@ -264,9 +260,8 @@ class LiveState:
             raise self._error(exc) from exc
 
     def _autocommit(self, sql: str, args: tuple[Any, ...] = ()) -> None:
-        """Run ``sql`` outside a transaction (one an interrupt left between BEGIN and
-        COMMIT is finished first), trying again while another process's transaction
-        holds the database (each try waits ``BUSY_MS``)."""
+        """Run ``sql`` (a transaction an interrupt left open finished first), again while
+        another process's transaction holds the database."""
         if self._db.in_transaction:
             self._end(commit=True)
         while True:
@@ -334,13 +329,6 @@ class LiveState:
         values = self._values()
         return _int(values.get("seq")), _int(values.get("commits"))
 
-    def bump_commits(self) -> int:
-        """Count one more commit; returns the commits made so far (by any process)."""
-        with self.lock:
-            commits = _int(self._values().get("commits")) + 1
-            self._many(PUT_VALUE, [("commits", commits)])
-            return commits
-
     # -- rows ---------------------------------------------------------------------------
     def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
         """Record the newest state of nodes (id, JSON body) for ``owner`` (this process)."""
@@ -353,16 +341,19 @@ class LiveState:
             return
         self._many(PUT_ROW, items)
 
-    def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> None:
-        """Forget this process's rows but those of ``keep`` (still open); committed in
-        ``commit``, which the ``nodes`` rows follow then."""
+    def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> int:
+        """Forget this process's rows but those of ``keep`` (still open); ``commit``: made
+        (the ``nodes`` rows follow it, one more commit counted).  The commits made."""
         keep_ids = list(keep)
         with self.lock:
-            if commit is not None:
-                self._many(PUT_VALUE, [("commit", commit)])
             marks = ",".join("?" * len(keep_ids))
             sql = f"DELETE FROM rows WHERE owner = ? AND id NOT IN ({marks})"
             self.query(sql, (own_owner(), *keep_ids))
+            commits = _int(self._values().get("commits"))
+            if commit is not None:
+                commits += 1
+                self._many(PUT_VALUE, [("commit", commit), ("commits", commits)])
+            return commits
 
     def drop_owners(self, owners: Iterable[str]) -> None:
         self._many("DELETE FROM rows WHERE owner = ?", [(owner,) for owner in owners])
@@ -442,8 +433,7 @@ def _int(value: Any) -> int:
 
 @contextmanager
 def opened(state_dir: Path, *, keep: bool = True) -> Iterator[LiveState]:
-    """The live state of a session folder for one short use (not ``keep``: a folder about
-    to move)."""
+    """The live state of a session folder for one short use (not ``keep``: about to move)."""
     live = LiveState(state_dir)
     try:
         yield live

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,7 +39,7 @@ ENTRY_SQL = ", ".join(ENTRY_FIELDS)
 Entry = tuple[Any, ...]
 
 # the nodes older than a window's first turn: all (kept in ``counts``) less the window's
-_OLDER = (
+OLDER = (
     "SELECT (SELECT coalesce(sum(n), 0) FROM counts) - (SELECT count(*) FROM nodes WHERE turn >= ?)"
 )
 
@@ -52,12 +52,9 @@ class Links(NamedTuple):
     top_turn: int  # the highest turn of any node (0: none)
 
 
-def _path(e: Entry) -> str:
-    return e[10] if e[10] is not None else relpath(e[1], e[2], e[3], e[0])
-
-
 def _entry(e: Entry) -> dict[str, Any]:
-    return dict(zip(ENTRY_FIELDS, (*e[:10], _path(e), *e[11:]), strict=True))
+    path = e[10] if e[10] is not None else relpath(e[1], e[2], e[3], e[0])
+    return dict(zip(ENTRY_FIELDS, (*e[:10], path, *e[11:]), strict=True))
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -83,15 +80,19 @@ class SessionQueries:
 
     def _index_recorded(self) -> None:
         """Put the ``nodes`` rows of the states recorded since (a batch, before a read)."""
-        if not self._unindexed:
-            return
+        if self._unindexed:
+            put = self.live.put_index
+            self._flush(self._unindexed, lambda calls: put([row_of(call) for call in calls]))
+
+    def _flush(self, held: dict[str, Call], write: Callable[[list[Call]], None]) -> None:
+        """``write`` the states ``held``, then forget those that did not change meanwhile."""
         with self._mu:  # (not held while the write lock is taken: it is always taken first)
-            calls = list(self._unindexed.values())
-        self.live.put_index([row_of(call) for call in calls])
+            calls = list(held.values())
+        write(calls)
         with self._mu:
             for call in calls:
-                if self._unindexed.get(call.id) is call:
-                    del self._unindexed[call.id]
+                if held.get(call.id) is call:
+                    del held[call.id]
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
         """``sql`` over the index, this process's newest states in it."""
@@ -163,7 +164,7 @@ class SessionQueries:
             "SELECT turn FROM nodes WHERE caller IS NULL ORDER BY turn DESC", tops
         )
         entries = self._entries("WHERE turn >= ?", (first,))
-        older = self._query(_OLDER, (first,))[0][0]  # the window counted, not the rest
+        older = self._query(OLDER, (first,))[0][0]  # the window counted, not the rest
         known = {e[0] for e in entries}
         kept = []
         for node in map(_light, entries):

@@ -34,11 +34,10 @@ from openprogram.store.session.files import (
     current_author,
     ensure_dir,
     jsonable,
-    loads,
     read_bytes,
 )
 from openprogram.store.session.history import Repository
-from openprogram.store.session.index import clean_meta, counts_as_turn, derive, node_relpath, row_of
+from openprogram.store.session.index import counts_as_turn, derive, node_relpath, read_meta, row_of
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
@@ -60,10 +59,9 @@ class Session(SessionQueries):
         self.path = path
         self.pid = os.getpid()
         make_safe(path / ".git")  # before anything reads the repository
-        state = ensure_dir(path, ".state")  # a symlink there is removed, never followed
+        self._state = ensure_dir(path, ".state")  # a symlink there is removed, not followed
         ensure_dir(path, "workdir")
-        self._state = state
-        self.live = LiveState(state, session_id)
+        self.live = LiveState(self._state, session_id)
         self.lock = self.live.lock  # the session's write lock: SQLite's (BEGIN IMMEDIATE)
         self.git = Repository(path)
         self.git.lock_held = self.lock.held  # a ref lock found under it: a dead writer's
@@ -84,22 +82,19 @@ class Session(SessionQueries):
         with self.lock:
             self._load_meta()
             self._follow_git()
-            self._ensure_counters()
+            self._counters()
             self._recover()
             self._synced = self.live.stamp()
 
     def _load_meta(self, *, quiet: bool = False) -> None:
         meta_path = self.path / "meta.json"
         try:
-            meta = loads(read_bytes(str(meta_path)))
-            if not isinstance(meta, dict):
-                raise ValueError("not a JSON object")
+            meta, dropped = read_meta(meta_path)
         except (OSError, ValueError) as exc:
             if quiet and self.meta:  # already reported at open; keep what we have
                 return
             self._problem(str(meta_path), str(exc))
-            meta = {"id": self.id, "title": self.id, "created_at": time.time()}
-        dropped = clean_meta(meta)
+            meta, dropped = {"id": self.id, "title": self.id, "created_at": time.time()}, []
         if dropped and not quiet:
             self._problem(str(meta_path), "fields of the wrong type ignored: " + ", ".join(dropped))
         meta["id"] = self.id
@@ -110,35 +105,21 @@ class Session(SessionQueries):
         self.problems.append(message)
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
 
-    def _follow_git(self) -> bool:
+    def _follow_git(self) -> None:
         """Derive the ``nodes`` rows from git when the ref moved from the commit they
         follow (a clone, ``live.db`` deleted, a pull, a writer killed between the ref and
-        its transaction).  Whether it did."""
+        its transaction)."""
         with self.lock:
             ref = self.git.read_ref()
             since = self.live.derived()
             if ref is None or ref.hex() == since:
-                return False
+                return
             rows, removed = derive(self.path, since, ref.hex(), self._problem)
             self.live.follow(ref.hex(), rows, removed)
             with self._mu:
                 for node_id in list(self._nodes):
                     if node_id not in self._dirty:
                         del self._nodes[node_id]
-            return True
-
-    def _ensure_counters(self) -> None:
-        """Rebuild missing counters from the ``nodes`` rows and ``meta.json``'s HEAD."""
-        if self.live.read() is not None:
-            return
-        seq, turn = self.live.query("SELECT max(seq), max(turn) FROM nodes")[0]
-        head = self.meta.get("head_id")
-        if not isinstance(head, str) or not self.live.query(
-            "SELECT 1 FROM nodes WHERE id = ?", (head,)
-        ):
-            roots = self.live.query("SELECT id FROM nodes WHERE kind = 'root' ORDER BY seq")
-            head = roots[0][0] if roots else None
-        self.live.write((seq if seq is not None else -1) + 1, (turn or 0) + 1, head)
 
     def _recover(self) -> None:
         """Commit what writers that died mid-turn left in the live database (their open
@@ -184,9 +165,8 @@ class Session(SessionQueries):
             self.meta.update(fields)
 
     def note_place(self, place: str) -> None:
-        """Remember where the session is used on this machine (``notebook <path>``) for
-        ``sessions list``, in ``.state`` (never committed: another machine has other
-        paths); a failure never stops a turn."""
+        """Note where this machine uses the session (``notebook <path>``) in ``.state``
+        (never committed: another machine has other paths); a failure never stops a turn."""
         data = " ".join(place.split()).encode()[:MAX_PLACE_BYTES]
         target = self._state / PLACE_FILE
         with suppress(OSError):
@@ -204,11 +184,19 @@ class Session(SessionQueries):
         return turn
 
     def _counters(self) -> tuple[int, int, str | None]:
+        """(next seq, next turn, HEAD), rebuilt when missing or damaged (a clone, ``live.db``
+        deleted) from the ``nodes`` rows and ``meta.json``'s HEAD."""
         state = self.live.read()
-        if state is None:  # damaged meanwhile (or deleted): rebuilt from git
-            self._ensure_counters()
+        if state is None:
+            head = self.meta.get("head_id")
+            seq, turn, known, root = self.live.query(
+                "SELECT max(seq), max(turn), (SELECT id FROM nodes WHERE id = ?),"
+                " (SELECT id FROM nodes WHERE kind = 'root' ORDER BY seq LIMIT 1) FROM nodes",
+                (head if isinstance(head, str) else None,),
+            )[0]
+            self.live.write((seq if seq is not None else -1) + 1, (turn or 0) + 1, known or root)
             state = self.live.read()
-        assert state is not None
+            assert state is not None
         return state
 
     @property
@@ -270,10 +258,9 @@ class Session(SessionQueries):
         return start
 
     def _lease_locked(self, count: int, counter: int) -> tuple[int, int]:
-        """(The lock held; ``counter`` the shared next seq.)  The first of ``count`` seqs
-        and the counter after: from the leased block while no other process leased after
-        it (a turn-level node's seq is above every seq handed out before), else from a new
-        block."""
+        """(The lock held.)  The first of ``count`` seqs and the shared counter after: a
+        new block once another process leased after ours (a turn-level node's seq is above
+        every seq handed out before)."""
         with self._lease_mu:
             start, end = self._lease
             if counter != end or end - start < count:
@@ -338,8 +325,11 @@ class Session(SessionQueries):
     def commit(self, message: str) -> str | None:
         """Commit this process's changed nodes and ``meta.json`` (one commit, one pack)."""
         try:
-            if self._unsaved:
-                self._save_unsaved()
+            if self._unsaved:  # the rows a failed write left out, before the commit's
+                put = self.live.put_rows
+                self._flush(
+                    self._unsaved, lambda calls: put([(c.id, node_record(c)) for c in calls])
+                )
             with self.lock, self._mu:
                 sha = self._commit_locked(message)
         except OSError as exc:  # disk full, read-only, ulimit -f: one line, nothing lost
@@ -350,27 +340,16 @@ class Session(SessionQueries):
             raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
         return sha
 
-    def _save_unsaved(self) -> None:
-        """Write the rows a failed write left out (:class:`StoreError`: still failing)."""
-        with self._mu:
-            pending = list(self._unsaved.values())
-        self.live.put_rows([(call.id, node_record(call)) for call in pending])
-        with self._mu:
-            for call in pending:
-                if self._unsaved.get(call.id) is call:
-                    del self._unsaved[call.id]
-
     def _commit_locked(self, message: str) -> str | None:
         """The commit (the caller holds the lock); returns its sha."""
         if not self._dirty:
             return None
-        for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
-            if call.is_open:
+        files: dict[str, bytes | None] = {}
+        for call in self._dirty.values():
+            if call.is_open:  # (again: an interrupt inside _record can leave it behind)
                 self._open.add(call.id)
             else:
                 self._open.discard(call.id)
-        files: dict[str, bytes | None] = {}
-        for call in self._dirty.values():
             files[self._path_of(call)] = node_record(call)
         self.live.put_index([row_of(call) for call in self._dirty.values()])
         _seq, _turn, head = self._counters()
@@ -395,9 +374,8 @@ class Session(SessionQueries):
         self._trim()  # the turn's new nodes are saved now: the cache's bound holds again
         self._new_turns.clear()
         self._meta_changes.clear()
-        # committed: the rows follow the commit; an open node's record stays for recovery
-        self.live.drop_rows(keep=self._open, commit=sha.hex())
-        commits = self.live.bump_commits()  # counted across processes
+        # the rows follow the commit; an open node's record stays for recovery
+        commits = self.live.drop_rows(keep=self._open, commit=sha.hex())
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)

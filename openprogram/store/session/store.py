@@ -33,12 +33,11 @@ from openprogram.settings import current as current_settings
 from openprogram.store.session.files import (
     current_author,
     dumps,
-    loads,
     read_bytes,
     validate_session_id,
 )
 from openprogram.store.session.history import Repository
-from openprogram.store.session.index import clean_meta, node_relpath
+from openprogram.store.session.index import node_relpath, read_meta
 from openprogram.store.session.live import discard, opened
 from openprogram.store.session.safegit import init_repository, is_real_dir
 from openprogram.store.session.session import (
@@ -103,28 +102,20 @@ class SessionStore:
             now = time.time()
             root = make_call("root", "root", status="completed")
             root.seq, root.turn = 0, 0
-            meta = {
-                "v": META_VERSION,
-                "id": session_id,
-                "title": title or session_id,
-                "agent_id": agent_id,
-                "source": source,
-                "created_at": now,
-                "updated_at": now,
-                "head_id": root.id,
-                "turns": 0,
-            }
-            rel = node_relpath(root)
+            meta = json.dumps(
+                {"v": META_VERSION, "id": session_id, "title": title or session_id,
+                 "agent_id": agent_id, "source": source, "created_at": now,
+                 "updated_at": now, "head_id": root.id, "turns": 0},
+                indent=1,
+            ).encode()  # fmt: skip
+            (tmp / "meta.json").write_bytes(meta)
+            node = dumps(root.to_dict())
             files: dict[str, bytes | None] = {
-                ".gitignore": GITIGNORE,
-                "meta.json": json.dumps(meta, indent=1).encode(),
-                rel: dumps(root.to_dict()),
-            }
-            (tmp / "meta.json").write_bytes(files["meta.json"] or b"")
-            creator = current_author().ident
+                ".gitignore": GITIGNORE, "meta.json": meta, node_relpath(root): node
+            }  # fmt: skip
             repo = Repository(tmp)
             try:
-                repo.commit(files, f"session {session_id} created", author=creator)
+                repo.commit(files, f"session {session_id} created", author=current_author().ident)
             finally:
                 repo.close()  # (a repack it started is waited for, then ended)
             (tmp / ".state").mkdir()
@@ -190,10 +181,7 @@ class SessionStore:
                 out.append({"id": item.name, "problem": "a symbolic link (not followed)"})
                 continue
             try:
-                meta = loads(read_bytes(str(item / "meta.json")))
-                if not isinstance(meta, dict):
-                    raise ValueError("not an object")
-                dropped = clean_meta(meta)
+                meta, dropped = read_meta(item / "meta.json")
                 if dropped:
                     meta["problem"] = "meta.json fields ignored: " + ", ".join(dropped)
             except (OSError, ValueError) as exc:
