@@ -400,11 +400,8 @@ class Session(SessionQueries):
         with self._mu:
             ids = list(self._open)
         for node_id in ids:
-            try:
-                call = self.get(node_id)
-            except (KeyError, CorruptedFile):
-                continue
-            if call.is_open and which(call):
+            call = self._readable(node_id)
+            if call is not None and call.is_open and which(call):
                 status = UNANSWERED if call.status == AWAITING else INTERRUPTED
                 call.metadata.update(status=status, abandoned=True)
                 self._record(call)

@@ -24,6 +24,7 @@ import shutil
 import threading
 import time
 import weakref
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,8 @@ class SessionStore:
         return self.root / validate_session_id(session_id)
 
     def exists(self, session_id: str) -> bool:
-        return (self.session_path(session_id) / "meta.json").exists() or (
-            self.session_path(session_id) / ".git"
-        ).is_dir()
+        path = self.session_path(session_id)
+        return (path / "meta.json").exists() or (path / ".git").is_dir()
 
     def create_session(
         self,
@@ -220,10 +220,8 @@ class SessionStore:
             self._open.clear()
         for session in sessions:
             if session.pid == os.getpid():
-                try:
+                with suppress(Exception):
                     session.close()
-                except Exception:
-                    pass
 
 
 _stores: weakref.WeakSet[SessionStore] = weakref.WeakSet()
