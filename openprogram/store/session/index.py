@@ -348,11 +348,30 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
     return changed, removed
 
 
+def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
+    """Those of ``files`` (path -> blob) that are blobs within ``MAX_FILE_BYTES`` (one
+    ``git cat-file --batch-check``: a file over it is never read); the others reported."""
+    paths = list(files)
+    if not paths:
+        return []
+    checked = run_git(
+        root, "cat-file", "--batch-check", input=b"".join(files[p] + b"\n" for p in paths)
+    ).stdout.splitlines()
+    kept = []
+    for path, line in zip(paths, checked, strict=False):
+        parts = line.split()  # "<sha> <type> <size>", or "<sha> missing"
+        if len(parts) == 3 and parts[1] == b"blob" and int(parts[2]) <= MAX_FILE_BYTES:
+            kept.append(path)
+        else:
+            problem(str(root / path), f"not a node file within {MAX_FILE_BYTES} bytes")
+    return kept
+
+
 def cat_file(
-    root: Path, names: list[bytes], *, sanitize: bool = True, limit: int | None = None
+    root: Path, names: list[bytes], *, sanitize: bool = True
 ) -> Iterator[tuple[bytes, bytes] | None]:
-    """(type, content) of each object of ``names`` in order (None: missing, unreadable or
-    over ``limit`` bytes), streamed from one ``git cat-file --batch``."""
+    """(type, content) of each object of ``names`` in order (None: missing or
+    unreadable), streamed from one ``git cat-file --batch``."""
     argv, env = git_command(root, "cat-file", "--batch", sanitize=sanitize)
     proc = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -368,14 +387,7 @@ def cat_file(
             if len(header) != 3 or not header[2].isdigit():
                 yield None
                 continue
-            size = int(header[2])
-            if limit is not None and size > limit:  # read past, never held
-                while size > 0 and (chunk := out.read(min(size, 1 << 20))):
-                    size -= len(chunk)
-                out.read(1)
-                yield None
-                continue
-            data = out.read(size)
+            data = out.read(int(header[2]))
             out.read(1)
             yield header[1], data
     finally:
@@ -409,12 +421,12 @@ def derive(
             files = None
     if files is None:
         files, removed = _node_files(root, commit), None  # (faster than a diff-tree)
+    paths = _within_bounds(root, files, problem)
     rows: list[Row] = []
-    found = cat_file(root, list(files.values()), limit=MAX_FILE_BYTES)
-    for path, got in zip(files, found, strict=True):
+    for path, got in zip(paths, cat_file(root, [files[p] for p in paths]), strict=True):
         try:
             if got is None or got[0] != b"blob":
-                raise ValueError(f"not a node file within {MAX_FILE_BYTES} bytes")
+                raise ValueError("not a readable blob")
             call = Call.from_dict(loads(got[1]))
         except (ValueError, NodeFormatError) as exc:
             problem(str(root / path), str(exc))

@@ -302,8 +302,7 @@ class LiveState:
 
     # -- counters ----------------------------------------------------------------------
     def read(self) -> tuple[int, int, str | None] | None:
-        """(next seq, next turn, HEAD id), or None when missing or damaged (the caller
-        rebuilds them from git)."""
+        """(next seq, next turn, HEAD id); None when missing or damaged (rebuilt then)."""
         seq, turn, head = self.query(READ_COUNTERS)[0]
         if type(seq) is not int or type(turn) is not int:
             return None

@@ -227,8 +227,7 @@ class SessionQueries:
         return list(self._read_many(self._rows("")).values())
 
     def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
-        """Copies of the readable nodes among ``node_ids``, in that order (corrupted ones
-        in ``problems``)."""
+        """Copies of the readable nodes among ``node_ids``, in order (corrupted: ``problems``)."""
         wanted = list(dict.fromkeys(node_ids))
         found = self._rows("WHERE n.id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),))
         by_id = {row[0]: row for row in found}

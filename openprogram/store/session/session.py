@@ -243,8 +243,7 @@ class Session(SessionQueries):
         return list(calls)
 
     def _take_seqs(self, count: int) -> int:
-        """The first of ``count`` consecutive seqs: from the leased block (no lock) or a
-        block leased now."""
+        """The first of ``count`` consecutive seqs, from the leased block (no lock) or a new one."""
         with self._lease_mu:
             start, end = self._lease
             if end - start >= count:
