@@ -151,7 +151,7 @@ def time_calls(fn: Callable[..., int], n: int, out: list[float]) -> None:
 
 def row_writes(session: Any) -> int:
     """Rows written to the session's live database by this process so far."""
-    return int(session.live.changes())
+    return int(session.live._db.total_changes)
 
 
 def bench_overhead(rounds: int, home: Path) -> list[tuple[str, float, float, str, str]]:

@@ -49,6 +49,7 @@ if __package__ in (None, ""):
 
 from bench_store import write_turn
 
+from openprogram.store.session.history import repack
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
 
@@ -79,7 +80,9 @@ def bench_bundles(tmp: Path, turns: int, samples: int) -> None:
     started = time.perf_counter()
     for i in range(turns):
         write_turn(session, i)
-    session.maintain()
+    session.git.wait_for_repack(settle=False)
+    repack(session.path / ".git")
+    session.git.forget()
     built = time.perf_counter() - started
     print(f"1. export + import of a {turns}-turn session (built in {built:.0f} s)")
     path = session.path

@@ -19,6 +19,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.store.session import history
 from openprogram.store.session.history import Repository
 from openprogram.store.session.store import SessionStore
+from tests.test_store import repack_now
 from tests.waiting import running_in
 
 
@@ -95,7 +96,7 @@ def test_a_writer_repacks_in_a_child_that_ends_with_its_close(
         add_turn(store, "busy", f"busy {i}")
     assert len(started) >= 2  # one at a time, each after ten more packs
     session = store.open("busy")
-    session.maintain()  # (and now, waited for)
+    repack_now(session)  # (and now, waited for)
     packs = [n for n in os.listdir(path / ".git" / "objects" / "pack") if n.endswith(".pack")]
     assert len(packs) <= 3  # geometric: a handful, not one a commit
     store.close()

@@ -21,8 +21,17 @@ from openprogram.errors import (
     InvalidSessionId,
     SessionNotFound,
 )
-from openprogram.store.session.store import SessionStore
+from openprogram.store.session.history import repack
+from openprogram.store.session.store import Session, SessionStore
 from tests.test_live import plant_dead_rows
+
+
+def repack_now(session: Session) -> None:
+    """Repack the session's objects now (what runs beside a writer every
+    ``history.REPACK_EVERY`` packs), waiting for it."""
+    session.git.wait_for_repack(settle=False)
+    repack(session.path / ".git")
+    session.git.forget()
 
 
 def sessions_listing(home: Path) -> list[str]:
@@ -167,7 +176,7 @@ def test_a_stale_index_lock_left_by_a_dead_process_does_not_wedge_the_session(
     made = add_turn(store, "locked", "two")  # commits do not need git's index
     assert str(git.Repo(path).head.commit.message).startswith("turn 2")
     session = store.open("locked")
-    session.maintain()  # (git's index is never used: a session has no working tree)
+    repack_now(session)  # (git's index is never used: a session has no working tree)
     assert git_out(path, "fsck", "--strict", "--no-progress") == ""
     assert session.get(made[0].id).output == "two done"
     store.close()
@@ -180,7 +189,7 @@ def test_a_fresh_foreign_index_lock_is_left_alone_and_turns_still_commit(op_home
     lock = path / ".git" / "index.lock"
     lock.write_bytes(b"")  # e.g. the user running `git status` right now
     add_turn(store, "busy", "two")
-    store.open("busy").maintain()
+    repack_now(store.open("busy"))
     store.close()
     assert lock.exists()
     assert "turn 2" in git_out(path, "log", "--format=%s", "-1")
@@ -239,7 +248,7 @@ def test_delete_right_after_turns_removes_the_folder_whole(op_home: Path) -> Non
     for i in range(3):
         add_turn(store, "busy_delete", f"t{i}")
     path = op_home / "sessions" / "busy_delete"
-    store.open("busy_delete").maintain()
+    repack_now(store.open("busy_delete"))
     store.delete_session("busy_delete")
     assert not path.exists() and sessions_listing(op_home) == []
     store.close()

@@ -28,6 +28,7 @@ from openprogram.store.session.history import MAIN_REF, Repository, commit_log
 from openprogram.store.session.safegit import canonical_config, run_git
 from openprogram.store.session.store import SessionStore
 from tests.test_live import plant_dead_rows
+from tests.test_store import repack_now
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOKS = (
@@ -212,7 +213,7 @@ def test_no_operation_of_the_project_runs_a_program_the_folder_names(
     store.close()
     one_turn(hostile.sid, "second", hostile.home)
     store = SessionStore(hostile.home)
-    store.open(hostile.sid).maintain()
+    repack_now(store.open(hostile.sid))
     store.close()
     one_turn(hostile.sid, "third", hostile.home)
     hostile.assert_nothing_ran()

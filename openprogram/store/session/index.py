@@ -1,19 +1,8 @@
-"""The one index of a session: the ``nodes`` table of its live database (:mod:`live`).
-
-A row a node: the columns every view reads (seq, turn, role, name, kind, status, caller,
-predecessor, created_at, tokens and cost) and the node's file in git (``path``, NULL when
-it is the one :func:`node_relpath` names).  A committed node's content is git's, read at
-that path (no working tree); a node in flight's is its record in the ``rows`` table of
-:mod:`live`, written at every event (one small row: the hot path), while its index row is
-put when a read or the commit needs it (a batch of the states recorded since).
-
-The table is *derived from git* for every committed turn (:func:`derive`): a session
-cloned, a ``live.db`` deleted, a pull that moved the ref — the rows follow the ref's
-commit, read by git's own ``ls-tree`` / ``diff-tree`` and one ``cat-file --batch``.  The
-row of a node in flight is never overwritten from git.
-
-The rest is pure: the node's path in a commit, the usage columns of a node, what counts
-as a turn, the exact sum of costs, and ``meta.json``'s field types.
+"""The one index of a session: the ``nodes`` table of its live database (:mod:`live`),
+a row a node (what every view reads, and its file in git when not :func:`node_relpath`'s),
+and the totals SQLite keeps from it by triggers (decision 0062).  The rows are derived
+from git (:func:`derive`) for every committed turn, never over the row of a node in
+flight (decision 0060).
 """
 
 from __future__ import annotations
@@ -29,26 +18,21 @@ from typing import IO, Any
 
 from openprogram.context.nodes import ROLE_LETTER, Call
 from openprogram.errors import NodeFormatError
-from openprogram.store.session.files import MAX_FILE_BYTES, loads
+from openprogram.store.session.files import MAX_FILE_BYTES, loads, read_bytes
 from openprogram.store.session.safegit import git_command, run_git
 
 TURNS_PER_BUCKET = 100
-# committed by earlier versions (a bucket's light entries): allowed in what arrives, ignored
-BUCKET_INDEX = "index.json"
+BUCKET_INDEX = "index.json"  # committed by earlier versions: allowed, ignored
 BUCKET_NAME = re.compile(r"[0-9]{4,}")
 TURN_DIR_NAME = re.compile(r"[0-9]{6,}")
 NODE_FILE = re.compile(r"history/[0-9]{4,}/[0-9]{6,}/[^/]+\.json")
 
-# the light entry of a node (``Session.index()``), in this order
-ENTRY_FIELDS = (
-    "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
-    "created_at", "path", "tokens_in", "tokens_out", "cost",
-)  # fmt: skip
-# the columns of a row, as :func:`row_of` makes them
+# a node's row (:func:`row_of`), and its light entry (``Session.index()``)
 COLUMNS = (
     "id", "seq", "turn", "role", "name", "kind", "status", "caller", "predecessor",
     "created_at", "tokens_in", "tokens_out", "cost", "path",
 )  # fmt: skip
+ENTRY_FIELDS = (*COLUMNS[:10], "path", *COLUMNS[10:13])
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, seq INTEGER, turn INTEGER,"
     " role TEXT, name TEXT, kind TEXT, status TEXT, caller TEXT, predecessor TEXT,"
@@ -62,8 +46,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS nodes_by_status ON nodes (status)",
 )
 _INSERT = f"INSERT INTO nodes ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
-# a node's new state: what a state changes (a node's seq, turn, caller, role and path are
-# fixed when it is appended; not setting them leaves the indexes alone)
+# what a new state changes (seq, turn, caller, role and path left: the indexes too)
 _CHANGED = ("status", "name", "kind", "predecessor", "tokens_in", "tokens_out", "cost")
 PUT_STATE = f"{_INSERT} ON CONFLICT (id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in _CHANGED
@@ -84,15 +67,14 @@ def node_relpath(call: Call) -> str:
 
 
 def relpath(seq: int, turn: int, role: str, node_id: str) -> str:
-    """The file of a node in a commit: ``history/<bucket>/<turn>/<seq>-<role>-<id>.json``."""
+    """``history/<bucket>/<turn>/<seq>-<role letter>-<id>.json``."""
     letter = ROLE_LETTER.get(role, "x")
     return f"history/{turn // TURNS_PER_BUCKET:04d}/{turn:06d}/{seq:08d}-{letter}-{node_id}.json"
 
 
 def usage_of(metadata: Mapping[str, Any]) -> tuple[int | None, int, float | None]:
-    """``(input tokens, output tokens, cost)`` of a node as the index keeps them: input
-    tokens None when the node records no ``usage`` at all, cost None when it has no price
-    (the rules of ``usage.totals.Totals.add``; a value of another type counts as 0)."""
+    """(input tokens: None without ``usage``, output tokens, cost: None unpriced), by
+    ``usage.totals.Totals.add``'s rules (a value of another type counts as 0)."""
     if "usage" not in metadata and "cost" not in metadata:  # most nodes: the fast path
         return None, 0, None
     usage = metadata.get("usage")
@@ -117,18 +99,14 @@ def row_of(call: Call, path: str | None = None) -> Row:
 
 
 def counts_as_turn(caller: str | None, kind: str) -> bool:
-    """Whether a node is one of the session's turns, the one way every count of turns
-    counts (``meta.json``'s ``turns``, ``sessions list/show``, ``status``, a pull's
-    report): a node of the conversation chain other than the root — a cell, a chat
-    message, a top-level call (a script's bare ``runtime.exec`` in a ``session_context``
-    is that turn's node, on the chain like any other)."""
+    """Whether a node is one of the session's turns (every count of turns): a node of
+    the conversation chain other than the root."""
     return caller is None and kind != "root"
 
 
 def exact_add(parts: list[float], x: float) -> None:
-    """Add ``x`` to ``parts``, non-overlapping floats whose exact sum is the exact sum of
-    what was added (Shewchuk; ``math.fsum(parts)`` is that sum correctly rounded): the
-    same total whatever the order the costs come in."""
+    """Add ``x`` to ``parts``, floats whose exact sum is that of what was added
+    (Shewchuk; ``math.fsum`` rounds it once): the same total in any order."""
     i = 0
     for y in parts:
         if abs(x) < abs(y):
@@ -142,12 +120,9 @@ def exact_add(parts: list[float], x: float) -> None:
     parts[i:] = [x]
 
 
-# -- the totals, kept by SQLite as the rows change ------------------------------------------
-# ``counts``: nodes by kind, status and turn level; ``usage``: the llm nodes by the name of
-# the node each was called from ("(top level)": no such node), their cost as exact partials
-# (:func:`exact_add`, as floats packed in a blob); ``llm_turns``: llm nodes by turn.  Kept
-# by triggers in the transaction that changes a row (a put, a commit followed, a delete),
-# so they are derived from git with the rows: ``Session.totals()`` reads a few rows.
+# -- the totals, kept by triggers as the rows change (decision 0062) ------------------------
+# ``counts``: nodes by kind, status and turn level; ``usage``: llm nodes by their caller's
+# name, costs as exact partials (floats in a blob); ``llm_turns``: llm nodes by turn.
 TOP = "(top level)"
 TOTALS_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS counts (kind TEXT, status TEXT, top INTEGER, n INTEGER,"
@@ -164,7 +139,6 @@ _ADD_COUNT = " ON CONFLICT ({key}) DO UPDATE SET n = n + excluded.n;"
 
 
 def _function_of(r: str) -> str:
-    """The usage key of llm row ``r`` (NEW or OLD): the name of its caller's row."""
     return (
         f"CASE WHEN {r}.caller = {r}.id THEN {r}.name ELSE coalesce("
         f"(SELECT name FROM nodes WHERE id = {r}.caller), '{TOP}') END"
@@ -172,32 +146,29 @@ def _function_of(r: str) -> str:
 
 
 def _one(r: str, sign: str) -> str:
-    """Statements adding (``sign`` "") or taking away ("-") llm row ``r``'s usage."""
+    """Add (``sign`` "") or take away ("-") llm row ``r``'s usage."""
     return (
         f"INSERT INTO usage VALUES ({_function_of(r)}, {sign}1,"
         f" {sign}coalesce({r}.tokens_in, 0), {sign}coalesce({r}.tokens_out, 0),"
         f" {sign}({r}.cost IS NULL AND {r}.tokens_in IS NOT NULL),"
-        f" parts_of({r}.cost, {sign}1)){_ADD_USAGE}{_drop_empty(_function_of(r))}"
+        f" parts_of({r}.cost, {sign}1)){_ADD_USAGE}"
+        f" DELETE FROM usage WHERE function = {_function_of(r)} AND calls = 0;"
         f" INSERT INTO llm_turns VALUES ({r}.turn, {sign}1){_ADD_COUNT.format(key='turn')}"
         f" DELETE FROM llm_turns WHERE turn = {r}.turn AND n = 0;"
     )
 
 
 def _callees(r: str, function: str, sign: str) -> str:
-    """Statements adding or taking away the usage of the llm nodes row ``r`` called,
-    under ``function`` (a node's name decides where its callees' usage is counted).
-    (``+kind``: looked up by caller; SQLite took ``nodes_usage`` and read every llm row.)"""
+    """Add or take away the usage of the llm nodes ``r`` called, under ``function``
+    (``+kind``: looked up by caller, not by ``nodes_usage``: every llm row)."""
     return (
         f"INSERT INTO usage SELECT {function}, {sign}count(*),"
         f" {sign}sum(coalesce(tokens_in, 0)), {sign}sum(coalesce(tokens_out, 0)),"
         f" {sign}sum(cost IS NULL AND tokens_in IS NOT NULL), parts_sum(cost, {sign}1)"
         f" FROM nodes WHERE caller = {r}.id AND +kind = 'llm' AND id != {r}.id"
-        f" HAVING count(*) > 0{_ADD_USAGE}{_drop_empty(function)}"
+        f" HAVING count(*) > 0{_ADD_USAGE}"
+        f" DELETE FROM usage WHERE function = {function} AND calls = 0;"
     )
-
-
-def _drop_empty(function: str) -> str:
-    return f" DELETE FROM usage WHERE function = {function} AND calls = 0;"
 
 
 def _count(r: str, sign: str) -> str:
@@ -244,9 +215,8 @@ RECOUNT = (
     "INSERT INTO llm_turns SELECT turn, count(*) FROM nodes WHERE kind = 'llm' GROUP BY 1",
 )  # fmt: skip
 
-# every row put again (a clone's first open, a deleted live.db): the rows of nodes in
-# flight kept, the others put without indexes or triggers, then the indexes built and the
-# totals counted once (one transaction: no reader sees the table without them)
+# every row put again (a clone, a deleted live.db): without indexes or triggers, then
+# the indexes built and the totals counted once, in one transaction
 _INDEXES = [s.split()[5] for s in SCHEMA if s.startswith("CREATE INDEX")]
 DROP_TRIGGERS = tuple(f"DROP TRIGGER IF EXISTS {t.split()[5]}" for t in TOTALS_TRIGGERS)
 BULK_BEFORE = (
@@ -258,8 +228,7 @@ BULK_AFTER = (*SCHEMA[1:], *RECOUNT, *TOTALS_TRIGGERS)
 
 
 def parts_from(blob: bytes | None) -> list[float]:
-    """The exact partials a ``usage`` row keeps (see :func:`exact_add`); nothing from what
-    is not a blob (a damaged database)."""
+    """The exact partials a ``usage`` row keeps (nothing from a damaged one)."""
     return array("d", blob[: len(blob) // 8 * 8]).tolist() if isinstance(blob, bytes) else []
 
 
@@ -267,9 +236,8 @@ _CTRL_C = threading.local()  # set where a Ctrl-C landed in one of the functions
 
 
 def noting_ctrl_c(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` as SQLite calls it: SQLite keeps of an exception raised there only that
-    a "user-defined function raised exception"; a Ctrl-C (its handler runs wherever the
-    main thread is) is noted for :func:`ctrl_c_landed`, anything else stays an error."""
+    """``function`` as SQLite calls it: SQLite keeps of an exception only that a
+    "user-defined function raised", so a Ctrl-C is noted for :func:`ctrl_c_landed`."""
 
     def call(*args: Any) -> Any:
         try:
@@ -315,8 +283,8 @@ class _PartsSum:
 
 
 def keep_totals(db: sqlite3.Connection) -> None:
-    """Make ``db`` keep the totals: the functions its triggers call (every connection),
-    the tables and triggers, the totals counted again when new or of an older version."""
+    """Register the triggers' functions; make the tables and triggers, the totals
+    counted again, when new or of an older version (decision 0064)."""
     db.create_function("parts_of", 2, noting_ctrl_c(_parts_of), deterministic=True)
     db.create_function("parts_merge", 2, noting_ctrl_c(_parts_merge), deterministic=True)
     db.create_aggregate("parts_sum", 2, _PartsSum)  # type: ignore[arg-type]
@@ -348,7 +316,6 @@ Problem = Callable[[str, str], None]
 
 
 def _node_files(root: Path, commit: str) -> dict[str, bytes]:
-    """Path -> blob (hex) of every node file of ``commit``."""
     listed = run_git(root, "ls-tree", "-r", "-z", "--full-tree", commit, "--", "history")
     found: dict[str, bytes] = {}
     for item in listed.stdout.split(b"\0"):
@@ -382,8 +349,8 @@ def _changed_files(root: Path, old: str, new: str) -> tuple[dict[str, bytes], li
 
 
 def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> list[str]:
-    """Those of ``files`` (path -> blob) that are blobs of at most ``MAX_FILE_BYTES``, by
-    one ``git cat-file --batch-check`` (sizes, nothing read); the others reported."""
+    """Those of ``files`` (path -> blob) that are blobs within ``MAX_FILE_BYTES`` (one
+    ``git cat-file --batch-check``: a file over it is never read); the others reported."""
     paths = list(files)
     if not paths:
         return []
@@ -403,9 +370,8 @@ def _within_bounds(root: Path, files: dict[str, bytes], problem: Problem) -> lis
 def cat_file(
     root: Path, names: list[bytes], *, sanitize: bool = True
 ) -> Iterator[tuple[bytes, bytes] | None]:
-    """(type, content) of each object of ``names`` (hex sha, ``<rev>:<path>``) in order
-    (None: missing; every one if git cannot read the folder), streamed from one ``git
-    cat-file --batch``: git reads the next while the caller parses this one."""
+    """(type, content) of each object of ``names`` in order (None: missing or
+    unreadable), streamed from one ``git cat-file --batch``."""
     argv, env = git_command(root, "cat-file", "--batch", sanitize=sanitize)
     proc = subprocess.Popen(
         argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -439,23 +405,18 @@ def _feed(stdin: IO[bytes], shas: list[bytes]) -> None:
         pass
 
 
-def _id_of(path: str) -> str:
-    """The node id a node file's name ends with (``<seq>-<role>-<id>.json``)."""
-    return path.rsplit("/", 1)[-1][: -len(".json")].split("-", 2)[-1]
-
-
 def derive(
     root: Path, since: str | None, commit: str, problem: Problem
 ) -> tuple[list[Row], list[str] | None]:
-    """The rows of the node files ``commit`` adds or changes since commit ``since`` (every
-    one when None or unreadable), and the ids of those it removed (None: every row not in
-    flight goes first).  A file that is not a node is reported and left out."""
+    """The rows of the node files ``commit`` adds or changes since ``since`` (every one
+    when None or gone), and the ids it removed (None: every row); what is not a node is
+    reported and left out."""
     removed: list[str] | None = None
     files: dict[str, bytes] | None = None
     if since is not None:
         try:
-            files, gone = _changed_files(root, since, commit)
-            removed = [_id_of(path) for path in gone]
+            files, gone = _changed_files(root, since, commit)  # <seq>-<role>-<id>.json:
+            removed = [path.rsplit("/", 1)[-1][:-5].split("-", 2)[-1] for path in gone]
         except Exception:  # the old commit is gone (a rewritten folder): from scratch
             files = None
     if files is None:
@@ -474,9 +435,12 @@ def derive(
     return rows, removed
 
 
-def clean_meta(meta: dict[str, Any]) -> list[str]:
-    """Drop the fields of a ``meta.json`` that do not have their type (a damaged or hostile
-    file); returns what was dropped, to report."""
+def read_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """A ``meta.json`` (``OSError``, ``ValueError``: unreadable) without the fields of the
+    wrong type, and what was dropped."""
+    meta = loads(read_bytes(str(path)))
+    if not isinstance(meta, dict):
+        raise ValueError("not a JSON object")
     dropped = []
     for key, types in _META_TYPES.items():
         value = meta.get(key)
@@ -488,7 +452,7 @@ def clean_meta(meta: dict[str, Any]) -> list[str]:
         if not ok:
             del meta[key]
             dropped.append(f"{key}={value!r:.40}")
-    return dropped
+    return meta, dropped
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {

@@ -1,35 +1,26 @@
-"""A session's live state: ``.state/live.db``, a SQLite database in WAL mode (stdlib
-``sqlite3``) beside the repository, never committed, never shared.  It holds what is not in
-git yet and what every writing process of the session shares:
+"""A session's live state: ``.state/live.db``, SQLite in WAL mode beside the repository,
+never committed.  ``state(k, v)`` holds the counters (``seq``, ``turn``, ``head``), the
+commit the ``nodes`` rows follow (``commit``) and the commits made (``commits``); ``rows``
+the newest record of each node in flight with its writer (``host:pid:start time``);
+``nodes`` and the totals are :mod:`index`'s.
 
-- ``state(k, v)``: ``seq`` (the end of the last block of seqs leased), ``turn`` (the next
-  turn number), ``head`` (HEAD's node id), ``commit`` (the commit the ``nodes`` rows are
-  derived to), ``commits`` (made, by any process);
-- ``rows(id, owner, body)``: the newest state of each node of a turn in flight not yet
-  committed, or still open, with the process that wrote it (``host:pid:start time``);
-- ``nodes``: the one index (:mod:`index`), derived from git for every committed turn, with
-  the rows a process put for its nodes in flight;
-- ``counts``, ``usage``, ``llm_turns``: the session's totals, kept from the ``nodes`` rows
-  by triggers (:func:`index.keep_totals`).
-
-Every change is one ``BEGIN IMMEDIATE`` transaction: :attr:`LiveState.lock` is the
-session's write lock (re-entrant, across threads and processes).  A row survives
-``SIGKILL`` of its writer once the call that wrote it returns; the next open turns dead
-owners' rows into a ``recovery`` commit.  Nothing is memory-mapped: a full disk ends a write
-in one :class:`StoreError`.  A process keeps its connection across opens, never in a forked
-child or past the file's replacement (decision 0061).
+Every change is one ``BEGIN IMMEDIATE`` transaction (:attr:`LiveState.lock`, re-entrant,
+across threads and processes).  A row survives ``SIGKILL`` once the call that wrote it
+returns; the next open commits dead writers' rows (``recovery``).  Nothing is
+memory-mapped: a full disk is one :class:`StoreError`.  A process keeps its connection
+across opens, never in a forked child nor past the file's replacement (decision 0061).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import sqlite3
 import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
+from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -47,6 +38,7 @@ from openprogram.store.session.index import (
 )
 from openprogram.store.session.index import SCHEMA as NODES_SCHEMA
 from openprogram.store.session.records import own_owner, owner_alive, parsed, recovered
+from openprogram.store.session.safegit import remove
 
 DB_NAME = "live.db"
 DB_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal")
@@ -60,16 +52,14 @@ SCHEMA = (
     *NODES_SCHEMA,
 )
 PUT_ROW = "INSERT OR REPLACE INTO rows (id, owner, body) VALUES (?, ?, ?)"
-# the three counters as one row (three key lookups: cheaper than fetching every row)
-READ_COUNTERS = "SELECT " + ", ".join(
+READ_COUNTERS = "SELECT " + ", ".join(  # three key lookups: cheaper than every row
     f"(SELECT v FROM state WHERE k = '{key}')" for key in ("seq", "turn", "head")
 )
-# an upsert changes a value in place: a REPLACE would delete the row and insert it again,
-# writing the key's index page too (one page more in the WAL at every HEAD move)
+# an upsert changes the value in place (a REPLACE would rewrite the key's index page too)
 PUT_VALUE = "INSERT INTO state (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
 # Connections kept across opens (decision 0061): the idle ones by database (LRU), every one
-# this process made and has not closed, and, in a forked child, the parent's: kept unused
-# and never closed (that would act on the parent's SQLite locks).
+# this process made and has not closed, and, in a forked child, the parent's (never used
+# nor closed: that would act on the parent's SQLite locks).
 MAX_IDLE = 8
 Identity = tuple[int, int]  # (device, inode) of the file a connection opened
 _IDLE: dict[Path, tuple[sqlite3.Connection, Identity]] = {}
@@ -81,15 +71,11 @@ _CLOSED.close()  # what a closed LiveState holds: any use raises
 
 
 def _remove_if_not_regular(path: Path) -> None:
-    """A symlink, FIFO or directory where a database file goes is removed, never
-    followed or opened (a folder someone else wrote; what of a folder cannot be removed
-    is left for SQLite to refuse in one line)."""
-    with suppress(FileNotFoundError):
-        mode = os.lstat(path).st_mode
-        if stat.S_ISDIR(mode):
-            shutil.rmtree(path, ignore_errors=True)
-        elif not stat.S_ISREG(mode):
-            os.unlink(path)
+    """A symlink, FIFO or directory where a database file goes is removed, never followed
+    (what cannot be removed is left for SQLite to refuse in one line)."""
+    with suppress(OSError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            remove(path)
 
 
 def _identity(path: str | Path) -> Identity | None:
@@ -108,8 +94,7 @@ def _after_fork() -> None:
 
 
 def _take(path: Path) -> tuple[sqlite3.Connection, Identity] | None:
-    """The idle connection kept to ``path``, if the file is still the one it opened (an
-    open file's inode is never reused: a new file has another)."""
+    """The idle connection to ``path`` if the file is still the one it opened."""
     if os.getpid() != _POOL_PID:  # (a fork that ran no hook)
         _after_fork()
     with _POOL:
@@ -143,8 +128,7 @@ def _release(db: sqlite3.Connection) -> None:
 
 def discard(state_dir: Path) -> None:
     """Close the connection kept to the database in ``state_dir`` (a session deleted)."""
-    with _POOL:
-        kept = _IDLE.pop(state_dir / DB_NAME, None)
+    kept = _take(state_dir / DB_NAME)
     if kept is not None:
         _release(kept[0])
 
@@ -212,8 +196,7 @@ class LiveState:
         self._db, self._inode = _take(self.path) or self._connect()
 
     def _connect(self) -> tuple[sqlite3.Connection, Identity]:
-        """A connection to the database (made if missing; a link or FIFO in the way is
-        removed first), and the inode it opened."""
+        """A new connection (a link or FIFO in the way removed first) and its file."""
         for name in DB_FILES:
             _remove_if_not_regular(self.path.parent / name)
         try:
@@ -250,9 +233,8 @@ class LiveState:
 
     # -- transactions ------------------------------------------------------------------
     def _error(self, exc: BaseException) -> BaseException:
-        failed_in_function = str(exc).startswith("user-defined function raised")
-        if failed_in_function and ctrl_c_landed():  # in a totals function (SQLite kept only
-            return KeyboardInterrupt()  # that it failed): delivered here
+        if str(exc).startswith("user-defined function raised") and ctrl_c_landed():
+            return KeyboardInterrupt()  # in a totals function (SQLite kept only that it failed)
         text = " ".join(str(exc).split()) or type(exc).__name__
         name = getattr(exc, "sqlite_errorname", "")
         if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
@@ -260,13 +242,10 @@ class LiveState:
         return StoreError(f"session {self.label}: live state {self.path}: {text}")
 
     def _begin(self) -> None:
-        if _identity(self._file) != self._inode:  # deleted (or replaced) since: never write
-            _release(self._db)  # to a lost file
+        if _identity(self._file) != self._inode:  # deleted or replaced: never write to it
+            _release(self._db)
             self._db, self._inode = self._connect()
-        db = self._db
-        if db.in_transaction:  # left by an interrupt between BEGIN and COMMIT: finish it
-            self._end(commit=True)
-        self._waiting_out_others("BEGIN IMMEDIATE")
+        self._autocommit("BEGIN IMMEDIATE")
 
     def _end(self, *, commit: bool) -> None:
         db = self._db
@@ -276,22 +255,15 @@ class LiveState:
             db.execute("COMMIT" if commit else "ROLLBACK")
         except sqlite3.Error as exc:
             if db.in_transaction:
-                try:
+                with suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
             raise self._error(exc) from exc
 
-    def _autocommit(self, sql: str, args: tuple[Any, ...]) -> None:
-        """One statement in its own transaction (the caller holds the lock's ``RLock``),
-        waiting for another process's transaction as :meth:`_begin` does."""
+    def _autocommit(self, sql: str, args: tuple[Any, ...] = ()) -> None:
+        """Run ``sql`` (a transaction an interrupt left open finished first), again while
+        another process's transaction holds the database."""
         if self._db.in_transaction:
             self._end(commit=True)
-        self._waiting_out_others(sql, args)
-
-    def _waiting_out_others(self, sql: str, args: tuple[Any, ...] = ()) -> None:
-        """Run ``sql``; while another process's transaction holds the database (busy or
-        locked: each try waits ``BUSY_MS``), try again; any other failure is one error."""
         while True:
             try:
                 self._db.execute(sql, args)
@@ -302,9 +274,9 @@ class LiveState:
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
 
-    def _execute(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        """The rows of ``sql``, one thread at a time (one waiting with the GIL deadlocks
-        with one whose statement calls the totals' functions, ``index.keep_totals``)."""
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """The rows of ``sql`` (WAL: other writers never block a read), one thread at a
+        time (one waiting with the GIL deadlocks with one in a totals function)."""
         with self.lock._rlock:
             try:
                 return self._db.execute(sql, tuple(args)).fetchall()
@@ -312,11 +284,10 @@ class LiveState:
                 raise self._error(exc) from exc
 
     def _values(self) -> dict[str, Any]:
-        return dict(self._execute("SELECT k, v FROM state"))
+        return dict(self.query("SELECT k, v FROM state"))
 
     def _many(self, sql: str, rows: list[Any]) -> None:
-        """``sql`` once per row, in one transaction (the calling thread's, if it holds the
-        lock)."""
+        """``sql`` once per row, in one transaction (the calling thread's, if held)."""
         if not self.lock.held():
             with self.lock:
                 self._many(sql, rows)
@@ -329,14 +300,10 @@ class LiveState:
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
 
-    def _set(self, **values: Any) -> None:
-        self._many(PUT_VALUE, list(values.items()))
-
     # -- counters ----------------------------------------------------------------------
     def read(self) -> tuple[int, int, str | None] | None:
-        """(next seq, next turn, HEAD id), or None when missing or damaged (the caller
-        rebuilds them from git)."""
-        seq, turn, head = self._execute(READ_COUNTERS)[0]
+        """(next seq, next turn, HEAD id); None when missing or damaged (rebuilt then)."""
+        seq, turn, head = self.query(READ_COUNTERS)[0]
         if type(seq) is not int or type(turn) is not int:
             return None
         if not (0 <= seq < MAX_COUNT and 1 <= turn < MAX_COUNT):
@@ -349,8 +316,7 @@ class LiveState:
         self, seq: int, turn: int, head_id: str | None,
         was: tuple[int, int, str | None] | None = None,
     ) -> None:  # fmt: skip
-        """Set the counters; ``was``: what :meth:`read` gave in this transaction (the values
-        that did not change are not written again)."""
+        """Set the counters; those equal to ``was`` (:meth:`read`'s, this transaction) stay."""
         values = [("seq", seq), ("turn", turn), ("head", head_id)]
         if was is not None:
             values = [item for item, old in zip(values, was, strict=True) if item[1] != old]
@@ -362,14 +328,7 @@ class LiveState:
         values = self._values()
         return _int(values.get("seq")), _int(values.get("commits"))
 
-    def bump_commits(self) -> int:
-        """Count one more commit; returns the commits made so far (by any process)."""
-        with self.lock:
-            commits = _int(self._values().get("commits")) + 1
-            self._set(commits=commits)
-            return commits
-
-    # -- rows of turns in flight -------------------------------------------------------
+    # -- rows ---------------------------------------------------------------------------
     def put_rows(self, rows: Iterable[tuple[str, bytes]], owner: str | None = None) -> None:
         """Record the newest state of nodes (id, JSON body) for ``owner`` (this process)."""
         who = owner or own_owner()
@@ -381,45 +340,35 @@ class LiveState:
             return
         self._many(PUT_ROW, items)
 
-    def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> None:
-        """Forget this process's rows (committed, in ``commit``: the ``nodes`` rows follow
-        it then), but those of the ids in ``keep`` (still open)."""
+    def drop_rows(self, keep: Iterable[str] = (), commit: str | None = None) -> int:
+        """Forget this process's rows but those of ``keep`` (still open); ``commit``: made
+        (the ``nodes`` rows follow it, one more commit counted).  The commits made."""
         keep_ids = list(keep)
         with self.lock:
-            if commit is not None:
-                self._set(commit=commit)
-            if not keep_ids:
-                self._execute("DELETE FROM rows WHERE owner = ?", (own_owner(),))
-                return
             marks = ",".join("?" * len(keep_ids))
-            self._execute(
-                f"DELETE FROM rows WHERE owner = ? AND id NOT IN ({marks})",
-                (own_owner(), *keep_ids),
-            )
+            sql = f"DELETE FROM rows WHERE owner = ? AND id NOT IN ({marks})"
+            self.query(sql, (own_owner(), *keep_ids))
+            commits = _int(self._values().get("commits"))
+            if commit is not None:
+                commits += 1
+                self._many(PUT_VALUE, [("commit", commit), ("commits", commits)])
+            return commits
 
     def drop_owners(self, owners: Iterable[str]) -> None:
-        with self.lock:
-            for owner in owners:
-                self._execute("DELETE FROM rows WHERE owner = ?", (owner,))
-
-    # -- the nodes table ---------------------------------------------------------------
-    def query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        """The rows ``sql`` selects: a read (WAL: other processes' writers never block it),
-        one thread of this process at a time on the connection."""
-        return self._execute(sql, args)
+        self._many("DELETE FROM rows WHERE owner = ?", [(owner,) for owner in owners])
 
     def put_index(self, rows: list[Row]) -> None:
-        """Put the index rows of nodes this process recorded (one transaction)."""
+        """Put the ``nodes`` rows of nodes this process recorded (one transaction)."""
         self._many(PUT_STATE, rows)
 
     def derived(self) -> str | None:
-        """The commit the ``nodes`` rows follow (None: none yet, a new database)."""
+        """The commit the ``nodes`` rows follow (None: a new database)."""
         value = self._values().get("commit")
         return value if type(value) is str else None
 
     def follow(self, commit: str, rows: list[Row], removed: list[str] | None) -> None:
-        """The ``nodes`` rows now follow ``commit``: ``rows`` from it put, the ids
-        ``removed`` dropped (None: every row first) — never the row of a node in flight."""
+        """The ``nodes`` rows now follow ``commit``: ``rows`` put, the ids ``removed``
+        dropped (None: every row first), never the row of a node in flight."""
         with self.lock:
             try:
                 if removed is None:  # every row: indexes and totals made after, in bulk
@@ -436,26 +385,23 @@ class LiveState:
                     self._db.executemany(PUT_COMMITTED, rows)
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
-            self._set(commit=commit)
+            self._many(PUT_VALUE, [("commit", commit)])
 
     def _others(self, *, alive: bool) -> Iterator[tuple[str, list[dict[str, Any]], int]]:
         """(owner, its records, its rows not JSON objects) of each other process with rows
         that is ``alive`` (or gone)."""
-        found = self._execute("SELECT DISTINCT owner FROM rows ORDER BY owner")
-        for owner in (str(owner) for (owner,) in found):
-            if owner != own_owner() and owner_alive(owner) == alive:
-                rows = self._execute("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
-                yield owner, *parsed(body for (body,) in rows)
+        sql = "SELECT owner, body FROM rows WHERE owner != ? ORDER BY owner, id"
+        for owner, rows in groupby(self.query(sql, (own_owner(),)), key=itemgetter(0)):
+            if owner_alive(owner) == alive:
+                yield owner, *parsed(body for _owner, body in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """(owner pid, its records) of the other processes alive with rows: what a view
-        may show of their turns before they commit."""
+        """(pid, records) of the other processes alive with rows (their turns in flight)."""
         return [(owner.rsplit(":", 2)[-2], found) for owner, found, _ in self._others(alive=True)]
 
     def dead_rows(self) -> tuple[list[Call], list[str], list[tuple[str, str]]]:
-        """The nodes recorded by processes that are gone, open ones closed
-        (:func:`records.recovered`), their owners (to drop once the nodes are committed),
-        and (where, reason) for owners with records skipped."""
+        """The nodes of processes that are gone (open ones closed,
+        :func:`records.recovered`), their owners, and (where, reason) of records skipped."""
         found: dict[str, Call] = {}
         owners: list[str] = []
         skipped: list[tuple[str, str]] = []
@@ -468,11 +414,6 @@ class LiveState:
                 where = f"{self.path} (process {owner})"
                 skipped.append((where, f"{len(reasons)} record(s) skipped: {reasons[0]}"))
         return list(found.values()), owners, skipped
-
-    def changes(self) -> int:
-        """Rows inserted, replaced or deleted through this connection (a benchmark's count)."""
-        with self.lock._rlock:
-            return self._db.total_changes
 
     def close(self, *, keep: bool = True) -> None:
         """Done: the connection is kept for the next open in this process, or closed."""
@@ -491,8 +432,7 @@ def _int(value: Any) -> int:
 
 @contextmanager
 def opened(state_dir: Path, *, keep: bool = True) -> Iterator[LiveState]:
-    """The live state of a session folder for one short use (a CLI command, a child;
-    not ``keep``: a folder about to move)."""
+    """The live state of a session folder for one short use (not ``keep``: about to move)."""
     live = LiveState(state_dir)
     try:
         yield live

@@ -1,18 +1,14 @@
-"""The read side of an open session: nodes by id, many at once, the whole DAG, children,
-the conversation chain, the light index entries and the totals — SQL over the ``nodes``
-table of the live database (:mod:`index`), and the bounded cache of parsed nodes they
-share with the write path.
-
-A node's content is its record in the ``rows`` table while it is in flight, else its file
-in git (one ``git cat-file --batch`` for many).  :class:`SessionQueries` is a base of
-:class:`session.Session`; it never writes a file or a commit.
+"""The read side of an open session (a base of :class:`session.Session`): SQL over the
+``nodes`` table (:mod:`index`) and the bounded cache of parsed nodes.  A node's content is
+its record in ``rows`` while in flight, else its file in git.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,16 +32,14 @@ from openprogram.store.session.index import (
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
 
-# parsed nodes kept beyond this process's unsaved ones, the least recently used dropped
-# first: a prompt's history walk reads ~20 turns (DEFAULT_TURNS), a few nodes each
+# parsed nodes kept beside the unsaved ones (LRU): a prompt reads ~20 turns, a few nodes each
 NODE_CACHE_MAX = 256
 BATCH_MIN = 8  # committed nodes read by one `git cat-file --batch` rather than one by one
-# the columns of a light entry (``Session.index()``)
 ENTRY_SQL = ", ".join(ENTRY_FIELDS)
 Entry = tuple[Any, ...]
 
 # the nodes older than a window's first turn: all (kept in ``counts``) less the window's
-_OLDER = (
+OLDER = (
     "SELECT (SELECT coalesce(sum(n), 0) FROM counts) - (SELECT count(*) FROM nodes WHERE turn >= ?)"
 )
 
@@ -58,12 +52,9 @@ class Links(NamedTuple):
     top_turn: int  # the highest turn of any node (0: none)
 
 
-def _path(e: Entry) -> str:
-    return e[10] if e[10] is not None else relpath(e[1], e[2], e[3], e[0])
-
-
 def _entry(e: Entry) -> dict[str, Any]:
-    return dict(zip(ENTRY_FIELDS, (*e[:10], _path(e), *e[11:]), strict=True))
+    path = e[10] if e[10] is not None else relpath(e[1], e[2], e[3], e[0])
+    return dict(zip(ENTRY_FIELDS, (*e[:10], path, *e[11:]), strict=True))
 
 
 def _light(e: Entry) -> dict[str, Any]:
@@ -83,22 +74,25 @@ class SessionQueries:
     live: LiveState
     git: Repository
     _mu: threading.RLock
-    _nodes: dict[str, Call]  # parsed nodes (bounded), ours included
-    _dirty: dict[str, Call]  # this process's unsaved nodes
-    _unindexed: dict[str, Call]  # this process's node states whose index rows wait
+    _nodes: dict[str, Call]
+    _dirty: dict[str, Call]
+    _unindexed: dict[str, Call]
 
     def _index_recorded(self) -> None:
-        """Put the index rows of the node states this process recorded since (a batch,
-        before a read: the row per event is the record's)."""
-        if not self._unindexed:
-            return
+        """Put the ``nodes`` rows of the states recorded since (a batch, before a read)."""
+        if self._unindexed:
+            put = self.live.put_index
+            self._flush(self._unindexed, lambda calls: put([row_of(call) for call in calls]))
+
+    def _flush(self, held: dict[str, Call], write: Callable[[list[Call]], None]) -> None:
+        """``write`` the states ``held``, then forget those that did not change meanwhile."""
         with self._mu:  # (not held while the write lock is taken: it is always taken first)
-            calls = list(self._unindexed.values())
-        self.live.put_index([row_of(call) for call in calls])
+            calls = list(held.values())
+        write(calls)
         with self._mu:
             for call in calls:
-                if self._unindexed.get(call.id) is call:
-                    del self._unindexed[call.id]
+                if held.get(call.id) is call:
+                    del held[call.id]
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
         """``sql`` over the index, this process's newest states in it."""
@@ -109,8 +103,7 @@ class SessionQueries:
         return self._query(f"SELECT {ENTRY_SQL} FROM nodes {where} ORDER BY seq", args)
 
     def get(self, node_id: str) -> Call:
-        """The node ``node_id``: a copy (see ``Call.copy``), so what a reader does to it never
-        reaches the session, and a node read while its call runs stays as it was read."""
+        """A copy of node ``node_id`` (what a reader does to it never reaches the session)."""
         with self._mu:
             call = self._nodes.pop(node_id, None)
             if call is not None:
@@ -119,8 +112,7 @@ class SessionQueries:
         found = self._rows("WHERE n.id = ?", (node_id,))
         if not found:
             raise KeyError(f"no node {node_id!r} in session {self.id}")
-        _id, body, path, seq, turn, role = found[0]
-        rel = path if path is not None else relpath(seq, turn, role, node_id)
+        _id, body, rel = found[0]
         return self._parse(rel, body if body is not None else self._blob(rel))
 
     def _blob(self, rel: str) -> bytes | None:
@@ -130,8 +122,7 @@ class SessionQueries:
             return None
 
     def _parse(self, rel: str, data: bytes | None) -> Call:
-        """The node of file ``rel`` with content ``data`` (None: unreadable), cached; a
-        copy is returned."""
+        """A copy of the node of file ``rel`` with content ``data`` (None: unreadable)."""
         try:
             if data is None:
                 raise FileNotFoundError("not in the live state and not committed")
@@ -147,37 +138,33 @@ class SessionQueries:
         return [_entry(e) for e in self._entries()]
 
     def links(self) -> Links:
-        """The predecessor of each node of the conversation chain (no caller: the root, a
-        cell, a message, a top-level call, a script's bare ``llm`` call) in seq order, and
-        the highest seq and turn of any node: what a pull settles on."""
+        """The predecessor of each node with no caller in seq order, and the highest seq
+        and turn: what a pull settles on."""
         chain = self._query("SELECT id, predecessor FROM nodes WHERE caller IS NULL ORDER BY seq")
         top_seq, top_turn = self._query("SELECT max(seq), max(turn) FROM nodes")[0]
         return Links(dict(chain), -1 if top_seq is None else top_seq, top_turn or 0)
 
     def light_nodes(self) -> list[dict[str, Any]]:
-        """Every node as a dict shaped like ``Call.to_dict()`` but from the index only (no
-        input, output, doc; metadata holds kind and status): what a layout of the whole DAG
-        needs, without reading a node's content."""
+        """Every node as ``Call.to_dict()`` from the index only (metadata: kind and
+        status): what a layout of the whole DAG needs."""
         return [_light(e) for e in self._entries()]
 
     def _window_start(self, sql: str, count: int) -> int:
         """The first turn of the newest whole buckets holding the ``count``-th newest of
-        what ``sql`` lists (turns, newest first; 0: the whole session)."""
+        the turns ``sql`` lists (newest first)."""
         found = self._query(sql + " LIMIT 1 OFFSET ?", (max(count, 1) - 1,))
         if not found:
             return 0
         return found[0][0] // TURNS_PER_BUCKET * TURNS_PER_BUCKET
 
     def light_window(self, tops: int) -> tuple[list[dict[str, Any]], int]:
-        """The newest nodes as :meth:`light_nodes` makes them — whole buckets of 100 turns,
-        newest first, until they hold ``tops`` turn-level nodes (or the whole session) — and
-        how many nodes are older than them.  A node whose predecessor is older is listed
-        without it (``metadata.cut``: the view starts there); no node's content is read."""
+        """:meth:`light_nodes` of the newest whole buckets holding ``tops`` turn-level
+        nodes, and how many nodes are older; a predecessor older is cut (``metadata.cut``)."""
         first = self._window_start(
             "SELECT turn FROM nodes WHERE caller IS NULL ORDER BY turn DESC", tops
         )
         entries = self._entries("WHERE turn >= ?", (first,))
-        older = self._query(_OLDER, (first,))[0][0]  # the window counted, not the rest
+        older = self._query(OLDER, (first,))[0][0]  # the window counted, not the rest
         known = {e[0] for e in entries}
         kept = []
         for node in map(_light, entries):
@@ -191,13 +178,9 @@ class SessionQueries:
         return kept, older
 
     def totals(self) -> Totals:
-        """Counts of the whole session (nodes, ``tops`` turn-level nodes, ``turns``,
-        ``kinds``, ``statuses``) and what its ``llm`` nodes used (``calls``,
-        ``input_tokens``, ``output_tokens``, ``cost``, ``unpriced``; ``functions``: by the
-        name of the node each was called from; ``llm_turns``: turns with one): the totals
-        the live database keeps as the rows change (:func:`index.keep_totals`), a few
-        rows read.  Costs are kept exactly and rounded once (``math.fsum``: the float a
-        scan of every node gives)."""
+        """The session's counts and what its ``llm`` nodes used (``functions``: by their
+        caller's name), from the totals the triggers keep (:func:`index.keep_totals`);
+        costs rounded once (``math.fsum``: the float a scan of every node gives)."""
         self._index_recorded()
         q = self.live.query
         kinds: dict[str, int] = {}
@@ -229,10 +212,8 @@ class SessionQueries:
         }  # fmt: skip
 
     def usage_window(self, turns: int | None) -> tuple[Totals, list[dict[str, Any]]]:
-        """What ``sessions usage`` prints, from the index: the session's :meth:`totals` and
-        the ``llm`` entries (as :meth:`index` makes them) of the newest buckets holding the
-        newest ``turns`` turns with ``llm`` nodes (None: every one).  No node's content is
-        read."""
+        """What ``sessions usage`` prints: :meth:`totals` and the ``llm`` entries of the
+        newest buckets holding ``turns`` turns with ``llm`` nodes (None: every one)."""
         first = 0
         if turns is not None:
             first = self._window_start(
@@ -242,46 +223,41 @@ class SessionQueries:
         return self.totals(), [_entry(e) for e in calls]
 
     def nodes(self) -> list[Call]:
-        """Every readable node in seq order (corrupted ones are listed in ``problems``);
-        copies, as :meth:`get`'s."""
+        """Copies of every readable node in seq order (corrupted ones in ``problems``)."""
         return list(self._read_many(self._rows("")).values())
 
     def get_many(self, node_ids: Iterable[str]) -> dict[str, Call]:
-        """The readable nodes among ``node_ids``, in that order (unknown ones left out,
-        corrupted ones too and listed in ``problems``); copies, as :meth:`get`'s."""
+        """Copies of the readable nodes among ``node_ids``, in order (corrupted: ``problems``)."""
         wanted = list(dict.fromkeys(node_ids))
-        found: dict[str, tuple[Any, ...]] = {}
-        for start in range(0, len(wanted), 500):  # (SQLite's limit on variables)
-            part = wanted[start : start + 500]
-            where = f"WHERE n.id IN ({','.join('?' * len(part))})"
-            found.update((row[0], row) for row in self._rows(where, part))
-        return self._read_many([found[i] for i in wanted if i in found])
+        found = self._rows("WHERE n.id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),))
+        by_id = {row[0]: row for row in found}
+        return self._read_many([by_id[i] for i in wanted if i in by_id])
 
-    def _rows(self, where: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._query(
+    def _rows(self, where: str, args: Iterable[Any] = ()) -> list[tuple[str, bytes | None, str]]:
+        """(id, record in flight or None, file in git) of the nodes ``where`` selects."""
+        found = self._query(
             "SELECT n.id, r.body, n.path, n.seq, n.turn, n.role FROM nodes n"
             f" LEFT JOIN rows r ON r.id = n.id {where} ORDER BY n.seq",
             args,
         )
+        return [
+            (node_id, body, path if path is not None else relpath(seq, turn, role, node_id))
+            for node_id, body, path, seq, turn, role in found
+        ]
 
-    def _read_many(self, rows: list[tuple[Any, ...]]) -> dict[str, Call]:
+    def _read_many(self, rows: list[tuple[str, bytes | None, str]]) -> dict[str, Call]:
         """Node id -> node; the committed ones not cached read from git in one go."""
         with self._mu:
             cached = {row[0]: self._nodes.get(row[0]) for row in rows}
-        paths = {
-            row[0]: row[2] if row[2] is not None else relpath(row[3], row[4], row[5], row[0])
-            for row in rows
-        }
-        wanted = [paths[row[0]] for row in rows if row[1] is None and cached[row[0]] is None]
+        wanted = [rel for node_id, body, rel in rows if body is None and cached[node_id] is None]
         committed = read_paths(self.git, wanted) if len(wanted) >= BATCH_MIN else {}
         out: dict[str, Call] = {}
-        for node_id, body, *_rest in rows:
+        for node_id, body, rel in rows:
             try:
                 call = cached[node_id]
                 if call is not None:
                     out[node_id] = call.copy()
                     continue
-                rel = paths[node_id]
                 data = body if body is not None else committed.get(rel) or self._blob(rel)
                 out[node_id] = self._parse(rel, data)
             except CorruptedFile as exc:
@@ -295,7 +271,7 @@ class SessionQueries:
         return [node_id for (node_id,) in found]
 
     def chain(self, start: str | None, limit: int) -> list[Call]:
-        """Up to ``limit`` nodes of the conversation chain ending at ``start``, oldest first."""
+        """Up to ``limit`` nodes of the chain ending at ``start``, oldest first."""
         return graph.chain(self._readable, start, limit)
 
     def _readable(self, node_id: str) -> Call | None:
@@ -310,8 +286,7 @@ class SessionQueries:
         self._trim()
 
     def _trim(self) -> None:
-        # bounded memory: NODE_CACHE_MAX saved nodes beside the unsaved ones (which stay: the
-        # commit writes them), the least recently used dropped first (dicts keep order)
+        # NODE_CACHE_MAX saved nodes beside the unsaved ones, least recently used dropped
         nodes, dirty = self._nodes, self._dirty
         excess = len(nodes) - NODE_CACHE_MAX - len(dirty)
         if excess > 0:
@@ -320,9 +295,9 @@ class SessionQueries:
 
 
 def read_paths(repo: Repository, paths: list[str]) -> dict[str, bytes]:
-    """Many files of HEAD at once (one ``git ls-tree`` of their folders, one ``git
-    cat-file --batch``); those not there or over ``MAX_FILE_BYTES`` left out.  (Naming
-    each as ``<commit>:<path>`` to ``cat-file`` would walk the trees once a name.)"""
+    """Many files of HEAD (one ``ls-tree`` of their buckets, then one ``cat-file
+    --batch``: ``<commit>:<path>`` would walk the trees a name); those over
+    ``MAX_FILE_BYTES`` left out."""
     commit = repo.read_ref()
     if commit is None or not paths:
         return {}

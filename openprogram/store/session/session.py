@@ -1,12 +1,6 @@
 """One session opened by this process: opening, syncing with other writers, and the write
-path (its queries are in :mod:`queries`, a base of :class:`Session`).
-
-Writes are cheap (:meth:`Session.append` records one row of the ``nodes`` table of the
-live database, :mod:`live`, :mod:`index`); :meth:`Session.commit` makes one commit, its
-objects one pack, and nothing on that path grows with the session.  There is no working
-tree: a node's content is its row's record or its file in git.  Git repacks the packs
-beside the writer, in a child that ends with the session's close (:mod:`history`).
-Reading is SQL (:mod:`queries`).
+path (a node event is one row of the live database; a commit one pack, nothing on that
+path grows with the session).  Its reads are :mod:`queries`, a base of :class:`Session`.
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +34,18 @@ from openprogram.store.session.files import (
     current_author,
     ensure_dir,
     jsonable,
-    loads,
     read_bytes,
 )
-from openprogram.store.session.history import Repository, repack
-from openprogram.store.session.index import clean_meta, counts_as_turn, derive, node_relpath, row_of
+from openprogram.store.session.history import Repository
+from openprogram.store.session.index import counts_as_turn, derive, node_relpath, read_meta, row_of
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1
-# seqs a process leases at once: the shared counter moves by a block under the lock and the
-# process hands out numbers from it without the lock (a block left when it ends is a gap:
-# nothing assumes seqs are contiguous, only unique and ordered)
+# seqs a process leases at once, then hands out without the lock (seqs are unique and
+# ordered, not contiguous: a block left unused is a gap)
 SEQ_BLOCK = 64
 PLACE_FILE = "place"  # .state/place: where this machine last used the session
 MAX_PLACE_BYTES = 4096
@@ -66,10 +59,9 @@ class Session(SessionQueries):
         self.path = path
         self.pid = os.getpid()
         make_safe(path / ".git")  # before anything reads the repository
-        state = ensure_dir(path, ".state")  # a symlink there is removed, never followed
+        self._state = ensure_dir(path, ".state")  # a symlink there is removed, not followed
         ensure_dir(path, "workdir")
-        self._state = state
-        self.live = LiveState(state, session_id)
+        self.live = LiveState(self._state, session_id)
         self.lock = self.live.lock  # the session's write lock: SQLite's (BEGIN IMMEDIATE)
         self.git = Repository(path)
         self.git.lock_held = self.lock.held  # a ref lock found under it: a dead writer's
@@ -77,14 +69,11 @@ class Session(SessionQueries):
         self.problems: list[str] = []
         self._mu = threading.RLock()
         self._nodes: dict[str, Call] = {}  # parsed nodes (bounded), ours included
-        # node states recorded since the index was last asked: their ``nodes`` rows are put
-        # when a read or the commit needs them (a batch; the hot path writes the record only)
-        self._unindexed: dict[str, Call] = {}
-        self._dirty: dict[str, Call] = {}
+        self._unindexed: dict[str, Call] = {}  # states whose ``nodes`` row waits for a read
+        self._dirty: dict[str, Call] = {}  # states not committed yet
         self._open: set[str] = set()
-        # node states whose row could not be written (disk full): an open node reaches git
-        # only once its row is in the live database, so a recovery can close it
-        self._unsaved: dict[str, Call] = {}
+        self._unsaved: dict[str, Call] = {}  # states whose row failed (disk full): written
+        # before the commit, so an open node reaches git only once a recovery can close it
         self._meta_changes: dict[str, Any] = {}  # set by this process, kept over disk's
         self._new_turns: set[str] = set()  # turns of this process not committed yet
         self._synced = (-1, -1)  # (seq counter, commits) when this view was last complete
@@ -93,23 +82,19 @@ class Session(SessionQueries):
         with self.lock:
             self._load_meta()
             self._follow_git()
-            self._ensure_counters()
+            self._counters()
             self._recover()
             self._synced = self.live.stamp()
 
-    # -- reading files -------------------------------------------------------------------
     def _load_meta(self, *, quiet: bool = False) -> None:
         meta_path = self.path / "meta.json"
         try:
-            meta = loads(read_bytes(str(meta_path)))
-            if not isinstance(meta, dict):
-                raise ValueError("not a JSON object")
+            meta, dropped = read_meta(meta_path)
         except (OSError, ValueError) as exc:
             if quiet and self.meta:  # already reported at open; keep what we have
                 return
             self._problem(str(meta_path), str(exc))
-            meta = {"id": self.id, "title": self.id, "created_at": time.time()}
-        dropped = clean_meta(meta)
+            meta, dropped = {"id": self.id, "title": self.id, "created_at": time.time()}, []
         if dropped and not quiet:
             self._problem(str(meta_path), "fields of the wrong type ignored: " + ", ".join(dropped))
         meta["id"] = self.id
@@ -120,62 +105,44 @@ class Session(SessionQueries):
         self.problems.append(message)
         warnings.warn(message, CorruptedFileWarning, stacklevel=3)
 
-    def _follow_git(self) -> bool:
-        """Derive the ``nodes`` rows from git when the ref is not the commit they follow
-        (a clone, ``live.db`` deleted, a pull, a writer killed between the ref and its
-        transaction): the node files changed since, or every one.  Whether it did."""
+    def _follow_git(self) -> None:
+        """Derive the ``nodes`` rows from git when the ref moved from the commit they
+        follow (a clone, ``live.db`` deleted, a pull, a writer killed between the ref and
+        its transaction)."""
         with self.lock:
             ref = self.git.read_ref()
             since = self.live.derived()
             if ref is None or ref.hex() == since:
-                return False
+                return
             rows, removed = derive(self.path, since, ref.hex(), self._problem)
             self.live.follow(ref.hex(), rows, removed)
             with self._mu:
                 for node_id in list(self._nodes):
                     if node_id not in self._dirty:
                         del self._nodes[node_id]
-            return True
-
-    def _ensure_counters(self) -> None:
-        """Rebuild the counters of the live database (a clone, ``live.db`` deleted) from
-        the ``nodes`` rows and ``meta.json``'s HEAD."""
-        if self.live.read() is not None:
-            return
-        seq, turn = self.live.query("SELECT max(seq), max(turn) FROM nodes")[0]
-        head = self.meta.get("head_id")
-        if not isinstance(head, str) or not self.live.query(
-            "SELECT 1 FROM nodes WHERE id = ?", (head,)
-        ):
-            roots = self.live.query("SELECT id FROM nodes WHERE kind = 'root' ORDER BY seq")
-            head = roots[0][0] if roots else None
-        self.live.write((seq if seq is not None else -1) + 1, (turn or 0) + 1, head)
 
     def _recover(self) -> None:
         """Commit what writers that died mid-turn left in the live database (their open
-        nodes end ``interrupted``), as one ``recovery`` commit: no journal to replay."""
+        nodes end ``interrupted``) as one ``recovery`` commit."""
         with self.lock:
             calls, owners, skipped = self.live.dead_rows()
             for where, reason in skipped:
                 self._problem(where, reason)
-            if owners:
-                self._commit_recovered(calls)
-                self.live.drop_owners(owners)
-
-    def _commit_recovered(self, calls: list[Call]) -> None:
-        with self._mu:
-            for call in calls:
-                if counts_as_turn(call.caller, call.kind) and not self._committed(call):
-                    self._new_turns.add(call.id)
-                self._dirty[call.id] = call
-                self._unindexed[call.id] = call
-                self._cache(call)
-            self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
+            if not owners:
+                return
+            with self._mu:
+                for call in calls:
+                    if counts_as_turn(call.caller, call.kind) and not self._committed(call):
+                        self._new_turns.add(call.id)
+                    self._dirty[call.id] = call
+                    self._unindexed[call.id] = call
+                    self._cache(call)
+                self._commit_locked(f"recovery: {len(calls)} nodes left by a stopped process")
+            self.live.drop_owners(owners)
 
     def sync(self) -> None:
-        """Refresh this view if another process wrote to the session since: leased seqs or
-        committed (one read of the shared counters when nothing changed).  Called when a
-        turn begins."""
+        """Refresh this view if another process leased seqs or committed since (one read
+        when nothing changed).  Called when a turn begins."""
         with self.lock:
             stamp = self.live.stamp()
             if stamp != self._synced:
@@ -183,9 +150,8 @@ class Session(SessionQueries):
                 self._synced = stamp
 
     def refresh(self) -> None:
-        """Pick up ``meta.json``, a ref moved without the ``nodes`` rows (a pull's), and
-        the rows of writers that died.  This process's unsaved writes are kept (other
-        writers' commits are in the shared rows already)."""
+        """Pick up ``meta.json`` (this process's changes kept over it), a ref moved
+        without the ``nodes`` rows (a pull's), and the rows of writers that died."""
         with self.lock, self._mu:
             self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
             self.meta.update(self._meta_changes)
@@ -193,32 +159,24 @@ class Session(SessionQueries):
             self._recover()
 
     def set_meta(self, **fields: Any) -> None:
-        """Change ``meta.json`` fields (title…); written at the next commit, over whatever
-        other processes wrote meanwhile."""
+        """Change ``meta.json`` fields (title…) at the next commit, over other writers'."""
         with self._mu:
             self._meta_changes.update(fields)
             self.meta.update(fields)
 
     def note_place(self, place: str) -> None:
-        """Remember where the session is used on this machine now (``notebook <path>``),
-        for ``sessions list``: in ``.state`` (never committed, so never merged: another
-        machine has other paths), written only when it changed; a failure to write it
-        never stops a turn."""
+        """Note where this machine uses the session (``notebook <path>``) in ``.state``
+        (never committed: another machine has other paths); a failure never stops a turn."""
         data = " ".join(place.split()).encode()[:MAX_PLACE_BYTES]
         target = self._state / PLACE_FILE
-        try:
+        with suppress(OSError):
             if read_bytes(str(target), MAX_PLACE_BYTES) == data:
                 return
-        except OSError:
-            pass
-        try:
+        with suppress(OSError):
             atomic_write(target, data)
-        except OSError:
-            pass
 
-    # -- writing -------------------------------------------------------------------------
     def begin_turn(self) -> int:
-        """Allocate the next turn number (the storage shard of the nodes of one turn)."""
+        """Allocate the next turn number."""
         refresh_secrets()  # credential variables set since: redacted from this turn on
         with self.lock:
             seq, turn, head = state = self._counters()
@@ -226,11 +184,19 @@ class Session(SessionQueries):
         return turn
 
     def _counters(self) -> tuple[int, int, str | None]:
+        """(next seq, next turn, HEAD), rebuilt when missing or damaged (a clone, ``live.db``
+        deleted) from the ``nodes`` rows and ``meta.json``'s HEAD."""
         state = self.live.read()
-        if state is None:  # damaged meanwhile (or deleted): rebuilt from git
-            self._ensure_counters()
+        if state is None:
+            head = self.meta.get("head_id")
+            seq, turn, known, root = self.live.query(
+                "SELECT max(seq), max(turn), (SELECT id FROM nodes WHERE id = ?),"
+                " (SELECT id FROM nodes WHERE kind = 'root' ORDER BY seq LIMIT 1) FROM nodes",
+                (head if isinstance(head, str) else None,),
+            )[0]
+            self.live.write((seq if seq is not None else -1) + 1, (turn or 0) + 1, known or root)
             state = self.live.read()
-        assert state is not None
+            assert state is not None
         return state
 
     @property
@@ -238,9 +204,8 @@ class Session(SessionQueries):
         return self._counters()[2]
 
     def append(self, call: Call, *, turn: int, advance_head: bool = False) -> Call:
-        """Give ``call`` a seq and record it.  A turn-level write (``advance_head``) links
-        the call after HEAD (unless a predecessor is given) and moves HEAD to it, atomically.
-        A nested node takes its seq from this process's leased block (no lock)."""
+        """Give ``call`` a seq and record it; ``advance_head``: link it after HEAD (unless
+        it has a predecessor) and move HEAD to it, in one transaction."""
         call.turn = turn
         if not advance_head:
             call.seq = self._take_seqs(1)
@@ -267,9 +232,7 @@ class Session(SessionQueries):
         return call
 
     def append_many(self, calls: Sequence[Call], *, turn: int) -> list[Call]:
-        """Append ``calls`` (nested nodes: none moves HEAD) in one go: consecutive seqs in
-        their order and one row write for all of them.  What :meth:`append` costs per
-        node, paid once per batch (a map's returned nodes)."""
+        """Append nested ``calls`` (a map's) with consecutive seqs and one row write."""
         if not calls:
             return []
         seq = self._take_seqs(len(calls))
@@ -280,8 +243,7 @@ class Session(SessionQueries):
         return list(calls)
 
     def _take_seqs(self, count: int) -> int:
-        """The first of ``count`` consecutive seqs for nested nodes: from this process's
-        leased block when it has them (no lock, no file), else from a block leased now."""
+        """The first of ``count`` consecutive seqs, from the leased block (no lock) or a new one."""
         with self._lease_mu:
             start, end = self._lease
             if end - start >= count:
@@ -295,10 +257,9 @@ class Session(SessionQueries):
         return start
 
     def _lease_locked(self, count: int, counter: int) -> tuple[int, int]:
-        """(The lock held; ``counter`` the shared next seq.)  The first of ``count`` seqs
-        for a node written now, and the counter after: from the leased block while no
-        other process leased after it (so a turn-level node's seq is above every seq
-        handed out before HEAD moved to it), else from a new block at the counter."""
+        """(The lock held.)  The first of ``count`` seqs and the shared counter after: a
+        new block once another process leased after ours (a turn-level node's seq is above
+        every seq handed out before)."""
         with self._lease_mu:
             start, end = self._lease
             if counter != end or end - start < count:
@@ -310,8 +271,7 @@ class Session(SessionQueries):
             return start, end
 
     def _return_lease(self) -> None:
-        """Give the unused part of the leased block back when no other process leased
-        after it (the counter still at its end): a process that closes leaves no gap."""
+        """Give the unused part of the leased block back if still the newest (no gap)."""
         with self.lock, self._lease_mu:
             start, end = self._lease
             self._lease = [0, 0]
@@ -328,19 +288,15 @@ class Session(SessionQueries):
         self._record(call)
 
     def _record(self, *calls: Call, new: bool = False, written: bool = False) -> None:
-        """Record the states of ``calls`` (a row each in the live database, committed
-        before this returns: a SIGKILL right after loses nothing; ``written``: already
-        committed by the caller) and hold them for the commit; their index rows wait until
-        a read or the commit asks (see :meth:`queries.SessionQueries._index_recorded`).
-        ``new``: nodes just appended.  A write that fails (disk full) raises one
-        :class:`StoreError`; the states stay held for the next commit."""
+        """Record the states of ``calls`` (a row each, durable before this returns;
+        ``written``: by the caller) and hold them for the commit; ``new``: just appended.
+        A failed write (disk full) raises one :class:`StoreError`, the states kept."""
         rows = [] if written else [(call.id, node_record(call)) for call in calls]
         with self._mu:
             unindexed = self._unindexed
             for call in calls:
                 node_id = call.id
-                if new or self._nodes.get(node_id) is call:  # unsaved: never dropped, so
-                    # the cache's bound holds without the LRU's bookkeeping
+                if new or self._nodes.get(node_id) is call:  # (no LRU move: never dropped)
                     self._nodes[node_id] = call
                 else:
                     self._cache(call)
@@ -366,12 +322,13 @@ class Session(SessionQueries):
                 events.emit(self.id, call.to_dict())
 
     def commit(self, message: str) -> str | None:
-        """Commit this process's changed nodes and ``meta.json`` (one commit, its objects
-        one pack, under the session's write lock); git repacks beside the writer (see
-        :class:`history.Repository`), which nobody waits for until the session closes."""
+        """Commit this process's changed nodes and ``meta.json`` (one commit, one pack)."""
         try:
-            if self._unsaved:
-                self._save_unsaved()
+            if self._unsaved:  # the rows a failed write left out, before the commit's
+                put = self.live.put_rows
+                self._flush(
+                    self._unsaved, lambda calls: put([(c.id, node_record(c)) for c in calls])
+                )
             with self.lock, self._mu:
                 sha = self._commit_locked(message)
         except OSError as exc:  # disk full, read-only, ulimit -f: one line, nothing lost
@@ -382,28 +339,16 @@ class Session(SessionQueries):
             raise StoreError(f"session {self.id}: commit failed: {reason}{where}") from exc
         return sha
 
-    def _save_unsaved(self) -> None:
-        """Write the rows a failed write left out (in their own transaction, before the
-        commit's): raises :class:`StoreError` while the disk is still full."""
-        with self._mu:
-            pending = list(self._unsaved.values())
-        self.live.put_rows([(call.id, node_record(call)) for call in pending])
-        with self._mu:
-            for call in pending:
-                if self._unsaved.get(call.id) is call:
-                    del self._unsaved[call.id]
-
     def _commit_locked(self, message: str) -> str | None:
         """The commit (the caller holds the lock); returns its sha."""
         if not self._dirty:
             return None
-        for call in self._dirty.values():  # an interrupt inside _record can leave _open behind
-            if call.is_open:
+        files: dict[str, bytes | None] = {}
+        for call in self._dirty.values():
+            if call.is_open:  # (again: an interrupt inside _record can leave it behind)
                 self._open.add(call.id)
             else:
                 self._open.discard(call.id)
-        files: dict[str, bytes | None] = {}
-        for call in self._dirty.values():
             files[self._path_of(call)] = node_record(call)
         self.live.put_index([row_of(call) for call in self._dirty.values()])
         _seq, _turn, head = self._counters()
@@ -428,49 +373,34 @@ class Session(SessionQueries):
         self._trim()  # the turn's new nodes are saved now: the cache's bound holds again
         self._new_turns.clear()
         self._meta_changes.clear()
-        # committed: the rows follow the commit; an open node's record stays for recovery
-        self.live.drop_rows(keep=self._open, commit=sha.hex())
-        commits = self.live.bump_commits()  # counted across processes
+        # the rows follow the commit; an open node's record stays for recovery
+        commits = self.live.drop_rows(keep=self._open, commit=sha.hex())
         seq, synced_commits = self._synced
         if synced_commits == commits - 1:  # only ours since the view was complete
             self._synced = (seq, commits)
         return sha.hex()
 
     def _path_of(self, call: Call) -> str:
-        """The file of ``call`` in git: where its row says (a node that arrived under
-        another name), else :func:`index.node_relpath`."""
+        """The file of ``call`` in git: its row's (arrived under another name) or usual."""
         found = self.live.query("SELECT path FROM nodes WHERE id = ?", (call.id,))
         return found[0][0] if found and found[0][0] is not None else node_relpath(call)
 
     def _committed(self, call: Call) -> bool:
-        """Whether ``call``'s node file is in HEAD (a dead writer's rows keep what it
-        committed while a node was still open)."""
+        """Whether ``call``'s node file is in HEAD (a dead writer's nodes committed open)."""
         folder, _, name = node_relpath(call).rpartition("/")
         return name in self.git.tree_at(folder)
 
-    def maintain(self) -> None:
-        """Repack the session's objects now (what runs beside a writer every
-        ``history.REPACK_EVERY`` packs), waiting for it."""
-        self.git.wait_for_repack(settle=False)
-        repack(self.path / ".git")
-        self.git.forget()
-
     def end_turn(self, turn: int) -> None:
-        """Close the nodes of ``turn`` this process left ``running`` when the turn ended:
-        an interrupt between recording a node and finishing it (a second Ctrl-C in a
-        ``finally``, in the store's own bookkeeping) abandoned them.  They end
-        ``interrupted``; nothing else is ever left running once its turn is over."""
+        """Close the nodes of ``turn`` left ``running`` (abandoned by an interrupt, a
+        second Ctrl-C in a ``finally``): they end ``interrupted``."""
         self._close_open(lambda call: call.turn == turn and call.status == RUNNING)
 
     def _close_open(self, which: Callable[[Call], bool]) -> None:
         with self._mu:
             ids = list(self._open)
         for node_id in ids:
-            try:
-                call = self.get(node_id)
-            except (KeyError, CorruptedFile):
-                continue
-            if call.is_open and which(call):
+            call = self._readable(node_id)
+            if call is not None and call.is_open and which(call):
                 status = UNANSWERED if call.status == AWAITING else INTERRUPTED
                 call.metadata.update(status=status, abandoned=True)
                 self._record(call)
@@ -480,9 +410,7 @@ class Session(SessionQueries):
             self._close_open(lambda _call: True)  # this process will not finish them
             if self._dirty:
                 self.commit("flush on close")
-            try:
+            with suppress(OSError):
                 self._return_lease()
-            except OSError:
-                pass
             self.git.close()  # a repack running is waited for a few seconds, then ended
             self.live.close()

@@ -12,14 +12,7 @@
     A commit's tree: .gitignore, meta.json and
       history/<bucket>/<turn>/<seq>-<role letter>-<id>.json   one file per node
 
-The layers, bottom up: :mod:`files` (safe file I/O, atomic writes, JSON, session ids, the
-author of a turn), :mod:`live` (the live database: write lock, counters, the rows of turns
-in flight, recovery), :mod:`history` (git through GitPython and gitdb: objects, trees,
-commits, packs, refs, log, git's repack beside the writer), :mod:`index` (the ``nodes``
-table: the one index, derived from git), :mod:`queries` (the read side of an open
-session), :mod:`session` (one open session: opening, syncing and the write path) and this
-module (the sessions under a home folder).  Sharing sits beside them: :mod:`sync`,
-:mod:`syncmerge`, :mod:`syncrules`, :mod:`incoming`, :mod:`remotes`.
+Why each module of the store exists: ``docs/store-modules.md``.
 """
 
 from __future__ import annotations
@@ -31,29 +24,19 @@ import shutil
 import threading
 import time
 import weakref
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
-from openprogram.store.session.files import (
-    current_author,
-    dumps,
-    loads,
-    read_bytes,
-    validate_session_id,
-)
+from openprogram.store.session.files import current_author, dumps, read_bytes, validate_session_id
 from openprogram.store.session.history import Repository
-from openprogram.store.session.index import clean_meta, node_relpath
+from openprogram.store.session.index import node_relpath, read_meta
 from openprogram.store.session.live import discard, opened
 from openprogram.store.session.safegit import init_repository, is_real_dir
-from openprogram.store.session.session import (
-    MAX_PLACE_BYTES,
-    META_VERSION,
-    PLACE_FILE,
-    Session,
-)
+from openprogram.store.session.session import MAX_PLACE_BYTES, META_VERSION, PLACE_FILE, Session
 
 __all__ = ["Session", "SessionStore", "default_db"]
 
@@ -61,7 +44,6 @@ GITIGNORE = b".state/\nworkdir/\n.*.tmp\n"
 
 
 def _place(folder: Path) -> str:
-    """Where this machine last used the session in ``folder`` (``Session.note_place``)."""
     if not is_real_dir(folder / ".state"):
         return ""
     try:
@@ -86,9 +68,8 @@ class SessionStore:
         return self.root / validate_session_id(session_id)
 
     def exists(self, session_id: str) -> bool:
-        return (self.session_path(session_id) / "meta.json").exists() or (
-            self.session_path(session_id) / ".git"
-        ).is_dir()
+        path = self.session_path(session_id)
+        return (path / "meta.json").exists() or (path / ".git").is_dir()
 
     def create_session(
         self,
@@ -111,28 +92,20 @@ class SessionStore:
             now = time.time()
             root = make_call("root", "root", status="completed")
             root.seq, root.turn = 0, 0
-            meta = {
-                "v": META_VERSION,
-                "id": session_id,
-                "title": title or session_id,
-                "agent_id": agent_id,
-                "source": source,
-                "created_at": now,
-                "updated_at": now,
-                "head_id": root.id,
-                "turns": 0,
-            }
-            rel = node_relpath(root)
+            meta = json.dumps(
+                {"v": META_VERSION, "id": session_id, "title": title or session_id,
+                 "agent_id": agent_id, "source": source, "created_at": now,
+                 "updated_at": now, "head_id": root.id, "turns": 0},
+                indent=1,
+            ).encode()  # fmt: skip
+            (tmp / "meta.json").write_bytes(meta)
+            node = dumps(root.to_dict())
             files: dict[str, bytes | None] = {
-                ".gitignore": GITIGNORE,
-                "meta.json": json.dumps(meta, indent=1).encode(),
-                rel: dumps(root.to_dict()),
-            }
-            (tmp / "meta.json").write_bytes(files["meta.json"] or b"")
-            creator = current_author().ident
+                ".gitignore": GITIGNORE, "meta.json": meta, node_relpath(root): node
+            }  # fmt: skip
             repo = Repository(tmp)
             try:
-                repo.commit(files, f"session {session_id} created", author=creator)
+                repo.commit(files, f"session {session_id} created", author=current_author().ident)
             finally:
                 repo.close()  # (a repack it started is waited for, then ended)
             (tmp / ".state").mkdir()
@@ -148,9 +121,8 @@ class SessionStore:
         return self.open(session_id)
 
     def remove_debris(self) -> None:
-        """Remove what processes that died left under the sessions folder: half-made
-        sessions (``.creating-<id>-<pid>-…``), the quarantines of a pull or import
-        (``.incoming-<pid>-…``) and embedded bundles being imported (``.embed-<pid>-…``)."""
+        """Remove what dead processes left: half-made sessions (``.creating-<id>-<pid>-…``),
+        a pull's or import's quarantine (``.incoming-<pid>-…``), bundles (``.embed-…``)."""
         items = [self.root.glob(f".{kind}-*") for kind in ("creating", "incoming", "embed")]
         for item in (i for found in items for i in found):
             try:
@@ -199,10 +171,7 @@ class SessionStore:
                 out.append({"id": item.name, "problem": "a symbolic link (not followed)"})
                 continue
             try:
-                meta = loads(read_bytes(str(item / "meta.json")))
-                if not isinstance(meta, dict):
-                    raise ValueError("not an object")
-                dropped = clean_meta(meta)
+                meta, dropped = read_meta(item / "meta.json")
                 if dropped:
                     meta["problem"] = "meta.json fields ignored: " + ", ".join(dropped)
             except (OSError, ValueError) as exc:
@@ -217,8 +186,7 @@ class SessionStore:
         return out
 
     def place(self, session_id: str) -> str:
-        """Where this machine last used session ``session_id`` (``notebook <path>``; ""
-        when not known): its ``.state/place`` (``Session.note_place``), never committed."""
+        """Where this machine last used the session (``Session.note_place``; "": unknown)."""
         return _place(self.session_path(session_id))
 
     def delete_session(self, session_id: str) -> None:
@@ -242,10 +210,8 @@ class SessionStore:
             self._open.clear()
         for session in sessions:
             if session.pid == os.getpid():
-                try:
+                with suppress(Exception):
                     session.close()
-                except Exception:
-                    pass
 
 
 _stores: weakref.WeakSet[SessionStore] = weakref.WeakSet()
@@ -263,8 +229,7 @@ _db_lock = threading.Lock()
 
 
 def default_db() -> SessionStore:
-    """The process's store under ``$OPENPROGRAM_HOME``; made again if that changed (tests,
-    notebooks)."""
+    """The process's store under ``$OPENPROGRAM_HOME`` (made again if that changed)."""
     global _db, _db_home
     home = str(current_settings().home)
     with _db_lock:
