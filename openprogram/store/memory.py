@@ -4,7 +4,9 @@
 worker: agentic calls record their nodes as into a session (the same ``Call`` objects, the
 same links) but nothing touches a disk, a lock or git.  The nodes it wrote (:attr:`written`)
 go back with the item's result and the kernel, the session's only writer, appends them.
-``seen`` are the nodes the calls may look at (their frame and the turns before it).
+``seen`` are the nodes the calls may look at (their frame and the turns before it).  It
+offers what agentic code uses of a ``SessionNodeWriter`` and, as its own ``session``, what
+a prompt reads (``get``, ``children``, ``head_id``).
 """
 
 from __future__ import annotations

@@ -13,44 +13,18 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from openprogram.context.nodes import Call
+    from openprogram.store.memory import MemoryRecorder
     from openprogram.store.session.context import SessionNodeWriter
 
 T = TypeVar("T")
 AskHandler = Callable[[str, list[str] | None], str | None]
-
-
-class NodeWriter(Protocol):
-    """The store of a turn: a session's :class:`SessionNodeWriter` on disk, or a map
-    worker's :class:`~openprogram.store.memory.MemoryRecorder` in memory."""
-
-    session_id: str
-
-    @property
-    def session(self) -> Any: ...  # what a prompt reads: get, children, head_id
-
-    @property
-    def turn(self) -> int: ...
-
-    @property
-    def head_id(self) -> str | None: ...
-
-    def append(self, call: Call, *, turn_level: bool = False) -> Call: ...
-
-    def append_many(self, calls: Sequence[Call]) -> list[Call]: ...
-
-    def update(self, call: Call) -> None: ...
-
-    def get(self, node_id: str) -> Call: ...
-
-    def commit(self, message: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +33,7 @@ class TurnState:
     ``runtime`` and ``echo`` belong to a layer above this one: typed loosely.  No
     ``__slots__``: :meth:`nested` copies ``__dict__`` in one step."""
 
-    writer: NodeWriter | None = None  # the store of the turn: None outside any turn
+    writer: SessionNodeWriter | MemoryRecorder | None = None  # on disk, in memory, or None
     turn_id: str | None = None
     runtime: Any = None
     call_id: str | None = None  # the agentic frame running now (a nested call's caller)
@@ -175,7 +149,7 @@ class StateView(Generic[T]):
         _turn.reset(token)
 
 
-_store: StateView[NodeWriter | None] = StateView("_store", "writer")
+_store: StateView[SessionNodeWriter | MemoryRecorder | None] = StateView("_store", "writer")
 _current_turn_id: StateView[str | None] = StateView("_current_turn_id", "turn_id")
 _current_runtime: StateView[Any] = StateView("_current_runtime", "runtime")
 _call_id: StateView[str | None] = StateView("_call_id", "call_id")

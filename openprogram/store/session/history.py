@@ -1,13 +1,11 @@
 """A session's history in git through GitPython, gitdb and git's own commands; no git format
 (object, tree, commit, pack, index, ref) is written by hand, here or anywhere else.
 
-A commit's objects (trees: GitPython's ``tree_to_stream``; the commit: its ``Commit``
-serialisation) are one pack and index by gitdb's ``write_pack``, renamed in index first (git
-uses a pack once both exist, gitdb lists ``.pack`` files); nothing written is mapped.  Reads:
-gitdb, ``git cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol, the
-main line under the session's write lock (:mod:`live`): a ``main.lock`` found then is a dead
-writer's, taken over.  Packing: ``git repack --geometric=2``, beside a writer and in the
-maintenance."""
+A commit's objects (trees by GitPython's ``tree_to_stream``, the commit by its ``Commit``)
+are one pack by gitdb's ``write_pack``, its index renamed in first.  Reads: gitdb, ``git
+cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol; a ``main.lock``
+found under the session's write lock (:mod:`live`) is a dead writer's, taken over.
+Packing: ``git repack --geometric=2``, beside a writer and in the maintenance."""
 
 from __future__ import annotations
 
@@ -63,9 +61,8 @@ def _git_order(item: tuple[str, tuple[bytes, int]]) -> bytes:
 
 
 def tree_data(entries: TreeEntries) -> bytes:
-    """The content of the tree object holding ``entries``: its entries in git's order, each
-    written by GitPython's ``tree_to_stream`` once (it checks every name: ~7 µs an entry, so
-    a bucket of 100 turns rewritten whole at each commit cost ~0.7 ms)."""
+    """The tree object holding ``entries``, each entry written by ``tree_to_stream`` once
+    (~7 µs an entry: a bucket of 100 turns rewritten whole cost ~0.7 ms a commit)."""
     from git.objects.fun import tree_to_stream
 
     parts = []
@@ -81,11 +78,6 @@ def tree_data(entries: TreeEntries) -> bytes:
                 _entries[name, sha, mode] = one
         parts.append(one)
     return b"".join(parts)
-
-
-def tree_sha(entries: TreeEntries) -> bytes:
-    """The binary sha of the tree holding ``entries``, without writing it."""
-    return object_sha(b"tree", tree_data(entries))
 
 
 def parse_tree(data: bytes) -> TreeEntries:
@@ -153,9 +145,9 @@ def update_ref(
     take_over: bool = False,
 ) -> None:  # fmt: skip
     """Point ``name`` at ``new`` if it is at ``expected`` (None: absent), else
-    :class:`RefChanged`; :class:`RefLocked` if another writer keeps ``<name>.lock`` past
-    ``wait_s``.  ``take_over``: the caller holds the write lock every writer of this ref
-    holds: a lock found is a dead writer's, removed at once (not after ``STALE_LOCK_S``)."""
+    :class:`RefChanged`; :class:`RefLocked` if another keeps ``<name>.lock`` past ``wait_s``.
+    ``take_over`` (the caller holds the write lock all this ref's writers hold): a lock
+    found is a dead writer's, removed at once (not after ``STALE_LOCK_S``)."""
     if not name.startswith("refs/") or ".." in name or name.endswith(".lock"):
         raise ValueError(f"not a ref name: {name!r}")
     path = git_dir / name
@@ -265,9 +257,7 @@ class Repository:
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.git_dir = worktree / ".git"
-        self._odb: Any = (
-            None  # gitdb's database, made at the first read (importing gitdb takes time)
-        )
+        self._odb: Any = None  # gitdb's database, made at the first read (gitdb loads slowly)
         self._stale = False  # a pack was written since gitdb listed them
         self._refreshing = threading.Lock()
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
