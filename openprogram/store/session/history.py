@@ -361,9 +361,9 @@ class Repository:
             _commit_trees[commit] = tree
         return tree
 
-    def tree_at(self, path: str, ref: str = MAIN_REF, commit: bytes | None = None) -> TreeEntries:
-        """The tree at ``path`` (``""``: the root) of ``ref`` or ``commit``; empty if none."""
-        return self.subtree(self.commit_tree_of(commit or self.read_ref(ref)), path)
+    def tree_at(self, path: str, ref: str = MAIN_REF) -> TreeEntries:
+        """The tree at ``path`` (``""``: the root) of ``ref``; empty if none."""
+        return self.subtree(self.commit_tree_of(self.read_ref(ref)), path)
 
     def subtree(self, tree: bytes | None, path: str) -> TreeEntries:
         """The tree at ``path`` (``""``: ``tree`` itself) under ``tree``; empty if none."""
