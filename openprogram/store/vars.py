@@ -132,10 +132,9 @@ class StateView(Generic[T]):
     """One field of the turn state under the name a ContextVar of the seed had: ``get()``;
     ``set(value)`` installs a replaced state and returns the token ``reset`` undoes."""
 
-    __slots__ = ("field", "name")
+    __slots__ = ("field",)
 
-    def __init__(self, name: str, field: str) -> None:
-        self.name = name
+    def __init__(self, field: str) -> None:
         self.field = field
 
     def get(self) -> T:
@@ -149,12 +148,12 @@ class StateView(Generic[T]):
         _turn.reset(token)
 
 
-_store: StateView[SessionNodeWriter | MemoryRecorder | None] = StateView("_store", "writer")
-_current_turn_id: StateView[str | None] = StateView("_current_turn_id", "turn_id")
-_current_runtime: StateView[Any] = StateView("_current_runtime", "runtime")
-_call_id: StateView[str | None] = StateView("_call_id", "call_id")
-_depth: StateView[int] = StateView("_depth", "depth")
-_ask_handler: StateView[AskHandler | None] = StateView("_ask_handler", "ask")
+_store: StateView[SessionNodeWriter | MemoryRecorder | None] = StateView("writer")
+_current_turn_id: StateView[str | None] = StateView("turn_id")
+_current_runtime: StateView[Any] = StateView("runtime")
+_call_id: StateView[str | None] = StateView("call_id")
+_depth: StateView[int] = StateView("depth")
+_ask_handler: StateView[AskHandler | None] = StateView("ask")
 
 
 class Registry(Generic[T]):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from openprogram.errors import CorruptedFile, RefChanged, RefLocked
 from openprogram.store.session import files as fs
@@ -45,6 +45,18 @@ _trees: dict[bytes, TreeEntries] = {}
 _commit_trees: dict[bytes, bytes] = {}
 _entries: dict[tuple[str, bytes, int], bytes] = {}
 _cached = threading.Lock()
+V = TypeVar("V")
+
+
+def _kept(cache: dict[Any, V], key: Any, value: V, limit: int) -> V:
+    """``value``, kept in ``cache`` as the most recently used (the least, dropped past
+    ``limit``)."""
+    with _cached:
+        cache.pop(key, None)
+        cache[key] = value
+        if len(cache) > limit:
+            del cache[next(iter(cache))]
+    return value
 
 
 def object_sha(kind: bytes, data: bytes) -> bytes:
@@ -71,11 +83,7 @@ def tree_data(entries: TreeEntries) -> bytes:
         if one is None:
             out = io.BytesIO()
             tree_to_stream([(sha, mode, name)], out.write)
-            one = out.getvalue()
-            with _cached:
-                if len(_entries) >= ENTRY_CACHE_MAX:
-                    _entries.clear()
-                _entries[name, sha, mode] = one
+            one = _kept(_entries, (name, sha, mode), out.getvalue(), ENTRY_CACHE_MAX)
         parts.append(one)
     return b"".join(parts)
 
@@ -315,27 +323,19 @@ class Repository:
         """The entries of a tree (a copy: callers may change it); empty for None."""
         if binsha is None:
             return {}
-        with _cached:
-            cached = _trees.pop(binsha, None)
+        cached = _trees.get(binsha)
         if cached is None:
             try:
                 cached = parse_tree(self.read(binsha))
             except ValueError as exc:
                 raise CorruptedFile(binsha.hex(), f"not a tree: {exc}") from None
-        self._remember(binsha, cached)
-        return dict(cached)
+        return _kept(_trees, binsha, cached, TREE_CACHE_MAX).copy()
 
     def write_tree(self, entries: TreeEntries) -> bytes:
         """Store the tree of ``entries``; returns its sha."""
         binsha = self.store(b"tree", tree_data(entries))
-        self._remember(binsha, dict(entries))
+        _kept(_trees, binsha, entries.copy(), TREE_CACHE_MAX)
         return binsha
-
-    def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
-        with _cached:  # (read_tree took it out: the most recently used is the last)
-            _trees[binsha] = entries
-            if len(_trees) > TREE_CACHE_MAX:
-                del _trees[next(iter(_trees))]
 
     def forget(self) -> None:
         """List the packs again at the next read (after a repack)."""
@@ -349,17 +349,10 @@ class Repository:
         update_ref(self.git_dir, name, new, old, wait_s=wait_s, take_over=self.lock_held())
 
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
-        tree = None if commit is None else _commit_trees.get(commit)
-        if commit is not None and tree is None:
-            tree = self._note_commit(commit, commit_tree(self.read(commit)))
-        return tree
-
-    def _note_commit(self, commit: bytes, tree: bytes) -> bytes:
-        with _cached:
-            if len(_commit_trees) >= TREE_CACHE_MAX:
-                _commit_trees.clear()
-            _commit_trees[commit] = tree
-        return tree
+        if commit is None:
+            return None
+        tree = _commit_trees.get(commit) or commit_tree(self.read(commit))
+        return _kept(_commit_trees, commit, tree, TREE_CACHE_MAX)
 
     def tree_at(self, path: str, ref: str = MAIN_REF) -> TreeEntries:
         """The tree at ``path`` (``""``: the root) of ``ref``; empty if none."""
@@ -403,7 +396,7 @@ class Repository:
         finally:
             self._local.pending = None
         write_pack(self.git_dir / "objects", pending)  # (listed by gitdb when a read misses:
-        self._note_commit(binsha, tree)  # a listing at every commit grew with the packs)
+        _kept(_commit_trees, binsha, tree, TREE_CACHE_MAX)  # a listing at each commit grew)
         self.update_ref(ref, binsha, parent)
         self._packs += 1
         if self._packs >= REPACK_EVERY:
