@@ -54,14 +54,9 @@ def ensure_dir(root: Path, rel: str) -> Path:
     for part in rel.split("/"):
         path = path / part
         try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            try:
-                os.mkdir(path)
-            except FileExistsError:  # made meanwhile (another process)
-                pass
-            else:
-                continue
+            os.mkdir(path)
+            continue
+        except FileExistsError:  # there already (or made meanwhile by another process)
             st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             os.unlink(path)
