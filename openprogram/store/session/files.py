@@ -8,6 +8,7 @@ process: their own git identity, found as git would but trusting nothing a sessi
 from __future__ import annotations
 
 import errno
+import functools
 import getpass
 import json
 import os
@@ -331,36 +332,9 @@ class Author:
         return out
 
 
-_cached: Author | None = None
-_mu = threading.Lock()
-
-
 def clean(text: str) -> str:
     """``text`` fit for a git ident: no ``<``, ``>`` or control characters, one line."""
     return " ".join(_CRUD.sub(" ", text).split())[:MAX_PART]
-
-
-def current_author() -> Author:
-    """The person running this process (read once, then cached)."""
-    global _cached
-    known = _cached  # once read, no lock (one reference read is atomic)
-    if known is not None:
-        return known
-    with _mu:
-        if _cached is None:
-            _cached = _find_author()
-        return _cached
-
-
-def author_record() -> dict[str, Any]:
-    return current_author().to_json()
-
-
-def forget_author() -> None:
-    """Read the identity again at the next :func:`current_author` (tests, a changed env)."""
-    global _cached
-    with _mu:
-        _cached = None
 
 
 def global_identity() -> dict[str, str]:
@@ -383,7 +357,9 @@ def global_identity() -> dict[str, str]:
     return {key.lower(): value for key, _, value in (line.partition(" ") for line in lines)}
 
 
-def _find_author() -> Author:
+@functools.cache
+def current_author() -> Author:
+    """The person running this process (read once, then cached)."""
     name = clean(os.environ.get("GIT_AUTHOR_NAME", ""))
     email = clean(os.environ.get("GIT_AUTHOR_EMAIL", ""))
     if not (name and email):
@@ -399,3 +375,10 @@ def _find_author() -> Author:
         login = "user"
     host = clean(socket.gethostname()).replace(" ", "") or "localhost"
     return Author(f"{name or login} (unverified)", email or f"{login}@{host}", verified=False)
+
+
+forget_author = current_author.cache_clear  # read it again at the next call (tests, a new env)
+
+
+def author_record() -> dict[str, Any]:
+    return current_author().to_json()
