@@ -81,7 +81,7 @@ BUDGET_PROBE = r"""
 import json, os, time
 t = time.perf_counter()
 from openprogram.store.session.store import SessionStore
-from openprogram.store.session.writer import SessionNodeWriter
+from openprogram.store.session.context import SessionNodeWriter
 from openprogram.usage.budget import Budget
 spent = Budget(tokens=10**12).spent(SessionNodeWriter(SessionStore(HOME), SID))
 out = {"ms": (time.perf_counter() - t) * 1000, "tokens": spent.tokens}

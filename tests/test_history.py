@@ -25,7 +25,7 @@ from openprogram.store.session.history import (
     object_sha,
     parse_tree,
     repack,
-    tree_sha,
+    tree_data,
 )
 from openprogram.store.session.queries import read_paths
 from openprogram.store.session.safegit import init_repository
@@ -163,7 +163,7 @@ def test_trees_are_in_git_order_and_a_commit_nests_them(repo: Repository) -> Non
     history = repo.tree_at("")["history"]
     assert history[1] == TREE_MODE
     entries = parse_tree(repo.read(history[0]))
-    assert tree_sha(entries) == history[0]
+    assert object_sha(b"tree", tree_data(entries)) == history[0]
     fsck(repo.worktree)
 
 

@@ -163,7 +163,7 @@ def test_a_budgets_first_check_reads_the_index_totals(
 ) -> None:
     """A session budget starts from what was recorded — from the index totals, no node
     file read — and a turn written since counts in the next process's first check."""
-    from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.store.session import SessionNodeWriter
     from openprogram.usage.budget import Budget
 
     store = SessionStore(session_home)

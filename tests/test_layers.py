@@ -45,7 +45,7 @@ TYPE_ONLY_CYCLES_LEFT: dict[tuple[str, ...], str] = {
         "openprogram.store.session",
         "openprogram.store.session.context",
         "openprogram.store.vars",
-    ): "store/vars.py annotates with store.session.writer (the store is being redesigned)",
+    ): "store/vars.py annotates with store.session.context (the store is being redesigned)",
     (
         "openprogram.agentic_programming.function",
         "openprogram.agentic_programming.questions",

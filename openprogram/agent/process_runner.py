@@ -67,8 +67,7 @@ from openprogram.settings import Settings
 from openprogram.settings import current as current_settings
 from openprogram.settings import install as install_settings
 from openprogram.store.session import events
-from openprogram.store.session.context import session_context
-from openprogram.store.session.writer import SessionNodeWriter
+from openprogram.store.session.context import SessionNodeWriter, session_context
 from openprogram.store.vars import get_store, using
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from openprogram.agentic_programming.function import run_in_session
 from openprogram.context.nodes import ANSWERED, AWAITING, UNANSWERED, Call, make_call
 from openprogram.context.outcome import finish
 from openprogram.errors import UserError
-from openprogram.store.vars import AskHandler, get_ask_handler, get_call_id, get_store
+from openprogram.store.vars import AskHandler, current, get_call_id, get_store
 
 DECLINE = "/decline"
 ATTEMPTS = 3  # answers that do not fit before the question gives up (the default)
@@ -118,7 +118,7 @@ def set_default_ask_user_handler(handler: AskHandler | None) -> None:
 
 def current_ask_user_handler() -> AskHandler:
     """The handler a question asked here and now would go to (context, default, terminal)."""
-    return get_ask_handler() or _default_handler or terminal_handler
+    return current().ask or _default_handler or terminal_handler
 
 
 current_handler = current_ask_user_handler

@@ -103,7 +103,7 @@ def _run(task: Task, identity: tuple[str, str | None]) -> Outcome:
     try:
         fn = _load(task.fn, shared.token) if shared.remote else task.fn
         item = pickle.loads(task.item) if shared.remote else task.item
-        state = TurnState(  # the recorder is a NodeWriter as the kernel's writer is
+        state = TurnState(  # the recorder stands where the kernel's writer would
             writer=recorder,
             turn_id=shared.turn_id,
             runtime=_runtime(shared),

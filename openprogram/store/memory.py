@@ -1,16 +1,12 @@
-"""``MemoryRecorder``: a node writer that keeps everything in memory.
+"""What a turn's store is in memory, and the one HEAD rule both writers follow.
 
-What ``_store`` holds while an item of :func:`openprogram.map` runs on a worker: agentic
-calls record their nodes exactly as they would into a session (the same ``Call`` objects,
-the same links), but nothing touches a disk, a lock or git.  The nodes written here are
-kept in order (:attr:`written`) and sent back with the item's result; the kernel, the only
-writer of the session, appends them.
-
-It offers what agentic code uses of a :class:`~openprogram.store.session.writer.
-SessionNodeWriter` — ``append``, ``append_many``, ``update``, ``get``, ``commit`` — and,
-as its own ``session``, what rendering a prompt reads: ``get``, ``children``, ``head_id``.
-``seen`` are the nodes the calls may look at (the frame they run under and the turns
-before it), given by the kernel.
+:class:`MemoryRecorder` is the store while an item of :func:`openprogram.map` runs on a
+worker: agentic calls record their nodes as into a session (the same ``Call`` objects, the
+same links) but nothing touches a disk, a lock or git.  The nodes it wrote (:attr:`written`)
+go back with the item's result and the kernel, the session's only writer, appends them.
+``seen`` are the nodes the calls may look at (their frame and the turns before it).  It
+offers what agentic code uses of a ``SessionNodeWriter`` and, as its own ``session``, what
+a prompt reads (``get``, ``children``, ``head_id``).
 """
 
 from __future__ import annotations
@@ -19,7 +15,21 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from openprogram.context.nodes import Call
-from openprogram.store.nodewriter import chain_after_head
+
+
+def chain_after_head(call: Call, head: str | None) -> str:
+    """Link the turn-level ``call`` (no caller) after ``head``; returns the new HEAD.
+
+    No predecessor given: it follows HEAD.  One given that is not HEAD (a notebook
+    continuing its own last turn after another copy moved the session on, a chat message
+    forked from an earlier node): it branches there and ``metadata.forked_from_head`` keeps
+    where HEAD was.  The caller holds whatever lock makes reading and moving HEAD one step.
+    """
+    if call.predecessor is None:
+        call.predecessor = head
+    elif call.predecessor != head:
+        call.metadata["forked_from_head"] = head
+    return call.id
 
 
 class MemoryRecorder:

@@ -1,30 +1,11 @@
-"""The per-turn state: one frozen :class:`TurnState` in the one ContextVar of the engine.
+"""The per-turn state: one frozen :class:`TurnState` in the engine's one ContextVar
+(decision 0016).  :func:`current` reads it; :func:`using_turn` installs one for a ``with``
+block and :func:`using` a replaced copy, the previous state back after, also when the block
+raises.  The seed's ContextVar names stay importable as :class:`StateView` views of it.
 
-A turn is one value: the node writer, the turn's id, the ambient runtime, the agentic frame
-running now and how deep it is nested, who answers ``ask_user``, where a reply streams to,
-and the flag that stops the run.  Nothing else in ``openprogram/`` or
-``openprogram_magics/`` declares a ContextVar (``tests/test_turn_state.py`` checks).
-
-* :func:`current` reads it (a default, empty state outside any turn);
-* :func:`using_turn` installs a state for a ``with`` block and puts the previous one back
-  after, also when the block raises (the shape of pydantic-ai's ``_run_context.py``);
-  every entry point -- ``session_context``, the notebook's turn, a map worker, the
-  dispatcher, the subprocess runner -- goes through it;
-* :func:`using` is ``using_turn(replace(current(), **changes))``: a nested call is a
-  replaced copy (``caller``/``depth`` for an agentic frame, ``ask`` for a questioner...).
-
-The seed's names stay importable as views of that value: ``_store``, ``_current_turn_id``,
-``_current_runtime``, ``_call_id``, ``_depth``, ``_ask_handler`` (here, re-exported from
-``openprogram.store`` and ``openprogram.agentic_programming.function``).  Each has
-``.get()``; ``.set(value)`` installs a replaced state and returns a token for ``.reset``,
-for code written against the seed's ContextVars -- prefer the scoped setters.
-
-A turn entered without a runtime gets :func:`default_runtime`: the one a host offers
-(:func:`register_default_runtime`: the notebook offers the runtime of the provider chosen
-in it), else what the environment configures.  Building that needs the providers, a layer
-above this one, so the package's composition root (``openprogram/__init__.py``) installs
-the factory with :func:`set_runtime_factory`; a host that knows its runtime (the
-notebook's cell turns) passes it as a value and nothing is asked.
+A turn entered without a runtime gets :func:`default_runtime`: what a host offers
+(:func:`register_default_runtime`), else the factory the composition root installs
+(:func:`set_runtime_factory`: building it needs the providers, a layer above this one).
 """
 
 from __future__ import annotations
@@ -33,14 +14,14 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from openprogram.store.nodewriter import NodeWriter
-    from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.store.memory import MemoryRecorder
+    from openprogram.store.session.context import SessionNodeWriter
 
 T = TypeVar("T")
 AskHandler = Callable[[str, list[str] | None], str | None]
@@ -49,15 +30,10 @@ AskHandler = Callable[[str, list[str] | None], str | None]
 @dataclass(frozen=True)
 class TurnState:
     """What code running in a turn may know about it (frozen: change it with ``replace``).
+    ``runtime`` and ``echo`` belong to a layer above this one: typed loosely.  No
+    ``__slots__``: :meth:`nested` copies ``__dict__`` in one step."""
 
-    ``runtime`` is the agentic layer's ``Runtime`` and ``echo`` its ``Echo``; they are
-    typed loosely here because this layer sits below the one that defines them (their
-    owners' getters give them their types).  No ``__slots__``: :meth:`nested` (every
-    agentic call) copies the instance's ``__dict__`` in one step, where a frozen
-    dataclass's ``__init__`` pays an ``object.__setattr__`` per field.
-    """
-
-    writer: NodeWriter | None = None  # the store of the turn: None outside any turn
+    writer: SessionNodeWriter | MemoryRecorder | None = None  # on disk, in memory, or None
     turn_id: str | None = None
     runtime: Any = None
     call_id: str | None = None  # the agentic frame running now (a nested call's caller)
@@ -72,9 +48,8 @@ class TurnState:
         return self.writer.session_id if self.writer is not None else None
 
     def nested(self, call_id: str, depth: int) -> TurnState:
-        """This state inside the agentic frame ``call_id`` at ``depth``: what
-        ``replace(self, call_id=call_id, depth=depth)`` gives, built without ``__init__``
-        (the hot path of every agentic call; no field of the class validates itself)."""
+        """``replace(self, call_id=call_id, depth=depth)`` without ``__init__`` (the hot
+        path of every agentic call; no field validates itself)."""
         new = _new_object(TurnState)
         fields = new.__dict__
         fields.update(self.__dict__)
@@ -84,29 +59,14 @@ class TurnState:
 
 
 _new_object = object.__new__
-
-
 EMPTY = TurnState()
 _turn: ContextVar[TurnState] = ContextVar("openprogram_turn", default=EMPTY)
-
 _runtime_factory: Callable[[], Any] | None = None
 
 
 def current() -> TurnState:
     """The state of the turn this code runs in (:data:`EMPTY` outside any turn)."""
     return _turn.get()
-
-
-def reset_token(token: Token[TurnState]) -> None:
-    """Put back the state ``token`` replaced; a token made in another Context is dropped.
-
-    That happens when a notebook cell with top-level ``await`` ran in a copy of the
-    kernel's Context: the copy (and the state set in it) is already gone.
-    """
-    try:
-        _turn.reset(token)
-    except ValueError:
-        pass
 
 
 @contextmanager
@@ -116,23 +76,24 @@ def using_turn(state: TurnState) -> Iterator[TurnState]:
     try:
         yield state
     finally:
-        reset_token(token)
+        # a token of another Context (a cell with top-level ``await`` ran in a copy): dropped
+        with suppress(ValueError):
+            _turn.reset(token)
 
 
 @contextmanager
 def using(**changes: Any) -> Iterator[TurnState]:
     """The current state *when the block is entered* with ``changes`` (field names of
-    :class:`TurnState`), scoped.  Read at entry, not when ``using(...)`` is called: a
-    context manager made before another one was entered must not undo that one."""
+    :class:`TurnState`): a context manager made before another was entered must not undo it."""
     with using_turn(replace(_turn.get(), **changes)) as state:
         yield state
 
 
-# -- an agentic frame: not a context manager (the outcome is recorded between the body and
-# the reset, and the async wrapper spans an ``await``) -------------------------------------
+# an agentic frame: not a context manager (the outcome is recorded between the body and the
+# reset, and the async wrapper spans an ``await``)
 def enter_frame(call_id: str, depth: int, state: TurnState | None = None) -> Token[TurnState]:
-    """Make ``call_id`` the running frame at ``depth``; undo with :func:`leave_frame`.
-    ``state``: the current state when the caller has just read it (saves a read)."""
+    """Make ``call_id`` the running frame at ``depth`` (``state``: the current one, if just
+    read); undo with :func:`leave_frame`."""
     return _turn.set((state if state is not None else _turn.get()).nested(call_id, depth))
 
 
@@ -140,14 +101,9 @@ def leave_frame(token: Token[TurnState]) -> None:
     _turn.reset(token)
 
 
-# -- getters and scoped setters by field (the names the engine has always used) ---------------
 def get_store() -> SessionNodeWriter | None:
-    """The node writer of the current turn, or None outside any session.
-
-    Typed as the disk writer, whose surface agentic code uses; a map worker's
-    :class:`~openprogram.store.memory.MemoryRecorder` offers the same (see
-    :class:`~openprogram.store.nodewriter.NodeWriter`).
-    """
+    """The node writer of the current turn (typed as the disk writer, whose surface a
+    :class:`~openprogram.store.memory.MemoryRecorder` offers too), or None."""
     return _turn.get().writer  # type: ignore[return-value]
 
 
@@ -157,18 +113,6 @@ def get_turn_id() -> str | None:
 
 def get_call_id() -> str | None:
     return _turn.get().call_id
-
-
-def get_ask_handler() -> AskHandler | None:
-    return _turn.get().ask
-
-
-def using_store(writer: NodeWriter | None) -> AbstractContextManager[TurnState]:
-    return using(writer=writer)
-
-
-def using_turn_id(turn_id: str | None) -> AbstractContextManager[TurnState]:
-    return using(turn_id=turn_id)
 
 
 def using_runtime(runtime: Any) -> AbstractContextManager[Any]:
@@ -184,19 +128,13 @@ def using_ask_handler(handler: AskHandler | None) -> AbstractContextManager[Turn
     return using(ask=handler)
 
 
-# -- the seed's ContextVar names, as views of the one state --------------------------------------
 class StateView(Generic[T]):
-    """One field of the turn state under the name a ContextVar of the seed had.
+    """One field of the turn state under the name a ContextVar of the seed had: ``get()``;
+    ``set(value)`` installs a replaced state and returns the token ``reset`` undoes."""
 
-    ``get()`` reads the field; ``set(value)`` installs the current state with the field
-    replaced and returns the token that ``reset(token)`` undoes (use them in pairs, last
-    set first reset, as with a ContextVar; the scoped setters above do it for you).
-    """
+    __slots__ = ("field",)
 
-    __slots__ = ("field", "name")
-
-    def __init__(self, name: str, field: str) -> None:
-        self.name = name
+    def __init__(self, field: str) -> None:
         self.field = field
 
     def get(self) -> T:
@@ -209,23 +147,18 @@ class StateView(Generic[T]):
     def reset(self, token: Token[TurnState]) -> None:
         _turn.reset(token)
 
-    def __repr__(self) -> str:
-        return f"<view {self.name} of the turn state: {self.field}={self.get()!r}>"
+
+_store: StateView[SessionNodeWriter | MemoryRecorder | None] = StateView("writer")
+_current_turn_id: StateView[str | None] = StateView("turn_id")
+_current_runtime: StateView[Any] = StateView("runtime")
+_call_id: StateView[str | None] = StateView("call_id")
+_depth: StateView[int] = StateView("depth")
+_ask_handler: StateView[AskHandler | None] = StateView("ask")
 
 
-_store: StateView[NodeWriter | None] = StateView("_store", "writer")
-_current_turn_id: StateView[str | None] = StateView("_current_turn_id", "turn_id")
-_current_runtime: StateView[Any] = StateView("_current_runtime", "runtime")
-_call_id: StateView[str | None] = StateView("_call_id", "call_id")
-_depth: StateView[int] = StateView("_depth", "depth")
-_ask_handler: StateView[AskHandler | None] = StateView("_ask_handler", "ask")
-
-
-# -- hosts: what the environment running the engine registers ---------------------------------
 class Registry(Generic[T]):
-    """Callables registered by hosts, asked latest first.  A bound method is held weakly
-    (a host object that is gone -- a notebook shell discarded -- drops out by itself);
-    registering one twice keeps it once."""
+    """Callables hosts register, asked latest first; a bound method is held weakly (its
+    host gone, it drops out), one registered twice is kept once."""
 
     def __init__(self) -> None:
         self._items: list[Callable[[], T | None]] = []  # each returns the callable or None
@@ -257,8 +190,7 @@ _runtime_sources: Registry[Callable[[], Any]] = Registry()
 
 def register_default_runtime(source: Callable[[], Any]) -> None:
     """Let a host say which runtime a turn entered without one gets: ``source()`` returns
-    it, or None to leave the choice to the next host and finally to the environment (the
-    notebook returns the runtime of the provider chosen in it)."""
+    it, or None to leave the choice to the next host and finally to the environment."""
     _runtime_sources.add(source)
 
 
@@ -266,7 +198,6 @@ def unregister_default_runtime(source: Callable[[], Any]) -> None:
     _runtime_sources.remove(source)
 
 
-# -- the runtime of a turn entered without one ------------------------------------------------
 def set_runtime_factory(factory: Callable[[], Any] | None) -> None:
     """Install what :func:`default_runtime` falls back to (``openprogram/__init__.py``)."""
     global _runtime_factory
@@ -274,8 +205,8 @@ def set_runtime_factory(factory: Callable[[], Any] | None) -> None:
 
 
 def default_runtime() -> Any:
-    """The runtime a host offers, else the one the environment configures (unconfigured if
-    none; None if no factory was installed)."""
+    """The runtime a host offers, else the one the environment configures (None if no
+    factory was installed)."""
     for source in _runtime_sources.latest_first():
         runtime = source()
         if runtime is not None:

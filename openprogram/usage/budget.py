@@ -28,7 +28,7 @@ from openprogram.usage.prices import price_of
 
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
-    from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.store.session.context import SessionNodeWriter
     from openprogram.usage.prices import Price
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from openprogram.agentic_programming.function import using_call_id
 
 if TYPE_CHECKING:
-    from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.store.session.context import SessionNodeWriter
 
 T = TypeVar("T")
 ASIDE = "aside"

@@ -40,8 +40,8 @@ from openprogram.errors import UserError
 if TYPE_CHECKING:
     from openprogram.agent.dispatcher.prep import PreparedTurn
     from openprogram.agentic_programming.runtime import Runtime
+    from openprogram.store.session.context import SessionNodeWriter
     from openprogram.store.session.store import Session
-    from openprogram.store.session.writer import SessionNodeWriter
 
 T = TypeVar("T")
 

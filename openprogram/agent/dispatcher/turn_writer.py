@@ -17,7 +17,7 @@ from openprogram.context.outcome import finish
 
 if TYPE_CHECKING:
     from openprogram.context.nodes import Call
-    from openprogram.store.session.writer import SessionNodeWriter
+    from openprogram.store.session.context import SessionNodeWriter
 
 
 class TurnWriter:

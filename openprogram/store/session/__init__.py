@@ -1,9 +1,8 @@
 """The git-backed session store and ``session_context``."""
 
-from openprogram.store.session.context import SessionHandle, session_context
+from openprogram.store.session.context import SessionHandle, SessionNodeWriter, session_context
 from openprogram.store.session.files import mint_session_id, validate_session_id
 from openprogram.store.session.store import Session, SessionStore
-from openprogram.store.session.writer import SessionNodeWriter
 
 __all__ = [
     "Session",

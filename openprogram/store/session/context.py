@@ -1,35 +1,70 @@
-"""``session_context``: the one place that installs the per-turn session context.
+"""``session_context``: the one place that enters a turn of a session, for every front (the
+notebook magic, the CLI and research harness, the chat dispatcher, the subprocess runner,
+the tests), so an ``@agentic_function`` behaves the same everywhere; and
+:class:`SessionNodeWriter`, the turn's store on disk.
 
-Every entry point — the notebook magic, the CLI and research harness, the chat
-dispatcher, the subprocess runner, the tests — enters a turn through this manager, so an
-``@agentic_function`` behaves the same everywhere: its docstring reaches the model, nodes
-persist, history renders, ``ask_user`` is tracked and nested calls are attributed.
-
-Session boundary: continuity is expressed by passing ``session_id``, never by call count.
-
-* ``session_id`` given → reuse it (created under that id if missing);
-* ``None`` → a new session is minted and its id exposed on the handle (callers print it).
-
-Sessions never close: leaving the context puts the previous turn state back (also when
-the body raises), commits the turn, and deletes nothing.  The state is one value
-(:class:`openprogram.store.vars.TurnState`), installed with ``using_turn``.
+Continuity is ``session_id`` (``None``: a new session is minted, its id on the handle),
+never a call count.  Sessions never close: leaving the context puts the previous turn
+state back (also when the body raises), commits the turn and deletes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from openprogram.context.nodes import new_id
+from openprogram.context.nodes import Call, new_id
 from openprogram.store.session.files import mint_session_id, validate_session_id
 from openprogram.store.session.store import default_db
-from openprogram.store.session.writer import SessionNodeWriter
 from openprogram.store.vars import current, default_runtime, using_turn
 
 if TYPE_CHECKING:
-    from openprogram.store.session.store import SessionStore
+    from openprogram.store.session.store import Session, SessionStore
+
+
+class SessionNodeWriter:
+    """A session bound to the turn being written: the turn number (the storage shard) is
+    taken at the first write; appends and updates go to the session."""
+
+    def __init__(self, db: SessionStore, session_id: str) -> None:
+        self.db = db
+        self.session_id = session_id
+        self.session: Session = db.open(session_id)
+        self.session.sync()  # see what other processes wrote since this one last looked
+        self._turn: int | None = None
+
+    @property
+    def turn(self) -> int:
+        if self._turn is None:
+            self._turn = self.session.begin_turn()
+        return self._turn
+
+    @property
+    def head_id(self) -> str | None:
+        return self.session.head_id
+
+    def append(self, call: Call, *, turn_level: bool = False) -> Call:
+        """Record a new node; a turn-level node also becomes HEAD."""
+        turn = self._turn if self._turn is not None else self.turn
+        return self.session.append(call, turn=turn, advance_head=turn_level)
+
+    def append_many(self, calls: Sequence[Call]) -> list[Call]:
+        """Record nested nodes (none moves HEAD) in one batch, seqs in the given order."""
+        return self.session.append_many(calls, turn=self.turn)
+
+    def update(self, call: Call) -> None:
+        self.session.update(call)
+
+    def get(self, node_id: str) -> Call:
+        return self.session.get(node_id)
+
+    def commit(self, message: str) -> str | None:
+        return self.session.commit(message)
+
+    def __repr__(self) -> str:
+        return f"SessionNodeWriter(session_id={self.session_id!r}, turn={self._turn})"
 
 
 @dataclass
@@ -60,44 +95,23 @@ def session_context(
     message: str | None = None,
     db: SessionStore | None = None,
 ) -> Iterator[SessionHandle]:
-    """Install the turn state (writer, turn id, runtime; no frame yet: ``call_id`` None) for
-    one turn of ``session_id``; commit the turn on exit.
-
-    Everything the turn writes goes through ``handle.writer`` (the chat dispatcher persists
-    its user message there first thing), so the whole turn is one shard and one commit.
-
-    With no provider configured the store is still installed, so the DAG, docstrings and
-    history all work; only ``runtime.exec`` fails, saying how to configure a provider.
-    """
+    """Install the turn state (writer, turn id, runtime; no frame yet) for one turn of
+    ``session_id`` and commit the turn on exit: everything it writes goes through
+    ``handle.writer``, one shard and one commit.  With no provider configured the store is
+    still installed; only ``runtime.exec`` fails, saying how to configure one."""
     database = db if db is not None else default_db()
     sid = mint_session_id(id_prefix) if session_id is None else validate_session_id(session_id)
     created = not database.exists(sid)
     if created:
         database.create_session(sid, agent_id, source=source, title=title)
-    rt = runtime
-    if rt is None and create_runtime_if_none:
-        rt = default_runtime()
-    tid = turn_id or new_id("turn")
+    if runtime is None and create_runtime_if_none:
+        runtime = default_runtime()
     writer = SessionNodeWriter(database, sid)
-    handle = SessionHandle(
-        db=database,
-        session_id=sid,
-        runtime=rt,
-        turn_id=tid,
-        created=created,
-        writer=writer,
-        message=message or "",
-    )
+    tid = turn_id or new_id("turn")
+    handle = SessionHandle(database, sid, runtime, tid, created, writer, message or "")
     outer = current()  # who answers questions, the echo, the stop flag carry on
-    state = replace(
-        outer,
-        writer=writer,
-        turn_id=tid,
-        runtime=rt if rt is not None else outer.runtime,
-        call_id=None,
-    )
-    # the turn's one state; the previous one is back after, also when the body raises
-    with using_turn(state):
+    rt = runtime if runtime is not None else outer.runtime
+    with using_turn(replace(outer, writer=writer, turn_id=tid, runtime=rt, call_id=None)):
         try:
             yield handle
         finally:

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 Listener = Callable[[str, dict[str, Any]], None]
-
-_listeners: list[Listener] = []
-_lock = threading.Lock()
+_listeners: list[Listener] = []  # (a list's append and remove are atomic: no lock)
 
 
 def subscribe(listener: Listener) -> Callable[[], None]:
     """Call ``listener(session_id, node_dict)`` after every node write; returns unsubscribe."""
-    with _lock:
-        _listeners.append(listener)
+    _listeners.append(listener)
 
     def unsubscribe() -> None:
-        with _lock:
-            if listener in _listeners:
-                _listeners.remove(listener)
+        with suppress(ValueError):  # (already unsubscribed)
+            _listeners.remove(listener)
 
     return unsubscribe
 
 
 def emit(session_id: str, node: dict[str, Any]) -> None:
     for listener in list(_listeners):
-        try:
+        with suppress(Exception):  # a broken view must never break the agent
             listener(session_id, node)
-        except Exception:  # a broken view must never break the agent
-            pass

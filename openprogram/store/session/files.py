@@ -1,19 +1,14 @@
-"""What comes from outside this process, taken without trusting it: files someone else
-may have written (never through a symlink, never a FIFO or device, bounded), atomic writes
-(tmp + rename: a kill leaves the old or the new version), JSON that holds anything
-(:func:`dumps`, :func:`jsonable`, :func:`loads`), session ids (they become folder names:
-letters, digits, ``_`` and ``-`` only, at most 64), and the person running the process.
-
-The author is the person's own git identity, found as git would but trusting nothing a
-session brings: ``GIT_AUTHOR_NAME``/``GIT_AUTHOR_EMAIL``, then ``author.*``/``user.*`` of
-their *global* config files only, read by ``git config --global --no-includes`` under
-:func:`safegit.git_env`; else the login name at the host, marked ``(unverified)``.
-The committer of every session commit stays ``openprogram`` (:data:`safegit.ACTOR_NAME`).
+"""What comes from outside this process, taken without trusting it: files someone else may
+have written (never through a symlink, never a FIFO or device, bounded), atomic writes,
+JSON that holds anything, session ids (they become folder names) and the person running the
+process: their own git identity, found as git would but trusting nothing a session brings
+(the committer of every session commit stays :data:`safegit.ACTOR_NAME`).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import getpass
 import json
 import os
@@ -35,60 +30,34 @@ import orjson
 from openprogram.errors import InvalidSessionId, RefusedFile
 from openprogram.store.session.safegit import git_env
 
-# Bounds on files read from a session folder (which may come from someone else): a node
-# file, meta.json, an index is refused above MAX_FILE_BYTES — by the reader here and by an
-# import or pull (syncrules.HistoryCheck), one rule — and so is a dead writer's row;
-# JSON nested deeper than orjson's 1,024 levels is refused.  So an open reads at most
-# (files x 64 MiB) and never blocks on a FIFO or a device.
+# A file of a session folder (a node, meta.json, an index; a dead writer's row) is refused
+# above MAX_FILE_BYTES, here and by an import or pull (syncrules.HistoryCheck): one rule.
 MAX_FILE_BYTES = 64 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+}
 
 
 def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symbolic link"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
-    """``os.open`` that never follows a symlink in the last component, never blocks on a
-    FIFO, and refuses anything but a regular file (:class:`RefusedFile`)."""
-    try:
-        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise RefusedFile(errno.ELOOP, "a symbolic link (not followed)", str(path)) from None
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise RefusedFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
-    return fd  # O_NONBLOCK has no effect on a regular file
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def ensure_dir(root: Path, rel: str) -> Path:
-    """``root/rel`` as a real directory, made if missing.  A symlink on the way is removed
-    (never followed for a write); a file there raises :class:`RefusedFile`."""
+    """``root/rel`` as a real directory, made if missing: a symlink on the way is removed
+    (never followed for a write), a file there is :class:`RefusedFile`."""
     path = root
     for part in rel.split("/"):
         path = path / part
         try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            try:
-                os.mkdir(path)
-            except FileExistsError:  # made meanwhile (another process)
-                pass
-            else:
-                continue
+            os.mkdir(path)
+            continue
+        except FileExistsError:  # there already (or made meanwhile by another process)
             st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             os.unlink(path)
@@ -99,10 +68,8 @@ def ensure_dir(root: Path, rel: str) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file).
-
-    Neither the temporary file nor ``path`` is followed if a symlink is there: the rename
-    replaces the link itself."""
+    """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file); a
+    symlink at the temporary file or at ``path`` is not followed (the rename replaces it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
     try:
@@ -137,7 +104,7 @@ def interrupts_deferred() -> Iterator[None]:
 class _Closer:
     """Replaced files' descriptors, closed by one daemon thread: a rename dropping a file's
     last link frees its blocks in the call (0.1-12 ms on ext4 with ``discard``, decision
-    0046), an open file at its last close.  Fork-safe (the lock is held through a fork)."""
+    0046), an open file at its last close.  The lock is held through a fork."""
 
     def __init__(self) -> None:
         self.fds: list[int] = []
@@ -209,19 +176,18 @@ def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
             _closer.close_later(old)
 
 
-def strict_dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON (orjson: ~10x json's speed on the per-event hot path); raises
-    TypeError/ValueError on anything JSON cannot hold as it is (see :func:`dumps`)."""
-    return orjson.dumps(obj)
+# compact UTF-8 JSON, ~10x json's speed: TypeError on what JSON cannot hold as it is, and
+# ValueError on bad input or nesting past 1,024 levels (orjson's errors subclass them)
+strict_dumps = orjson.dumps
+loads = orjson.loads
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON.  Whatever JSON cannot hold as it is — lone surrogates, integers
-    beyond 64 bits, NaN, non-string keys, nesting past ``MAX_DEPTH``, objects — is first
-    made :func:`jsonable` (a slower path taken only when the fast encoder refuses)."""
+    """Compact UTF-8 JSON of anything: what JSON cannot hold as it is is made
+    :func:`jsonable` first (only when the fast encoder refuses)."""
     try:
         return strict_dumps(obj)
-    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+    except (TypeError, ValueError):
         return strict_dumps(jsonable(obj))
 
 
@@ -235,8 +201,7 @@ def jsonable(value: Any) -> Any:
     as ``\\udcxx`` text, integers beyond 64 bits and non-finite floats as their text, keys as
     strings, other objects by ``repr`` (or a note when that raises); a container inside
     itself, levels past ``MAX_DEPTH`` and values past ``MAX_VALUES`` are cut with a note."""
-    budget = [MAX_VALUES]
-    return _jsonable(value, 0, set(), budget)
+    return _jsonable(value, 0, set(), [MAX_VALUES])
 
 
 def _jsonable(value: Any, depth: int, path: set[int], budget: list[int]) -> Any:
@@ -281,19 +246,20 @@ def _key(key: Any) -> str:
     return text if type(text) is str else json.dumps(text)
 
 
-def loads(data: bytes) -> Any:
-    """Parse JSON; raises ValueError on bad input, including nesting deeper than 1,024
-    levels (orjson's limit; its JSONDecodeError is a ValueError)."""
-    return orjson.loads(data)
-
-
 def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """A whole small file, with the fewest syscalls (reading thousands of node files).
-
-    Raises :class:`RefusedFile` (an ``OSError``) for a symlink, a FIFO, a device or a file
-    over ``limit`` bytes, without reading it."""
-    fd = open_regular(path)
+    """A whole small file with the fewest syscalls; :class:`RefusedFile` (an ``OSError``),
+    without reading it, for a symlink, anything but a regular file, or over ``limit`` bytes
+    (``O_NONBLOCK``: opening a FIFO never blocks)."""
     try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RefusedFile(errno.ELOOP, "a symbolic link (not followed)", path) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise RefusedFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", path)
         first = os.read(fd, 1 << 16)
         if len(first) < 1 << 16:
             return first
@@ -311,7 +277,7 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
         os.close(fd)
 
 
-# -- session ids ---------------------------------------------------------------------------
+# session ids: they become folder names (letters, digits, ``_`` and ``-``, at most 64)
 MAX_ID_LENGTH = 64
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -339,7 +305,9 @@ def mint_session_id(prefix: str = "session") -> str:
     return validate_session_id(f"{prefix}_{secrets.token_hex(5)}")
 
 
-# -- who runs this process ------------------------------------------------------------------
+# who runs this process: GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL, then author.*/user.* of their
+# *global* git config only (no includes, under safegit.git_env), else the login at the host
+# marked "(unverified)"
 MAX_PART = 120  # characters of a name or an email kept
 _CRUD = re.compile(r"[<>\x00-\x1f\x7f]")  # what git strips or cannot hold in an ident
 _KEYS = r"^(user|author)\.(name|email)$"
@@ -357,52 +325,16 @@ class Author:
         return f"{self.name} <{self.email}>"
 
     def to_json(self) -> dict[str, Any]:
-        """What a turn node records as ``metadata.author``."""
+        """What a turn node records as ``metadata.author`` (a new dict: the node owns it)."""
         out: dict[str, Any] = {"name": self.name, "email": self.email}
         if not self.verified:
             out["unverified"] = True
         return out
 
 
-_cached: Author | None = None
-_record: tuple[Author, dict[str, Any]] | None = None  # (author, its to_json())
-_mu = threading.Lock()
-
-
 def clean(text: str) -> str:
     """``text`` fit for a git ident: no ``<``, ``>`` or control characters, one line."""
     return " ".join(_CRUD.sub(" ", text).split())[:MAX_PART]
-
-
-def current_author() -> Author:
-    """The person running this process (read once, then cached)."""
-    global _cached
-    known = _cached  # once read, no lock (one reference read is atomic)
-    if known is not None:
-        return known
-    with _mu:
-        if _cached is None:
-            _cached = _find_author()
-        return _cached
-
-
-def author_record() -> dict[str, Any]:
-    """``current_author().to_json()`` -- what a turn node records as ``metadata.author`` --
-    built once per author value (a turn-level node writes it on every turn), handed out as
-    a copy each call: the node owns its metadata."""
-    global _record
-    author = current_author()
-    made = _record
-    if made is None or made[0] is not author:
-        made = _record = (author, author.to_json())
-    return dict(made[1])
-
-
-def forget_author() -> None:
-    """Read the identity again at the next :func:`current_author` (tests, a changed env)."""
-    global _cached
-    with _mu:
-        _cached = None
 
 
 def global_identity() -> dict[str, str]:
@@ -421,14 +353,13 @@ def global_identity() -> dict[str, str]:
         )
     except (OSError, subprocess.SubprocessError):
         return {}
-    found: dict[str, str] = {}
-    for line in result.stdout.decode("utf-8", "replace").splitlines():
-        key, _, value = line.partition(" ")
-        found[key.lower()] = value
-    return found
+    lines = result.stdout.decode("utf-8", "replace").splitlines()
+    return {key.lower(): value for key, _, value in (line.partition(" ") for line in lines)}
 
 
-def _find_author() -> Author:
+@functools.cache
+def current_author() -> Author:
+    """The person running this process (read once, then cached)."""
     name = clean(os.environ.get("GIT_AUTHOR_NAME", ""))
     email = clean(os.environ.get("GIT_AUTHOR_EMAIL", ""))
     if not (name and email):
@@ -438,14 +369,16 @@ def _find_author() -> Author:
     email = email or clean(os.environ.get("EMAIL", ""))
     if name and email:
         return Author(name, email)
-    login = _login()
+    try:
+        login = clean(getpass.getuser()).replace(" ", "") or "user"
+    except (OSError, KeyError, ImportError):  # no USER/LOGNAME and no passwd entry
+        login = "user"
     host = clean(socket.gethostname()).replace(" ", "") or "localhost"
     return Author(f"{name or login} (unverified)", email or f"{login}@{host}", verified=False)
 
 
-def _login() -> str:
-    try:
-        login = clean(getpass.getuser()).replace(" ", "")
-    except (OSError, KeyError, ImportError):  # no USER/LOGNAME and no passwd entry
-        login = ""
-    return login or "user"
+forget_author = current_author.cache_clear  # read it again at the next call (tests, a new env)
+
+
+def author_record() -> dict[str, Any]:
+    return current_author().to_json()

@@ -1,13 +1,11 @@
 """A session's history in git through GitPython, gitdb and git's own commands; no git format
 (object, tree, commit, pack, index, ref) is written by hand, here or anywhere else.
 
-A commit's objects (trees: GitPython's ``tree_to_stream``; the commit: its ``Commit``
-serialisation) are one pack and index by gitdb's ``write_pack``, renamed in index first (git
-uses a pack once both exist, gitdb lists ``.pack`` files); nothing written is mapped.  Reads:
-gitdb, ``git cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol, the
-main line under the session's write lock (:mod:`live`): a ``main.lock`` found then is a dead
-writer's, taken over.  Packing: ``git repack --geometric=2``, beside a writer and in the
-maintenance."""
+A commit's objects (trees by GitPython's ``tree_to_stream``, the commit by its ``Commit``)
+are one pack by gitdb's ``write_pack``, its index renamed in first.  Reads: gitdb, ``git
+cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol; a ``main.lock``
+found under the session's write lock (:mod:`live`) is a dead writer's, taken over.
+Packing: ``git repack --geometric=2``, beside a writer and in the maintenance."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from openprogram.errors import CorruptedFile, RefChanged, RefLocked
 from openprogram.store.session import files as fs
@@ -47,6 +45,18 @@ _trees: dict[bytes, TreeEntries] = {}
 _commit_trees: dict[bytes, bytes] = {}
 _entries: dict[tuple[str, bytes, int], bytes] = {}
 _cached = threading.Lock()
+V = TypeVar("V")
+
+
+def _kept(cache: dict[Any, V], key: Any, value: V, limit: int) -> V:
+    """``value``, kept in ``cache`` as the most recently used (the least, dropped past
+    ``limit``)."""
+    with _cached:
+        cache.pop(key, None)
+        cache[key] = value
+        if len(cache) > limit:
+            del cache[next(iter(cache))]
+    return value
 
 
 def object_sha(kind: bytes, data: bytes) -> bytes:
@@ -63,9 +73,8 @@ def _git_order(item: tuple[str, tuple[bytes, int]]) -> bytes:
 
 
 def tree_data(entries: TreeEntries) -> bytes:
-    """The content of the tree object holding ``entries``: its entries in git's order, each
-    written by GitPython's ``tree_to_stream`` once (it checks every name: ~7 µs an entry, so
-    a bucket of 100 turns rewritten whole at each commit cost ~0.7 ms)."""
+    """The tree object holding ``entries``, each entry written by ``tree_to_stream`` once
+    (~7 µs an entry: a bucket of 100 turns rewritten whole cost ~0.7 ms a commit)."""
     from git.objects.fun import tree_to_stream
 
     parts = []
@@ -74,18 +83,9 @@ def tree_data(entries: TreeEntries) -> bytes:
         if one is None:
             out = io.BytesIO()
             tree_to_stream([(sha, mode, name)], out.write)
-            one = out.getvalue()
-            with _cached:
-                if len(_entries) >= ENTRY_CACHE_MAX:
-                    _entries.clear()
-                _entries[name, sha, mode] = one
+            one = _kept(_entries, (name, sha, mode), out.getvalue(), ENTRY_CACHE_MAX)
         parts.append(one)
     return b"".join(parts)
-
-
-def tree_sha(entries: TreeEntries) -> bytes:
-    """The binary sha of the tree holding ``entries``, without writing it."""
-    return object_sha(b"tree", tree_data(entries))
 
 
 def parse_tree(data: bytes) -> TreeEntries:
@@ -153,9 +153,9 @@ def update_ref(
     take_over: bool = False,
 ) -> None:  # fmt: skip
     """Point ``name`` at ``new`` if it is at ``expected`` (None: absent), else
-    :class:`RefChanged`; :class:`RefLocked` if another writer keeps ``<name>.lock`` past
-    ``wait_s``.  ``take_over``: the caller holds the write lock every writer of this ref
-    holds: a lock found is a dead writer's, removed at once (not after ``STALE_LOCK_S``)."""
+    :class:`RefChanged`; :class:`RefLocked` if another keeps ``<name>.lock`` past ``wait_s``.
+    ``take_over`` (the caller holds the write lock all this ref's writers hold): a lock
+    found is a dead writer's, removed at once (not after ``STALE_LOCK_S``)."""
     if not name.startswith("refs/") or ".." in name or name.endswith(".lock"):
         raise ValueError(f"not a ref name: {name!r}")
     path = git_dir / name
@@ -265,9 +265,7 @@ class Repository:
     def __init__(self, worktree: Path) -> None:
         self.worktree = worktree
         self.git_dir = worktree / ".git"
-        self._odb: Any = (
-            None  # gitdb's database, made at the first read (importing gitdb takes time)
-        )
+        self._odb: Any = None  # gitdb's database, made at the first read (gitdb loads slowly)
         self._stale = False  # a pack was written since gitdb listed them
         self._refreshing = threading.Lock()
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
@@ -325,27 +323,19 @@ class Repository:
         """The entries of a tree (a copy: callers may change it); empty for None."""
         if binsha is None:
             return {}
-        with _cached:
-            cached = _trees.pop(binsha, None)
+        cached = _trees.get(binsha)
         if cached is None:
             try:
                 cached = parse_tree(self.read(binsha))
             except ValueError as exc:
                 raise CorruptedFile(binsha.hex(), f"not a tree: {exc}") from None
-        self._remember(binsha, cached)
-        return dict(cached)
+        return _kept(_trees, binsha, cached, TREE_CACHE_MAX).copy()
 
     def write_tree(self, entries: TreeEntries) -> bytes:
         """Store the tree of ``entries``; returns its sha."""
         binsha = self.store(b"tree", tree_data(entries))
-        self._remember(binsha, dict(entries))
+        _kept(_trees, binsha, entries.copy(), TREE_CACHE_MAX)
         return binsha
-
-    def _remember(self, binsha: bytes, entries: TreeEntries) -> None:
-        with _cached:  # (read_tree took it out: the most recently used is the last)
-            _trees[binsha] = entries
-            if len(_trees) > TREE_CACHE_MAX:
-                del _trees[next(iter(_trees))]
 
     def forget(self) -> None:
         """List the packs again at the next read (after a repack)."""
@@ -359,21 +349,14 @@ class Repository:
         update_ref(self.git_dir, name, new, old, wait_s=wait_s, take_over=self.lock_held())
 
     def commit_tree_of(self, commit: bytes | None) -> bytes | None:
-        tree = None if commit is None else _commit_trees.get(commit)
-        if commit is not None and tree is None:
-            tree = self._note_commit(commit, commit_tree(self.read(commit)))
-        return tree
+        if commit is None:
+            return None
+        tree = _commit_trees.get(commit) or commit_tree(self.read(commit))
+        return _kept(_commit_trees, commit, tree, TREE_CACHE_MAX)
 
-    def _note_commit(self, commit: bytes, tree: bytes) -> bytes:
-        with _cached:
-            if len(_commit_trees) >= TREE_CACHE_MAX:
-                _commit_trees.clear()
-            _commit_trees[commit] = tree
-        return tree
-
-    def tree_at(self, path: str, ref: str = MAIN_REF, commit: bytes | None = None) -> TreeEntries:
-        """The tree at ``path`` (``""``: the root) of ``ref`` or ``commit``; empty if none."""
-        return self.subtree(self.commit_tree_of(commit or self.read_ref(ref)), path)
+    def tree_at(self, path: str, ref: str = MAIN_REF) -> TreeEntries:
+        """The tree at ``path`` (``""``: the root) of ``ref``; empty if none."""
+        return self.subtree(self.commit_tree_of(self.read_ref(ref)), path)
 
     def subtree(self, tree: bytes | None, path: str) -> TreeEntries:
         """The tree at ``path`` (``""``: ``tree`` itself) under ``tree``; empty if none."""
@@ -413,7 +396,7 @@ class Repository:
         finally:
             self._local.pending = None
         write_pack(self.git_dir / "objects", pending)  # (listed by gitdb when a read misses:
-        self._note_commit(binsha, tree)  # a listing at every commit grew with the packs)
+        _kept(_commit_trees, binsha, tree, TREE_CACHE_MAX)  # a listing at each commit grew)
         self.update_ref(ref, binsha, parent)
         self._packs += 1
         if self._packs >= REPACK_EVERY:

@@ -1,14 +1,10 @@
-"""The one point where a node becomes what is persisted and shown, and the way back from
-the live rows a writer left (:func:`parsed`, :func:`recovered`), with who wrote them
-(:func:`own_owner`, :func:`owner_alive`).
+"""The one point where a node becomes the bytes persisted and shown (decision 0014), and
+the way back from the live rows a writer left, with who wrote them.
 
-Every node write of the store (the live row, the node file at commit, the live event a
-notebook view draws) takes its bytes from :func:`node_record`.  The fast path is one
-``to_dict`` + ``orjson.dumps`` + a few ``bytes in bytes`` tests for the known secret values.
-When the node holds something JSON cannot (a lone surrogate, a 5,000-digit int, an object)
-or a secret (an API key passed as an argument, echoed in a reply, quoted in a prompt or a
-traceback), the node itself is rewritten to the escaped, redacted form — so the in-memory
-node every view, prompt and saved widget state reads from is what the disk has.
+Every node write (the live row, the node file at commit, the live event a view draws) takes
+its bytes from :func:`node_record`: one ``to_dict`` + ``orjson.dumps`` + a few ``bytes in
+bytes`` tests for the known secrets.  A node holding what JSON cannot, or a secret, is
+itself rewritten to the escaped, redacted form, so every in-memory view is what the disk has.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import Any
 
 from openprogram.context.nodes import (
@@ -59,13 +56,10 @@ def parsed(bodies: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
     records: list[dict[str, Any]] = []
     bad = 0
     for body in bodies:
-        try:
-            if not isinstance(body, bytes) or len(body) > MAX_FILE_BYTES:
-                raise ValueError("not a node's bytes")
-            record = loads(body)
-        except ValueError:
-            bad += 1
-            continue
+        record = None
+        if isinstance(body, bytes) and len(body) <= MAX_FILE_BYTES:
+            with suppress(ValueError):
+                record = loads(body)
         if isinstance(record, dict):
             records.append(record)
         else:
@@ -75,8 +69,7 @@ def parsed(bodies: Iterable[Any]) -> tuple[list[dict[str, Any]], int]:
 
 def recovered(records: Iterable[dict[str, Any]]) -> tuple[list[Call], list[str]]:
     """The nodes of a stopped writer's records, open ones closed (``running`` →
-    ``interrupted``, ``awaiting`` → ``unanswered``), and why records were skipped (not
-    nodes: absurd numbers, wrong types)."""
+    ``interrupted``, ``awaiting`` → ``unanswered``), and why records were not nodes."""
     calls: list[Call] = []
     reasons: list[str] = []
     for record in records:
@@ -127,13 +120,9 @@ def owner_alive(owner: str) -> bool:
     """Whether the process that wrote ``owner`` still runs (on this host; a row from
     another host is a copied folder's: its writer is not running here)."""
     parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname():
-        return False
     try:
-        pid = int(parts[1])
+        pid = int(parts[1]) if len(parts) == 3 and parts[0] == socket.gethostname() else 0
     except ValueError:
-        return False
-    if pid <= 0:
-        return False
-    started = _start_time(pid)
+        pid = 0
+    started = _start_time(pid) if pid > 0 else None
     return started is not None and (started == parts[2] or "0" in (started, parts[2]))

@@ -26,7 +26,7 @@ from openprogram.context.nodes import (
 )
 from openprogram.context.secrets import redact_secrets, redact_shown, refresh_secrets
 from openprogram.errors import CorruptedFile, CorruptedFileWarning, SessionError, StoreError
-from openprogram.store.nodewriter import chain_after_head
+from openprogram.store.memory import chain_after_head
 from openprogram.store.session import events
 from openprogram.store.session.files import (
     atomic_write,
