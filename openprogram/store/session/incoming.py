@@ -7,6 +7,7 @@ for the next pull (decision 0063).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,11 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import orjson
+
 from openprogram.errors import SyncError
+from openprogram.store.session.files import MAX_FILE_BYTES
+from openprogram.store.session.history import BLOB_MODE, TREE_MODE
+from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME, cat_file
 from openprogram.store.session.remotes import git_fail
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
     canonical_config,
+    git,
     git_command,
     holds,
     init_repository,
@@ -404,3 +411,127 @@ def is_skeleton(path: Path) -> bool:
     if dirs != set(SKELETON) or set(found) != set(SKELETON) | set(_FILES):
         return False
     return all(holds(path / rel, content) for rel, content in _FILES.items())
+
+
+# -- the check of what arrived ------------------------------------------------------------------
+NODE_NAME = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")  # (the node id)
+_ENTRY = re.compile(rb"([0-7]{1,7}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
+_HEX = re.compile(r"[0-9a-f]{40}")
+# the session layout, depth by depth: meta.json, .gitignore, history/<bucket>/index.json,
+# history/<bucket>/<turn>/<seq>-<l>-<id>.json, nothing else: (mode, name pattern)
+_LAYOUT = (
+    ((BLOB_MODE, r"\.gitignore|meta\.json"), (TREE_MODE, "history")),
+    ((TREE_MODE, BUCKET_NAME.pattern),),
+    ((TREE_MODE, TURN_DIR_NAME.pattern), (BLOB_MODE, re.escape(BUCKET_INDEX))),
+    ((BLOB_MODE, NODE_NAME.pattern),),
+)
+_WHOLE = [  # a tree wholly of the layout at its depth: one match
+    re.compile(
+        rb"(?:(?:"
+        + rb"|".join(b"%o (?:" % m + p.encode() + b")" for m, p in depth)
+        + rb")\0.{20})*",
+        re.S,
+    )
+    for depth in _LAYOUT
+]
+
+
+def check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
+    """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
+    ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
+    then ``--batch`` of its commits, trees and ``meta.json``."""
+    kinds: dict[bytes, bytes] = {}
+    sizes: dict[bytes, int] = {}
+    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
+    for line in git(repo, "cat-file", fmt, input=_own_objects(repo)).stdout.splitlines():
+        sha, kind, size = line.split(b" ")
+        binsha = bytes.fromhex(sha.decode())
+        kinds[binsha], sizes[binsha] = kind, int(size)
+    if not _HEX.fullmatch(tip) or kinds.get(bytes.fromhex(tip), b"commit") != b"commit":
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
+    if bad:
+        raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
+    caps.check_total(sum(sizes.values()), len(sizes))
+    for sha, kind in kinds.items():
+        caps.check_object(kind.decode(), sizes[sha])
+    wanted = [s for s, k in kinds.items() if k != b"blob"]
+    names = [s.hex().encode() for s in wanted] + [tip.encode(), f"{tip}:meta.json".encode()]
+    *found, got_tip, meta = cat_file(repo, names, sanitize=False)  # (a tip borrowed: read too)
+    if got_tip is None or got_tip[0] != b"commit":
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    trees: dict[bytes, bytes] = {}
+    for sha, got in zip(wanted, found, strict=True):
+        if got is None:
+            raise SyncError(f"refused: git cannot read the object {sha.hex()} that arrived")
+        if got[0] == b"tree":
+            trees[sha] = got[1]
+    roots = [bytes.fromhex(got[1][5:45].decode()) for got in found if got and got[0] == b"commit"]
+    check_trees(trees, sizes, roots)  # (a commit, fsck'ed by git, begins "tree <sha>\n")
+    if meta is None or meta[0] != b"blob":
+        raise SyncError("refused: it has no meta.json (not a session)")
+    try:
+        named = orjson.loads(meta[1])  # nesting past 1,024 levels is an error, not a crash
+    except ValueError as exc:
+        raise SyncError(f"refused: its meta.json is not JSON ({exc})") from None
+    named = named.get("id") if isinstance(named, dict) else None
+    if named != session_id:
+        raise SyncError(
+            f"refused: it holds session {named!r}, not {session_id!r} "
+            "(use --as NEW_ID to import it under another id)"
+        )
+
+
+def _own_objects(repo: Path) -> bytes:
+    """The names (hex lines) of the objects in ``repo`` itself, not borrowed: what arrived."""
+    objects = repo / ".git" / "objects"
+    names: list[bytes] = []
+    for idx in sorted((objects / "pack").glob("*.idx")):
+        data = idx.read_bytes()
+        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+        table = data[8 + 256 * 4 : 8 + 256 * 4 + 20 * count]
+        names.extend(table[i : i + 20].hex().encode() for i in range(0, len(table), 20))
+    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
+        names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
+    return b"".join(n + b"\n" for n in names)
+
+
+def check_trees(trees: dict[bytes, bytes], sizes: dict[bytes, int], roots: list[bytes]) -> None:
+    """The trees that arrived (sha -> raw data), from the commits' ``roots``, have the
+    session layout, each checked once, and no blob that arrived is over MAX_FILE_BYTES
+    (the reader's rule: files.py)."""
+    fast = all(n <= MAX_FILE_BYTES for n in sizes.values())
+    seen: set[tuple[bytes, int]] = set()
+    allowed: set[tuple[bytes, bytes, int]] = set()  # (name, mode, depth) passed
+
+    def check(tree: bytes, depth: int, where: str) -> None:
+        if (tree, depth) in seen or tree not in trees:
+            return
+        seen.add((tree, depth))
+        data = trees[tree]
+        if fast and depth < len(_WHOLE) and _WHOLE[depth].fullmatch(data):
+            for mode, name, sha in _ENTRY.findall(data):
+                if mode == b"40000":
+                    check(sha, depth + 1, f"{where}{name.decode()}/")
+            return
+        for raw_mode, raw_name, sha in _ENTRY.findall(data):  # well-formed: git fsck'ed it
+            mode, name = int(raw_mode, 8), raw_name.decode("utf-8", "surrogateescape")
+            if (raw_name, raw_mode, depth) not in allowed:
+                if mode == 0o120000:
+                    raise SyncError(f"refused: {where}{name} is a symbolic link")
+                if depth >= len(_LAYOUT) or not any(
+                    m == mode and re.fullmatch(p, name) for m, p in _LAYOUT[depth]
+                ):
+                    what = {TREE_MODE: "folder", 0o160000: "submodule"}.get(mode, "file")
+                    raise SyncError(f"refused: unexpected {what} {where + name!r} in the session")
+                allowed.add((raw_name, raw_mode, depth))
+            if mode == TREE_MODE:
+                check(sha, depth + 1, f"{where}{name}/")
+            elif sizes.get(sha, 0) > MAX_FILE_BYTES:
+                raise SyncError(
+                    f"refused: {where}{name} is {sizes[sha]} bytes, over the "
+                    f"{MAX_FILE_BYTES >> 20} MiB a session file may be"
+                )
+
+    for root in roots:
+        check(root, 0, "")
