@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from openprogram.errors import CorruptedFile, SessionError, StoreError, SyncError
-from openprogram.store.session import incoming
+from openprogram.store.session import incoming, remotes
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
     atomic_write,
@@ -38,14 +38,6 @@ from openprogram.store.session.history import (
     read_ref,
 )
 from openprogram.store.session.incoming import NODE_NAME, Caps, check_history, index_pack
-from openprogram.store.session.remotes import (
-    git_fail,
-    note_on_remote,
-    redact_url,
-    refuse_replay_push,
-    replay_id,
-    url_scheme,
-)
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
@@ -149,7 +141,7 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
             git(session.path, "update-ref", "-d", ref, check=False)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise git_fail("export failed", result)
+        raise remotes.git_fail("export failed", result)
     os.replace(tmp, target)
     return target
 
@@ -173,10 +165,10 @@ def import_bundle(
     caps = Caps.from_env()
     with path.open("rb") as stream:
         try:
-            header = incoming.read_bundle_header(stream)
+            header_refs, prerequisites = incoming.read_bundle_header(stream)
         except SyncError as exc:
             raise SyncError(f"{path.name}: {exc} (not a valid git bundle)") from None
-        refs = [name for _, name in header.refs]
+        refs = [name for _, name in header_refs]
         named = [r.removeprefix(NAMESPACE) for r in refs if r.startswith(NAMESPACE)]
         if len(named) != 1:
             raise SyncError(
@@ -197,15 +189,15 @@ def import_bundle(
             )
         target = as_id or bundled
         with _quarantine(store, target) as quarantine:
-            if header.prerequisites:  # commits it builds on: this session must have them
+            if prerequisites:  # commits it builds on: this session must have them
                 verify = git(quarantine, "bundle", "verify", str(path), check=False)
                 if verify.returncode != 0:
-                    raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
+                    raise remotes.git_fail(f"refused {path.name}: not a valid git bundle", verify)
             try:
                 index_pack(quarantine, stream, caps)
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
-            tip = header.refs[0][0]
+            tip = header_refs[0][0]
             check_history(quarantine, tip, bundled, caps)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
             return receive(store, quarantine, target, tip, join_unrelated=unrelated_ok)
@@ -217,58 +209,60 @@ def push(
 ) -> str:
     """Send the session's ``main`` to its ref at ``url`` (a replay only ``with_replays``)."""
     session = store.open(session_id)
-    refuse_replay_push(session_id, session.meta, with_replays)
-    ref = session_ref(session_id)
+    remotes.refuse_replay_push(session_id, session.meta, with_replays)
+    ref, shown = session_ref(session_id), remotes.redact_url(url)
     with session.lock:
         tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
-    local_side = [f"--receive-pack={REMOTE_SIDE} receive-pack"] * (url_scheme(url) == "file")
     result = git(
-        session.path, "push", "--porcelain", "--no-verify", *local_side, "--", url,
-        f"{tip}:{ref}", check=False, network=protocols,
+        session.path, "push", "--porcelain", "--no-verify", *_other_side(url, "receive-pack"),
+        "--", url, f"{tip}:{ref}", check=False, network=protocols,
     )  # fmt: skip
     text = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
     if result.returncode != 0:
         if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
             raise SyncError(
-                f"{redact_url(url)} has turns of session {session_id} that this copy lacks: "
+                f"{shown} has turns of session {session_id} that this copy lacks: "
                 f"pull first (openprogram sessions pull {session_id}), then push"
             )
-        raise git_fail(f"push to {redact_url(url)} failed", result, url)
-    note_on_remote(session.path, url, tip)  # what `sessions delete` would not lose
+        raise remotes.git_fail(f"push to {shown} failed", result, url)
+    remotes.note_on_remote(session.path, url, tip)  # what `sessions delete` would not lose
     done = "already at" if "[up to date]" in text else "pushed to"
-    return f"session {session_id} {done} {redact_url(url)} ({ref})"
+    return f"session {session_id} {done} {shown} ({ref})"
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
     """Fetch the session's ref (only that) from ``url`` into a quarantine and join it."""
-    ref = session_ref(session_id)
+    ref, shown = session_ref(session_id), remotes.redact_url(url)
     with _quarantine(store, session_id) as quarantine:
-        local_side = [f"--upload-pack={REMOTE_SIDE} upload-pack"] * (url_scheme(url) == "file")
         fetched = git(  # a pack kept whatever its size (loose objects are a file each)
             quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
-            "fetch", "--no-tags", "--no-write-fetch-head",
-            *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
+            "fetch", "--no-tags", "--no-write-fetch-head", *_other_side(url, "upload-pack"),
+            "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
         )  # fmt: skip
         if fetched.returncode != 0:
-            text = fetched.stderr.decode(errors="replace")
-            if "couldn't find remote ref" in text:
-                raise SyncError(f"{redact_url(url)} has no session {session_id} ({ref})")
-            raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
+            if b"couldn't find remote ref" in fetched.stderr:
+                raise SyncError(f"{shown} has no session {session_id} ({ref})")
+            raise remotes.git_fail(f"fetching {ref} from {shown} failed", fetched, url)
         found = read_ref(quarantine / ".git", INCOMING)
         if found is None:
-            raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
+            raise SyncError(f"fetching {ref} from {shown} brought no commit")
         check_history(quarantine, found.hex(), session_id, Caps.from_env())
         got = receive(store, quarantine, session_id, found.hex())
-    note_on_remote(store.session_path(session_id), url, found.hex())  # what the remote holds
+    remotes.note_on_remote(store.session_path(session_id), url, found.hex())  # what it holds
     return got
+
+
+def _other_side(url: str, program: str) -> list[str]:
+    """A local transport's program on the other repository: named by us (see safegit)."""
+    return [f"--{program}={REMOTE_SIDE} {program}"] if remotes.url_scheme(url) == "file" else []
 
 
 def fork_for_replay(store: SessionStore, source_id: str) -> str:
     """A new local session holding ``source_id``'s history (through the checked bundle
     path) for a replay's turns (see :mod:`remotes`); returns its id."""
-    new_id = replay_id(source_id)
+    new_id = remotes.replay_id(source_id)
     with tempfile.TemporaryDirectory(prefix="openprogram-replay-") as folder:
         bundle = export_bundle(store, source_id, Path(folder) / "source.bundle")
         import_bundle(store, bundle, as_id=new_id)
