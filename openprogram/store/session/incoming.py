@@ -14,6 +14,7 @@ import signal
 import subprocess
 import zlib
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -275,10 +276,8 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
     stdin = proc.stdin
 
     def feed(data: bytes) -> None:
-        try:
+        with suppress(BrokenPipeError):  # git stopped (it says why on stderr)
             stdin.write(data)
-        except BrokenPipeError:  # git stopped (it says why on stderr)
-            pass
 
     try:
         scan = scan_pack(pack, feed, caps)
@@ -287,10 +286,8 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
         proc.wait()
         raise
     finally:
-        try:
+        with suppress(BrokenPipeError):
             stdin.close()
-        except BrokenPipeError:
-            pass
     said = proc.stderr.read()
     code = proc.wait()
     if code < 0:  # SIGXFSZ under `ulimit -f`, a kill…
@@ -321,13 +318,11 @@ _EXPECTED = {**dict.fromkeys(SKELETON, True), **dict.fromkeys(_FILES, False)}
 def make(path: Path, local: Path | None) -> None:
     """An empty repository at ``path``: ``local``'s spare if exactly the skeleton, else new."""
     if local is not None:
-        try:
+        with suppress(OSError):  # none (or not movable): a new one
             os.rename(local / ".git" / SPARE, path)
-        except OSError:  # none (or not movable): a new one
-            pass
-        else:
-            if is_skeleton(path):
-                return
+        if is_skeleton(path):
+            return
+        if os.path.lexists(path):
             remove(path)  # a link is removed, never followed
     init_repository(path)
     os.mkdir(path / ".git" / "refs" / "openprogram")
@@ -336,18 +331,12 @@ def make(path: Path, local: Path | None) -> None:
 def put_away(path: Path, local: Path | None) -> None:
     """Empty the quarantine back to the skeleton and keep it as ``local``'s spare, else
     delete it."""
-    try:
-        if (
-            local is not None
-            and is_real_dir(local / ".git")
-            and not os.path.lexists(local / ".git" / SPARE)
-        ):
+    with suppress(OSError):
+        if local and is_real_dir(local / ".git") and not os.path.lexists(local / ".git" / SPARE):
             _empty(path)
             if is_skeleton(path):
                 os.rename(path, local / ".git" / SPARE)
                 return
-    except OSError:
-        pass
     shutil.rmtree(path, ignore_errors=True)
 
 

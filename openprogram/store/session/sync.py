@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -73,8 +73,8 @@ class Received:
 
     session_id: str
     status: str  # "new" | "up to date" | "fast-forward" | "merged" | "joined"
-    new_turns: int = 0
-    lines: list[Line] = field(default_factory=list)
+    new_turns: int
+    lines: list[Line]
 
     def describe(self) -> str:
         text = f"session {self.session_id}: {self.status}"
@@ -464,14 +464,11 @@ def _settle(session: Session, *, follow: bool) -> Links:
     seq, turn, head = session.live.read() or (0, 1, None)
     links = session.links()
     arrived = session.meta.get("head_id")
-    if (
-        follow
-        and isinstance(arrived, str)
-        and (head is None or head in _walk(links.predecessors, arrived))
+    if isinstance(arrived, str) and (
+        (follow and (head is None or head in _walk(links.predecessors, arrived)))
+        or head not in links.predecessors  # ours: the root a join left out (nothing run here)
     ):
         head = arrived
-    elif isinstance(arrived, str) and head not in links.predecessors:
-        head = arrived  # ours was the root a join left out (nothing had been run here)
     session.live.write(max(seq, links.top_seq + 1), max(turn, links.top_turn + 1), head)
     return links
 
