@@ -28,6 +28,7 @@ from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_
 from openprogram.store.session.remotes import git_fail
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
+    REPOSITORY_DIRS,
     canonical_config,
     git,
     git_command,
@@ -301,16 +302,9 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
 
 # -- the quarantine ----------------------------------------------------------------------------
 SPARE = "openprogram-incoming"  # in a session's .git: an empty quarantine for its next pull
-SKELETON = (
-    ".git",
-    ".git/objects",
-    ".git/objects/info",
-    ".git/objects/pack",
-    ".git/refs",
-    ".git/refs/heads",
-    ".git/refs/tags",
-    ".git/refs/openprogram",  # where a pull names what it borrows and what arrived
-)
+# a new repository's folders, and the one where a pull names what it borrows and what arrived
+_NEW_DIRS = [f".git/{sub}" for sub in REPOSITORY_DIRS]
+SKELETON = (".git", ".git/objects", ".git/refs", *_NEW_DIRS, ".git/refs/openprogram")
 _FILES = {".git/HEAD": HEAD_CONTENT, ".git/config": canonical_config()}
 _EXPECTED = {**dict.fromkeys(SKELETON, True), **dict.fromkeys(_FILES, False)}
 
@@ -423,10 +417,10 @@ def check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
     if meta is None or meta[0] != b"blob":
         raise SyncError("refused: it has no meta.json (not a session)")
     try:
-        named = orjson.loads(meta[1])  # nesting past 1,024 levels is an error, not a crash
+        data = orjson.loads(meta[1])  # nesting past 1,024 levels is an error, not a crash
     except ValueError as exc:
         raise SyncError(f"refused: its meta.json is not JSON ({exc})") from None
-    named = named.get("id") if isinstance(named, dict) else None
+    named = data.get("id") if isinstance(data, dict) else None
     if named != session_id:
         raise SyncError(
             f"refused: it holds session {named!r}, not {session_id!r} "
@@ -439,10 +433,8 @@ def _own_objects(repo: Path) -> bytes:
     objects = repo / ".git" / "objects"
     names: list[bytes] = []
     for idx in sorted((objects / "pack").glob("*.idx")):
-        data = idx.read_bytes()
-        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
-        table = data[8 + 256 * 4 : 8 + 256 * 4 + 20 * count]
-        names.extend(table[i : i + 20].hex().encode() for i in range(0, len(table), 20))
+        shown = git(repo, "show-index", input=idx.read_bytes()).stdout  # "<offset> <sha> (<crc>)"
+        names.extend(line.split()[1] for line in shown.splitlines())
     for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
         names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
     return b"".join(n + b"\n" for n in names)

@@ -22,6 +22,7 @@ QUARANTINE_PREFIX = ".incoming-"  # what a pull or an import receives into, then
 INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantine
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
+REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
 
 
 def canonical_config() -> bytes:
@@ -240,7 +241,7 @@ def make_safe(git_dir: Path) -> None:
 def init_repository(path: Path) -> None:
     """A new, empty session repository (``path/.git``), made without git's template hooks."""
     git_dir = path / ".git"
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+    for sub in REPOSITORY_DIRS:
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
     (git_dir / "HEAD").write_bytes(HEAD_CONTENT)
     (git_dir / "config").write_bytes(canonical_config())
