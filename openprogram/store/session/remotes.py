@@ -22,7 +22,7 @@ from openprogram.store.session.history import MAIN_REF, read_ref
 from openprogram.store.session.safegit import git, git_dir_of
 
 PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
-REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
+_RECORDED = (None, "replay")  # an llm node's model unless answered live (replay: the provider)
 _SUFFIX = "-replay-"
 
 
@@ -174,11 +174,5 @@ def live_turns(nodes: list[Any]) -> list[Any]:
     """The replay turns of ``nodes`` a provider answered live (an llm node of another model
     than the recording's)."""
     turns = {n.turn: n for n in nodes if n.kind == "turn" and n.metadata.get(REPLAY_OF)}
-    live = {
-        n.turn
-        for n in nodes
-        if n.kind == "llm"
-        and n.turn in turns
-        and n.metadata.get("model") not in (None, REPLAYED_MODEL)
-    }
-    return [turns[t] for t in sorted(live)]
+    live = {n.turn for n in nodes if n.kind == "llm" and n.metadata.get("model") not in _RECORDED}
+    return [turns[t] for t in sorted(live & turns.keys())]
