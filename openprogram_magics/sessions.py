@@ -160,7 +160,7 @@ def session_status(session_id: str | None, runtime: Runtime, auto: bool) -> dict
         goal = session.meta.get("goal")
         if isinstance(goal, dict):  # the last goal run (%openprogram goal shows more)
             info["goal"] = f"{goal.get('status')} after {goal.get('continuations')} continuation(s)"
-        from openprogram.store.session.syncmerge import lines
+        from openprogram.store.session.sync import lines
 
         others = lines(session)  # another person's (or notebook copy's) line of the session
         if others:

@@ -61,7 +61,7 @@ def test_the_old_import_paths_name_the_same_classes() -> None:
     """The facades and the modules that raise an error name the class of ``errors``
     (``agentic_programming.provider`` no longer offers ``ProviderError``: decision 0052)."""
     old = [
-        ("openprogram.store.session.syncrules", "SyncError"),
+        ("openprogram.store.session.sync", "SyncError"),
         ("openprogram.providers.base", "ProviderError"),
         ("openprogram.providers.base", "TransientProviderError"),
         ("openprogram.providers.replay", "ReplayMiss"),

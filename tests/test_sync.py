@@ -24,10 +24,10 @@ from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import (
     export_bundle,
     import_bundle,
+    lines,
     pull,
     push,
 )
-from openprogram.store.session.syncmerge import lines
 
 
 @agentic_function

@@ -11,8 +11,7 @@ from helpers import status_shows_nothing
 from test_sync import bare, turns
 
 from openprogram.store.session.store import SessionStore
-from openprogram.store.session.sync import export_bundle, import_bundle, pull, push
-from openprogram.store.session.syncmerge import lines
+from openprogram.store.session.sync import export_bundle, import_bundle, lines, pull, push
 
 
 def chain(store: SessionStore, sid: str) -> dict[str, str | None]:

@@ -1,26 +1,36 @@
 """What arrives, before it joins a session: the caps on a pack counted as it streams to
 ``git index-pack --strict`` (git checks each object, not how much they inflate to: a delta
-bomb is refused before git inflates it), bundle headers, and the quarantine's spare kept
-for the next pull (decision 0063).
+bomb is refused before git inflates it), bundle headers, the quarantine's spare kept for
+the next pull, and the check of what arrived: its caps, refs and session layout (decision
+0063).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import zlib
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
+
+import orjson
 
 from openprogram.errors import SyncError
+from openprogram.store.session.files import MAX_FILE_BYTES
+from openprogram.store.session.history import BLOB_MODE, TREE_MODE
+from openprogram.store.session.index import BUCKET_INDEX, BUCKET_NAME, TURN_DIR_NAME, cat_file
 from openprogram.store.session.remotes import git_fail
 from openprogram.store.session.safegit import (
     HEAD_CONTENT,
+    REPOSITORY_DIRS,
     canonical_config,
+    git,
     git_command,
     holds,
     init_repository,
@@ -76,14 +86,8 @@ BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 MAX_HEADER = 1 << 20
 
 
-@dataclass(frozen=True)
-class BundleHeader:
-    refs: list[tuple[str, str]]  # (sha, ref name)
-    prerequisites: list[str]
-
-
-def read_bundle_header(stream: BinaryIO) -> BundleHeader:
-    """Parse a v2/v3 bundle's header, leaving ``stream`` at the pack."""
+def read_bundle_header(stream: BinaryIO) -> tuple[list[tuple[str, str]], list[str]]:
+    """A v2/v3 bundle's refs ((sha, name)) and prerequisites, ``stream`` left at the pack."""
     first = stream.readline(64)
     if first not in BUNDLE_SIGNATURES:
         raise SyncError("refused: not a git bundle")
@@ -97,7 +101,7 @@ def read_bundle_header(stream: BinaryIO) -> BundleHeader:
             raise SyncError("refused: a malformed git bundle header")
         text = line[:-1].decode("ascii", "replace")
         if not text:
-            return BundleHeader(refs, prerequisites)
+            return refs, prerequisites
         if text.startswith("@"):  # v3 capability: only sha1 is supported here
             if text.startswith("@object-format=") and text != "@object-format=sha1":
                 raise SyncError(f"refused: a bundle of {text[1:]} objects")
@@ -121,51 +125,21 @@ class _Reader:
 
     def __init__(self, stream: BinaryIO, sink: Callable[[bytes], object]) -> None:
         self.stream, self.sink = stream, sink
-        self.buffer = b""
-        self.pos = 0  # of the next unread byte in ``buffer``
-        self.offset = 0  # of that byte in the pack
+        self.buffer, self.pos, self.offset = b"", 0, 0  # pos: in ``buffer``; offset: in the pack
 
-    def _fill(self) -> bool:
-        data = self.stream.read(_CHUNK)
-        if not data:
-            return False
-        self.sink(data)
-        self.buffer = self.buffer[self.pos :] + data
-        self.pos = 0
+    def fill(self, n: int = 1) -> bool:
+        """At least ``n`` bytes buffered past ``pos`` (False: the pack ends first)."""
+        while len(self.buffer) - self.pos < n:
+            data = self.stream.read(_CHUNK)
+            if not data:
+                return False
+            self.sink(data)
+            self.buffer, self.pos = self.buffer[self.pos :] + data, 0
         return True
 
-    def take(self, n: int) -> bytes:
-        while len(self.buffer) - self.pos < n:
-            if not self._fill():
-                raise SyncError("refused: a truncated git pack")
-        out = self.buffer[self.pos : self.pos + n]
+    def advance(self, n: int) -> None:
         self.pos += n
         self.offset += n
-        return out
-
-    def ensure(self, n: int) -> None:
-        """At least ``n`` bytes buffered past the position, or all that is left."""
-        while len(self.buffer) - self.pos < n and self._fill():
-            pass
-
-    def drain(self) -> None:
-        self.buffer, self.pos = b"", 0
-        while self._fill():
-            self.buffer, self.pos = b"", 0
-
-
-def _varint_le(data: bytes, pos: int) -> tuple[int, int]:
-    """A delta header's size (7 bits a byte, least significant first)."""
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise SyncError("refused: a malformed delta in the git pack")
-        byte = data[pos]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        pos += 1
-        if not byte & 0x80:
-            return value, pos
 
 
 @dataclass
@@ -180,7 +154,10 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     """Read the pack on ``stream`` object by object into ``sink``: :class:`SyncError` as soon
     as the declared sizes pass ``caps``, before the object that would pass them inflates."""
     reader = _Reader(stream, sink)
-    head = reader.take(12)
+    if not reader.fill(12):
+        raise SyncError("refused: a truncated git pack")
+    head = reader.buffer[:12]
+    reader.advance(12)
     if head[:4] != b"PACK" or int.from_bytes(head[4:8], "big") not in (2, 3):
         raise SyncError("refused: not a git pack")
     count = int.from_bytes(head[8:12], "big")
@@ -193,23 +170,22 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
 
     for _ in range(count):
         start = reader.offset
-        reader.ensure(40)  # an object header and an ofs-delta's offset are shorter
+        reader.fill(40)  # an object header and an ofs-delta's offset are shorter
         try:
             kind, size, pos, back = _object_header(reader.buffer, reader.pos)
         except IndexError:
             raise SyncError("refused: a truncated git pack") from None
-        base: int | None = kind  # a ref-delta's base may be here already: type unknown
-        if kind in (_OFS_DELTA, _REF_DELTA):
-            base = kinds.get(start - back) if kind == _OFS_DELTA else None
-        reader.offset += pos - reader.pos
-        reader.pos = pos
+        # the type it results in (a ref-delta's base may be here already: unknown)
+        base = {_OFS_DELTA: kinds.get(start - back), _REF_DELTA: None}.get(kind, kind)
+        reader.advance(pos - reader.pos)
         result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
         if base is not None:
             kinds[start] = base
             caps.check_object(_KIND.get(base, "blob"), result)
         scan.inflated += result
         caps.check_total(scan.inflated, count)
-    reader.drain()
+    while data := stream.read(_CHUNK):  # the rest (the pack's checksum): to git too
+        sink(data)
     return scan
 
 
@@ -254,7 +230,7 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
     head = b""  # a delta's first bytes: its base's size, then its result's
     want = size + (size >> 10) + 64
     while not inflater.eof:
-        if reader.pos >= len(reader.buffer) and not reader._fill():
+        if not reader.fill():
             raise SyncError("refused: a truncated git pack")
         start = reader.pos
         piece = reader.buffer[start : start + want]
@@ -270,9 +246,7 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
                 result = _delta_result(head)
                 if result is not None:
                     declare(result)
-        used = len(piece) - (len(inflater.unused_data) if inflater.eof else 0)
-        reader.pos += used
-        reader.offset += used
+        reader.advance(len(piece) - (len(inflater.unused_data) if inflater.eof else 0))
         want = max(want, _CHUNK)
     if produced != size or result is None:
         raise SyncError("refused: an object in the git pack is shorter than it says")
@@ -280,14 +254,15 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
 
 
 def _delta_result(head: bytes) -> int | None:
-    """The result size a delta's header declares (None: not enough bytes yet)."""
-    try:
-        _, pos = _varint_le(head, 0)
-        return _varint_le(head, pos)[0]
-    except SyncError:
-        if len(head) >= 20:
-            raise
-        return None
+    """The result size a delta's first bytes declare: its second size (7 bits a byte, least
+    significant first, at most 10 bytes each); None: not enough bytes yet."""
+    ends = [i for i, byte in enumerate(head[:20]) if not byte & 0x80]
+    if len(ends) >= 2 and ends[0] < 10 and ends[1] - ends[0] <= 10:
+        data = head[ends[0] + 1 : ends[1] + 1]
+        return sum((byte & 0x7F) << (7 * i) for i, byte in enumerate(data))
+    if len(head) >= 20:
+        raise SyncError("refused: a malformed delta in the git pack")
+    return None
 
 
 def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
@@ -302,10 +277,8 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
     stdin = proc.stdin
 
     def feed(data: bytes) -> None:
-        try:
+        with suppress(BrokenPipeError):  # git stopped (it says why on stderr)
             stdin.write(data)
-        except BrokenPipeError:  # git stopped (it says why on stderr)
-            pass
 
     try:
         scan = scan_pack(pack, feed, caps)
@@ -314,10 +287,8 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
         proc.wait()
         raise
     finally:
-        try:
+        with suppress(BrokenPipeError):
             stdin.close()
-        except BrokenPipeError:
-            pass
     said = proc.stderr.read()
     code = proc.wait()
     if code < 0:  # SIGXFSZ under `ulimit -f`, a kill…
@@ -331,29 +302,21 @@ def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:
 
 # -- the quarantine ----------------------------------------------------------------------------
 SPARE = "openprogram-incoming"  # in a session's .git: an empty quarantine for its next pull
-SKELETON = (
-    ".git",
-    ".git/objects",
-    ".git/objects/info",
-    ".git/objects/pack",
-    ".git/refs",
-    ".git/refs/heads",
-    ".git/refs/tags",
-    ".git/refs/openprogram",  # where a pull names what it borrows and what arrived
-)
+# a new repository's folders, and the one where a pull names what it borrows and what arrived
+_NEW_DIRS = [f".git/{sub}" for sub in REPOSITORY_DIRS]
+SKELETON = (".git", ".git/objects", ".git/refs", *_NEW_DIRS, ".git/refs/openprogram")
 _FILES = {".git/HEAD": HEAD_CONTENT, ".git/config": canonical_config()}
+_EXPECTED = {**dict.fromkeys(SKELETON, True), **dict.fromkeys(_FILES, False)}
 
 
 def make(path: Path, local: Path | None) -> None:
     """An empty repository at ``path``: ``local``'s spare if exactly the skeleton, else new."""
     if local is not None:
-        try:
+        with suppress(OSError):  # none (or not movable): a new one
             os.rename(local / ".git" / SPARE, path)
-        except OSError:  # none (or not movable): a new one
-            pass
-        else:
-            if is_skeleton(path):
-                return
+        if is_skeleton(path):
+            return
+        if os.path.lexists(path):
             remove(path)  # a link is removed, never followed
     init_repository(path)
     os.mkdir(path / ".git" / "refs" / "openprogram")
@@ -362,45 +325,155 @@ def make(path: Path, local: Path | None) -> None:
 def put_away(path: Path, local: Path | None) -> None:
     """Empty the quarantine back to the skeleton and keep it as ``local``'s spare, else
     delete it."""
-    try:
-        if (
-            local is not None
-            and is_real_dir(local / ".git")
-            and not os.path.lexists(local / ".git" / SPARE)
-        ):
+    with suppress(OSError):
+        if local and is_real_dir(local / ".git") and not os.path.lexists(local / ".git" / SPARE):
             _empty(path)
             if is_skeleton(path):
                 os.rename(path, local / ".git" / SPARE)
                 return
-    except OSError:
-        pass
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _walk(path: Path) -> list[tuple[str, bool]]:
-    """Every entry under ``path`` (relative, and whether it is a real directory)."""
-    found = []
+def _walk(path: Path) -> dict[str, bool]:
+    """Every entry under ``path``: its relative path -> whether it is a real directory."""
+    found = {}
     for where, dirs, files in os.walk(path):
         for name in dirs + files:
-            rel = os.path.normpath(os.path.join(os.path.relpath(where, path), name))
-            found.append((rel, is_real_dir(path / rel)))
+            rel = os.path.relpath(os.path.join(where, name), path)
+            found[rel] = is_real_dir(path / rel)
     return found
 
 
 def _empty(path: Path) -> None:
     """Remove everything under ``path`` but the skeleton's folders and files."""
-    for rel, real_dir in _walk(path):
-        if os.path.lexists(path / rel) and not ((rel in SKELETON and real_dir) or rel in _FILES):
+    for rel, real_dir in _walk(path).items():
+        if os.path.lexists(path / rel) and _EXPECTED.get(rel) != real_dir:
             remove(path / rel)
 
 
 def is_skeleton(path: Path) -> bool:
     """Whether ``path`` is exactly the skeleton: real folders, ``HEAD``, the canonical
     ``config``, nothing else."""
-    if not is_real_dir(path):
-        return False
-    found = dict(_walk(path))
-    dirs = {rel for rel, real in found.items() if real}
-    if dirs != set(SKELETON) or set(found) != set(SKELETON) | set(_FILES):
+    if not is_real_dir(path) or _walk(path) != _EXPECTED:
         return False
     return all(holds(path / rel, content) for rel, content in _FILES.items())
+
+
+# -- the check of what arrived ------------------------------------------------------------------
+NODE_NAME = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")  # (the node id)
+_ENTRY = re.compile(rb"([0-7]{1,7}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
+_HEX = re.compile(r"[0-9a-f]{40}")
+# the session layout, depth by depth: meta.json, .gitignore, history/<bucket>/index.json,
+# history/<bucket>/<turn>/<seq>-<l>-<id>.json, nothing else: (mode, name pattern)
+_LAYOUT = (
+    ((BLOB_MODE, r"\.gitignore|meta\.json"), (TREE_MODE, "history")),
+    ((TREE_MODE, BUCKET_NAME.pattern),),
+    ((TREE_MODE, TURN_DIR_NAME.pattern), (BLOB_MODE, re.escape(BUCKET_INDEX))),
+    ((BLOB_MODE, NODE_NAME.pattern),),
+)
+_WHOLE = [  # a tree wholly of the layout at its depth: one match
+    re.compile(
+        rb"(?:(?:"
+        + rb"|".join(b"%o (?:" % m + p.encode() + b")" for m, p in depth)
+        + rb")\0.{20})*",
+        re.S,
+    )
+    for depth in _LAYOUT
+]
+
+
+def check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
+    """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
+    ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
+    then ``--batch`` of its commits, trees and ``meta.json``."""
+    kinds: dict[bytes, bytes] = {}
+    sizes: dict[bytes, int] = {}
+    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
+    for line in git(repo, "cat-file", fmt, input=_own_objects(repo)).stdout.splitlines():
+        sha, kind, size = line.split(b" ")
+        binsha = bytes.fromhex(sha.decode())
+        kinds[binsha], sizes[binsha] = kind, int(size)
+    if not _HEX.fullmatch(tip) or kinds.get(bytes.fromhex(tip), b"commit") != b"commit":
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
+    if bad:
+        raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
+    caps.check_total(sum(sizes.values()), len(sizes))
+    for sha, kind in kinds.items():
+        caps.check_object(kind.decode(), sizes[sha])
+    wanted = [s for s, k in kinds.items() if k != b"blob"]
+    names = [s.hex().encode() for s in wanted] + [tip.encode(), f"{tip}:meta.json".encode()]
+    *found, got_tip, meta = cat_file(repo, names, sanitize=False)  # (a tip borrowed: read too)
+    if got_tip is None or got_tip[0] != b"commit":
+        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
+    trees: dict[bytes, bytes] = {}
+    for sha, got in zip(wanted, found, strict=True):
+        if got is None:
+            raise SyncError(f"refused: git cannot read the object {sha.hex()} that arrived")
+        if got[0] == b"tree":
+            trees[sha] = got[1]
+    roots = [bytes.fromhex(got[1][5:45].decode()) for got in found if got and got[0] == b"commit"]
+    check_trees(trees, sizes, roots)  # (a commit, fsck'ed by git, begins "tree <sha>\n")
+    if meta is None or meta[0] != b"blob":
+        raise SyncError("refused: it has no meta.json (not a session)")
+    try:
+        data = orjson.loads(meta[1])  # nesting past 1,024 levels is an error, not a crash
+    except ValueError as exc:
+        raise SyncError(f"refused: its meta.json is not JSON ({exc})") from None
+    named = data.get("id") if isinstance(data, dict) else None
+    if named != session_id:
+        raise SyncError(
+            f"refused: it holds session {named!r}, not {session_id!r} "
+            "(use --as NEW_ID to import it under another id)"
+        )
+
+
+def _own_objects(repo: Path) -> bytes:
+    """The names (hex lines) of the objects in ``repo`` itself, not borrowed: what arrived."""
+    objects = repo / ".git" / "objects"
+    names: list[bytes] = []
+    for idx in sorted((objects / "pack").glob("*.idx")):
+        shown = git(repo, "show-index", input=idx.read_bytes()).stdout  # "<offset> <sha> (<crc>)"
+        names.extend(line.split()[1] for line in shown.splitlines())
+    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
+        names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
+    return b"".join(n + b"\n" for n in names)
+
+
+def check_trees(trees: dict[bytes, bytes], sizes: dict[bytes, int], roots: list[bytes]) -> None:
+    """The trees that arrived (sha -> raw data), from the commits' ``roots``, have the
+    session layout (each checked once at its depth), and no blob that arrived is over
+    MAX_FILE_BYTES (the reader's rule: files.py)."""
+    seen: set[tuple[bytes, int]] = set()
+
+    def check(tree: bytes, depth: int, where: str) -> None:
+        if (tree, depth) in seen or tree not in trees:
+            return
+        seen.add((tree, depth))
+        entries = _ENTRY.findall(trees[tree])  # well-formed: git fsck'ed it
+        if depth >= len(_WHOLE) or not _WHOLE[depth].fullmatch(trees[tree]):
+            _refuse(entries, depth, where)
+        for mode, name, sha in entries:  # (names of the layout: ASCII)
+            if mode == b"40000":
+                check(sha, depth + 1, f"{where}{name.decode()}/")
+            elif sizes.get(sha, 0) > MAX_FILE_BYTES:
+                raise SyncError(
+                    f"refused: {where}{name.decode()} is {sizes[sha]} bytes, over the "
+                    f"{MAX_FILE_BYTES >> 20} MiB a session file may be"
+                )
+
+    for root in roots:
+        check(root, 0, "")
+
+
+def _refuse(entries: list[tuple[bytes, bytes, bytes]], depth: int, where: str) -> NoReturn:
+    """The first entry of a tree that is not of the layout at ``depth``, said in one line."""
+    for raw_mode, raw_name, _ in entries:
+        name, mode = raw_name.decode("utf-8", "surrogateescape"), int(raw_mode, 8)
+        if mode == 0o120000:
+            raise SyncError(f"refused: {where}{name} is a symbolic link")
+        layout = _LAYOUT[depth] if depth < len(_LAYOUT) else ()
+        if not any(raw_mode == b"%o" % m and re.fullmatch(p, name) for m, p in layout):
+            what = {TREE_MODE: "folder", 0o160000: "submodule"}.get(mode, "file")
+            raise SyncError(f"refused: unexpected {what} {where + name!r} in the session")
+    raise SyncError(f"refused: a malformed tree {where!r} in the session")

@@ -14,14 +14,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
-from openprogram.store.session.history import read_ref
+from openprogram.store.session.history import MAIN_REF, read_ref
 from openprogram.store.session.safegit import git, git_dir_of
 
 PREFIX = "refs/openprogram/remotes/"  # what each remote is known to hold
-REPLAYED_MODEL = "replay"  # the model an llm node answered from the recording records
+_RECORDED = (None, "replay")  # an llm node's model unless answered live (replay: the provider)
 _SUFFIX = "-replay-"
 
 
@@ -37,11 +38,8 @@ def url_scheme(url: str) -> str:
     match = _SCHEME.match(url)
     if match:
         return match.group(1).lower()
-    if url.startswith(("/", "./", "../")) or url.endswith(".bundle"):
-        return "file"
-    if _SCP.fullmatch(url):
-        return "ssh"
-    return "file"
+    path = url.startswith(("/", "./", "../")) or url.endswith(".bundle")
+    return "ssh" if _SCP.fullmatch(url) and not path else "file"
 
 
 # ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
@@ -56,19 +54,12 @@ def _strip_userinfo(match: re.Match[str]) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}@"  # ssh://user@: only a password goes
 
 
-def redact_url(url: str) -> str:
-    """``url`` as it may be printed or stored: no password; no user name either for http(s),
-    where it is often a token."""
-    return _USERINFO.sub(_strip_userinfo, url)
-
-
-def redact_text(text: str, url: str = "") -> str:
-    """``text`` without the credentials of any URL, nor ``url``'s wherever they appear."""
+def redact_url(text: str, url: str = "") -> str:
+    """``text`` (a URL, a message) as it may be printed or stored: no password in any URL (no
+    user name either for http(s), where it is often a token), nor ``url``'s anywhere."""
     text = _USERINFO.sub(_strip_userinfo, text)
     match = _USERINFO.match(url) if url else None
     if match is not None:
-        from urllib.parse import unquote
-
         user, _, password = match.group(2).partition(":")
         secret = (user, password) if match.group(1).lower() in _HTTP_SCHEMES else (password,)
         for part in secret:
@@ -85,18 +76,14 @@ def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "
     lines = [t for t in lines if t]
     said = [t.split(":", 1)[1].strip() for t in lines if t.startswith(("fatal:", "error:"))]
     reason = said[0] if said else lines[-1] if lines else "git failed"
-    return SyncError(redact_text(f"{what}: {reason[:300]}", url))
+    return SyncError(redact_url(f"{what}: {reason[:300]}", url))
 
 
 # -- what a remote holds: refs/openprogram/remotes/<hash of the URL without credentials> ----------
-def remote_ref(url: str) -> str:
-    """The local ref that notes what the remote at ``url`` holds of the session."""
-    return PREFIX + hashlib.sha256(redact_url(url).encode()).hexdigest()[:16]
-
-
 def note_on_remote(repo: Path, url: str, tip: str) -> None:
     """The remote at ``url`` holds commit ``tip`` (a failure to note it fails nothing)."""
-    git(repo, "update-ref", remote_ref(url), tip, check=False)
+    ref = PREFIX + hashlib.sha256(redact_url(url).encode()).hexdigest()[:16]
+    git(repo, "update-ref", ref, tip, check=False)
 
 
 @dataclass(frozen=True)
@@ -118,21 +105,14 @@ class Unpushed:
 
 def unpushed_turns(repo: Path) -> Unpushed:
     """The turn commits reachable from ``main`` and from no remote ref (one ``git log``)."""
-    listed = git(repo, "for-each-ref", "--format=%(refname)", PREFIX, check=False).stdout.decode(
-        errors="replace"
+    ever_pushed = bool(git(repo, "for-each-ref", "--count=1", PREFIX, check=False).stdout)
+    log = git(
+        repo, "log", "--format=%ct %s", MAIN_REF, "--not", f"--glob={PREFIX}*", "--", check=False
     )
-    known = [line for line in listed.splitlines() if line.startswith(PREFIX)]
-    result = git(
-        repo, "log", "--format=%ct %s", "refs/heads/main", "--not", *known, "--", check=False
-    )
-    if result.returncode != 0:  # no commit yet: nothing to lose
-        return Unpushed(0, "", 0, bool(known))
-    rows = [line.split(" ", 1) for line in result.stdout.decode(errors="replace").splitlines()]
+    rows = [line.split(" ", 1) for line in log.stdout.decode(errors="replace").splitlines()]
     turns = [row for row in rows if len(row) == 2 and row[1].startswith("turn ")]
-    if not turns:
-        return Unpushed(0, "", 0, bool(known))
-    stamp, summary = turns[0]
-    return Unpushed(len(turns), summary, int(stamp) if stamp.isdigit() else 0, bool(known))
+    stamp, summary = turns[0] if turns else ("0", "")  # (no commit yet: nothing to lose)
+    return Unpushed(len(turns), summary, int(stamp) if stamp.isdigit() else 0, ever_pushed)
 
 
 def copy_remote_refs(source: Path, target: Path) -> None:
@@ -194,11 +174,5 @@ def live_turns(nodes: list[Any]) -> list[Any]:
     """The replay turns of ``nodes`` a provider answered live (an llm node of another model
     than the recording's)."""
     turns = {n.turn: n for n in nodes if n.kind == "turn" and n.metadata.get(REPLAY_OF)}
-    live = {
-        n.turn
-        for n in nodes
-        if n.kind == "llm"
-        and n.turn in turns
-        and n.metadata.get("model") not in (None, REPLAYED_MODEL)
-    }
-    return [turns[t] for t in sorted(live)]
+    live = {n.turn for n in nodes if n.kind == "llm" and n.metadata.get("model") not in _RECORDED}
+    return [turns[t] for t in sorted(live & turns.keys())]

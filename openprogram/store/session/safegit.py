@@ -9,7 +9,6 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ QUARANTINE_PREFIX = ".incoming-"  # what a pull or an import receives into, then
 INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantine
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
+REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
 
 
 def canonical_config() -> bytes:
@@ -76,11 +76,9 @@ _CREDENTIAL_KEYS = ("core.askPass", "core.sshCommand", "credential.helper")
 _KEPT_VARS = ("PATH", "HOME", "TZ", "LANG", "TMPDIR", "SYSTEMROOT")
 
 
-def git_env(
-    extra: Mapping[str, str] | None = None, *, network: str | None = None
-) -> dict[str, str]:
-    """The whole environment of a git subprocess: nothing of the caller's but ``extra``;
-    only ``file://`` unless ``network`` names the protocols (then the user's credentials)."""
+def git_env(*, network: str | None = None) -> dict[str, str]:
+    """The whole environment of a git subprocess, nothing of the caller's: only ``file://``
+    unless ``network`` names the protocols (then the user's credentials)."""
     env = {name: os.environ[name] for name in _KEPT_VARS if name in os.environ}
     env.update(
         {
@@ -104,8 +102,6 @@ def git_env(
         global_config = Path(os.environ.get("HOME", "/nonexistent")) / ".gitconfig"
         if global_config.is_file():
             env["GIT_CONFIG_GLOBAL"] = str(global_config)
-    if extra:
-        env.update(extra)
     return env
 
 
@@ -120,16 +116,9 @@ def git_argv(*args: str, network: bool = False) -> list[str]:
     return ["git", "--no-pager", *overrides, *args]
 
 
-def git(
-    repo: Path,
-    *args: str,
-    input: bytes | None = None,
-    check: bool = True,
-    network: str | None = None,
-) -> subprocess.CompletedProcess[bytes]:
+def git(repo: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
     """:func:`run_git` for sharing: a quarantine (made here) keeps its ``alternates``."""
-    quarantine = repo.name.startswith(QUARANTINE_PREFIX)
-    return run_git(repo, *args, input=input, check=check, network=network, sanitize=not quarantine)
+    return run_git(repo, *args, sanitize=not repo.name.startswith(QUARANTINE_PREFIX), **kw)
 
 
 def git_dir_of(repo: Path) -> Path:
@@ -139,20 +128,14 @@ def git_dir_of(repo: Path) -> Path:
 
 
 def git_command(
-    repo: Path,
-    *args: str,
-    env_extra: Mapping[str, str] | None = None,
-    network: str | None = None,
-    sanitize: bool = True,
+    repo: Path, *args: str, network: str | None = None, sanitize: bool = True
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of :func:`run_git` (for a caller that streams to git)."""
     git_dir = git_dir_of(repo)
     if sanitize:
         make_safe(git_dir)
-    env = {"GIT_DIR": str(git_dir)}  # no work tree: a session has none
-    if env_extra:
-        env.update(env_extra)
-    return git_argv(*args, network=network is not None), git_env(env, network=network)
+    env = git_env(network=network) | {"GIT_DIR": str(git_dir)}  # no work tree: a session has none
+    return git_argv(*args, network=network is not None), env
 
 
 def run_git(
@@ -160,23 +143,15 @@ def run_git(
     *args: str,
     input: bytes | None = None,
     check: bool = True,
-    timeout: float | None = None,
-    env_extra: Mapping[str, str] | None = None,
     network: str | None = None,
     sanitize: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git args`` on ``repo`` safely (made safe first unless ``sanitize=False``: a
     repository made in this operation), ``GIT_DIR`` fixed, output captured."""
-    argv, env = git_command(repo, *args, env_extra=env_extra, network=network, sanitize=sanitize)
+    argv, env = git_command(repo, *args, network=network, sanitize=sanitize)
+    stdin = None if input is not None else subprocess.DEVNULL
     return subprocess.run(
-        argv,
-        cwd=repo,
-        env=env,
-        input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        capture_output=True,
-        check=check,
-        timeout=timeout,
+        argv, cwd=repo, env=env, input=input, stdin=stdin, capture_output=True, check=check
     )
 
 
@@ -266,7 +241,7 @@ def make_safe(git_dir: Path) -> None:
 def init_repository(path: Path) -> None:
     """A new, empty session repository (``path/.git``), made without git's template hooks."""
     git_dir = path / ".git"
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+    for sub in REPOSITORY_DIRS:
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
     (git_dir / "HEAD").write_bytes(HEAD_CONTENT)
     (git_dir / "config").write_bytes(canonical_config())

@@ -1,54 +1,99 @@
 """Sharing a session through git: bundles holding one ref, ``refs/openprogram/sessions/<id>``,
 push and pull of that ref.  What arrives is received into a quarantine under the sessions
-folder (borrowing the session's objects), checked, then joined (:mod:`syncmerge`); a
-refusal is one line and leaves the session untouched (decision 0063).
+folder (borrowing the session's objects), checked (:mod:`incoming`), then joined: nothing,
+a fast-forward, or a merge commit whose tree is the union of both lines; a refusal is one
+line and leaves the session untouched (decision 0063).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
+import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
-from openprogram.errors import SessionError, StoreError, SyncError
-from openprogram.store.session import incoming
-from openprogram.store.session.files import validate_session_id
-from openprogram.store.session.history import read_ref
-from openprogram.store.session.incoming import Caps, index_pack, read_bundle_header
-from openprogram.store.session.index import cat_file
-from openprogram.store.session.remotes import (
-    git_fail,
-    note_on_remote,
-    redact_url,
-    refuse_replay_push,
-    replay_id,
-    url_scheme,
+from openprogram.errors import CorruptedFile, SessionError, StoreError, SyncError
+from openprogram.store.session import incoming, remotes
+from openprogram.store.session.files import (
+    MAX_FILE_BYTES,
+    atomic_write,
+    current_author,
+    loads,
+    strict_dumps,
+    validate_session_id,
 )
+from openprogram.store.session.history import (
+    MAIN_REF,
+    TREE_MODE,
+    Repository,
+    TreeEntries,
+    commit_data,
+    commit_tree,
+    read_ref,
+)
+from openprogram.store.session.incoming import NODE_NAME, Caps, check_history, index_pack
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
     REMOTE_SIDE,
     git,
-)
-from openprogram.store.session.syncmerge import Received, main_commit, receive
-from openprogram.store.session.syncrules import (
-    NAMESPACE,
-    HistoryCheck,
-    check_meta,
-    check_refs,
-    session_ref,
+    git_dir_of,
 )
 
 if TYPE_CHECKING:
-    from openprogram.store.session.store import SessionStore
+    from openprogram.store.session.queries import Links
+    from openprogram.store.session.store import Session, SessionStore
 
+NAMESPACE = "refs/openprogram/sessions/"
 LOCAL = "refs/openprogram/local"
 NO_REFS = "true"  # core.alternateRefsCommand: LOCAL names the borrowed refs already
-_HEX = re.compile(r"[0-9a-f]{40}")
+ROOT_DIR = "history/0000/000000"  # the root node's turn folder, in every session
+
+
+def session_ref(session_id: str) -> str:
+    """Where a session lives in a shared repository: its own ref, never a branch."""
+    return NAMESPACE + validate_session_id(session_id)
+
+
+@dataclass(frozen=True)
+class Line:
+    tip: str  # the last node of the line
+    turns: int  # its turns since it left the line HEAD is on
+
+
+@dataclass
+class Received:
+    """What a pull or import did."""
+
+    session_id: str
+    status: str  # "new" | "up to date" | "fast-forward" | "merged" | "joined"
+    new_turns: int
+    lines: list[Line]
+
+    def describe(self) -> str:
+        text = f"session {self.session_id}: {self.status}"
+        if self.status == "joined":
+            text += (
+                " (this copy had begun it before pulling: the arrived history is its start, "
+                "the turns made here a branch from its root, nothing lost)"
+            )
+        if self.new_turns:
+            text += f", {self.new_turns} turn(s) arrived"
+        for line in self.lines:
+            text += f"; another line ends at {line.tip} ({line.turns} turn(s) of its own)"
+        return text
+
+
+def main_commit(repo: Path) -> str | None:
+    """The commit a session's ``main`` names (no git process)."""
+    found = read_ref(git_dir_of(repo), MAIN_REF)
+    return found.hex() if found is not None else None
 
 
 # -- the quarantine ------------------------------------------------------------------------
@@ -63,6 +108,10 @@ def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[
             store.root.mkdir(parents=True, exist_ok=True)
             store.remove_debris()  # quarantines a killed pull or import left behind
             incoming.make(path, local)
+            if local and (local / ".git").is_dir() and (tip := main_commit(local)):
+                alternates = path / ".git" / "objects" / "info" / "alternates"
+                alternates.write_text(f"{local / '.git' / 'objects'}\n")  # borrowed: a fetch
+                (path / ".git" / LOCAL).write_text(f"{tip}\n")  # brings only what is new
             yield path
         finally:
             incoming.put_away(path, local)
@@ -72,80 +121,6 @@ def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[
         where = f" ({exc.filename})" if exc.filename else ""
         text = f"{exc.strerror or exc}{where}"
         raise StoreError(f"session {session_id or '?'}: receiving failed: {text}") from None
-
-
-def _borrow(quarantine: Path, local: Path) -> str | None:
-    """The quarantine borrows the session's objects and names its ``main`` (returned)."""
-    tip = main_commit(local)
-    if tip is None:
-        return None
-    alternates = quarantine / ".git" / "objects" / "info" / "alternates"
-    alternates.parent.mkdir(parents=True, exist_ok=True)
-    alternates.write_text(f"{local / '.git' / 'objects'}\n")
-    ref = quarantine / ".git" / LOCAL  # a fresh repository of ours: the ref written as git would
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    ref.write_text(f"{tip}\n")
-    return tip
-
-
-def _check_history(repo: Path, tip: str, session_id: str, caps: Caps) -> None:
-    """What arrived (not borrowed) is under ``caps`` and has the session's layout, and
-    ``tip`` is a commit whose ``meta.json`` names ``session_id``: ``cat-file --batch-check``,
-    then ``--batch`` of its commits, trees and ``meta.json``."""
-    kinds: dict[bytes, bytes] = {}
-    sizes: dict[bytes, int] = {}
-    fmt = "--batch-check=%(objectname) %(objecttype) %(objectsize)"
-    for line in git(repo, "cat-file", fmt, input=_own_objects(repo)).stdout.splitlines():
-        sha, kind, size = line.split(b" ")
-        binsha = bytes.fromhex(sha.decode())
-        kinds[binsha], sizes[binsha] = kind, int(size)
-    binsha_tip = bytes.fromhex(tip) if _HEX.fullmatch(tip) else b""
-    if kinds.get(binsha_tip, b"commit" if binsha_tip else b"") != b"commit":
-        raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
-    bad = {k.decode() for k in kinds.values()} - {"commit", "tree", "blob"}
-    if bad:
-        raise SyncError(f"refused: it holds git objects of type {', '.join(sorted(bad))}")
-    caps.check_total(sum(sizes.values()), len(sizes))
-    for sha, kind in kinds.items():
-        caps.check_object(kind.decode(), sizes[sha])
-    wanted = [s for s, k in kinds.items() if k != b"blob"]
-    names = [s.hex().encode() for s in wanted] + [f"{tip}:meta.json".encode()]
-    borrowed = binsha_tip not in kinds  # a bundle's tip may be neither: refused then
-    *found, meta = cat_file(repo, [tip.encode()] * borrowed + names, sanitize=False)
-    if borrowed:
-        got_tip = found.pop(0)
-        if got_tip is None or got_tip[0] != b"commit":
-            raise SyncError(f"refused: its ref names no commit ({tip[:12]} is not one)")
-    trees: dict[bytes, bytes] = {}
-    roots: list[bytes] = []
-    for sha, got in zip(wanted, found, strict=True):
-        if got is None:
-            raise SyncError(f"refused: git cannot read the object {sha.hex()} that arrived")
-        kind, body = got
-        if kind == b"tree":
-            trees[sha] = body
-        elif kind == b"commit":  # fsck'ed by git: it begins "tree <sha>\n"
-            roots.append(bytes.fromhex(body[5:45].decode()))
-    checker = HistoryCheck(trees, sizes)
-    for root in roots:
-        checker.root(root)
-    if meta is None or meta[0] != b"blob":
-        raise SyncError("refused: it has no meta.json (not a session)")
-    check_meta(meta[1], session_id)
-
-
-def _own_objects(repo: Path) -> bytes:
-    """The names (hex lines) of the objects in ``repo`` itself, not borrowed: what arrived."""
-    objects = repo / ".git" / "objects"
-    names: list[bytes] = []
-    for idx in sorted((objects / "pack").glob("*.idx")):
-        data = idx.read_bytes()
-        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
-        table = data[8 + 256 * 4 : 8 + 256 * 4 + 20 * count]
-        names.extend(table[i : i + 20].hex().encode() for i in range(0, len(table), 20))
-    for fan in sorted(objects.glob("[0-9a-f][0-9a-f]")):
-        names.extend(f"{fan.name}{obj.name}".encode() for obj in fan.iterdir())
-    return b"".join(n + b"\n" for n in names)
 
 
 # -- bundles ---------------------------------------------------------------------------------
@@ -166,7 +141,7 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
             git(session.path, "update-ref", "-d", ref, check=False)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise git_fail("export failed", result)
+        raise remotes.git_fail("export failed", result)
     os.replace(tmp, target)
     return target
 
@@ -190,11 +165,11 @@ def import_bundle(
     caps = Caps.from_env()
     with path.open("rb") as stream:
         try:
-            header = read_bundle_header(stream)
+            header_refs, prerequisites = incoming.read_bundle_header(stream)
         except SyncError as exc:
             raise SyncError(f"{path.name}: {exc} (not a valid git bundle)") from None
-        refs = [name for _, name in header.refs]
-        named = [r[len(NAMESPACE) :] for r in refs if r.startswith(NAMESPACE)]
+        refs = [name for _, name in header_refs]
+        named = [r.removeprefix(NAMESPACE) for r in refs if r.startswith(NAMESPACE)]
         if len(named) != 1:
             raise SyncError(
                 f"refused {path.name}: it must carry exactly one {NAMESPACE}<id> ref "
@@ -206,23 +181,24 @@ def import_bundle(
                 f"refused: the embedded part names session {expect_id} but its bundle "
                 f"carries session {bundled}; nothing imported"
             )
-        check_refs(refs, bundled)
+        others = [r for r in refs if r != session_ref(bundled)]
+        if others:
+            raise SyncError(
+                f"refused: it carries refs outside session {bundled}'s namespace "
+                f"({', '.join(others[:3])}); only {session_ref(bundled)} is accepted"
+            )
         target = as_id or bundled
         with _quarantine(store, target) as quarantine:
-            local = store.session_path(target)
-            joining = (local / ".git").is_dir()
-            if joining:
-                _borrow(quarantine, local)
-            if header.prerequisites:  # commits it builds on: this session must have them
+            if prerequisites:  # commits it builds on: this session must have them
                 verify = git(quarantine, "bundle", "verify", str(path), check=False)
                 if verify.returncode != 0:
-                    raise git_fail(f"refused {path.name}: not a valid git bundle", verify)
+                    raise remotes.git_fail(f"refused {path.name}: not a valid git bundle", verify)
             try:
                 index_pack(quarantine, stream, caps)
             except SyncError as exc:
                 raise SyncError(f"{path.name}: {exc}") from None
-            tip = header.refs[0][0]
-            _check_history(quarantine, tip, bundled, caps)
+            tip = header_refs[0][0]
+            check_history(quarantine, tip, bundled, caps)
             unrelated_ok = join or target == bundled  # one id begun twice: joined as a pull
             return receive(store, quarantine, target, tip, join_unrelated=unrelated_ok)
 
@@ -233,67 +209,289 @@ def push(
 ) -> str:
     """Send the session's ``main`` to its ref at ``url`` (a replay only ``with_replays``)."""
     session = store.open(session_id)
-    refuse_replay_push(session_id, session.meta, with_replays)
-    ref = session_ref(session_id)
+    remotes.refuse_replay_push(session_id, session.meta, with_replays)
+    ref, shown = session_ref(session_id), remotes.redact_url(url)
     with session.lock:
         tip = main_commit(session.path)
     if tip is None:
         raise SyncError(f"session {session_id} has no commit yet")
-    local = url_scheme(url) == "file"
-    local_side = [f"--receive-pack={REMOTE_SIDE} receive-pack"] if local else []
     result = git(
-        session.path, "push", "--porcelain", "--no-verify", *local_side, "--", url,
-        f"{tip}:{ref}", check=False, network=protocols,
+        session.path, "push", "--porcelain", "--no-verify", *_other_side(url, "receive-pack"),
+        "--", url, f"{tip}:{ref}", check=False, network=protocols,
     )  # fmt: skip
     text = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
     if result.returncode != 0:
         if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
             raise SyncError(
-                f"{redact_url(url)} has turns of session {session_id} that this copy lacks: "
+                f"{shown} has turns of session {session_id} that this copy lacks: "
                 f"pull first (openprogram sessions pull {session_id}), then push"
             )
-        raise git_fail(f"push to {redact_url(url)} failed", result, url)
-    note_on_remote(session.path, url, tip)  # what `sessions delete` would not lose
-    up_to_date = "[up to date]" in text
-    done = "already at" if up_to_date else "pushed to"
-    return f"session {session_id} {done} {redact_url(url)} ({ref})"
+        raise remotes.git_fail(f"push to {shown} failed", result, url)
+    remotes.note_on_remote(session.path, url, tip)  # what `sessions delete` would not lose
+    done = "already at" if "[up to date]" in text else "pushed to"
+    return f"session {session_id} {done} {shown} ({ref})"
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
     """Fetch the session's ref (only that) from ``url`` into a quarantine and join it."""
-    ref = session_ref(session_id)
-    local = store.session_path(session_id)
+    ref, shown = session_ref(session_id), remotes.redact_url(url)
     with _quarantine(store, session_id) as quarantine:
-        if (local / ".git").is_dir():
-            _borrow(quarantine, local)  # a fetch then brings only what is new
-        local_side = (
-            [f"--upload-pack={REMOTE_SIDE} upload-pack"] if url_scheme(url) == "file" else []
-        )
         fetched = git(  # a pack kept whatever its size (loose objects are a file each)
             quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
-            "fetch", "--no-tags", "--no-write-fetch-head",
-            *local_side, "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
+            "fetch", "--no-tags", "--no-write-fetch-head", *_other_side(url, "upload-pack"),
+            "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
         )  # fmt: skip
         if fetched.returncode != 0:
-            text = fetched.stderr.decode(errors="replace")
-            if "couldn't find remote ref" in text:
-                raise SyncError(f"{redact_url(url)} has no session {session_id} ({ref})")
-            raise git_fail(f"fetching {ref} from {redact_url(url)} failed", fetched, url)
+            if b"couldn't find remote ref" in fetched.stderr:
+                raise SyncError(f"{shown} has no session {session_id} ({ref})")
+            raise remotes.git_fail(f"fetching {ref} from {shown} failed", fetched, url)
         found = read_ref(quarantine / ".git", INCOMING)
         if found is None:
-            raise SyncError(f"fetching {ref} from {redact_url(url)} brought no commit")
-        _check_history(quarantine, found.hex(), session_id, Caps.from_env())
+            raise SyncError(f"fetching {ref} from {shown} brought no commit")
+        check_history(quarantine, found.hex(), session_id, Caps.from_env())
         got = receive(store, quarantine, session_id, found.hex())
-    note_on_remote(local, url, found.hex())  # the remote holds what arrived
+    remotes.note_on_remote(store.session_path(session_id), url, found.hex())  # what it holds
     return got
 
 
-# -- replays stay home (see remotes) ----------------------------------------------------------
+def _other_side(url: str, program: str) -> list[str]:
+    """A local transport's program on the other repository: named by us (see safegit)."""
+    return [f"--{program}={REMOTE_SIDE} {program}"] if remotes.url_scheme(url) == "file" else []
+
+
 def fork_for_replay(store: SessionStore, source_id: str) -> str:
     """A new local session holding ``source_id``'s history (through the checked bundle
-    path) for a replay's turns; returns its id."""
-    new_id = replay_id(source_id)
+    path) for a replay's turns (see :mod:`remotes`); returns its id."""
+    new_id = remotes.replay_id(source_id)
     with tempfile.TemporaryDirectory(prefix="openprogram-replay-") as folder:
         bundle = export_bundle(store, source_id, Path(folder) / "source.bundle")
         import_bundle(store, bundle, as_id=new_id)
     return new_id
+
+
+# -- joining what arrived ----------------------------------------------------------------------
+def receive(
+    store: SessionStore,
+    quarantine: Path,
+    session_id: str,
+    tip: str,
+    *,
+    join_unrelated: bool = True,
+) -> Received:
+    """Join the checked history ending at ``tip`` (in ``quarantine``) to session
+    ``session_id`` (``join_unrelated`` False: a local history sharing no commit with it is
+    refused, nothing changed)."""
+    local = store.session_path(session_id)
+    if not (local / ".git").is_dir():  # the quarantine becomes the session: main, no other ref
+        moves = f"update {MAIN_REF} {tip}\ndelete {INCOMING}\n".encode()
+        git(quarantine, "update-ref", "--stdin", input=moves)
+        meta = git(quarantine, "cat-file", "blob", f"{tip}:meta.json").stdout
+        atomic_write(quarantine / "meta.json", meta)  # (no working tree: this file only)
+        try:
+            os.rename(quarantine, local)
+        except OSError:
+            raise SyncError(f"session {session_id} appeared meanwhile; run it again") from None
+        session = store.open(session_id)  # its nodes rows derived from git
+        return Received(session_id, "new", session.totals()["turns"], lines(session))
+    session = store.open(session_id)
+    with session.lock:
+        ours = main_commit(local)
+        assert ours is not None
+        base = _merge_base(quarantine, ours, tip)  # ours: a fast-forward
+        if base is False:  # the quarantine borrowed nothing (the session appeared since)
+            _adopt_objects(quarantine, local)
+            base = _merge_base(local, ours, tip) or None
+        if base is None and not join_unrelated and session.totals()["turns"]:
+            raise SyncError(
+                f"refused: session {session_id} here has a history of its own that shares no "
+                "root with the one arriving; nothing imported (--join joins them: the arrived "
+                "history its start, the turns made here a branch from its root)"
+            )
+        _adopt_objects(quarantine, local)
+        if base == tip:
+            return Received(session_id, "up to date", 0, lines(session))
+        before = session.totals()["turns"]
+        status = "fast-forward"
+        new = tip
+        if base != ours:
+            entries = session.index() if base is None else []  # a join reroots ours
+            new = _merge(session.git, ours, tip, base, entries)
+            if new != tip:  # (tip: what only ours has is already theirs)
+                status = "merged" if base is not None else "joined"
+        session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
+        atomic_write(local / "meta.json", session.git.blob_at("meta.json"))  # (listing reads it)
+        links = _settle(session, follow=status == "fast-forward")
+        arrived_turns = session.totals()["turns"] - before
+        return Received(
+            session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
+        )
+
+
+def _adopt_objects(quarantine: Path, local: Path) -> None:
+    """Move what the quarantine received into the session's objects (the index last)."""
+    src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
+    for pack in sorted((src / "pack").glob("*.pack")):
+        for part in (pack, pack.with_suffix(".rev"), pack.with_suffix(".idx")):
+            if part.exists():
+                shutil.move(part, dst / "pack" / part.name)
+    for fan in src.iterdir():
+        if len(fan.name) == 2 and fan.is_dir():
+            (dst / fan.name).mkdir(exist_ok=True)
+            for obj in fan.iterdir():
+                if not (dst / fan.name / obj.name).exists():
+                    shutil.copyfile(obj, dst / fan.name / obj.name)
+
+
+def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
+    """The merge base in ``repo``: None when they share no commit, False when one is lacking."""
+    found = git(repo, "merge-base", ours, tip, check=False)
+    if found.returncode > 1:
+        return False
+    return found.stdout.decode().strip() or None
+
+
+def _merge(
+    writer: Repository, ours: str, theirs: str, base: str | None, entries: list[dict[str, Any]]
+) -> str:
+    """The merge commit of ``ours`` and ``theirs`` (``theirs`` when the merge is its tree);
+    ``base`` None: ours rerooted on theirs (decision 0063)."""
+    ours_tree = commit_tree(writer.read(bytes.fromhex(ours)))
+    theirs_tree = commit_tree(writer.read(bytes.fromhex(theirs)))  # what arrived: read already
+    base_tree = commit_tree(writer.read(bytes.fromhex(base))) if base else None
+    start = ours_tree
+    if base is None:  # began here before it was pulled: theirs is the session's start
+        start = _reroot(writer, ours_tree, theirs_tree, entries)
+    tree = merge_trees(writer, base_tree, start, theirs_tree)
+    tree = _count_both_lines(writer, tree, base_tree, ours_tree, theirs_tree)
+    if tree == theirs_tree and base is not None:  # ours adds nothing: no merge commit
+        return theirs
+    message = f"pull: join the line ending at {theirs[:10]} (both kept as branches)"
+    if base is None:
+        message = (
+            f"pull: join the history ending at {theirs[:10]}, which this copy had begun "
+            "without (its line now a branch from the session's root)"
+        )
+    parents = [bytes.fromhex(ours), bytes.fromhex(theirs)]
+    data = commit_data(tree, parents, message, int(time.time()), current_author().ident)
+    return writer.store(b"commit", data).hex()  # by who pulled, as a turn's
+
+
+def merge_trees(repo: Repository, base: bytes | None, ours: bytes, theirs: bytes) -> bytes:
+    """The union of ``ours`` and ``theirs``: a path only one side changed since ``base``
+    takes that side, one both changed keeps ours (node files never collide: unique ids)."""
+    if ours == theirs or base == theirs:
+        return ours
+    if base == ours:
+        return theirs
+    b, o, t = repo.read_tree(base), repo.read_tree(ours), repo.read_tree(theirs)
+    out: TreeEntries = {}
+    for name in sorted(set(o) | set(t)):
+        mine, other, old = o.get(name), t.get(name), b.get(name)
+        if other is None or mine == other or other == old:
+            if mine is not None:
+                out[name] = mine
+        elif mine is None or mine == old:
+            out[name] = other
+        elif mine[1] == TREE_MODE and other[1] == TREE_MODE:
+            base_sub = old[0] if old is not None and old[1] == TREE_MODE else None
+            out[name] = (merge_trees(repo, base_sub, mine[0], other[0]), TREE_MODE)
+        else:
+            out[name] = mine
+    return repo.write_tree(out)
+
+
+def _reroot(repo: Repository, ours: bytes, theirs: bytes, entries: list[dict[str, Any]]) -> bytes:
+    """Our tree with their ``meta.json``, our root left out and what chained after it
+    chained after theirs (``metadata.joined_from_root`` keeps it): one DAG."""
+    theirs_root = [
+        m.group(1) for n in repo.subtree(theirs, ROOT_DIR) if (m := NODE_NAME.fullmatch(n))
+    ]
+    ours_root_files = repo.subtree(ours, ROOT_DIR)
+    mine = {m.group(1) for n in ours_root_files if (m := NODE_NAME.fullmatch(n))}
+    if len(theirs_root) != 1 or not mine or theirs_root[0] in mine:
+        raise SyncError("refused: the two histories of this session have no root to join at")
+    files: dict[str, bytes | None] = {f"{ROOT_DIR}/{name}": None for name in ours_root_files}
+    files["meta.json"] = repo.read(repo.read_tree(theirs)["meta.json"][0], MAX_FILE_BYTES)
+    for entry in entries:
+        if entry.get("predecessor") not in mine and entry.get("caller") not in mine:
+            continue
+        folder, _, name = entry["path"].rpartition("/")
+        blob = repo.subtree(ours, folder).get(name)
+        if blob is None:
+            continue  # not committed: the writer's copy is rewritten at its commit
+        node = loads(repo.read(blob[0], MAX_FILE_BYTES))
+        old = node.get("predecessor") if node.get("predecessor") in mine else node.get("caller")
+        node["metadata"] = {**(node.get("metadata") or {}), "joined_from_root": old}
+        for key in ("predecessor", "caller"):
+            if node.get(key) == old:
+                node[key] = theirs_root[0]
+        files[entry["path"]] = strict_dumps(node)
+    return repo.edit_tree(ours, files)
+
+
+def _count_both_lines(
+    repo: Repository, tree: bytes, base: bytes | None, ours: bytes, theirs: bytes
+) -> bytes:
+    """The merge ``tree`` with its ``meta.json`` counting both lines' turns (ours + theirs -
+    shared, each read from its own tree)."""
+    meta, *sides = (_meta_in(repo, t) for t in (tree, ours, theirs, base))
+    counts = [c for c in (m.get("turns") if m else 0 for m in sides) if type(c) is int and c >= 0]
+    if meta is None or len(counts) != 3:
+        return tree
+    total = max(counts[0] + counts[1] - counts[2], counts[0], counts[1])
+    if total == meta.get("turns"):
+        return tree
+    meta["turns"] = total
+    data = json.dumps(meta, indent=1, ensure_ascii=False).encode()
+    return repo.edit_tree(tree, {"meta.json": data})
+
+
+def _meta_in(repo: Repository, tree: bytes | None) -> dict[str, Any] | None:
+    found = repo.read_tree(tree).get("meta.json")
+    if found is None or found[1] == TREE_MODE:
+        return None
+    try:
+        meta = loads(repo.read(found[0], MAX_FILE_BYTES))
+    except (CorruptedFile, ValueError, RecursionError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _settle(session: Session, *, follow: bool) -> Links:
+    """The open session sees what arrived: counters past every node, HEAD moved only when
+    ours was on the line that arrived (``follow``); returns its chain."""
+    session.refresh()
+    seq, turn, head = session.live.read() or (0, 1, None)
+    links = session.links()
+    arrived = session.meta.get("head_id")
+    if isinstance(arrived, str) and (
+        (follow and (head is None or head in _walk(links.predecessors, arrived)))
+        or head not in links.predecessors  # ours: the root a join left out (nothing run here)
+    ):
+        head = arrived
+    session.live.write(max(seq, links.top_seq + 1), max(turn, links.top_turn + 1), head)
+    return links
+
+
+def _walk(
+    chain: Mapping[str, str | None], node: str | None, stop: Collection[str] = ()
+) -> set[str]:
+    """The nodes from ``node`` back through ``chain`` (node -> predecessor) until ``stop``."""
+    seen: set[str] = set()
+    while node is not None and node not in seen and node not in stop:
+        seen.add(node)
+        node = chain.get(node)
+    return seen
+
+
+def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
+    """The lines of the conversation ``chain`` (node -> predecessor, in seq order) other than
+    the one HEAD ends, with their turns since they left HEAD's line."""
+    ours = _walk(chain, head)
+    skip = ours | {pred for pred in chain.values() if pred is not None}  # followed: no tip
+    return [Line(tip, len(_walk(chain, tip, ours))) for tip in chain if tip not in skip]
+
+
+def lines(session: Session) -> list[Line]:
+    """The session's lines other than the one its HEAD ends (see :func:`other_lines`)."""
+    return other_lines(session.links().predecessors, session.head_id)
