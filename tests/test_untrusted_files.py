@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -273,6 +274,18 @@ def test_absurd_numbers_in_rows_index_and_counters_are_reported_and_skipped(
     seqs = [n.seq for n in store.open(SID).nodes()]
     store.close()
     assert min(seqs) >= 0 and len(set(seqs)) == len(seqs)
+
+
+def test_a_row_whose_owner_is_not_text_leaves_the_session_openable(op_home: Path) -> None:
+    """A crafted live.db row with a BLOB owner (SQLite keeps it a BLOB in a TEXT column)."""
+    turn(op_home, "first")
+    db = sqlite3.connect(op_home / "sessions" / SID / ".state" / "live.db")
+    with db:
+        db.execute("INSERT INTO rows VALUES ('planted', x'00ff3a313a32', x'7b7d')")
+    db.close()
+    _problems, names = open_fresh(op_home)
+    assert "first" in names
+    assert_healthy(op_home)
 
 
 KILLED_WHILE_CREATING = """

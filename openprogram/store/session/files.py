@@ -31,7 +31,7 @@ from openprogram.errors import InvalidSessionId, RefusedFile
 from openprogram.store.session.safegit import git_env
 
 # A file of a session folder (a node, meta.json, an index; a dead writer's row) is refused
-# above MAX_FILE_BYTES, here and by an import or pull (syncrules.HistoryCheck): one rule.
+# above MAX_FILE_BYTES, here and by an import or pull (incoming.check_history): one rule.
 MAX_FILE_BYTES = 64 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 _KINDS = {

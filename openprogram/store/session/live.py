@@ -20,7 +20,6 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -390,10 +389,11 @@ class LiveState:
     def _others(self, *, alive: bool) -> Iterator[tuple[str, list[dict[str, Any]], int]]:
         """(owner, its records, its rows not JSON objects) of each other process with rows
         that is ``alive`` (or gone)."""
-        sql = "SELECT owner, body FROM rows WHERE owner != ? ORDER BY owner, id"
-        for owner, rows in groupby(self.query(sql, (own_owner(),)), key=itemgetter(0)):
-            if owner_alive(owner) == alive:
-                yield owner, *parsed(body for _owner, body in rows)
+        found = self.query("SELECT DISTINCT owner FROM rows ORDER BY owner")
+        for owner in (str(owner) for (owner,) in found):  # a planted BLOB owner: dead
+            if owner != own_owner() and owner_alive(owner) == alive:  # bodies of these only
+                rows = self.query("SELECT body FROM rows WHERE owner = ? ORDER BY id", (owner,))
+                yield owner, *parsed(body for (body,) in rows)
 
     def live_rows(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """(pid, records) of the other processes alive with rows (their turns in flight)."""
