@@ -92,8 +92,20 @@ def start(repo):
     spawned[0] += 1
     return real_start(repo)
 history.Repository._start_repack = start
-if not MAINTAIN:
+if MAINTAIN == "off":
     history.REPACK_EVERY = 10**9
+elif MAINTAIN == "geometric":  # the store's repack before decision 0065, for comparison
+    import subprocess
+    from openprogram.store.session import safegit
+    def real_start(repo):
+        if repo._repacking is not None and repo._repacking.poll() is None:
+            return
+        repo._packs = 0
+        argv, env = safegit.git_command(repo.worktree, "repack", "-d", "-q", "--geometric=2")
+        repo._repacking = subprocess.Popen(
+            argv, cwd=repo.worktree, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
 @agentic_function
 def leaf(x):
     "A nested step."
@@ -110,7 +122,10 @@ def turn(sid, i):
     return (time.perf_counter() - t) * 1000
 times = [turn(SID, i) for i in range(TURNS)]
 pairs = [(turn(SID, TURNS + i), turn(SID + "_new", i)) for i in range(100)]
-print("RESULT " + json.dumps({"times": times, "spawned": spawned[0], "pairs": pairs}))
+folder = os.path.join(HOME, "sessions", SID, ".git", "objects", "pack")
+packs = [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if ".pack" in n]
+got = {"times": times, "spawned": spawned[0], "pairs": pairs, "packs": [len(packs), sum(packs)]}
+print("RESULT " + json.dumps(got))
 """
 
 
@@ -222,7 +237,7 @@ def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
         os.sync()  # the next series starts on a quiet disk, not beside this one's writeback
 
 
-def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
+def long_writer(where: Path, turns: int, maintain: str) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="long_", dir=where))
     try:
         got = run_probe(LONG_PROBE, HOME=str(scratch), SID="long", TURNS=turns, MAINTAIN=maintain)
@@ -240,6 +255,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long", type=int, default=3000, help="turns of the long writer")
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"))
+    parser.add_argument(
+        "--repack",
+        default="on,off",
+        help="the long writer's runs on the disk: on (the store's roll-up), off, geometric "
+        "(git's repack --geometric=2 in a child, the store's before decision 0065)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] + ([100_000] if args.big else [])
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -274,8 +295,8 @@ def main(argv: list[str] | None = None) -> None:
         print("  a turn's new paths: " + ", ".join(created))
     if args.long:
         print(f"\nlong-lived writer, {args.long} turns in one process (5 nodes each)")
-        runs = [("disk", args.cache, True), ("disk", args.cache, False)]
-        runs += [(label, where, True) for label, where in places[1:]]
+        runs = [("disk", args.cache, mode) for mode in args.repack.split(",")]
+        runs += [(label, where, "on") for label, where in places[1:]]
         for label, where, maintain in runs:
             got = long_writer(where, args.long, maintain)
             times = got["times"]
@@ -285,11 +306,13 @@ def main(argv: list[str] | None = None) -> None:
             longer, new = zip(*got["pairs"], strict=True)
             alongside = statistics.median(longer) / statistics.median(new)
             print(
-                f"  {label:>5}, maintenance {'on ' if maintain else 'off'}: turns 1-100 "
+                f"  {label:>5}, repack {maintain}: turns 1-100 "
                 f"{med(first)} ms, last 100 {med(last)} ms, last/first {growth:.2f}"
                 f" ({got['spawned']} repacks started); then alternating with a new"
                 f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f};"
-                f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f}",
+                f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f};"
+                f" {got['packs'][0]} packs, {got['packs'][1] / 2**20:.1f} MiB"
+                f" (load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
 
