@@ -124,7 +124,9 @@ times = [turn(SID, i) for i in range(TURNS)]
 pairs = [(turn(SID, TURNS + i), turn(SID + "_new", i)) for i in range(100)]
 folder = os.path.join(HOME, "sessions", SID, ".git", "objects", "pack")
 packs = [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if ".pack" in n]
+cpu = os.times()
 got = {"times": times, "spawned": spawned[0], "pairs": pairs, "packs": [len(packs), sum(packs)]}
+got["cpu"] = [cpu.user + cpu.system, cpu.children_user + cpu.children_system]
 print("RESULT " + json.dumps(got))
 """
 
@@ -312,6 +314,7 @@ def main(argv: list[str] | None = None) -> None:
                 f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f};"
                 f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f};"
                 f" {got['packs'][0]} packs, {got['packs'][1] / 2**20:.1f} MiB"
+                f"; CPU s: writer {got['cpu'][0]:.1f}, its children {got['cpu'][1]:.1f}"
                 f" (load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )

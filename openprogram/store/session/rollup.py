@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from openprogram.store.session import safegit
 
@@ -34,7 +34,9 @@ TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray 
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
-READ_HERE = 4096  # a pack's names read in the writer's process up to this many, else by git
+_counts: dict[str, dict[str, int]] = {}  # pack folder -> pack name -> its objects (a name
+# is its content's hash: the count of a pack seen once is known for good)
+_counting = threading.Lock()
 
 
 class Child(Protocol):
@@ -91,11 +93,8 @@ class Git:
                     self._child.terminate()
 
 
-def _listed(folder: Path, pack: str, git: Git, index: Any) -> list[bytes]:
-    """The hex names of a pack's objects: gitdb's index reader, or for a big one (many
-    names) ``git show-index`` (``offset sha (crc)`` a line: the work in git, not here)."""
-    if index.size() <= READ_HERE:
-        return [index.sha(i).hex().encode() for i in range(index.size())]
+def _names(folder: Path, pack: str, git: Git) -> list[bytes]:
+    """The hex names of a pack's objects (``git show-index``: ``offset sha (crc)`` a line)."""
     return git("show-index", from_file=folder / f"{pack}.idx").split()[1::3]
 
 
@@ -128,27 +127,32 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     """Roll the small packs of ``git_dir`` (and its loose objects) into one; whether a pack
     was written.  Safe beside writers, readers and another roll-up: a pack is removed only
     once a complete pack holding each of its objects is in place."""
-    from gitdb.pack import PackIndexFile
-
     git = git or Git(git_dir)
     folder = git_dir / "objects" / "pack"
     listed = set(os.listdir(folder)) if folder.is_dir() else set()
-    indexes = {
-        name[:-5]: PackIndexFile(str(folder / f"{name[:-5]}.idx"))
+    packs = [
+        name[:-5]
         for name in listed
         if name.startswith("pack-") and name.endswith(".pack")
         and f"{name[:-5]}.idx" in listed and f"{name[:-5]}.keep" not in listed
-    }  # fmt: skip
-    sizes = {pack: index.size() for pack, index in indexes.items()}
-    packs = sorted(sizes, key=lambda pack: (sizes[pack], pack))
-    chosen = packs[: geometric_split([sizes[pack] for pack in packs])]
+    ]  # fmt: skip
+    key = str(folder)
+    with _counting:
+        counted = _counts.setdefault(key, {})
+        for gone in set(counted) - set(packs):
+            del counted[gone]
+        unknown = [pack for pack in packs if pack not in counted]
+    names = {pack: _names(folder, pack, git) for pack in unknown}  # (the new packs, mostly)
+    with _counting:
+        counted.update((pack, len(found)) for pack, found in names.items())
+        counts = {pack: counted.get(pack, 0) for pack in packs}
+    packs.sort(key=lambda pack: (counts[pack], pack))
+    chosen = packs[: geometric_split([counts[pack] for pack in packs])]
     loose = _loose(git_dir / "objects")
     if len(chosen) < 2 and not loose:
         return False
-    wanted = set(loose)
-    for pack in chosen:
-        wanted.update(_listed(folder, pack, git, indexes[pack]))
-    indexes.clear()  # (gitdb's maps of those indexes unused: unmapped at the next collect)
+    names.update((p, _names(folder, p, git)) for p in chosen if p not in names)
+    wanted = set(loose).union(*(names[pack] for pack in chosen))
     base = folder / f"{TMP_PREFIX}{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
     try:
         made = git(
@@ -157,7 +161,7 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         ).decode().strip()  # fmt: skip
         written = f"{base}-{made}"
         # pack-objects packs exactly the objects named (it fails on one it cannot read)
-        if PackIndexFile(f"{written}.idx").size() != len(wanted):
+        if git("show-index", from_file=Path(f"{written}.idx")).count(b"\n") != len(wanted):
             raise Ended("the new pack does not hold the objects it was given")
         stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
@@ -170,6 +174,8 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
             if name.startswith(base.name):
                 with suppress(FileNotFoundError):
                     os.unlink(folder / name)
+    with _counting:
+        _counts.setdefault(key, {})[f"pack-{made}"] = len(wanted)
     for pack in chosen:
         if pack != f"pack-{made}":
             for ext in (".pack", *_EXTRA, ".idx"):  # the pack first: gitdb lists those
