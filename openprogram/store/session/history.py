@@ -238,6 +238,7 @@ def repack(git_dir: Path) -> None:
     _remove_strays(git_dir / "objects" / "pack")
     with suppress(rollup.Ended, OSError):  # (another roll-up took the packs first)
         rollup.roll_up(git_dir)
+    rollup.free_maps()
 
 
 @dataclass(frozen=True)
@@ -457,12 +458,15 @@ class Repository:
             return
         self._packs = 0
         _remove_strays(self.git_dir / "objects" / "pack")
+        rollup.free_maps()  # (the last one's maps of the indexes it read: none runs now)
         with suppress(OSError):  # no process now: the maintenance repacks
             self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 
     def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
         """Return once this object's repack has ended (ended past ``timeout`` s: git cleans
         up) and, ``settle``, one more has rolled up the packs written meanwhile."""
+        from openprogram.store.session import rollup
+
         while True:
             child, self._repacking = self._repacking, None
             if child is not None:
@@ -472,6 +476,7 @@ class Repository:
                     child.terminate()
                     child.wait()
                 self._stale = True
+                rollup.free_maps()
             if not settle or not self._packs:
                 return
             settle = False

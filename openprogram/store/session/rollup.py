@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from openprogram.store.session import safegit
 
@@ -34,6 +34,7 @@ TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray 
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
+READ_HERE = 4096  # a pack of up to this many objects: its names read here, else by git
 _counts: dict[str, dict[str, int]] = {}  # pack folder -> pack name -> its objects (a name
 # is its content's hash: the count of a pack seen once is known for good)
 _counting = threading.Lock()
@@ -93,9 +94,24 @@ class Git:
                     self._child.terminate()
 
 
-def _names(folder: Path, pack: str, git: Git) -> list[bytes]:
-    """The hex names of a pack's objects (``git show-index``: ``offset sha (crc)`` a line)."""
+def _names(folder: Path, pack: str, git: Git, index: Any) -> list[bytes]:
+    """The hex names of a pack's objects: gitdb's index reader for a small pack, ``git
+    show-index`` (``offset sha (crc)`` a line: the work in git) for a big one."""
+    if index.size() <= READ_HERE:
+        return [index.sha(i).hex().encode() for i in range(index.size())]
     return git("show-index", from_file=folder / f"{pack}.idx").split()[1::3]
+
+
+def free_maps() -> None:
+    """Unmap gitdb's windows no reader uses, and forget the indexes of packs removed (a
+    roll-up maps the indexes it reads): called by the writer's thread, no roll-up running
+    (gitdb's map manager is the process's, safegit's readers collect it the same way)."""
+    from gitdb.util import mman
+
+    mman.collect()
+    files = mman._fdict  # path -> its windows; a removed file's list stays, empty
+    for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
+        files.pop(gone, None)
 
 
 def _loose(objects: Path) -> set[bytes]:
@@ -127,6 +143,8 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     """Roll the small packs of ``git_dir`` (and its loose objects) into one; whether a pack
     was written.  Safe beside writers, readers and another roll-up: a pack is removed only
     once a complete pack holding each of its objects is in place."""
+    from gitdb.pack import PackIndexFile
+
     git = git or Git(git_dir)
     folder = git_dir / "objects" / "pack"
     listed = set(os.listdir(folder)) if folder.is_dir() else set()
@@ -142,7 +160,8 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         for gone in set(counted) - set(packs):
             del counted[gone]
         unknown = [pack for pack in packs if pack not in counted]
-    names = {pack: _names(folder, pack, git) for pack in unknown}  # (the new packs, mostly)
+    indexes = {pack: PackIndexFile(str(folder / f"{pack}.idx")) for pack in packs}
+    names = {p: _names(folder, p, git, indexes[p]) for p in unknown}  # (new packs, mostly)
     with _counting:
         counted.update((pack, len(found)) for pack, found in names.items())
         counts = {pack: counted.get(pack, 0) for pack in packs}
@@ -151,7 +170,8 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     loose = _loose(git_dir / "objects")
     if len(chosen) < 2 and not loose:
         return False
-    names.update((p, _names(folder, p, git)) for p in chosen if p not in names)
+    names.update((p, _names(folder, p, git, indexes[p])) for p in chosen if p not in names)
+    indexes.clear()  # (their maps unused: unmapped by the writer's next free_maps)
     wanted = set(loose).union(*(names[pack] for pack in chosen))
     base = folder / f"{TMP_PREFIX}{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
     try:
@@ -161,7 +181,7 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         ).decode().strip()  # fmt: skip
         written = f"{base}-{made}"
         # pack-objects packs exactly the objects named (it fails on one it cannot read)
-        if git("show-index", from_file=Path(f"{written}.idx")).count(b"\n") != len(wanted):
+        if PackIndexFile(f"{written}.idx").size() != len(wanted):
             raise Ended("the new pack does not hold the objects it was given")
         stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
