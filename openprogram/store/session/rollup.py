@@ -3,17 +3,17 @@ names (no revision walk: the cost is that of the packs rolled up, not of the his
 
 Which packs: git's ``--geometric=2`` rule on the packs' object counts (the packs left form
 a progression, each at least twice the one below it, so they stay logarithmic in number);
-the big ones are left alone.  The names come from ``git show-index`` of each pack rolled
-up (and the loose objects' file names), go to ``git pack-objects`` on its standard input,
-and the new pack, checked to hold them all (``show-index`` again), is renamed into
+the big ones are left alone.  The names come from gitdb's index reader (a big pack's from
+``git show-index``) and the loose objects' file names, go to ``git pack-objects`` on its
+standard input, and the new pack, its index counted to hold them all, is renamed into
 ``objects/pack`` index first (gitdb lists ``.pack`` files, git uses a pack once both
 exist); only then are the packs rolled up removed, each ``.pack`` before its index, and the
 loose objects packed dropped by ``git prune-packed``.  A reader that listed a pack removed
 looks again and finds its objects in the new one (decision 0065).
 
-:class:`RollUp` runs it in a thread of the writer, its git commands children the writer
-never waits for; ``terminate`` ends the one running (nothing is removed unless the new
-pack is complete)."""
+:class:`RollUp` runs it in a thread of the writer, its one git command at a time a child
+the writer never waits for; ``terminate`` ends it (nothing is removed unless the new pack
+is complete and in place)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from openprogram.store.session import safegit
 
@@ -34,20 +34,8 @@ TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray 
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
-READ_HERE = 4096  # a pack of up to this many objects: its names read here, else by git
-_counts: dict[str, dict[str, int]] = {}  # pack folder -> pack name -> its objects (a name
-# is its content's hash: the count of a pack seen once is known for good)
-_counting = threading.Lock()
-
-
-class Child(Protocol):
-    """What the writer keeps of its maintenance: a :class:`RollUp` (or a process)."""
-
-    def poll(self) -> int | None: ...
-
-    def wait(self, timeout: float | None = None) -> int: ...
-
-    def terminate(self) -> None: ...
+READ_HERE = 512  # a pack of up to this many objects: its names read here (GIL: < 1 ms),
+# a bigger one's by git
 
 
 class Ended(Exception):
@@ -154,23 +142,14 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         if name.startswith("pack-") and name.endswith(".pack")
         and f"{name[:-5]}.idx" in listed and f"{name[:-5]}.keep" not in listed
     ]  # fmt: skip
-    key = str(folder)
-    with _counting:
-        counted = _counts.setdefault(key, {})
-        for gone in set(counted) - set(packs):
-            del counted[gone]
-        unknown = [pack for pack in packs if pack not in counted]
     indexes = {pack: PackIndexFile(str(folder / f"{pack}.idx")) for pack in packs}
-    names = {p: _names(folder, p, git, indexes[p]) for p in unknown}  # (new packs, mostly)
-    with _counting:
-        counted.update((pack, len(found)) for pack, found in names.items())
-        counts = {pack: counted.get(pack, 0) for pack in packs}
+    counts = {pack: index.size() for pack, index in indexes.items()}  # (fan-out tables)
     packs.sort(key=lambda pack: (counts[pack], pack))
     chosen = packs[: geometric_split([counts[pack] for pack in packs])]
     loose = _loose(git_dir / "objects")
     if len(chosen) < 2 and not loose:
         return False
-    names.update((p, _names(folder, p, git, indexes[p])) for p in chosen if p not in names)
+    names = {pack: _names(folder, pack, git, indexes[pack]) for pack in chosen}
     indexes.clear()  # (their maps unused: unmapped by the writer's next free_maps)
     wanted = set(loose).union(*(names[pack] for pack in chosen))
     base = folder / f"{TMP_PREFIX}{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
@@ -194,8 +173,6 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
             if name.startswith(base.name):
                 with suppress(FileNotFoundError):
                     os.unlink(folder / name)
-    with _counting:
-        _counts.setdefault(key, {})[f"pack-{made}"] = len(wanted)
     for pack in chosen:
         if pack != f"pack-{made}":
             for ext in (".pack", *_EXTRA, ".idx"):  # the pack first: gitdb lists those
@@ -226,8 +203,8 @@ class RollUp(threading.Thread):
     def run(self) -> None:
         try:
             roll_up(self.git_dir, self.git)
-        except (Ended, OSError):  # ended, or another roll-up took the packs first
-            pass
+        except Exception:  # (ended; another roll-up took the packs first; a pack unreadable):
+            pass  # the packs stay as they are, the next roll-up looks again
         finally:
             if self.done is not None:
                 self.done()
