@@ -34,6 +34,9 @@ TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray 
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
+_counts: dict[str, dict[str, int]] = {}  # pack folder -> pack -> objects
+_counting = threading.Lock()
+MAPS_KEPT = 64  # gitdb's maps of files left before free_maps collects them
 READ_HERE = 512  # a pack of up to this many objects: its names read here (GIL: < 1 ms),
 # a bigger one's by git
 
@@ -47,7 +50,8 @@ class Git:
 
     def __init__(self, git_dir: Path) -> None:
         self.worktree = git_dir.parent
-        self.argv, self.env = safegit.git_command(self.worktree)  # (made safe once, here)
+        self.argv: list[str] = []  # (the folder made safe at the first command, not before)
+        self.env: dict[str, str] = {}
         self._child: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.ended = False
@@ -58,6 +62,8 @@ class Git:
         with self._lock:
             if self.ended:
                 raise Ended("ended")
+            if not self.argv:
+                self.argv, self.env = safegit.git_command(self.worktree)
             source = open(from_file, "rb") if from_file is not None else None  # noqa: SIM115
             try:
                 self._child = subprocess.Popen(
@@ -96,6 +102,8 @@ def free_maps() -> None:
     (gitdb's map manager is the process's, safegit's readers collect it the same way)."""
     from gitdb.util import mman
 
+    if len(mman._fdict) < MAPS_KEPT:
+        return
     mman.collect()
     files = mman._fdict  # path -> its windows; a removed file's list stays, empty
     for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
@@ -143,7 +151,11 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         and f"{name[:-5]}.idx" in listed and f"{name[:-5]}.keep" not in listed
     ]  # fmt: skip
     indexes = {pack: PackIndexFile(str(folder / f"{pack}.idx")) for pack in packs}
-    counts = {pack: index.size() for pack, index in indexes.items()}  # (fan-out tables)
+    with _counting:  # (a pack's name is its content's hash: its count, once read, is known)
+        known = _counts.setdefault(str(folder), {})
+        counts = {pack: known.get(pack) or indexes[pack].size() for pack in packs}
+        known.clear()
+        known.update(counts)
     packs.sort(key=lambda pack: (counts[pack], pack))
     chosen = packs[: geometric_split([counts[pack] for pack in packs])]
     loose = _loose(git_dir / "objects")
@@ -165,8 +177,10 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
             os.utime(f"{written}.pack", ns=(stamp, stamp))
+        prefix = os.path.basename(written)
+        exts = {n[len(prefix) :] for n in os.listdir(folder) if n.startswith(prefix)}
         for ext in (".idx", *_EXTRA, ".pack"):  # the index first: a pack is used with it
-            if os.path.exists(f"{written}{ext}"):
+            if ext in exts:
                 os.replace(f"{written}{ext}", folder / f"pack-{made}{ext}")
     finally:
         for name in os.listdir(folder):
@@ -176,8 +190,9 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     for pack in chosen:
         if pack != f"pack-{made}":
             for ext in (".pack", *_EXTRA, ".idx"):  # the pack first: gitdb lists those
-                with suppress(FileNotFoundError):
-                    os.unlink(folder / f"{pack}{ext}")
+                if f"{pack}{ext}" in listed:
+                    with suppress(FileNotFoundError):
+                        os.unlink(folder / f"{pack}{ext}")
     if loose:
         git("prune-packed", "-q")
     return True
