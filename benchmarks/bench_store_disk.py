@@ -3,6 +3,7 @@
 
     python benchmarks/bench_store_disk.py [--sizes 100,5000,20000] [--big] [--samples 30]
                                           [--long 3000] [--cache DIR] [--tmpfs /dev/shm]
+                                          [--repack on,off,geometric]
 
 1. The disk: the folder the sessions are built in (default under ``~/.cache``, the disk of
    ``~/.openprogram``), its file system (``df -T``), and what creating a small file costs
@@ -19,9 +20,11 @@
 3. A long-lived writer: one process, ``--long`` turns, each its own ``session_context``
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
    turns up to turn 100 and over the last 100 (and over the last 1,000, whose p99 is not
-   just the second-worst turn), with the store's repack (git's, in a child, every
-   ``history.REPACK_EVERY`` packs) and with it switched off, to see whether it is
-   what grows the cost.  Then, in the same process, 100 more turns of the
+   just the second-worst turn), once per ``--repack`` mode: ``on`` (the store's roll-up of
+   the small packs beside the writer every ``history.REPACK_EVERY`` packs), ``off``, and
+   ``geometric`` (git's ``repack -d --geometric=2`` in a child, the store's maintenance
+   before decision 0065), with the packs left, their size and the CPU the writer's process
+   and its children used.  Then, in the same process, 100 more turns of the
    long session alternating with the first 100 of a new one: both at the same moment of
    the disk (whose cost per file creation drifts 30-600 µs over minutes on these
    machines), so their ratio is what the long session itself adds.  The same writer on

@@ -62,8 +62,7 @@ class Git:
         with self._lock:
             if self.ended:
                 raise Ended("ended")
-            if not self.argv:
-                self.argv, self.env = safegit.git_command(self.worktree)
+            self._ready()
             source = open(from_file, "rb") if from_file is not None else None  # noqa: SIM115
             try:
                 self._child = subprocess.Popen(
@@ -79,6 +78,15 @@ class Git:
         if child.returncode != 0:
             raise Ended(f"git {args[0]} exited {child.returncode}")
         return out
+
+    def ready(self) -> None:
+        """Make the folder safe for git now (:func:`safegit.make_safe`: before it is read)."""
+        with self._lock:
+            self._ready()
+
+    def _ready(self) -> None:
+        if not self.argv:
+            self.argv, self.env = safegit.git_command(self.worktree)
 
     def end(self) -> None:
         with self._lock:
@@ -142,6 +150,7 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     from gitdb.pack import PackIndexFile
 
     git = git or Git(git_dir)
+    git.ready()
     folder = git_dir / "objects" / "pack"
     listed = set(os.listdir(folder)) if folder.is_dir() else set()
     packs = [
