@@ -126,7 +126,10 @@ def turn(sid, i):
 times = [turn(SID, i) for i in range(TURNS)]
 pairs = [(turn(SID, TURNS + i), turn(SID + "_new", i)) for i in range(100)]
 folder = os.path.join(HOME, "sessions", SID, ".git", "objects", "pack")
-packs = [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if ".pack" in n]
+packs = []
+for name in os.listdir(folder):  # (a repack may remove one meanwhile)
+    if name.endswith(".pack") and os.path.exists(os.path.join(folder, name)):
+        packs.append(os.path.getsize(os.path.join(folder, name)))
 cpu = os.times()
 got = {"times": times, "spawned": spawned[0], "pairs": pairs, "packs": [len(packs), sum(packs)]}
 got["cpu"] = [cpu.user + cpu.system, cpu.children_user + cpu.children_system]
