@@ -3,6 +3,7 @@
 
     python benchmarks/bench_store_disk.py [--sizes 100,5000,20000] [--big] [--samples 30]
                                           [--long 3000] [--cache DIR] [--tmpfs /dev/shm]
+                                          [--repack on,off,geometric]
 
 1. The disk: the folder the sessions are built in (default under ``~/.cache``, the disk of
    ``~/.openprogram``), its file system (``df -T``), and what creating a small file costs
@@ -19,9 +20,11 @@
 3. A long-lived writer: one process, ``--long`` turns, each its own ``session_context``
    (a function calling four nested ones: 5 nodes), per-turn median and p99 over the 100
    turns up to turn 100 and over the last 100 (and over the last 1,000, whose p99 is not
-   just the second-worst turn), with the store's repack (git's, in a child, every
-   ``history.REPACK_EVERY`` packs) and with it switched off, to see whether it is
-   what grows the cost.  Then, in the same process, 100 more turns of the
+   just the second-worst turn), once per ``--repack`` mode: ``on`` (the store's roll-up of
+   the small packs beside the writer every ``history.REPACK_EVERY`` packs), ``off``, and
+   ``geometric`` (git's ``repack -d --geometric=2`` in a child, the store's maintenance
+   before decision 0065), with the packs left, their size and the CPU the writer's process
+   and its children used.  Then, in the same process, 100 more turns of the
    long session alternating with the first 100 of a new one: both at the same moment of
    the disk (whose cost per file creation drifts 30-600 µs over minutes on these
    machines), so their ratio is what the long session itself adds.  The same writer on
@@ -92,8 +95,20 @@ def start(repo):
     spawned[0] += 1
     return real_start(repo)
 history.Repository._start_repack = start
-if not MAINTAIN:
+if MAINTAIN == "off":
     history.REPACK_EVERY = 10**9
+elif MAINTAIN == "geometric":  # the store's repack before decision 0065, for comparison
+    import subprocess
+    from openprogram.store.session import safegit
+    def real_start(repo):
+        if repo._repacking is not None and repo._repacking.poll() is None:
+            return
+        repo._packs = 0
+        argv, env = safegit.git_command(repo.worktree, "repack", "-d", "-q", "--geometric=2")
+        repo._repacking = subprocess.Popen(
+            argv, cwd=repo.worktree, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
 @agentic_function
 def leaf(x):
     "A nested step."
@@ -110,7 +125,15 @@ def turn(sid, i):
     return (time.perf_counter() - t) * 1000
 times = [turn(SID, i) for i in range(TURNS)]
 pairs = [(turn(SID, TURNS + i), turn(SID + "_new", i)) for i in range(100)]
-print("RESULT " + json.dumps({"times": times, "spawned": spawned[0], "pairs": pairs}))
+folder = os.path.join(HOME, "sessions", SID, ".git", "objects", "pack")
+packs = []
+for name in os.listdir(folder):  # (a repack may remove one meanwhile)
+    if name.endswith(".pack") and os.path.exists(os.path.join(folder, name)):
+        packs.append(os.path.getsize(os.path.join(folder, name)))
+cpu = os.times()
+got = {"times": times, "spawned": spawned[0], "pairs": pairs, "packs": [len(packs), sum(packs)]}
+got["cpu"] = [cpu.user + cpu.system, cpu.children_user + cpu.children_system]
+print("RESULT " + json.dumps(got))
 """
 
 
@@ -222,7 +245,7 @@ def series(home: Path, sid: str, where: Path, samples: int) -> dict[str, Any]:
         os.sync()  # the next series starts on a quiet disk, not beside this one's writeback
 
 
-def long_writer(where: Path, turns: int, maintain: bool) -> dict[str, Any]:
+def long_writer(where: Path, turns: int, maintain: str) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="long_", dir=where))
     try:
         got = run_probe(LONG_PROBE, HOME=str(scratch), SID="long", TURNS=turns, MAINTAIN=maintain)
@@ -240,6 +263,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long", type=int, default=3000, help="turns of the long writer")
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"))
+    parser.add_argument(
+        "--repack",
+        default="on,off",
+        help="the long writer's runs on the disk: on (the store's roll-up), off, geometric "
+        "(git's repack --geometric=2 in a child, the store's before decision 0065)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] + ([100_000] if args.big else [])
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -274,8 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         print("  a turn's new paths: " + ", ".join(created))
     if args.long:
         print(f"\nlong-lived writer, {args.long} turns in one process (5 nodes each)")
-        runs = [("disk", args.cache, True), ("disk", args.cache, False)]
-        runs += [(label, where, True) for label, where in places[1:]]
+        runs = [("disk", args.cache, mode) for mode in args.repack.split(",")]
+        runs += [(label, where, "on") for label, where in places[1:]]
         for label, where, maintain in runs:
             got = long_writer(where, args.long, maintain)
             times = got["times"]
@@ -285,11 +314,14 @@ def main(argv: list[str] | None = None) -> None:
             longer, new = zip(*got["pairs"], strict=True)
             alongside = statistics.median(longer) / statistics.median(new)
             print(
-                f"  {label:>5}, maintenance {'on ' if maintain else 'off'}: turns 1-100 "
+                f"  {label:>5}, repack {maintain}: turns 1-100 "
                 f"{med(first)} ms, last 100 {med(last)} ms, last/first {growth:.2f}"
                 f" ({got['spawned']} repacks started); then alternating with a new"
                 f" session: {med(list(longer))} vs {med(list(new))} ms, {alongside:.2f};"
-                f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f}",
+                f" last 1,000 turns {med(tail)} ms, p99/median {spread:.2f};"
+                f" {got['packs'][0]} packs, {got['packs'][1] / 2**20:.1f} MiB"
+                f"; CPU s: writer {got['cpu'][0]:.1f}, its children {got['cpu'][1]:.1f}"
+                f" (load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
 

@@ -119,7 +119,7 @@ def repacks_running() -> list[str]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"repack" in cmdline:
+            if b"repack" in cmdline or b"pack-objects" in cmdline:
                 found.append(pid)
     return found
 

@@ -2,9 +2,10 @@
 
 A commit writes the turn to git only (one pack); a node's content is its row's record or
 its file in git, so the session folder holds no node file and ``git status`` lists none as
-deleted (the repository is bare).  The one maintenance is git's ``repack -d
---geometric=2``, run every ``history.REPACK_EVERY`` packs in a child of the writer that the
-session's close waits for a few seconds and then ends: nothing outlives the close.
+deleted (the repository is bare).  The one maintenance is the roll-up of the small packs
+(``rollup.py``: git's ``pack-objects`` fed their objects), run every
+``history.REPACK_EVERY`` packs beside the writer, its git commands children the session's
+close waits for a few seconds and then ends: nothing outlives the close.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def test_a_node_rewritten_after_its_commit_is_read_as_committed_last(op_home: Pa
 def test_a_writer_repacks_in_a_child_that_ends_with_its_close(
     op_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every ``REPACK_EVERY`` packs git's geometric repack runs in a child of the writer;
+    """Every ``REPACK_EVERY`` packs the roll-up runs beside the writer (git in a child);
     the packs stay few, and once the session is closed no process it started is left."""
     monkeypatch.setattr(history, "REPACK_EVERY", 10)
     started: list[subprocess.Popen[bytes]] = []

@@ -5,7 +5,8 @@ A commit's objects (trees by GitPython's ``tree_to_stream``, the commit by its `
 are one pack by gitdb's ``write_pack``, its index renamed in first.  Reads: gitdb, ``git
 cat-file --batch``, ``git log``.  A ref moves by git's lockfile protocol; a ``main.lock``
 found under the session's write lock (:mod:`live`) is a dead writer's, taken over.
-Packing: ``git repack --geometric=2``, beside a writer and in the maintenance."""
+Packing: the small packs rolled up by git's ``pack-objects`` (:mod:`rollup`).
+"""
 
 from __future__ import annotations
 
@@ -230,10 +231,15 @@ def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
 
 
 def repack(git_dir: Path) -> None:
-    """Git's geometric repack of a session's ``git_dir`` (small packs and loose objects rolled
-    into one, the packs replaced removed), and a killed writer's debris removed."""
+    """Roll a session's small packs and loose objects into one (:mod:`rollup`: git's
+    ``pack-objects`` fed their objects, the big packs left), and remove a killed writer's
+    debris."""
+    from openprogram.store.session import rollup
+
     _remove_strays(git_dir / "objects" / "pack")
-    run_git(git_dir.parent, "repack", "-d", "-q", "--geometric=2", check=False)
+    with suppress(Exception):  # (another roll-up took the packs first: they stay as they are)
+        rollup.roll_up(git_dir)
+    rollup.free_maps()
 
 
 @dataclass(frozen=True)
@@ -270,7 +276,7 @@ class Repository:
         self._refreshing = threading.Lock()
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
         self._packs = 0  # packs written since the last repack started
-        self._repacking: subprocess.Popen[bytes] | None = None
+        self._repacking: Any = None  # a rollup.RollUp (or a process), running beside
         # whether this thread holds the session's write lock (a ref lock found is a dead one's)
         self.lock_held: Callable[[], bool] = lambda: False
 
@@ -428,21 +434,23 @@ class Repository:
         return self.write_tree(entries)
 
     def _start_repack(self) -> None:
-        """Start git's repack in a child unless one runs; the writer never waits for it."""
+        """Start the roll-up of the small packs beside the writer unless one runs (a thread
+        whose git commands the writer never waits for)."""
+        from openprogram.store.session import rollup
+
         if self._repacking is not None and self._repacking.poll() is None:
             return
         self._packs = 0
         _remove_strays(self.git_dir / "objects" / "pack")
-        argv, env = safegit.git_command(self.worktree, "repack", "-d", "-q", "--geometric=2")
+        rollup.free_maps()  # (the last one's maps of the indexes it read: none runs now)
         with suppress(OSError):  # no process now: the maintenance repacks
-            self._repacking = subprocess.Popen(
-                argv, cwd=self.worktree, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 
     def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
         """Return once this object's repack has ended (ended past ``timeout`` s: git cleans
         up) and, ``settle``, one more has rolled up the packs written meanwhile."""
+        from openprogram.store.session import rollup
+
         while True:
             child, self._repacking = self._repacking, None
             if child is not None:
@@ -452,6 +460,7 @@ class Repository:
                     child.terminate()
                     child.wait()
                 self._stale = True
+                rollup.free_maps()
             if not settle or not self._packs:
                 return
             settle = False
