@@ -412,5 +412,5 @@ class Session(SessionQueries):
                 self.commit("flush on close")
             with suppress(OSError):
                 self._return_lease()
-            self.git.close()  # a repack running is waited for a few seconds, then ended
+            self.git.close()  # a roll-up running is waited for a few seconds, then ended
             self.live.close()

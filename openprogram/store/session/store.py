@@ -107,7 +107,7 @@ class SessionStore:
             try:
                 repo.commit(files, f"session {session_id} created", author=current_author().ident)
             finally:
-                repo.close()  # (a repack it started is waited for, then ended)
+                repo.close()  # (a roll-up it started is waited for, then ended)
             (tmp / ".state").mkdir()
             with opened(tmp / ".state", keep=False) as live:  # (the folder moves next)
                 live.write(1, 1, root.id)
