@@ -26,6 +26,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from openprogram.errors import StoreError
 from openprogram.store.session import safegit
 
 FACTOR = 2  # each pack left at least this many times the objects of the next smaller one
@@ -39,10 +40,6 @@ _counting = threading.Lock()
 MAPS_KEPT = 64  # gitdb's maps of files left before free_maps collects them
 READ_HERE = 512  # a pack of up to this many objects: its names read here (GIL: < 1 ms),
 # a bigger one's by git
-
-
-class Ended(Exception):
-    """The roll-up was ended (:meth:`RollUp.terminate`) or a git command of it failed."""
 
 
 class Git:
@@ -61,7 +58,7 @@ class Git:
     ) -> bytes:
         with self._lock:
             if self.ended:
-                raise Ended("ended")
+                raise StoreError(f"the roll-up of {self.worktree} was ended")
             self._ready()
             source = open(from_file, "rb") if from_file is not None else None  # noqa: SIM115
             try:
@@ -76,7 +73,7 @@ class Git:
             child = self._child
         out, _ = child.communicate(stdin)
         if child.returncode != 0:
-            raise Ended(f"git {args[0]} exited {child.returncode}")
+            raise StoreError(f"git {args[0]} exited {child.returncode} in {self.worktree}")
         return out
 
     def ready(self) -> None:
@@ -182,7 +179,7 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         written = f"{base}-{made}"
         # pack-objects packs exactly the objects named (it fails on one it cannot read)
         if PackIndexFile(f"{written}.idx").size() != len(wanted):
-            raise Ended("the new pack does not hold the objects it was given")
+            raise StoreError(f"the roll-up's new pack in {folder} lacks objects it was given")
         stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
             os.utime(f"{written}.pack", ns=(stamp, stamp))
