@@ -28,7 +28,7 @@ import pytest
 from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
-from openprogram.errors import CorruptedFile, CorruptedFileWarning
+from openprogram.errors import CorruptedFile, CorruptedFileWarning, RefusedFile
 from openprogram.store.session.files import dumps
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
@@ -151,6 +151,22 @@ def test_symlinks_in_a_session_are_never_followed(op_home: Path, outside: Path) 
     meta = json.loads((folder / "meta.json").read_bytes())
     assert meta["title"] != "read from outside" and not (folder / "meta.json").is_symlink()
     assert (folder / ".state").is_dir() and not (folder / ".state").is_symlink()
+
+
+def test_a_file_where_the_state_folder_belongs_is_named_as_a_file(op_home: Path) -> None:
+    turn(op_home, "first")
+    state = op_home / "sessions" / SID / ".state"
+    shutil.rmtree(state)
+    state.write_bytes(b"planted")
+    store = SessionStore(op_home)
+    try:
+        with pytest.raises(RefusedFile) as refused:
+            store.open(SID)
+    finally:
+        store.close()
+    assert str(refused.value) == "a file, not a directory"
+    assert refused.value.filename == str(state)
+    assert state.read_bytes() == b"planted"  # refused, not replaced
 
 
 def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Path) -> None:

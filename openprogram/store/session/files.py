@@ -35,6 +35,7 @@ from openprogram.store.session.safegit import git_env
 MAX_FILE_BYTES = 64 << 20
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 _KINDS = {
+    stat.S_IFREG: "a file",
     stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
