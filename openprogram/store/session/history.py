@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from openprogram.errors import CorruptedFile, RefChanged, RefLocked
 from openprogram.store.session import files as fs
-from openprogram.store.session import safegit
+from openprogram.store.session import rollup, safegit
 from openprogram.store.session.files import MAX_FILE_BYTES, read_bytes
 from openprogram.store.session.safegit import check_layout, run_git
 
@@ -234,8 +234,6 @@ def repack(git_dir: Path) -> None:
     """Roll a session's small packs and loose objects into one (:mod:`rollup`: git's
     ``pack-objects`` fed their objects, the big packs left), and remove a killed writer's
     debris."""
-    from openprogram.store.session import rollup
-
     _remove_strays(git_dir / "objects" / "pack")
     with suppress(Exception):  # (another roll-up took the packs first: they stay as they are)
         rollup.roll_up(git_dir)
@@ -436,21 +434,16 @@ class Repository:
     def _start_repack(self) -> None:
         """Start the roll-up of the small packs beside the writer unless one runs (a thread
         whose git commands the writer never waits for)."""
-        from openprogram.store.session import rollup
-
         if self._repacking is not None and self._repacking.poll() is None:
             return
         self._packs = 0
         _remove_strays(self.git_dir / "objects" / "pack")
         rollup.free_maps()  # (the last one's maps of the indexes it read: none runs now)
-        with suppress(OSError):  # no process now: the maintenance repacks
-            self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
+        self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 
     def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
         """Return once this object's repack has ended (ended past ``timeout`` s: git cleans
         up) and, ``settle``, one more has rolled up the packs written meanwhile."""
-        from openprogram.store.session import rollup
-
         while True:
             child, self._repacking = self._repacking, None
             if child is not None:
