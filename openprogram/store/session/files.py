@@ -258,24 +258,30 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
             raise RefusedFile(errno.ELOOP, "a symbolic link (not followed)", path) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise RefusedFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", path)
-        first = os.read(fd, 1 << 16)
-        if len(first) < 1 << 16:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", path)
+        if st.st_size > limit:
+            raise _too_big(path, limit)
+        want = min(1 << 16, limit + 1)  # a byte past the bound shows a file that grew
+        first = os.read(fd, want)
+        if len(first) < want:
             return first
-        if os.fstat(fd).st_size > limit:
-            raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
         chunks = [first]
         size = len(first)
-        while chunk := os.read(fd, 1 << 20):
+        while size <= limit and (chunk := os.read(fd, 1 << 20)):
             chunks.append(chunk)
             size += len(chunk)
-            if size > limit:  # grew while read
-                raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
+        if size > limit:  # grew while read
+            raise _too_big(path, limit)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _too_big(path: str, limit: int) -> RefusedFile:
+    bound = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit:,}-byte"
+    return RefusedFile(errno.EFBIG, f"larger than the {bound} bound", path)
 
 
 # session ids: they become folder names (letters, digits, ``_`` and ``-``, at most 64)
