@@ -29,7 +29,7 @@ from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.errors import CorruptedFile, CorruptedFileWarning, RefusedFile
-from openprogram.store.session.files import dumps
+from openprogram.store.session.files import dumps, read_bytes
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
@@ -181,6 +181,26 @@ def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Pa
     open_fresh(op_home)
     assert_healthy(op_home)
     assert snapshot(outside) == before and os.listdir(outside / "journal") == []
+
+
+def test_a_bound_under_64_kib_is_kept(op_home: Path, tmp_path: Path) -> None:
+    """``read_bytes``'s bound holds below its first read's 64 KiB: the place file's 4,096
+    bytes (``Session.note_place``) refuse a 10 KB file someone wrote there, unread."""
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 100)
+    assert read_bytes(str(small), 100) == b"x" * 100
+    with pytest.raises(RefusedFile, match="larger than the 99-byte bound"):
+        read_bytes(str(small), 99)
+    turn(op_home, "first")
+    place = op_home / "sessions" / SID / ".state" / "place"
+    place.write_bytes(b"notebook " + b"x" * 10_000)
+    store = SessionStore(op_home)
+    try:
+        assert store.place(SID) == ""  # refused: unknown, not its first 4,096 bytes
+        store.open(SID).note_place("notebook  a.ipynb")
+        assert store.place(SID) == "notebook a.ipynb" and place.read_bytes() == b"notebook a.ipynb"
+    finally:
+        store.close()
 
 
 OPEN_IN_CHILD = """

@@ -12,6 +12,7 @@ import functools
 import getpass
 import json
 import os
+import queue
 import re
 import secrets
 import signal
@@ -105,61 +106,46 @@ def interrupts_deferred() -> Iterator[None]:
 class _Closer:
     """Replaced files' descriptors, closed by one daemon thread: a rename dropping a file's
     last link frees its blocks in the call (0.1-12 ms on ext4 with ``discard``, decision
-    0046), an open file at its last close.  The lock is held through a fork."""
+    0046), an open file at its last close.  A fork waits until every one handed over is
+    closed, holding the queue's lock through it (the child starts with an empty queue)."""
 
     def __init__(self) -> None:
-        self.fds: list[int] = []
-        self.ready = threading.Condition(threading.Lock())
+        self.queue: queue.Queue[int] = queue.Queue()
         self.thread: threading.Thread | None = None
-        self.closing = False  # the thread holds descriptors taken from fds
 
     def close_later(self, fd: int) -> None:
-        with self.ready:
-            if self.thread is None:
-                try:
-                    self.thread = threading.Thread(target=self._run, name="op-close", daemon=True)
-                    self.thread.start()
-                except RuntimeError:  # no new thread now (the interpreter exiting)
-                    self.thread = None
-                    return os.close(fd)
-            self.fds.append(fd)
-            self.ready.notify_all()
+        if self.thread is None:  # (two started at once: both close what they are given)
+            try:
+                self.thread = threading.Thread(target=self._run, name="op-close", daemon=True)
+                self.thread.start()
+            except RuntimeError:  # no new thread now (the interpreter exiting)
+                self.thread = None
+                return os.close(fd)
+        self.queue.put(fd)
 
     def wait(self) -> None:  # every descriptor handed over so far closed
-        with self.ready:
-            while self.fds or self.closing:
-                self.ready.wait()
+        self.queue.join()
 
     def _run(self) -> None:
         while True:
-            with self.ready:
-                while not self.fds:
-                    self.ready.wait()
-                fds, self.fds, self.closing = self.fds, [], True
-            for fd in fds:
-                with suppress(OSError):
-                    os.close(fd)
-            with self.ready:
-                self.closing = False
-                self.ready.notify_all()
-
-    def before_fork(self) -> None:
-        self.ready.acquire()
-        while self.closing:
-            self.ready.wait()
-
-    def after_fork_in_child(self) -> None:
-        fds, self.fds, self.thread = self.fds, [], None
-        self.ready = threading.Condition(threading.Lock())
-        for fd in fds:
+            fd = self.queue.get()
             with suppress(OSError):
                 os.close(fd)
+            self.queue.task_done()
+
+    def before_fork(self) -> None:
+        self.queue.mutex.acquire()
+        while self.queue.unfinished_tasks:
+            self.queue.all_tasks_done.wait()
+
+    def after_fork_in_child(self) -> None:
+        self.queue, self.thread = queue.Queue(), None
 
 
 _closer = _Closer()
 os.register_at_fork(
     before=_closer.before_fork,
-    after_in_parent=lambda: _closer.ready.release(),
+    after_in_parent=lambda: _closer.queue.mutex.release(),
     after_in_child=_closer.after_fork_in_child,
 )
 wait_closed = _closer.wait  # (tests, benchmarks)
@@ -258,24 +244,30 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
             raise RefusedFile(errno.ELOOP, "a symbolic link (not followed)", path) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise RefusedFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", path)
-        first = os.read(fd, 1 << 16)
-        if len(first) < 1 << 16:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", path)
+        if st.st_size > limit:
+            raise _too_big(path, limit)
+        want = min(1 << 16, limit + 1)  # a byte past the bound shows a file that grew
+        first = os.read(fd, want)
+        if len(first) < want:
             return first
-        if os.fstat(fd).st_size > limit:
-            raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
         chunks = [first]
         size = len(first)
-        while chunk := os.read(fd, 1 << 20):
+        while size <= limit and (chunk := os.read(fd, 1 << 20)):
             chunks.append(chunk)
             size += len(chunk)
-            if size > limit:  # grew while read
-                raise RefusedFile(errno.EFBIG, f"larger than the {limit >> 20} MiB bound", path)
+        if size > limit:  # grew while read
+            raise _too_big(path, limit)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _too_big(path: str, limit: int) -> RefusedFile:
+    bound = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit:,}-byte"
+    return RefusedFile(errno.EFBIG, f"larger than the {bound} bound", path)
 
 
 # session ids: they become folder names (letters, digits, ``_`` and ``-``, at most 64)

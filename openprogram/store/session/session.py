@@ -99,6 +99,7 @@ class Session(SessionQueries):
             self._problem(str(meta_path), "fields of the wrong type ignored: " + ", ".join(dropped))
         meta["id"] = self.id
         self.meta = meta
+        meta.update(self._meta_changes)  # this process's changes, over disk's
 
     def _problem(self, path: str, reason: str) -> None:
         message = str(CorruptedFile(path, reason))
@@ -154,7 +155,6 @@ class Session(SessionQueries):
         without the ``nodes`` rows (a pull's), and the rows of writers that died."""
         with self.lock, self._mu:
             self._load_meta(quiet=True)  # title etc. from disk, then our unsaved changes
-            self.meta.update(self._meta_changes)
             self._follow_git()
             self._recover()
 
@@ -353,7 +353,6 @@ class Session(SessionQueries):
         self.live.put_index([row_of(call) for call in self._dirty.values()])
         _seq, _turn, head = self._counters()
         self._load_meta(quiet=True)  # what other processes wrote (a title…), then ours
-        self.meta.update(self._meta_changes)
         self.meta.update({"v": META_VERSION, "id": self.id, "head_id": head})
         turns = self.meta.get("turns")  # every turn committed so far, other lines' too
         turns = (turns if type(turns) is int else 0) + len(self._new_turns)

@@ -50,7 +50,7 @@ def _place(folder: Path) -> str:
         data = read_bytes(str(folder / ".state" / PLACE_FILE), MAX_PLACE_BYTES)
     except OSError:
         return ""
-    return " ".join(data[:MAX_PLACE_BYTES].decode("utf-8", "replace").split())
+    return " ".join(data.decode("utf-8", "replace").split())
 
 
 class SessionStore:
