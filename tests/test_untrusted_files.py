@@ -30,7 +30,8 @@ from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
 from openprogram.errors import CorruptedFile, CorruptedFileWarning, RefusedFile
 from openprogram.store.session.files import dumps, read_bytes
-from openprogram.store.session.live import LiveState
+from openprogram.store.session.index import TOTALS_TRIGGERS, keep_totals
+from openprogram.store.session.live import LiveState, discard
 from openprogram.store.session.safegit import run_git
 from openprogram.store.session.store import SessionStore
 from tests.test_live import DEAD_OWNER, plant_dead_rows
@@ -321,6 +322,61 @@ def test_a_row_whose_owner_is_not_text_leaves_the_session_openable(op_home: Path
     db.close()
     _problems, names = open_fresh(op_home)
     assert "first" in names
+    assert_healthy(op_home)
+
+
+def test_a_planted_path_in_the_index_is_never_committed(op_home: Path) -> None:
+    """A crafted live.db names, for a dead writer's node, the file ``history``: its
+    recovery commits it at its own file, never over the session's history."""
+    turn(op_home, "first")
+    folder = op_home / "sessions" / SID
+    node = make_call("function", "planted", status=RUNNING)
+    node.seq, node.turn = 90, 9
+    plant_dead_rows(folder, [dumps(node.to_dict())])
+    db = sqlite3.connect(folder / ".state" / "live.db")
+    keep_totals(db)  # (the totals' triggers call its functions)
+    with db:
+        db.execute(
+            "INSERT INTO nodes (id, seq, turn, role, name, kind, status, path)"
+            " VALUES (?, 90, 9, 'code', 'planted', 'function', 'running', 'history')",
+            (node.id,),
+        )
+    db.close()
+    discard(folder / ".state")  # (this process's kept connection: the next open makes one)
+    _problems, names = open_fresh(op_home)
+    assert {"first", "plan", "planted"} <= set(names)
+    top = run_git(folder, "ls-tree", "HEAD").stdout.decode()
+    assert "tree" in next(line for line in top.splitlines() if line.endswith("\thistory"))
+    assert_healthy(op_home)
+
+
+def test_triggers_planted_in_the_live_database_are_dropped(op_home: Path) -> None:
+    """A crafted live.db with a trigger of its own (it deletes every row in flight as it is
+    written: a SIGKILL would lose the turn) and one of the totals' triggers changed: both
+    replaced by the store's own at the first open, the totals counted again."""
+    turn(op_home, "first")
+    folder = op_home / "sessions" / SID
+    db = sqlite3.connect(folder / ".state" / "live.db")
+    with db:
+        db.execute("CREATE TRIGGER evil AFTER INSERT ON rows BEGIN DELETE FROM rows; END")
+        db.execute("DROP TRIGGER totals_put")
+        db.execute("CREATE TRIGGER totals_put AFTER INSERT ON nodes BEGIN SELECT 1; END")
+    db.close()
+    discard(folder / ".state")
+    store = SessionStore(op_home)
+    try:
+        session = store.open(SID)
+        node = make_call("function", "in flight", status=RUNNING)
+        session.live.put_rows([(node.id, dumps(node.to_dict()))], DEAD_OWNER)
+        assert session.live.query("SELECT count(*) FROM rows")[0][0] == 1
+        session.live.drop_owners([DEAD_OWNER])
+        kept = session.live.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        assert {name for name, _sql in kept} == {t.split()[5] for t in TOTALS_TRIGGERS}
+        assert "SELECT 1" not in " ".join(sql for _name, sql in kept)
+        totals = session.totals()
+    finally:
+        store.close()
+    assert totals["nodes"] == 3 and totals["kinds"] == {"root": 1, "turn": 1, "function": 1}
     assert_healthy(op_home)
 
 

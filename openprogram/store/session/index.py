@@ -288,7 +288,7 @@ def keep_totals(db: sqlite3.Connection) -> None:
     db.create_function("parts_of", 2, noting_ctrl_c(_parts_of), deterministic=True)
     db.create_function("parts_merge", 2, noting_ctrl_c(_parts_merge), deterministic=True)
     db.create_aggregate("parts_sum", 2, _PartsSum)  # type: ignore[arg-type]
-    while not db.execute(_KEPT).fetchone()[0]:
+    while not db.execute(_KEPT).fetchone()[0] or _foreign_triggers(db):
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:  # another process writes: wait its turn
@@ -296,7 +296,10 @@ def keep_totals(db: sqlite3.Connection) -> None:
                 continue
             raise
         try:
-            if not db.execute(_KEPT).fetchone()[0]:  # (an older version's triggers: replaced)
+            foreign = _foreign_triggers(db)  # planted, or an older version's: replaced
+            if foreign or not db.execute(_KEPT).fetchone()[0]:
+                for name in foreign:
+                    db.execute('DROP TRIGGER "{}"'.format(name.replace('"', '""')))
                 for statement in (*TOTALS_SCHEMA, *DROP_TRIGGERS, *TOTALS_TRIGGERS, *RECOUNT):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {TOTALS_VERSION}")
@@ -306,6 +309,15 @@ def keep_totals(db: sqlite3.Connection) -> None:
             raise
 
 
+def _foreign_triggers(db: sqlite3.Connection) -> list[str]:
+    """The triggers of ``db`` that are not :data:`TOTALS_TRIGGERS` word for word (a
+    folder from elsewhere may plant one: SQLite would run it at every write)."""
+    found = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+    return [name for name, sql in found if _OURS.get(name) != sql]
+
+
+# our triggers as SQLite keeps their text (without "IF NOT EXISTS")
+_OURS = {t.split()[5]: t.replace(" IF NOT EXISTS", "", 1) for t in TOTALS_TRIGGERS}
 TOTALS_VERSION = 2  # of the triggers (2: a node's callees looked up by caller)
 _KEPT = (f"SELECT (SELECT user_version FROM pragma_user_version) = {TOTALS_VERSION}"
          " AND EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'totals_rename')")  # fmt: skip

@@ -37,7 +37,14 @@ from openprogram.store.session.files import (
     read_bytes,
 )
 from openprogram.store.session.history import Repository
-from openprogram.store.session.index import counts_as_turn, derive, node_relpath, read_meta, row_of
+from openprogram.store.session.index import (
+    NODE_FILE,
+    counts_as_turn,
+    derive,
+    node_relpath,
+    read_meta,
+    row_of,
+)
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.queries import SessionQueries
 from openprogram.store.session.records import node_record
@@ -380,9 +387,17 @@ class Session(SessionQueries):
         return sha.hex()
 
     def _path_of(self, call: Call) -> str:
-        """The file of ``call`` in git: its row's (arrived under another name) or usual."""
+        """The file of ``call`` in git: its row's (arrived under another name) if a node
+        file of that id (``live.db`` may come from elsewhere), else the usual one."""
         found = self.live.query("SELECT path FROM nodes WHERE id = ?", (call.id,))
-        return found[0][0] if found and found[0][0] is not None else node_relpath(call)
+        path = found[0][0] if found else None
+        if (
+            isinstance(path, str)
+            and NODE_FILE.fullmatch(path)
+            and path.endswith(f"-{call.id}.json")
+        ):
+            return path
+        return node_relpath(call)
 
     def _committed(self, call: Call) -> bool:
         """Whether ``call``'s node file is in HEAD (a dead writer's nodes committed open)."""
