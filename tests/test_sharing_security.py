@@ -344,6 +344,26 @@ def test_a_killed_import_leaves_no_quarantine_behind(op_home: Path) -> None:
     assert not [p.name for p in root.iterdir() if p.name.startswith(".incoming-")]
 
 
+def test_the_next_open_of_the_session_removes_a_killed_pulls_quarantine(op_home: Path) -> None:
+    """A pull into an existing session killed mid-way: the next command that opens the
+    session (here ``sessions show``) leaves no ``.incoming-*`` behind (issue 36 item 4)."""
+    SessionStore(op_home).create_session("s_a")
+    code = (
+        "import os, signal\n"
+        "from openprogram.store.session.store import SessionStore\n"
+        "from openprogram.store.session.sync import _quarantine\n"
+        f"store = SessionStore({str(op_home)!r})\n"
+        "with _quarantine(store, 's_a') as q:\n"
+        "    (q / 'half-received').write_text('x')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == -9
+    root = op_home / "sessions"
+    assert [p.name for p in root.iterdir() if p.name.startswith(".incoming-")]
+    assert run_cli("sessions", "show", "s_a") == 0
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".incoming-")]
+
+
 def test_the_pack_scanner_reads_a_real_pack_object_by_object_as_git_does(tmp_path: Path) -> None:
     """Objects larger than the scanner's chunk, deltas and many small objects: it finds
     every object git finds and adds up the sizes git reports (so the caps count what git

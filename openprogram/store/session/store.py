@@ -147,9 +147,9 @@ class SessionStore:
                 return session
             if os.path.islink(path):
                 raise CorruptedFile(str(path), "a symbolic link (not followed)")
+            if self.root.is_dir():  # (a process's first open of it: what a killed one left)
+                self.remove_debris()
             if not (path / ".git").is_dir():
-                if self.root.is_dir():
-                    self.remove_debris()
                 raise SessionNotFound(
                     f"no session {session_id!r} under {self.root}; "
                     "`openprogram sessions list` shows the ones there are"
