@@ -38,6 +38,7 @@ STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
 STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
 REPACK_EVERY = 10  # packs a writer writes before it starts a repack beside itself
 REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then ended
+MAPS_KEPT = 64  # gitdb's maps of files left before a repack's end collects them
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 Files = Mapping[str, bytes | None]  # path -> content (None: deleted)
@@ -235,9 +236,8 @@ def repack(git_dir: Path) -> None:
     ``pack-objects`` fed their objects, the big packs left), and remove a killed writer's
     debris."""
     _remove_strays(git_dir / "objects" / "pack")
-    with suppress(Exception):  # (another roll-up took the packs first: they stay as they are)
-        rollup.roll_up(git_dir)
-    rollup.free_maps()
+    rollup.RollUp(git_dir).wait()  # (another roll-up took the packs first: they stay as they are)
+    safegit.free_maps(MAPS_KEPT)
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,8 @@ class Repository:
         self._refreshing = threading.Lock()
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
         self._packs = 0  # packs written since the last repack started
-        self._repacking: Any = None  # a rollup.RollUp (or a process), running beside
+        self._repacking: rollup.RollUp | subprocess.Popen[bytes] | None = None  # running beside
+        # (a process: a test's and a benchmark's stand-in, kept the same way)
         # whether this thread holds the session's write lock (a ref lock found is a dead one's)
         self.lock_held: Callable[[], bool] = lambda: False
 
@@ -438,7 +439,7 @@ class Repository:
             return
         self._packs = 0
         _remove_strays(self.git_dir / "objects" / "pack")
-        rollup.free_maps()  # (the last one's maps of the indexes it read: none runs now)
+        safegit.free_maps(MAPS_KEPT)  # (the last one's maps of the indexes it read: none runs now)
         self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 
     def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
@@ -453,7 +454,7 @@ class Repository:
                     child.terminate()
                     child.wait()
                 self._stale = True
-                rollup.free_maps()
+                safegit.free_maps(MAPS_KEPT)
             if not settle or not self._packs:
                 return
             settle = False
