@@ -35,7 +35,6 @@ TREE_CACHE_MAX = 64  # parsed trees kept (LRU): a commit reuses ~4 (root, histor
 ENTRY_CACHE_MAX = 4096  # tree entries kept serialised (a tree changed is one entry serialised)
 READ_ATTEMPTS = 4  # looks for an object while a repack replaces packs
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
-STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
 REPACK_EVERY = 10  # packs a writer writes before it starts a repack beside itself
 REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then ended
 MAPS_KEPT = 64  # gitdb's maps of files left before a repack's end collects them
@@ -220,22 +219,10 @@ def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> Non
             raise
 
 
-def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
-    """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
-    names = set(os.listdir(folder)) if folder.is_dir() else set()
-    for name in names:
-        packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
-        stray = name.startswith("tmp_") or packless
-        with suppress(FileNotFoundError):
-            if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
-                os.unlink(folder / name)
-
-
 def repack(git_dir: Path) -> None:
     """Roll a session's small packs and loose objects into one (:mod:`rollup`: git's
     ``pack-objects`` fed their objects, the big packs left), and remove a killed writer's
-    debris."""
-    _remove_strays(git_dir / "objects" / "pack")
+    debris; returns once done."""
     rollup.RollUp(git_dir).wait()  # (another roll-up took the packs first: they stay as they are)
     safegit.free_maps(MAPS_KEPT)
 
@@ -438,7 +425,6 @@ class Repository:
         if self._repacking is not None and self._repacking.poll() is None:
             return
         self._packs = 0
-        _remove_strays(self.git_dir / "objects" / "pack")
         safegit.free_maps(MAPS_KEPT)  # (the last one's maps of the indexes it read: none runs now)
         self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 

@@ -11,9 +11,9 @@ exist); only then are the packs rolled up removed, each ``.pack`` before its ind
 loose objects packed dropped by ``git prune-packed``.  A reader that listed a pack removed
 looks again and finds its objects in the new one (decision 0065).
 
-:class:`RollUp` runs it in a thread of the writer, its one git command at a time a child
-the writer never waits for; ``terminate`` ends it (nothing is removed unless the new pack
-is complete and in place)."""
+:class:`RollUp` runs it in a thread of the writer (a killed writer's debris removed
+first), its one git command at a time a child the writer never waits for; ``terminate``
+ends it (nothing is removed unless the new pack is complete and in place)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
 from pathlib import Path
@@ -32,6 +33,7 @@ from openprogram.store.session import safegit
 FACTOR = 2  # each pack left at least this many times the objects of the next smaller one
 WINDOW = 10  # pack-objects' delta window (its default), one thread
 TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray once old)
+STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
@@ -47,6 +49,17 @@ def _names(folder: Path, pack: str, git: Callable[..., bytes], index: Any) -> li
     if index.size() <= READ_HERE:
         return [index.sha(i).hex().encode() for i in range(index.size())]
     return git("show-index", from_file=folder / f"{pack}.idx").split()[1::3]
+
+
+def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
+    """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
+    names = set(os.listdir(folder)) if folder.is_dir() else set()
+    for name in names:
+        packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
+        stray = name.startswith("tmp_") or packless
+        with suppress(FileNotFoundError):
+            if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
+                os.unlink(folder / name)
 
 
 def _loose(objects: Path) -> set[bytes]:
@@ -160,6 +173,7 @@ class RollUp(threading.Thread):
     def run(self) -> None:
         try:  # the folder made safe here, before it is read (in this thread, not the writer)
             self._argv, self._env = safegit.git_command(self.git_dir.parent)
+            _remove_strays(self.git_dir / "objects" / "pack")  # (a killed writer's debris)
             roll_up(self.git_dir, self.git)
         except Exception:  # (ended; another roll-up took the packs first; a pack unreadable):
             pass  # the packs stay as they are, the next roll-up looks again
