@@ -126,7 +126,10 @@ def roll_up(git_dir: Path, git: Callable[..., bytes]) -> bool:
         # pack-objects packs exactly the objects named (it fails on one it cannot read)
         if PackIndexFile(f"{written}.idx").size() != len(wanted):
             raise StoreError(f"the roll-up's new pack in {folder} lacks objects it was given")
-        stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
+        stamp = 0
+        for pack in chosen:  # (one removed meanwhile by another roll-up: none)
+            with suppress(OSError):
+                stamp = max(stamp, os.stat(folder / f"{pack}.pack").st_mtime_ns)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
             os.utime(f"{written}.pack", ns=(stamp, stamp))
         prefix = os.path.basename(written)
@@ -148,13 +151,6 @@ def roll_up(git_dir: Path, git: Callable[..., bytes]) -> bool:
     if loose:
         git("prune-packed", "-q")
     return True
-
-
-def _mtime_ns(path: Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return 0
 
 
 class RollUp(threading.Thread):

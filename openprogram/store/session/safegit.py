@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,23 +283,16 @@ def object_db(objects_dir: Path) -> GitDB:
                 return False
             self._st_mtime = mtime
             stamps: dict[str, int] = {}
-            for name in os.listdir(root):
-                if name.startswith("pack-") and name.endswith(".pack"):
-                    path = os.path.join(root, name)
-                    try:
-                        stamps[path] = os.stat(path).st_mtime_ns
-                    except OSError:  # removed by a maintenance meanwhile
-                        continue
-            known = {item[1].pack().path(): item for item in self._entities}
-            listed = []
-            for path in sorted(stamps, key=stamps.__getitem__, reverse=True):
-                item = known.get(path)
-                if item is None:
-                    entity = PackEntity(path)
-                    item = [0, entity, entity.index().sha_to_index]
-                item[0] = 0  # gitdb re-sorts by hits now and then: the order starts as ours
-                listed.append(item)
-            self._entities[:] = listed
+            with os.scandir(root) as entries:
+                for entry in entries:
+                    if entry.name.startswith("pack-") and entry.name.endswith(".pack"):
+                        with suppress(OSError):  # removed by a maintenance meanwhile
+                            stamps[entry.path] = entry.stat().st_mtime_ns
+            known = {item[1].pack().path(): item[1] for item in self._entities}
+            newest = sorted(stamps, key=stamps.__getitem__, reverse=True)
+            entities = [known[path] if path in known else PackEntity(path) for path in newest]
+            # hits counted from 0: gitdb re-sorts by hits now and then, the order starts as ours
+            self._entities[:] = [[0, e, e.index().sha_to_index] for e in entities]
             return True
 
     class LocalGitDB(GitDB):  # type: ignore[misc]
