@@ -11,9 +11,10 @@ exist); only then are the packs rolled up removed, each ``.pack`` before its ind
 loose objects packed dropped by ``git prune-packed``.  A reader that listed a pack removed
 looks again and finds its objects in the new one (decision 0065).
 
-:class:`RollUp` runs it in a thread of the writer (a killed writer's debris removed
-first), its one git command at a time a child the writer never waits for; ``terminate``
-ends it (nothing is removed unless the new pack is complete and in place)."""
+A killed writer's debris found there (temporary files, an index without its pack) is
+removed once old.  :class:`RollUp` runs it in a thread of the writer, its one git command
+at a time a child the writer never waits for; ``terminate`` ends it (nothing is removed
+unless the new pack is complete and in place)."""
 
 from __future__ import annotations
 
@@ -51,14 +52,14 @@ def _names(folder: Path, pack: str, git: Callable[..., bytes], index: Any) -> li
     return git("show-index", from_file=folder / f"{pack}.idx").split()[1::3]
 
 
-def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
-    """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
-    names = set(os.listdir(folder)) if folder.is_dir() else set()
+def _remove_strays(folder: Path, names: set[str]) -> None:
+    """Of ``names`` in ``folder``, temporary pack files and indexes without a pack (a
+    writer killed mid-write) older than ``STRAY_S``: removed."""
     for name in names:
         packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
         stray = name.startswith("tmp_") or packless
         with suppress(FileNotFoundError):
-            if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
+            if stray and time.time() - os.lstat(folder / name).st_mtime > STRAY_S:
                 os.unlink(folder / name)
 
 
@@ -96,6 +97,7 @@ def roll_up(git_dir: Path, git: Callable[..., bytes]) -> bool:
 
     folder = git_dir / "objects" / "pack"
     listed = set(os.listdir(folder)) if folder.is_dir() else set()
+    _remove_strays(folder, listed)  # (a killed writer's debris: never one of the packs below)
     packs = [
         name[:-5]
         for name in listed
@@ -169,7 +171,6 @@ class RollUp(threading.Thread):
     def run(self) -> None:
         try:  # the folder made safe here, before it is read (in this thread, not the writer)
             self._argv, self._env = safegit.git_command(self.git_dir.parent)
-            _remove_strays(self.git_dir / "objects" / "pack")  # (a killed writer's debris)
             roll_up(self.git_dir, self.git)
         except Exception:  # (ended; another roll-up took the packs first; a pack unreadable):
             pass  # the packs stay as they are, the next roll-up looks again
