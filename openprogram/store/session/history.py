@@ -269,13 +269,11 @@ class Repository:
     def store(self, kind: bytes, data: bytes) -> bytes:
         """Store one object (into this thread's commit's pack, else loose); returns its sha."""
         pending: dict[bytes, tuple[bytes, bytes]] | None = getattr(self._local, "pending", None)
-        if pending is None:
+        if pending is None:  # loose, by the one gitdb database (its loose objects' writer)
             from gitdb import IStream
-            from gitdb.db.loose import LooseObjectDB
 
-            check_layout(self.git_dir)
-            loose = LooseObjectDB(str(self.git_dir / "objects"))
-            return bytes(loose.store(IStream(kind, len(data), io.BytesIO(data))).binsha)
+            check_layout(self.git_dir)  # (at each write: never through a folder linked since)
+            return bytes(self._db().store(IStream(kind, len(data), io.BytesIO(data))).binsha)
         binsha = object_sha(kind, data)
         pending[binsha] = (kind, data)
         return binsha
