@@ -37,7 +37,7 @@ READ_ATTEMPTS = 4  # looks for an object while a repack replaces packs
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
 REPACK_EVERY = 10  # packs a writer writes before it starts a repack beside itself
 REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then ended
-MAPS_KEPT = 64  # gitdb's maps of files left before a repack's end collects them
+MAPS_KEPT = 64  # files gitdb maps before the writer collects them, between roll-ups
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 Files = Mapping[str, bytes | None]  # path -> content (None: deleted)
