@@ -35,9 +35,9 @@ TREE_CACHE_MAX = 64  # parsed trees kept (LRU): a commit reuses ~4 (root, histor
 ENTRY_CACHE_MAX = 4096  # tree entries kept serialised (a tree changed is one entry serialised)
 READ_ATTEMPTS = 4  # looks for an object while a repack replaces packs
 STALE_LOCK_S = 60.0  # a ref lock older than this was left by a dead process
-STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
 REPACK_EVERY = 10  # packs a writer writes before it starts a repack beside itself
 REPACK_WAIT_S = 2.0  # a repack running at close is waited for this long, then ended
+MAPS_KEPT = 64  # files gitdb maps before the writer collects them, between roll-ups
 
 TreeEntries = dict[str, tuple[bytes, int]]  # name -> (binsha, mode)
 Files = Mapping[str, bytes | None]  # path -> content (None: deleted)
@@ -219,25 +219,12 @@ def write_pack(objects: Path, items: Mapping[bytes, tuple[bytes, bytes]]) -> Non
             raise
 
 
-def _remove_strays(folder: Path, older_than_s: float = STRAY_S) -> None:
-    """Temporary pack files and indexes without a pack (a writer killed mid-write), once old."""
-    names = set(os.listdir(folder)) if folder.is_dir() else set()
-    for name in names:
-        packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
-        stray = name.startswith("tmp_") or packless
-        with suppress(FileNotFoundError):
-            if stray and time.time() - os.lstat(folder / name).st_mtime > older_than_s:
-                os.unlink(folder / name)
-
-
 def repack(git_dir: Path) -> None:
     """Roll a session's small packs and loose objects into one (:mod:`rollup`: git's
     ``pack-objects`` fed their objects, the big packs left), and remove a killed writer's
-    debris."""
-    _remove_strays(git_dir / "objects" / "pack")
-    with suppress(Exception):  # (another roll-up took the packs first: they stay as they are)
-        rollup.roll_up(git_dir)
-    rollup.free_maps()
+    debris; returns once done."""
+    rollup.RollUp(git_dir).wait()  # (another roll-up took the packs first: they stay as they are)
+    safegit.free_maps(MAPS_KEPT)
 
 
 @dataclass(frozen=True)
@@ -274,20 +261,19 @@ class Repository:
         self._refreshing = threading.Lock()
         self._local = threading.local()  # .pending: this thread's commit (sha -> kind, data)
         self._packs = 0  # packs written since the last repack started
-        self._repacking: Any = None  # a rollup.RollUp (or a process), running beside
+        self._repacking: rollup.RollUp | subprocess.Popen[bytes] | None = None  # running beside
+        # (a process: a test's and a benchmark's stand-in, kept the same way)
         # whether this thread holds the session's write lock (a ref lock found is a dead one's)
         self.lock_held: Callable[[], bool] = lambda: False
 
     def store(self, kind: bytes, data: bytes) -> bytes:
         """Store one object (into this thread's commit's pack, else loose); returns its sha."""
         pending: dict[bytes, tuple[bytes, bytes]] | None = getattr(self._local, "pending", None)
-        if pending is None:
+        if pending is None:  # loose, by the one gitdb database (its loose objects' writer)
             from gitdb import IStream
-            from gitdb.db.loose import LooseObjectDB
 
-            check_layout(self.git_dir)
-            loose = LooseObjectDB(str(self.git_dir / "objects"))
-            return bytes(loose.store(IStream(kind, len(data), io.BytesIO(data))).binsha)
+            check_layout(self.git_dir)  # (at each write: never through a folder linked since)
+            return bytes(self._db().store(IStream(kind, len(data), io.BytesIO(data))).binsha)
         binsha = object_sha(kind, data)
         pending[binsha] = (kind, data)
         return binsha
@@ -437,8 +423,7 @@ class Repository:
         if self._repacking is not None and self._repacking.poll() is None:
             return
         self._packs = 0
-        _remove_strays(self.git_dir / "objects" / "pack")
-        rollup.free_maps()  # (the last one's maps of the indexes it read: none runs now)
+        safegit.free_maps(MAPS_KEPT)  # (the last one's maps of the indexes it read: none runs now)
         self._repacking = rollup.RollUp(self.git_dir, done=self.forget)
 
     def wait_for_repack(self, timeout: float | None = None, *, settle: bool = True) -> None:
@@ -453,7 +438,7 @@ class Repository:
                     child.terminate()
                     child.wait()
                 self._stale = True
-                rollup.free_maps()
+                safegit.free_maps(MAPS_KEPT)
             if not settle or not self._packs:
                 return
             settle = False

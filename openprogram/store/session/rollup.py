@@ -11,9 +11,10 @@ exist); only then are the packs rolled up removed, each ``.pack`` before its ind
 loose objects packed dropped by ``git prune-packed``.  A reader that listed a pack removed
 looks again and finds its objects in the new one (decision 0065).
 
-:class:`RollUp` runs it in a thread of the writer, its one git command at a time a child
-the writer never waits for; ``terminate`` ends it (nothing is removed unless the new pack
-is complete and in place)."""
+A killed writer's debris found there (temporary files, an index without its pack) is
+removed once old.  :class:`RollUp` runs it in a thread of the writer, its one git command
+at a time a child the writer never waits for; ``terminate`` ends it (nothing is removed
+unless the new pack is complete and in place)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -32,68 +34,17 @@ from openprogram.store.session import safegit
 FACTOR = 2  # each pack left at least this many times the objects of the next smaller one
 WINDOW = 10  # pack-objects' delta window (its default), one thread
 TMP_PREFIX = "tmp_rollup_"  # the new pack's name until it is complete (a stray once old)
+STRAY_S = 3600.0  # a temporary pack file, or an index without its pack, older: a dead writer's
 _EXTRA = (".rev", ".bitmap", ".promisor", ".mtimes")  # beside a pack, removed with it
 
 _FAN, _LOOSE = re.compile("[0-9a-f]{2}"), re.compile("[0-9a-f]{38}")  # a loose object's path
 _counts: dict[str, dict[str, int]] = {}  # pack folder -> pack -> objects
 _counting = threading.Lock()
-MAPS_KEPT = 64  # gitdb's maps of files left before free_maps collects them
 READ_HERE = 512  # a pack of up to this many objects: its names read here (GIL: < 1 ms),
 # a bigger one's by git
 
 
-class Git:
-    """git's commands on one session, safely (:mod:`safegit`), the one running endable."""
-
-    def __init__(self, git_dir: Path) -> None:
-        self.worktree = git_dir.parent
-        self.argv: list[str] = []  # (the folder made safe at the first command, not before)
-        self.env: dict[str, str] = {}
-        self._child: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
-        self.ended = False
-
-    def __call__(
-        self, *args: str, stdin: bytes | None = None, from_file: Path | None = None
-    ) -> bytes:
-        with self._lock:
-            if self.ended:
-                raise StoreError(f"the roll-up of {self.worktree} was ended")
-            self._ready()
-            source = open(from_file, "rb") if from_file is not None else None  # noqa: SIM115
-            try:
-                self._child = subprocess.Popen(
-                    [*self.argv, *args], cwd=self.worktree, env=self.env,
-                    stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                )  # fmt: skip
-            finally:
-                if source is not None:
-                    source.close()
-            child = self._child
-        out, _ = child.communicate(stdin)
-        if child.returncode != 0:
-            raise StoreError(f"git {args[0]} exited {child.returncode} in {self.worktree}")
-        return out
-
-    def ready(self) -> None:
-        """Make the folder safe for git now (:func:`safegit.make_safe`: before it is read)."""
-        with self._lock:
-            self._ready()
-
-    def _ready(self) -> None:
-        if not self.argv:
-            self.argv, self.env = safegit.git_command(self.worktree)
-
-    def end(self) -> None:
-        with self._lock:
-            self.ended = True
-            if self._child is not None and self._child.poll() is None:
-                with suppress(OSError):
-                    self._child.terminate()
-
-
-def _names(folder: Path, pack: str, git: Git, index: Any) -> list[bytes]:
+def _names(folder: Path, pack: str, git: Callable[..., bytes], index: Any) -> list[bytes]:
     """The hex names of a pack's objects: gitdb's index reader for a small pack, ``git
     show-index`` (``offset sha (crc)`` a line: the work in git) for a big one."""
     if index.size() <= READ_HERE:
@@ -101,18 +52,15 @@ def _names(folder: Path, pack: str, git: Git, index: Any) -> list[bytes]:
     return git("show-index", from_file=folder / f"{pack}.idx").split()[1::3]
 
 
-def free_maps() -> None:
-    """Unmap gitdb's windows no reader uses, and forget the indexes of packs removed (a
-    roll-up maps the indexes it reads): called by the writer's thread, no roll-up running
-    (gitdb's map manager is the process's, safegit's readers collect it the same way)."""
-    from gitdb.util import mman
-
-    if len(mman._fdict) < MAPS_KEPT:
-        return
-    mman.collect()
-    files = mman._fdict  # path -> its windows; a removed file's list stays, empty
-    for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
-        files.pop(gone, None)
+def _remove_strays(folder: Path, names: set[str]) -> None:
+    """Of ``names`` in ``folder``, temporary pack files and indexes without a pack (a
+    writer killed mid-write) older than ``STRAY_S``: removed."""
+    for name in names:
+        packless = name.endswith(".idx") and f"{name[:-4]}.pack" not in names
+        stray = name.startswith("tmp_") or packless
+        with suppress(FileNotFoundError):
+            if stray and time.time() - os.lstat(folder / name).st_mtime > STRAY_S:
+                os.unlink(folder / name)
 
 
 def _loose(objects: Path) -> set[bytes]:
@@ -140,16 +88,16 @@ def geometric_split(counts: list[int], factor: int = FACTOR) -> int:
     return split
 
 
-def roll_up(git_dir: Path, git: Git | None = None) -> bool:
-    """Roll the small packs of ``git_dir`` (and its loose objects) into one; whether a pack
-    was written.  Safe beside writers, readers and another roll-up: a pack is removed only
-    once a complete pack holding each of its objects is in place."""
+def roll_up(git_dir: Path, git: Callable[..., bytes]) -> bool:
+    """Roll the small packs of ``git_dir`` (made safe: :meth:`RollUp.run`) and its loose
+    objects into one by ``git`` (:meth:`RollUp.git`); whether a pack was written.  Safe
+    beside writers, readers and another roll-up: a pack is removed only once a complete pack
+    holding each of its objects is in place."""
     from gitdb.pack import PackIndexFile
 
-    git = git or Git(git_dir)
-    git.ready()
     folder = git_dir / "objects" / "pack"
     listed = set(os.listdir(folder)) if folder.is_dir() else set()
+    _remove_strays(folder, listed)  # (a killed writer's debris: never one of the packs below)
     packs = [
         name[:-5]
         for name in listed
@@ -168,7 +116,7 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     if len(chosen) < 2 and not loose:
         return False
     names = {pack: _names(folder, pack, git, indexes[pack]) for pack in chosen}
-    indexes.clear()  # (their maps unused: unmapped by the writer's next free_maps)
+    indexes.clear()  # (their maps unused: unmapped by the writer's next safegit.free_maps)
     wanted = set(loose).union(*(names[pack] for pack in chosen))
     base = folder / f"{TMP_PREFIX}{os.getpid()}_{threading.get_ident()}_{os.urandom(3).hex()}"
     try:
@@ -180,7 +128,10 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
         # pack-objects packs exactly the objects named (it fails on one it cannot read)
         if PackIndexFile(f"{written}.idx").size() != len(wanted):
             raise StoreError(f"the roll-up's new pack in {folder} lacks objects it was given")
-        stamp = max([_mtime_ns(folder / f"{pack}.pack") for pack in chosen], default=0)
+        stamp = 0
+        for pack in chosen:  # (one removed meanwhile by another roll-up: none)
+            with suppress(OSError):
+                stamp = max(stamp, os.stat(folder / f"{pack}.pack").st_mtime_ns)
         if stamp:  # listed by age (git, gitdb): where the packs it replaces were
             os.utime(f"{written}.pack", ns=(stamp, stamp))
         prefix = os.path.basename(written)
@@ -204,31 +155,45 @@ def roll_up(git_dir: Path, git: Git | None = None) -> bool:
     return True
 
 
-def _mtime_ns(path: Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return 0
-
-
 class RollUp(threading.Thread):
     """:func:`roll_up` in a thread, beside the writer, as a process is kept (``poll``,
-    ``wait``, ``terminate``); ``done`` is called once it has ended, whatever the outcome."""
+    ``wait``, ``terminate``: its git child ended, no command started after); ``done`` is
+    called once it has ended, whatever the outcome."""
 
     def __init__(self, git_dir: Path, done: Callable[[], None] | None = None) -> None:
         super().__init__(name=f"rollup {git_dir.parent.name}", daemon=True)
         self.git_dir, self.done = git_dir, done
-        self.git = Git(git_dir)  # (made safe here, in the writer, as before a git command)
+        self._child: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._ended = False
         self.start()
 
     def run(self) -> None:
-        try:
+        try:  # the folder made safe here, before it is read (in this thread, not the writer)
+            self._argv, self._env = safegit.git_command(self.git_dir.parent)
             roll_up(self.git_dir, self.git)
         except Exception:  # (ended; another roll-up took the packs first; a pack unreadable):
             pass  # the packs stay as they are, the next roll-up looks again
         finally:
             if self.done is not None:
                 self.done()
+
+    def git(self, *args: str, stdin: bytes | None = None, from_file: Path | None = None) -> bytes:
+        """The output of ``git args`` on the session (:mod:`safegit`'s argv and environment),
+        fed ``stdin`` or the file ``from_file``: a child :meth:`terminate` ends."""
+        with self._lock:
+            if self._ended:
+                raise StoreError(f"the roll-up of {self.git_dir.parent} was ended")
+            with open(from_file, "rb") if from_file is not None else nullcontext() as source:
+                self._child = child = subprocess.Popen(
+                    [*self._argv, *args], cwd=self.git_dir.parent, env=self._env,
+                    stdin=source or (subprocess.PIPE if stdin is not None else subprocess.DEVNULL),
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+        out, _ = child.communicate(stdin)
+        if child.returncode != 0:
+            raise StoreError(f"git {args[0]} exited {child.returncode} in {self.git_dir.parent}")
+        return out
 
     def poll(self) -> int | None:
         return None if self.is_alive() else 0
@@ -240,4 +205,8 @@ class RollUp(threading.Thread):
         return 0
 
     def terminate(self) -> None:
-        self.git.end()
+        with self._lock:
+            self._ended = True
+            if self._child is not None and self._child.poll() is None:
+                with suppress(OSError):
+                    self._child.terminate()

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -247,14 +248,30 @@ def init_repository(path: Path) -> None:
     (git_dir / "config").write_bytes(canonical_config())
 
 
+def free_maps(kept: int = 0) -> None:
+    """Unmap gitdb's windows no reader uses and forget the files removed since (a repack's
+    packs, a roll-up's indexes: gitdb keeps each one's entry, ~5 KiB a cell, decision 0063);
+    nothing done while fewer than ``kept`` files are mapped.  The one reach into gitdb's
+    private state: its map manager's ``_fdict`` (path -> its windows, a removed file's list
+    left empty), the process's, shared by every thread: a snapshot, then pop (another may
+    map meanwhile)."""
+    from gitdb.util import mman
+
+    if len(mman._fdict) < kept:
+        return
+    mman.collect()
+    files = mman._fdict
+    for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
+        files.pop(gone, None)
+
+
 def object_db(objects_dir: Path) -> GitDB:
     """A gitdb database on ``objects_dir`` that never reads ``info/alternates``, and unmaps
-    the windows of packs a repack removed (gitdb keeps them: ~5 KiB a cell, decision 0063)."""
+    the windows of packs a repack removed at each update (:func:`free_maps`)."""
     from gitdb.db import GitDB
     from gitdb.db.loose import LooseObjectDB
     from gitdb.db.pack import PackedDB
     from gitdb.pack import PackEntity
-    from gitdb.util import mman
 
     class NewestPacksFirst(PackedDB):  # type: ignore[misc]
         """gitdb's packs newest first (HEAD's objects are there), none opened to list them."""
@@ -266,23 +283,16 @@ def object_db(objects_dir: Path) -> GitDB:
                 return False
             self._st_mtime = mtime
             stamps: dict[str, int] = {}
-            for name in os.listdir(root):
-                if name.startswith("pack-") and name.endswith(".pack"):
-                    path = os.path.join(root, name)
-                    try:
-                        stamps[path] = os.stat(path).st_mtime_ns
-                    except OSError:  # removed by a maintenance meanwhile
-                        continue
-            known = {item[1].pack().path(): item for item in self._entities}
-            listed = []
-            for path in sorted(stamps, key=stamps.__getitem__, reverse=True):
-                item = known.get(path)
-                if item is None:
-                    entity = PackEntity(path)
-                    item = [0, entity, entity.index().sha_to_index]
-                item[0] = 0  # gitdb re-sorts by hits now and then: the order starts as ours
-                listed.append(item)
-            self._entities[:] = listed
+            with os.scandir(root) as entries:
+                for entry in entries:
+                    if entry.name.startswith("pack-") and entry.name.endswith(".pack"):
+                        with suppress(OSError):  # removed by a maintenance meanwhile
+                            stamps[entry.path] = entry.stat().st_mtime_ns
+            known = {item[1].pack().path(): item[1] for item in self._entities}
+            newest = sorted(stamps, key=stamps.__getitem__, reverse=True)
+            entities = [known[path] if path in known else PackEntity(path) for path in newest]
+            # hits counted from 0: gitdb re-sorts by hits now and then, the order starts as ours
+            self._entities[:] = [[0, e, e.index().sha_to_index] for e in entities]
             return True
 
     class LocalGitDB(GitDB):  # type: ignore[misc]
@@ -297,11 +307,7 @@ def object_db(objects_dir: Path) -> GitDB:
 
         def update_cache(self, force: bool = False) -> bool:
             changed = bool(super().update_cache(force))
-            mman.collect()
-            files = mman._fdict  # path -> its windows; a removed pack's list stays, empty
-            # shared by every thread's database: a snapshot, then pop (another may map)
-            for gone in [p for p, rl in list(files.items()) if not rl and not os.path.exists(p)]:
-                files.pop(gone, None)
+            free_maps()
             return changed
 
     return LocalGitDB(str(objects_dir))
