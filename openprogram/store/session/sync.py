@@ -328,18 +328,14 @@ def receive(
 
 
 def _adopt_objects(quarantine: Path, local: Path) -> None:
-    """Move what the quarantine received into the session's objects (the index last)."""
-    src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
-    for pack in sorted((src / "pack").glob("*.pack")):
+    """Move what the quarantine received into the session's objects (the index last): packs
+    only (a fetch keeps a pack whatever its size, ``fetch.unpackLimit=1``; a bundle is
+    ``index-pack``'ed; a spare is an empty skeleton)."""
+    src, dst = quarantine / ".git" / "objects" / "pack", local / ".git" / "objects" / "pack"
+    for pack in sorted(src.glob("*.pack")):
         for part in (pack, pack.with_suffix(".rev"), pack.with_suffix(".idx")):
             if part.exists():
-                shutil.move(part, dst / "pack" / part.name)
-    for fan in src.iterdir():
-        if len(fan.name) == 2 and fan.is_dir():
-            (dst / fan.name).mkdir(exist_ok=True)
-            for obj in fan.iterdir():
-                if not (dst / fan.name / obj.name).exists():
-                    shutil.copyfile(obj, dst / fan.name / obj.name)
+                shutil.move(part, dst / part.name)
 
 
 def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
