@@ -147,7 +147,7 @@ class _Reader:
     def use_region(self, offset: int) -> _Reader:  # (gitdb asks at the object being read)
         return self
 
-    def buffer(self) -> memoryview:
+    def buffer(self) -> memoryview[bytes]:  # (format "c": gitdb reads a byte as ord(b"x"))
         return memoryview(self.data)[self.pos : self.pos + _HEADER].cast("c")
 
 

@@ -322,9 +322,7 @@ def receive(
         atomic_write(local / "meta.json", session.git.blob_at("meta.json"))  # (listing reads it)
         links = _settle(session, follow=status == "fast-forward")
         arrived_turns = session.totals()["turns"] - before
-        return Received(
-            session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
-        )
+        return Received(session_id, status, arrived_turns, lines(session, links))
 
 
 def _adopt_objects(quarantine: Path, local: Path) -> None:
@@ -480,14 +478,10 @@ def _walk(
     return seen
 
 
-def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
-    """The lines of the conversation ``chain`` (node -> predecessor, in seq order) other than
-    the one HEAD ends, with their turns since they left HEAD's line."""
-    ours = _walk(chain, head)
+def lines(session: Session, links: Links | None = None) -> list[Line]:
+    """The session's lines other than the one its HEAD ends, with their turns since they
+    left HEAD's line (``links``: its chain, when read already)."""
+    chain = (session.links() if links is None else links).predecessors  # node -> its predecessor
+    ours = _walk(chain, session.head_id)
     skip = ours | {pred for pred in chain.values() if pred is not None}  # followed: no tip
     return [Line(tip, len(_walk(chain, tip, ours))) for tip in chain if tip not in skip]
-
-
-def lines(session: Session) -> list[Line]:
-    """The session's lines other than the one its HEAD ends (see :func:`other_lines`)."""
-    return other_lines(session.links().predecessors, session.head_id)
