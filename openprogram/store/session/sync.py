@@ -441,12 +441,10 @@ def _count_both_lines(
 
 
 def _meta_in(repo: Repository, tree: bytes | None) -> dict[str, Any] | None:
-    found = repo.read_tree(tree).get("meta.json")
-    if found is None or found[1] == TREE_MODE:
-        return None
+    """The ``meta.json`` of ``tree`` if a JSON object (a folder of that name is not JSON)."""
     try:
-        meta = loads(repo.read(found[0], MAX_FILE_BYTES))
-    except (CorruptedFile, ValueError, RecursionError):
+        meta = loads(repo.read(repo.read_tree(tree)["meta.json"][0], MAX_FILE_BYTES))
+    except (KeyError, CorruptedFile, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) else None
 
