@@ -183,7 +183,7 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
         try:
             end, info = pack_object_at(reader, start, False)
         except IndexError:  # (a header past the window: not one git writes)
-            what = "a malformed object header in" if whole else "a truncated"
+            what = "a malformed object header in the" if whole else "a truncated"
             raise SyncError(f"refused: {what} git pack") from None
         kind = info.type_id
         if kind not in _KIND and kind not in (OFS_DELTA, REF_DELTA):
