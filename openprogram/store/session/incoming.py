@@ -219,7 +219,10 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
         piece = reader.data[start : start + want]
         data = piece
         while data and not inflater.eof:
-            out = inflater.decompress(data, _CHUNK)
+            try:
+                out = inflater.decompress(data, _CHUNK)
+            except zlib.error:  # (not a traceback: one line)
+                raise SyncError("refused: an object in the git pack is not zlib data") from None
             data = inflater.unconsumed_tail
             produced += len(out)
             if produced > size:
