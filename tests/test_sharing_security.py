@@ -389,3 +389,17 @@ def test_the_pack_scanner_reads_a_real_pack_object_by_object_as_git_does(tmp_pat
     assert bytes(seen) == pack.read_bytes()  # every byte passed on to git exactly once
     with pack.open("rb") as stream, pytest.raises(SyncError, match="inflate to more than"):
         scan_pack(stream, lambda _: None, Caps(total_bytes=sum(map(int, sizes)) // 2))
+
+
+def test_a_pack_object_that_is_not_zlib_data_is_refused_in_one_line() -> None:
+    """An object whose data does not inflate (here: its header one byte too long) is a
+    one-line refusal, not zlib's traceback."""
+    import io
+    import zlib
+
+    from openprogram.store.session.incoming import Caps, scan_pack
+
+    pack = b"PACK" + (2).to_bytes(4, "big") + (1).to_bytes(4, "big")
+    pack += b"\xb0\x80" + zlib.compress(b"") + bytes(20)
+    with pytest.raises(SyncError, match=r"^refused: an object in the git pack is not zlib data$"):
+        scan_pack(io.BytesIO(pack), lambda _: None, Caps())

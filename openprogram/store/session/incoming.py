@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 import orjson
+from gitdb.fun import OFS_DELTA, REF_DELTA, msb_size, type_id_to_type_map
+from gitdb.pack import pack_object_at
 
 from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_FILE_BYTES
@@ -38,9 +40,9 @@ from openprogram.store.session.safegit import (
     remove,
 )
 
-_COMMIT, _TREE, _BLOB, _TAG, _OFS_DELTA, _REF_DELTA = 1, 2, 3, 4, 6, 7
-_KIND = {_COMMIT: "commit", _TREE: "tree", _BLOB: "blob", _TAG: "tag"}
+_KIND = {n: type_id_to_type_map[n].decode() for n in (1, 2, 3, 4)}  # commit, tree, blob, tag
 _CHUNK = 1 << 16
+_HEADER = 40  # an object's header and an ofs-delta's offset are shorter
 
 
 def _env_int(name: str, default: int) -> int:
@@ -121,25 +123,32 @@ def read_bundle_header(stream: BinaryIO) -> tuple[list[tuple[str, str]], list[st
 
 
 class _Reader:
-    """Bytes of ``stream`` in order, each passed to ``sink`` (git) once as it is read."""
+    """Bytes of ``stream`` in order, each passed to ``sink`` (git) once as it is read; to
+    gitdb, a cursor on the pack whose window is the next ``_HEADER`` bytes."""
 
     def __init__(self, stream: BinaryIO, sink: Callable[[bytes], object]) -> None:
         self.stream, self.sink = stream, sink
-        self.buffer, self.pos, self.offset = b"", 0, 0  # pos: in ``buffer``; offset: in the pack
+        self.data, self.pos, self.offset = b"", 0, 0  # pos: in ``data``; offset: in the pack
 
     def fill(self, n: int = 1) -> bool:
         """At least ``n`` bytes buffered past ``pos`` (False: the pack ends first)."""
-        while len(self.buffer) - self.pos < n:
+        while len(self.data) - self.pos < n:
             data = self.stream.read(_CHUNK)
             if not data:
                 return False
             self.sink(data)
-            self.buffer, self.pos = self.buffer[self.pos :] + data, 0
+            self.data, self.pos = self.data[self.pos :] + data, 0
         return True
 
     def advance(self, n: int) -> None:
         self.pos += n
         self.offset += n
+
+    def use_region(self, offset: int) -> _Reader:  # (gitdb asks at the object being read)
+        return self
+
+    def buffer(self) -> memoryview[bytes]:  # (format "c": gitdb reads a byte as ord(b"x"))
+        return memoryview(self.data)[self.pos : self.pos + _HEADER].cast("c")
 
 
 @dataclass
@@ -156,7 +165,7 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     reader = _Reader(stream, sink)
     if not reader.fill(12):
         raise SyncError("refused: a truncated git pack")
-    head = reader.buffer[:12]
+    head = reader.data[:12]
     reader.advance(12)
     if head[:4] != b"PACK" or int.from_bytes(head[4:8], "big") not in (2, 3):
         raise SyncError("refused: not a git pack")
@@ -170,15 +179,20 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
 
     for _ in range(count):
         start = reader.offset
-        reader.fill(40)  # an object header and an ofs-delta's offset are shorter
+        whole = reader.fill(_HEADER)
         try:
-            kind, size, pos, back = _object_header(reader.buffer, reader.pos)
-        except IndexError:
-            raise SyncError("refused: a truncated git pack") from None
+            end, info = pack_object_at(reader, start, False)
+        except IndexError:  # (a header past the window: not one git writes)
+            what = "a malformed object header in the" if whole else "a truncated"
+            raise SyncError(f"refused: {what} git pack") from None
+        kind = info.type_id
+        if kind not in _KIND and kind not in (OFS_DELTA, REF_DELTA):
+            raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
         # the type it results in (a ref-delta's base may be here already: unknown)
-        base = {_OFS_DELTA: kinds.get(start - back), _REF_DELTA: None}.get(kind, kind)
-        reader.advance(pos - reader.pos)
-        result = _inflate(reader, size, delta=kind in (_OFS_DELTA, _REF_DELTA), declare=declare)
+        base = kinds.get(start - info.delta_info) if kind == OFS_DELTA else kind
+        base = None if kind == REF_DELTA else base
+        reader.advance(end - start)
+        result = _inflate(reader, info.size, delta=kind in (OFS_DELTA, REF_DELTA), declare=declare)
         if base is not None:
             kinds[start] = base
             caps.check_object(_KIND.get(base, "blob"), result)
@@ -187,37 +201,6 @@ def scan_pack(stream: BinaryIO, sink: Callable[[bytes], object], caps: Caps) -> 
     while data := stream.read(_CHUNK):  # the rest (the pack's checksum): to git too
         sink(data)
     return scan
-
-
-def _object_header(buf: bytes, pos: int) -> tuple[int, int, int, int]:
-    """Type, size, data offset and ofs-delta distance of the object at ``pos`` (IndexError:
-    ``buf`` ends first)."""
-    byte = buf[pos]
-    kind, size, shift = (byte >> 4) & 7, byte & 15, 4
-    pos += 1
-    while byte & 0x80:
-        byte = buf[pos]
-        pos += 1
-        size |= (byte & 0x7F) << shift
-        shift += 7
-        if shift > 70:
-            raise SyncError("refused: a malformed object header in the git pack")
-    back = 0
-    if kind == _OFS_DELTA:
-        byte = buf[pos]
-        pos += 1
-        back = byte & 0x7F
-        while byte & 0x80:
-            byte = buf[pos]
-            pos += 1
-            back = ((back + 1) << 7) | (byte & 0x7F)
-    elif kind == _REF_DELTA:
-        if pos + 20 > len(buf):
-            raise IndexError
-        pos += 20
-    elif kind not in _KIND:
-        raise SyncError(f"refused: an object of unknown type {kind} in the git pack")
-    return kind, size, pos, back
 
 
 def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int], None]) -> int:
@@ -233,10 +216,13 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
         if not reader.fill():
             raise SyncError("refused: a truncated git pack")
         start = reader.pos
-        piece = reader.buffer[start : start + want]
+        piece = reader.data[start : start + want]
         data = piece
         while data and not inflater.eof:
-            out = inflater.decompress(data, _CHUNK)
+            try:
+                out = inflater.decompress(data, _CHUNK)
+            except zlib.error:  # (not a traceback: one line)
+                raise SyncError("refused: an object in the git pack is not zlib data") from None
             data = inflater.unconsumed_tail
             produced += len(out)
             if produced > size:
@@ -254,15 +240,15 @@ def _inflate(reader: _Reader, size: int, *, delta: bool, declare: Callable[[int]
 
 
 def _delta_result(head: bytes) -> int | None:
-    """The result size a delta's first bytes declare: its second size (7 bits a byte, least
-    significant first, at most 10 bytes each); None: not enough bytes yet."""
-    ends = [i for i, byte in enumerate(head[:20]) if not byte & 0x80]
-    if len(ends) >= 2 and ends[0] < 10 and ends[1] - ends[0] <= 10:
-        data = head[ends[0] + 1 : ends[1] + 1]
-        return sum((byte & 0x7F) << (7 * i) for i, byte in enumerate(data))
-    if len(head) >= 20:
-        raise SyncError("refused: a malformed delta in the git pack")
-    return None
+    """The result size a delta's first bytes declare: its second size (at most 10 bytes
+    each); None: not enough bytes yet."""
+    try:
+        skip, _ = msb_size(head[:10])
+        return msb_size(head[skip : skip + 10])[1]
+    except AssertionError:  # (gitdb's word for no size's last byte in these)
+        if len(head) >= 20:
+            raise SyncError("refused: a malformed delta in the git pack") from None
+        return None
 
 
 def index_pack(repo: Path, pack: BinaryIO, caps: Caps) -> PackScan:

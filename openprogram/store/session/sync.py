@@ -322,24 +322,18 @@ def receive(
         atomic_write(local / "meta.json", session.git.blob_at("meta.json"))  # (listing reads it)
         links = _settle(session, follow=status == "fast-forward")
         arrived_turns = session.totals()["turns"] - before
-        return Received(
-            session_id, status, arrived_turns, other_lines(links.predecessors, session.head_id)
-        )
+        return Received(session_id, status, arrived_turns, lines(session, links))
 
 
 def _adopt_objects(quarantine: Path, local: Path) -> None:
-    """Move what the quarantine received into the session's objects (the index last)."""
-    src, dst = quarantine / ".git" / "objects", local / ".git" / "objects"
-    for pack in sorted((src / "pack").glob("*.pack")):
+    """Move what the quarantine received into the session's objects (the index last): packs
+    only (a fetch keeps a pack whatever its size, ``fetch.unpackLimit=1``; a bundle is
+    ``index-pack``'ed; a spare is an empty skeleton)."""
+    src, dst = quarantine / ".git" / "objects" / "pack", local / ".git" / "objects" / "pack"
+    for pack in sorted(src.glob("*.pack")):
         for part in (pack, pack.with_suffix(".rev"), pack.with_suffix(".idx")):
             if part.exists():
-                shutil.move(part, dst / "pack" / part.name)
-    for fan in src.iterdir():
-        if len(fan.name) == 2 and fan.is_dir():
-            (dst / fan.name).mkdir(exist_ok=True)
-            for obj in fan.iterdir():
-                if not (dst / fan.name / obj.name).exists():
-                    shutil.copyfile(obj, dst / fan.name / obj.name)
+                shutil.move(part, dst / part.name)
 
 
 def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
@@ -447,12 +441,10 @@ def _count_both_lines(
 
 
 def _meta_in(repo: Repository, tree: bytes | None) -> dict[str, Any] | None:
-    found = repo.read_tree(tree).get("meta.json")
-    if found is None or found[1] == TREE_MODE:
-        return None
+    """The ``meta.json`` of ``tree`` if a JSON object (a folder of that name is not JSON)."""
     try:
-        meta = loads(repo.read(found[0], MAX_FILE_BYTES))
-    except (CorruptedFile, ValueError, RecursionError):
+        meta = loads(repo.read(repo.read_tree(tree)["meta.json"][0], MAX_FILE_BYTES))
+    except (KeyError, CorruptedFile, ValueError, RecursionError):
         return None
     return meta if isinstance(meta, dict) else None
 
@@ -484,14 +476,10 @@ def _walk(
     return seen
 
 
-def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
-    """The lines of the conversation ``chain`` (node -> predecessor, in seq order) other than
-    the one HEAD ends, with their turns since they left HEAD's line."""
-    ours = _walk(chain, head)
+def lines(session: Session, links: Links | None = None) -> list[Line]:
+    """The session's lines other than the one its HEAD ends, with their turns since they
+    left HEAD's line (``links``: its chain, when read already)."""
+    chain = (session.links() if links is None else links).predecessors  # node -> its predecessor
+    ours = _walk(chain, session.head_id)
     skip = ours | {pred for pred in chain.values() if pred is not None}  # followed: no tip
     return [Line(tip, len(_walk(chain, tip, ours))) for tip in chain if tip not in skip]
-
-
-def lines(session: Session) -> list[Line]:
-    """The session's lines other than the one its HEAD ends (see :func:`other_lines`)."""
-    return other_lines(session.links().predecessors, session.head_id)
