@@ -7,7 +7,9 @@ repository in a temporary folder.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,8 @@ from openprogram.store.session.sync import (
     pull,
     push,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @agentic_function
@@ -154,6 +158,40 @@ def test_open_session_in_same_process_sees_the_pull(two, tmp_path: Path) -> None
     pull(bob, "s_live", url, "file")
     assert len(opened.index()) > before
     assert opened.head_id == alice.open("s_live").head_id
+
+
+PULL_IN_ANOTHER_PROCESS = """
+import sys
+from openprogram.store.session.store import SessionStore
+from openprogram.store.session.sync import pull
+print(pull(SessionStore(sys.argv[1]), "s_mid", sys.argv[2], "file").describe())
+"""
+
+
+def test_a_pull_during_another_process_turn_keeps_that_turn_head(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Alice's notebook is in a turn (its turn node HEAD, not read back yet) while another
+    process of hers pulls bob's two turns: HEAD stays on her turn, the pull names bob's
+    line, and her next turn follows hers."""
+    alice, bob = two
+    remote = bare(tmp_path)
+    turns(alice, "s_mid", "one")
+    push(alice, "s_mid", str(remote), "file")
+    pull(bob, "s_mid", str(remote), "file")
+    turns(bob, "s_mid", "theirs-2", "theirs-3")
+    push(bob, "s_mid", str(remote), "file")
+    with session_context("s_mid", db=alice, message="mine") as h:
+        mine = h.writer.append(make_call("turn", "mine", status=COMPLETED), turn_level=True)
+        pulled = subprocess.run(
+            [sys.executable, "-c", PULL_IN_ANOTHER_PROCESS, str(alice.home), str(remote)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert pulled.returncode == 0, pulled.stderr
+    assert "fast-forward, 2 turn(s) arrived; another line ends at" in pulled.stdout
+    session = alice.open("s_mid")
+    assert session.head_id == mine.id
+    turns(alice, "s_mid", "after")
+    assert session.get(session.head_id).predecessor == mine.id
+    assert [line.turns for line in lines(session)] == [2]
 
 
 def test_pull_of_unknown_session_and_bad_remotes(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

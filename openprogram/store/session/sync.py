@@ -38,6 +38,7 @@ from openprogram.store.session.history import (
     read_ref,
 )
 from openprogram.store.session.incoming import NODE_NAME, Caps, check_history, index_pack
+from openprogram.store.session.records import parsed
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
@@ -455,6 +456,11 @@ def _settle(session: Session, *, follow: bool) -> Links:
     session.refresh()
     seq, turn, head = session.live.read() or (0, 1, None)
     links = session.links()
+    records, _bad = parsed(body for (body,) in session.live.query("SELECT body FROM rows"))
+    for record in records:  # the turns other processes have in flight are on the chain too
+        node, before = record.get("id"), record.get("predecessor")
+        if isinstance(node, str) and record.get("caller") is None:
+            links.predecessors.setdefault(node, before if isinstance(before, str) else None)
     arrived = session.meta.get("head_id")
     if isinstance(arrived, str) and (
         (follow and (head is None or head in _walk(links.predecessors, arrived)))
