@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,6 +154,30 @@ def test_an_import_under_an_id_with_an_unrelated_history_refuses_unless_join(
     # a session made under that id but never run has nothing to join
     bob.create_session("s_empty")
     assert import_bundle(bob, bundle, as_id="s_empty").status == "joined"
+
+
+def test_a_join_refused_keeps_none_of_what_arrived(machines: Machines, tmp_path: Path) -> None:
+    """A history of the same id that shares no commit with bob's but begins at the same root
+    node cannot be joined: refused in one line, and not one object of it stays in the
+    session (before, each refusal left its pack: ~1 MB here, whatever size it carried)."""
+    alice, bob = machines
+    turns(alice, "s_j", "one")
+    import_bundle(bob, export_bundle(alice, "s_j", tmp_path / "ok.bundle"))
+    work = tmp_path / "orphan"
+    subprocess.run(["git", "clone", "-q", str(alice.session_path("s_j")), str(work)], check=True)
+    git(work, "checkout", "-q", "--orphan", "unrelated")
+    node = work / "history" / "0000" / "000001" / "00000099-c-n_big.json"
+    node.parent.mkdir(parents=True, exist_ok=True)
+    node.write_text(json.dumps({"id": "n_big", "filler": os.urandom(1 << 19).hex()}))
+    git(work, "add", "-f", str(node.relative_to(work)))
+    git(work, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "begun apart")
+    git(work, "update-ref", "refs/openprogram/sessions/s_j", "HEAD")
+    bundle = tmp_path / "unrelated.bundle"
+    git(work, "bundle", "create", "-q", str(bundle), "refs/openprogram/sessions/s_j")
+    before = snapshot(bob, "s_j")
+    with pytest.raises(SyncError, match="no root to join at"):
+        import_bundle(bob, bundle)
+    assert snapshot(bob, "s_j") == before
 
 
 def node_file(template: dict[str, object], size: int) -> bytes:

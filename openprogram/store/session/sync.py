@@ -298,27 +298,32 @@ def receive(
     with session.lock:
         ours = main_commit(local)
         assert ours is not None
-        base = _merge_base(quarantine, ours, tip)  # ours: a fast-forward
-        if base is False:  # the quarantine borrowed nothing (the session appeared since)
-            _adopt_objects(quarantine, local)
-            base = _merge_base(local, ours, tip) or None
-        if base is None and not join_unrelated and session.totals()["turns"]:
-            raise SyncError(
-                f"refused: session {session_id} here has a history of its own that shares no "
-                "root with the one arriving; nothing imported (--join joins them: the arrived "
-                "history its start, the turns made here a branch from its root)"
-            )
-        _adopt_objects(quarantine, local)
-        if base == tip:
-            return Received(session_id, "up to date", 0, lines(session))
-        before = session.totals()["turns"]
-        status = "fast-forward"
-        new = tip
-        if base != ours:
-            entries = session.index() if base is None else []  # a join reroots ours
-            new = _merge(session.git, ours, tip, base, entries)
-            if new != tip:  # (tip: what only ours has is already theirs)
-                status = "merged" if base is not None else "joined"
+        adopted: list[Path] = []  # packs new to the session: removed again if refused
+        try:
+            base = _merge_base(quarantine, ours, tip)  # ours: a fast-forward
+            if base is False:  # the quarantine borrowed nothing (the session appeared since)
+                adopted += _adopt_objects(quarantine, local)
+                base = _merge_base(local, ours, tip) or None
+            if base is None and not join_unrelated and session.totals()["turns"]:
+                raise SyncError(
+                    f"refused: session {session_id} here has a history of its own that shares no "
+                    "root with the one arriving; nothing imported (--join joins them: the arrived "
+                    "history its start, the turns made here a branch from its root)"
+                )
+            adopted += _adopt_objects(quarantine, local)
+            if base == tip:
+                return Received(session_id, "up to date", 0, lines(session))
+            before = session.totals()["turns"]
+            status = "fast-forward"
+            new = tip
+            if base != ours:
+                entries = session.index() if base is None else []  # a join reroots ours
+                new = _merge(session.git, ours, tip, base, entries)
+                if new != tip:  # (tip: what only ours has is already theirs)
+                    status = "merged" if base is not None else "joined"
+        except SyncError:  # refused (no root to join at…): nothing of what arrived stays
+            _drop_packs(adopted)
+            raise
         session.git.update_ref(MAIN_REF, bytes.fromhex(new), bytes.fromhex(ours))
         atomic_write(local / "meta.json", session.git.blob_at("meta.json"))  # (listing reads it)
         links = _settle(session, follow=status == "fast-forward")
@@ -326,15 +331,26 @@ def receive(
         return Received(session_id, status, arrived_turns, lines(session, links))
 
 
-def _adopt_objects(quarantine: Path, local: Path) -> None:
+def _adopt_objects(quarantine: Path, local: Path) -> list[Path]:
     """Move what the quarantine received into the session's objects (the index last): packs
     only (a fetch keeps a pack whatever its size, ``fetch.unpackLimit=1``; a bundle is
     ``index-pack``'ed; a spare is an empty skeleton)."""
     src, dst = quarantine / ".git" / "objects" / "pack", local / ".git" / "objects" / "pack"
+    new: list[Path] = []
     for pack in sorted(src.glob("*.pack")):
+        if not (dst / pack.name).exists():
+            new.append(dst / pack.name)
         for part in (pack, pack.with_suffix(".rev"), pack.with_suffix(".idx")):
             if part.exists():
                 shutil.move(part, dst / part.name)
+    return new
+
+
+def _drop_packs(packs: list[Path]) -> None:
+    """Remove the packs :func:`_adopt_objects` brought (a join refused: nothing names them)."""
+    for pack in packs:
+        for part in (pack, pack.with_suffix(".rev"), pack.with_suffix(".idx")):
+            part.unlink(missing_ok=True)
 
 
 def _merge_base(repo: Path, ours: str, tip: str) -> str | Literal[False] | None:
