@@ -286,3 +286,31 @@ def test_a_dot_git_that_points_outside_is_refused(op_home: Path, tmp_path: Path)
     (folder / ".git").write_text(f"gitdir: {elsewhere}\n")
     result = cli("sessions", "log", "linked")
     assert result.returncode != 0 and "no session 'linked'" in result.stderr
+
+
+def _outside_repository(where: Path) -> tuple[Path, str, str]:
+    """A repository outside any session: its git folder, a packed blob and a loose one."""
+    subprocess.run(["git", "init", "-q", str(where)], check=True)
+    packed = run_git(where, "hash-object", "-w", "--stdin", input=b"packed secret\n")
+    run_git(where, "repack", "-adq")
+    loose = run_git(where, "hash-object", "-w", "--stdin", input=b"loose secret\n")
+    return where / ".git", packed.stdout.decode().strip(), loose.stdout.decode().strip()
+
+
+def test_objects_linked_from_outside_are_never_read(op_home: Path, tmp_path: Path) -> None:
+    """Pack files in objects/pack and loose objects in a fan-out folder, symlinked to another
+    repository's: git (what a push sends) and gitdb read none of them."""
+    other, packed, loose = _outside_repository(tmp_path / "private")
+    one_turn("s1", "first", op_home)
+    objects = op_home / "sessions" / "s1" / ".git" / "objects"
+    for pack in (other / "objects" / "pack").glob("pack-*"):
+        (objects / "pack" / pack.name).symlink_to(pack)
+    (objects / loose[:2]).mkdir(exist_ok=True)
+    (objects / loose[:2] / loose[2:]).symlink_to(other / "objects" / loose[:2] / loose[2:])
+    SessionStore(op_home).open("s1")
+    folder = op_home / "sessions" / "s1"
+    for sha in (packed, loose):
+        assert run_git(folder, "cat-file", "-e", sha, check=False).returncode != 0
+        with pytest.raises(Exception):  # noqa: B017 (gitdb's own BadObject)
+            Repository(folder).read(bytes.fromhex(sha))
+    assert not [p for p in objects.rglob("*") if p.is_symlink()]

@@ -217,14 +217,21 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
-def make_safe(git_dir: Path) -> None:
-    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates or linked object
-    folders (git would read or write outside the folder); refused unless real folders."""
-    check_layout(git_dir)
-    with os.scandir(git_dir / "objects") as entries:  # fan-out folders linked elsewhere
+def _unlink_symlinks(folder: str, depth: int) -> None:
+    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down."""
+    with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_symlink():
                 os.unlink(entry.path)
+            elif depth and entry.is_dir(follow_symlinks=False):
+                _unlink_symlinks(entry.path, depth - 1)
+
+
+def make_safe(git_dir: Path) -> None:
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates or symlink among
+    the objects (git would read or write outside the folder); refused unless real folders."""
+    check_layout(git_dir)
+    _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
     _replace_if_different(git_dir / "config", canonical_config())
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
     for rel in (
