@@ -314,3 +314,40 @@ def test_objects_linked_from_outside_are_never_read(op_home: Path, tmp_path: Pat
         with pytest.raises(Exception):  # noqa: B017 (gitdb's own BadObject)
             Repository(folder).read(bytes.fromhex(sha))
     assert not [p for p in objects.rglob("*") if p.is_symlink()]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
+    op_home: Path, tmp_path: Path
+) -> None:
+    """``.git/refs/openprogram`` linked to a team remote's, ``logs``, ``info`` and
+    ``packed-refs`` linked outside: an export (which writes, then deletes, the session's ref)
+    changes and removes nothing there."""
+    from openprogram.store.session.sync import export_bundle
+
+    team, outside = tmp_path / "team.git", tmp_path / "outside"
+    subprocess.run(["git", "init", "-q", "--bare", str(team)], check=True)
+    one_turn("s1", "first", op_home)
+    folder = op_home / "sessions" / "s1"
+    tip = run_git(folder, "rev-parse", MAIN_REF).stdout.decode().strip()
+    run_git(folder, "push", "-q", str(team), f"{MAIN_REF}:refs/openprogram/sessions/s1")
+    (outside / "logs" / "refs" / "openprogram" / "sessions").mkdir(parents=True)
+    (outside / "logs" / "refs" / "openprogram" / "sessions" / "s1").write_text("")
+    (outside / "info").mkdir()
+    (outside / "info" / "sparse-checkout").write_text("/*\n")
+    (outside / "packed-refs").write_text(f"{tip} refs/openprogram/sessions/s1\n")
+    git_dir = folder / ".git"
+    if (git_dir / "refs" / "openprogram").exists():
+        subprocess.run(["rm", "-rf", str(git_dir / "refs" / "openprogram")], check=True)
+    (git_dir / "refs" / "openprogram").symlink_to(team / "refs" / "openprogram")
+    for name in ("logs", "info", "packed-refs"):
+        if (git_dir / name).exists():
+            subprocess.run(["rm", "-rf", str(git_dir / name)], check=True)
+        (git_dir / name).symlink_to(outside / name)
+    before = _files(team / "refs") | _files(outside)
+    export_bundle(SessionStore(op_home), "s1", tmp_path / "s1.bundle")
+    assert _files(team / "refs") | _files(outside) == before
+    assert not [p for p in git_dir.rglob("*") if p.is_symlink()]

@@ -23,6 +23,7 @@ INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantin
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
+REF_DEPTH = 8  # folders under refs/ searched for symlinks (ours: refs/openprogram/remotes/x)
 
 
 def canonical_config() -> bytes:
@@ -228,16 +229,22 @@ def _unlink_symlinks(folder: str, depth: int) -> None:
 
 
 def make_safe(git_dir: Path) -> None:
-    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates or symlink among
-    the objects (git would read or write outside the folder); refused unless real folders."""
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, reflogs or symlink
+    among the objects, refs, ``info`` or ``packed-refs`` (git would read, write or remove
+    outside the folder); refused unless real folders."""
     check_layout(git_dir)
     _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
+    _unlink_symlinks(f"{git_dir}/refs", REF_DEPTH)  # a linked folder: refs written elsewhere
+    for name in ("info", "packed-refs"):  # (before removing what info/ holds)
+        if os.path.islink(git_dir / name):
+            os.unlink(git_dir / name)
     _replace_if_different(git_dir / "config", canonical_config())
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
         "info/sparse-checkout",  # no working tree: never read, never followed
+        "logs",  # reflogs: never ours (bare), git appends to one found, through a symlink too
         "objects/info/alternates",
         "objects/info/http-alternates",
     ):
