@@ -351,3 +351,27 @@ def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
     export_bundle(SessionStore(op_home), "s1", tmp_path / "s1.bundle")
     assert _files(team / "refs") | _files(outside) == before
     assert not [p for p in git_dir.rglob("*") if p.is_symlink()]
+
+
+@pytest.mark.parametrize("planted", ["shallow", "info/grafts"])
+def test_a_planted_shallow_or_grafts_file_cuts_no_history(
+    op_home: Path, tmp_path: Path, planted: str
+) -> None:
+    """git would take the commit named in ``.git/shallow`` (or ``info/grafts``) for a root:
+    an export missing history, turns not counted as unpushed."""
+    from openprogram.store.session.remotes import unpushed_turns
+    from openprogram.store.session.sync import export_bundle
+
+    for name in ("one", "two", "three"):
+        one_turn("s1", name, op_home)
+    folder = op_home / "sessions" / "s1"
+    commits = len(commit_log(folder))
+    cut = run_git(folder, "rev-parse", f"{MAIN_REF}~1").stdout
+    (folder / ".git" / planted).parent.mkdir(exist_ok=True)
+    (folder / ".git" / planted).write_bytes(cut)
+    assert unpushed_turns(folder).turns == 3
+    assert len(commit_log(folder)) == commits
+    bundle = export_bundle(SessionStore(op_home), "s1", tmp_path / "s1.bundle")
+    header = bundle.read_bytes().split(b"\n\n", 1)[0]
+    assert not [line for line in header.splitlines() if line.startswith(b"-")]  # no prerequisite
+    assert not (folder / ".git" / planted).exists()

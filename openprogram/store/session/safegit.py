@@ -229,9 +229,10 @@ def _unlink_symlinks(folder: str, depth: int) -> None:
 
 
 def make_safe(git_dir: Path) -> None:
-    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, reflogs or symlink
-    among the objects, refs, ``info`` or ``packed-refs`` (git would read, write or remove
-    outside the folder); refused unless real folders."""
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, grafts, shallow
+    boundary, reflogs or symlink among the objects, refs, ``info`` or ``packed-refs`` (git
+    would read, write or remove outside the folder, or see a cut history); refused unless
+    real folders."""
     check_layout(git_dir)
     _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
     _unlink_symlinks(f"{git_dir}/refs", REF_DEPTH)  # a linked folder: refs written elsewhere
@@ -244,6 +245,8 @@ def make_safe(git_dir: Path) -> None:
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
         "info/sparse-checkout",  # no working tree: never read, never followed
+        "info/grafts",  # parents replaced: a history cut or made up
+        "shallow",  # commits said to have no parents
         "logs",  # reflogs: never ours (bare), git appends to one found, through a symlink too
         "objects/info/alternates",
         "objects/info/http-alternates",
