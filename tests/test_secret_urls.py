@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -136,3 +137,31 @@ def test_a_token_an_older_notebook_kept_in_its_remote_is_not_passed_on() -> None
     assert TOKEN not in json.dumps(meta.to_json())
     kept = parse_metadata({"session_id": "nb_x", "remote": "git@example.com:team.git"})
     assert kept is not None and kept.remote == "git@example.com:team.git"  # a user, no secret
+
+
+@pytest.mark.parametrize("odd", ["'", '"', "#", "?", " "])
+def test_a_password_holding_a_quote_hash_or_space_is_printed_and_recorded_nowhere(
+    tmp_path: Path, odd: str
+) -> None:
+    """git sends ``alice:Hunter2'Secret`` as the credential: its messages, ours and what a
+    notebook records of the remote hold no part of it (real git, a refused connection)."""
+    from openprogram.errors import SyncError
+    from openprogram.sharing import check_url, record_remote
+    from openprogram.store.session.sync import pull, push
+    from tests.test_untrusted_git import one_turn
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = check_url(f"https://alice:Hunter2{odd}Secret@127.0.0.1:{port}/x.git", from_notebook=False)
+    assert record_remote(url, tmp_path) == f"https://127.0.0.1:{port}/x.git"
+    one_turn("s1", "one", tmp_path / "home")
+    store = SessionStore(tmp_path / "home")
+    said = []
+    for send in (push, pull):
+        with pytest.raises(SyncError) as failed:
+            send(store, "s1", url, "https")
+        said.append(str(failed.value))
+    store.close()
+    assert all(f"127.0.0.1:{port}/x.git" in text for text in said), said
+    assert not any(part in text for text in said for part in ("Hunter2", "Secret")), said

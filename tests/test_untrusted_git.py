@@ -286,3 +286,92 @@ def test_a_dot_git_that_points_outside_is_refused(op_home: Path, tmp_path: Path)
     (folder / ".git").write_text(f"gitdir: {elsewhere}\n")
     result = cli("sessions", "log", "linked")
     assert result.returncode != 0 and "no session 'linked'" in result.stderr
+
+
+def _outside_repository(where: Path) -> tuple[Path, str, str]:
+    """A repository outside any session: its git folder, a packed blob and a loose one."""
+    subprocess.run(["git", "init", "-q", str(where)], check=True)
+    packed = run_git(where, "hash-object", "-w", "--stdin", input=b"packed secret\n")
+    run_git(where, "repack", "-adq")
+    loose = run_git(where, "hash-object", "-w", "--stdin", input=b"loose secret\n")
+    return where / ".git", packed.stdout.decode().strip(), loose.stdout.decode().strip()
+
+
+def test_objects_linked_from_outside_are_never_read(op_home: Path, tmp_path: Path) -> None:
+    """Pack files in objects/pack and loose objects in a fan-out folder, symlinked to another
+    repository's: git (what a push sends) and gitdb read none of them."""
+    other, packed, loose = _outside_repository(tmp_path / "private")
+    one_turn("s1", "first", op_home)
+    objects = op_home / "sessions" / "s1" / ".git" / "objects"
+    for pack in (other / "objects" / "pack").glob("pack-*"):
+        (objects / "pack" / pack.name).symlink_to(pack)
+    (objects / loose[:2]).mkdir(exist_ok=True)
+    (objects / loose[:2] / loose[2:]).symlink_to(other / "objects" / loose[:2] / loose[2:])
+    SessionStore(op_home).open("s1")
+    folder = op_home / "sessions" / "s1"
+    for sha in (packed, loose):
+        assert run_git(folder, "cat-file", "-e", sha, check=False).returncode != 0
+        with pytest.raises(Exception):  # noqa: B017 (gitdb's own BadObject)
+            Repository(folder).read(bytes.fromhex(sha))
+    assert not [p for p in objects.rglob("*") if p.is_symlink()]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
+    op_home: Path, tmp_path: Path
+) -> None:
+    """``.git/refs/openprogram`` linked to a team remote's, ``logs``, ``info`` and
+    ``packed-refs`` linked outside: an export (which writes, then deletes, the session's ref)
+    changes and removes nothing there."""
+    from openprogram.store.session.sync import export_bundle
+
+    team, outside = tmp_path / "team.git", tmp_path / "outside"
+    subprocess.run(["git", "init", "-q", "--bare", str(team)], check=True)
+    one_turn("s1", "first", op_home)
+    folder = op_home / "sessions" / "s1"
+    tip = run_git(folder, "rev-parse", MAIN_REF).stdout.decode().strip()
+    run_git(folder, "push", "-q", str(team), f"{MAIN_REF}:refs/openprogram/sessions/s1")
+    (outside / "logs" / "refs" / "openprogram" / "sessions").mkdir(parents=True)
+    (outside / "logs" / "refs" / "openprogram" / "sessions" / "s1").write_text("")
+    (outside / "info").mkdir()
+    (outside / "info" / "sparse-checkout").write_text("/*\n")
+    (outside / "packed-refs").write_text(f"{tip} refs/openprogram/sessions/s1\n")
+    git_dir = folder / ".git"
+    if (git_dir / "refs" / "openprogram").exists():
+        subprocess.run(["rm", "-rf", str(git_dir / "refs" / "openprogram")], check=True)
+    (git_dir / "refs" / "openprogram").symlink_to(team / "refs" / "openprogram")
+    for name in ("logs", "info", "packed-refs"):
+        if (git_dir / name).exists():
+            subprocess.run(["rm", "-rf", str(git_dir / name)], check=True)
+        (git_dir / name).symlink_to(outside / name)
+    before = _files(team / "refs") | _files(outside)
+    export_bundle(SessionStore(op_home), "s1", tmp_path / "s1.bundle")
+    assert _files(team / "refs") | _files(outside) == before
+    assert not [p for p in git_dir.rglob("*") if p.is_symlink()]
+
+
+@pytest.mark.parametrize("planted", ["shallow", "info/grafts"])
+def test_a_planted_shallow_or_grafts_file_cuts_no_history(
+    op_home: Path, tmp_path: Path, planted: str
+) -> None:
+    """git would take the commit named in ``.git/shallow`` (or ``info/grafts``) for a root:
+    an export missing history, turns not counted as unpushed."""
+    from openprogram.store.session.remotes import unpushed_turns
+    from openprogram.store.session.sync import export_bundle
+
+    for name in ("one", "two", "three"):
+        one_turn("s1", name, op_home)
+    folder = op_home / "sessions" / "s1"
+    commits = len(commit_log(folder))
+    cut = run_git(folder, "rev-parse", f"{MAIN_REF}~1").stdout
+    (folder / ".git" / planted).parent.mkdir(exist_ok=True)
+    (folder / ".git" / planted).write_bytes(cut)
+    assert unpushed_turns(folder).turns == 3
+    assert len(commit_log(folder)) == commits
+    bundle = export_bundle(SessionStore(op_home), "s1", tmp_path / "s1.bundle")
+    header = bundle.read_bytes().split(b"\n\n", 1)[0]
+    assert not [line for line in header.splitlines() if line.startswith(b"-")]  # no prerequisite
+    assert not (folder / ".git" / planted).exists()

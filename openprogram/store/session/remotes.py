@@ -42,8 +42,10 @@ def url_scheme(url: str) -> str:
     return "ssh" if _SCP.fullmatch(url) and not path else "file"
 
 
-# ``scheme://userinfo@`` anywhere in a text (the last ``@`` before the path ends it)
-_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\s?#'\"]*)@")
+# ``scheme://userinfo@`` anywhere in a text: the last ``@`` on the line before a ``/`` ends
+# it, whatever the userinfo holds (git sends a password with a quote, a space or ``#``); some
+# text after a URL without a path may go with it, a password never stays
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\r\n]*)@")
 _HTTP_SCHEMES = ("http", "https")
 
 

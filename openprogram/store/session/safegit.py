@@ -24,6 +24,7 @@ INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantin
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
+REF_DEPTH = 8  # folders under refs/ searched for symlinks (ours: refs/openprogram/remotes/x)
 
 
 def canonical_config() -> bytes:
@@ -218,20 +219,36 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
-def make_safe(git_dir: Path) -> None:
-    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates or linked object
-    folders (git would read or write outside the folder); refused unless real folders."""
-    check_layout(git_dir)
-    with os.scandir(git_dir / "objects") as entries:  # fan-out folders linked elsewhere
+def _unlink_symlinks(folder: str, depth: int) -> None:
+    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down."""
+    with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_symlink():
                 os.unlink(entry.path)
+            elif depth and entry.is_dir(follow_symlinks=False):
+                _unlink_symlinks(entry.path, depth - 1)
+
+
+def make_safe(git_dir: Path) -> None:
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, grafts, shallow
+    boundary, reflogs or symlink among the objects, refs, ``info`` or ``packed-refs`` (git
+    would read, write or remove outside the folder, or see a cut history); refused unless
+    real folders."""
+    check_layout(git_dir)
+    _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
+    _unlink_symlinks(f"{git_dir}/refs", REF_DEPTH)  # a linked folder: refs written elsewhere
+    for name in ("info", "packed-refs"):  # (before removing what info/ holds)
+        if os.path.islink(git_dir / name):
+            os.unlink(git_dir / name)
     _replace_if_different(git_dir / "config", canonical_config())
     _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
         "info/sparse-checkout",  # no working tree: never read, never followed
+        "info/grafts",  # parents replaced: a history cut or made up
+        "shallow",  # commits said to have no parents
+        "logs",  # reflogs: never ours (bare), git appends to one found, through a symlink too
         "objects/info/alternates",
         "objects/info/http-alternates",
     ):
