@@ -98,6 +98,26 @@ def test_import_as_new_id_and_into_existing(two, tmp_path: Path) -> None:  # typ
     assert bob.open("s_copy").head_id == alice.open("s_a").head_id
 
 
+def test_an_export_never_replaces_what_is_not_a_bundle(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``sessions export ID -o analysis.ipynb`` (a slip) leaves the notebook as it was, in
+    one line; a folder gets ``<id>.bundle`` in it; a bundle is replaced by the newer one;
+    nothing is left beside them."""
+    alice, _bob = two
+    turns(alice, "s_x", "one")
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text('{"cells": []}')
+    with pytest.raises(SyncError, match="exists and is not a git bundle"):
+        export_bundle(alice, "s_x", notebook)
+    assert notebook.read_text() == '{"cells": []}'
+    (tmp_path / "results").mkdir()
+    assert export_bundle(alice, "s_x", tmp_path / "results") == tmp_path / "results" / "s_x.bundle"
+    first = (tmp_path / "results" / "s_x.bundle").read_bytes()
+    turns(alice, "s_x", "two")
+    export_bundle(alice, "s_x", tmp_path / "results" / "s_x.bundle")
+    assert (tmp_path / "results" / "s_x.bundle").read_bytes() != first
+    assert sorted(p.name for p in tmp_path.rglob("*tmp")) == []
+
+
 def test_push_pull_file_remote_then_divergence_keeps_both_lines(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     alice, bob = two
     remote = bare(tmp_path)

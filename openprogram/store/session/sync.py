@@ -126,9 +126,14 @@ def _quarantine(store: SessionStore, session_id: str | None = None) -> Iterator[
 
 # -- bundles ---------------------------------------------------------------------------------
 def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[str]) -> Path:
-    """Write session ``session_id`` as a git bundle (its whole history, one ref)."""
+    """Write session ``session_id`` as a git bundle (its whole history, one ref): ``out`` a
+    file (replaced only if a bundle already) or a folder (``<id>.bundle`` in it)."""
     session = store.open(session_id)
     target = Path(out).expanduser().resolve()
+    if target.is_dir():
+        target = target / f"{session_id}.bundle"
+    if target.exists() and not holds_bundle(target):
+        raise SyncError(f"not exported: {target} exists and is not a git bundle (name a new file)")
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     ref = session_ref(session_id)
     with session.lock:
@@ -140,11 +145,24 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
             result = git(session.path, "bundle", "create", "-q", str(tmp), ref, check=False)
         finally:
             git(session.path, "update-ref", "-d", ref, check=False)
-    if result.returncode != 0:
+    try:
+        if result.returncode != 0:
+            raise remotes.git_fail("export failed", result)
+        os.replace(tmp, target)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise remotes.git_fail("export failed", result)
-    os.replace(tmp, target)
     return target
+
+
+def holds_bundle(path: Path) -> bool:
+    """Whether ``path`` is a regular file that begins as a git bundle."""
+    if not path.is_file():  # (a FIFO is never opened)
+        return False
+    try:
+        with path.open("rb") as stream:
+            return stream.readline(64) in incoming.BUNDLE_SIGNATURES
+    except OSError:
+        return False
 
 
 def import_bundle(
