@@ -5,7 +5,9 @@ object (decompressed) of every session under ``$OPENPROGRAM_HOME``.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import urllib.parse
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +214,34 @@ def test_credential_keys_are_masked_and_token_counts_are_not() -> None:
     kept = ["max_tokens", "input_tokens", "output_tokens", "tokens", "keyboard", "author"]
     out = sanitize({k: "value" for k in masked + kept})
     assert {k for k, v in out.items() if v == "***"} == set(masked)
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # '/': percent-encoded in a URL
+
+
+@agentic_function
+def build_urls(service: str, runtime: Any = None) -> list[str]:
+    """Build the URLs a tool would call."""
+    query = urllib.parse.urlencode({"secret": os.environ["AWS_SECRET_ACCESS_KEY"]})
+    return [f"https://{service}/v1?{query}", f"https://bob:{PASSWORD_WITH_AT}@{service}/"]
+
+
+PASSWORD_WITH_AT = "p@ssw0rd-long-123"  # unencoded: urllib and httpx read all of it
+
+
+def test_a_secret_percent_encoded_or_a_password_holding_an_at_is_written_nowhere(
+    op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A credential put in a URL query the usual way (``urlencode``) and a URL whose password
+    holds an ``@`` (before: ``bob:***@ssw0rd-long-123@…`` was committed) are masked."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+    with session_context(runtime=create_runtime("test")):
+        urls = build_urls("api.example.org")
+    assert urllib.parse.quote_plus(AWS_SECRET) in urls[0]  # the caller has the real value
+    forms = [urllib.parse.quote_plus(AWS_SECRET).encode(), b"ssw0rd-long-123"]
+    scanned = 0
+    for where, data in everything_written(op_home):
+        scanned += 1
+        for form in forms:
+            assert form not in data, f"{form!r} written to {where}"
+    assert scanned > 3

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable
 from typing import Any, Final
+from urllib.parse import quote, quote_plus
 
 # a key is secret when one of its ``_``/``-``/``.`` separated words is one of these, or it
 # ends with ``api_key`` / ``apikey``; counts such as ``max_tokens`` are not credentials
@@ -67,11 +68,12 @@ def is_secret_env(name: str) -> bool:
     return bool(words) and (words[-1] in ENV_SECRET_ENDINGS or words[-1].endswith("token"))
 
 
-# ``scheme://user:password@``: the password (group 2) goes wherever the URL is shown
-# the scheme is bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of
-# its word boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
+# ``scheme://user:password@``: the password (group 2, to the last ``@`` before the host, as
+# urllib and httpx read an unencoded one) goes wherever the URL is shown; the scheme is
+# bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of its word
+# boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
 URL_PASSWORD: Final = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/:@\"'<>]*):([^\s/@\"'<>]+)@"
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/:@\"'<>]*):([^\s/\"'<>]+)@"
 )
 _URL_PASSWORD_BYTES: Final = re.compile(URL_PASSWORD.pattern.encode())
 
@@ -126,6 +128,7 @@ def refresh_secrets() -> frozenset[str]:
         if len(value) >= MIN_SECRET and is_secret_env(name):
             found.add(value)
         found |= {p for p in url_passwords(value) if len(p) >= MIN_SECRET}
+    found |= {quote(v, safe="") for v in found} | {quote_plus(v) for v in found}  # in a URL
     values = frozenset(found)
     if values != _values:
         patterns = set()
