@@ -5,6 +5,7 @@ runs them (separate processes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -248,3 +249,30 @@ def test_a_pull_hook_stops_at_the_first_session_it_cannot_get(
     assert len(outcome.refused) == 2 and outcome.said == []
     assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
     assert outcome.refused[1].startswith("not tried after that: s_two, s_three")
+
+
+def _with_output(clone: Clone, name: str, sid: str, output: dict[str, object]) -> None:
+    """Notebook ``name`` naming session ``sid`` with one code cell holding ``output``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["openprogram"] = {"session_id": sid, "version": 1}
+    nb.cells = [nbformat.v4.new_code_cell("%%openprogram\nx")]
+    raw = json.loads(nbformat.writes(nb))
+    raw["cells"][0]["outputs"] = [output]
+    (clone.repo / name).write_text(json.dumps(raw))
+    clone.git("add", name)
+    clone.git("commit", "-qm", f"{clone.name}: {name}")
+
+
+def test_an_output_without_data_is_skipped_not_a_traceback(
+    team: tuple[Path, Clone, Clone],
+) -> None:
+    """A hand-edited output with ``"data": null``: push and pull carry on, the session too."""
+    origin, alice, bob = team
+    turns(alice.store, "nb_review", "one")
+    bad = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": None}
+    _with_output(alice, "review.ipynb", "nb_review", bad)
+    pushed = alice.git("push", "origin", "main")
+    assert "Error" not in pushed.stderr and "session nb_review pushed to" in pushed.stderr
+    pulled = bob.git("pull", "--no-rebase", "origin", "main")
+    assert "Error" not in pulled.stderr and "session nb_review: new" in pulled.stderr
+    assert SESSION_REF + "nb_review" in remote_refs(origin)
