@@ -247,9 +247,11 @@ class Outcome:
 def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -> Outcome:
     """Push each session (``id -> a notebook naming it``) to ``url`` (git's remote
     ``remote``): pulled and joined first when the remote has turns this copy lacks; a
-    session not on this machine must already be on the remote."""
+    session not on this machine must already be on the remote.  A replay session
+    (``openprogram run --replay``'s) stays on this machine (decision 0047): said, not sent."""
     from openprogram.errors import SyncError
     from openprogram.sharing import resolve_remote
+    from openprogram.store.session.remotes import replay_of
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull, push
 
@@ -267,6 +269,14 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
         try:
             if not store.exists(sid):  # run elsewhere: fine if the remote has it
                 pull(store, sid, where, protocols)
+                continue
+            source = replay_of(store.open(sid).meta)
+            if source is not None:
+                outcome.said.append(
+                    f"session {sid} of {notebook} is a replay of session {source}: kept on this "
+                    f"machine, not pushed (`openprogram sessions push {sid} {remote} "
+                    "--with-replays` sends it)"
+                )
                 continue
             try:
                 said = push(store, sid, where, protocols)

@@ -16,7 +16,7 @@ from test_sync import turns
 
 from openprogram.cli import main as cli_main
 from openprogram.store.session.store import SessionStore
-from openprogram_magics.githooks import HOOKS, MARK, install_hooks
+from openprogram_magics.githooks import HOOKS, MARK, MIME_TYPE, install_hooks
 
 SESSION_REF = "refs/openprogram/sessions/"
 
@@ -261,6 +261,30 @@ def _with_output(clone: Clone, name: str, sid: str, output: dict[str, object]) -
     (clone.repo / name).write_text(json.dumps(raw))
     clone.git("add", name)
     clone.git("commit", "-qm", f"{clone.name}: {name}")
+
+
+def test_a_replay_session_an_output_names_stays_home(team: tuple[Path, Clone, Clone]) -> None:
+    """After `openprogram run --replay` rewrote outputs, they name the replay session: the push
+    sends the notebook's session and goes through, the replay kept here (decision 0047)."""
+    origin, alice, _bob = team
+    turns(alice.store, "nb_review", "one")
+    replay = "nb_review-replay-0123abcd"
+    turns(alice.store, replay, "one")
+    alice.store.open(replay).set_meta(replay_of="nb_review")
+    turns(alice.store, replay, "two")  # the meta is written with this commit
+    part = {"session_id": replay, "last_turn_id": "n_1", "turn": 2, "version": 1}
+    out = {"output_type": "display_data", "metadata": {}, "data": {MIME_TYPE: part}}
+    _with_output(alice, "review.ipynb", "nb_review", out)
+    pushed = alice.git("push", "origin", "main")
+    said = [line for line in pushed.stderr.splitlines() if line.startswith("openprogram:")]
+    assert any(
+        f"session {replay} of review.ipynb is a replay of session nb_review: kept on this machine"
+        in line
+        for line in said
+    ), pushed.stderr
+    refs = remote_refs(origin)
+    assert SESSION_REF + "nb_review" in refs and SESSION_REF + replay not in refs
+    assert refs["refs/heads/main"] == run(alice.repo, "rev-parse", "HEAD").strip()
 
 
 def test_an_output_without_data_is_skipped_not_a_traceback(
