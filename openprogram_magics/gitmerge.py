@@ -94,7 +94,7 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     (a version is not a notebook): :func:`driver_command` then lets git's line merge write
     its conflict lines.
     """
-    from openprogram_magics.nbmerge import resolve_derived
+    from openprogram_magics.nbmerge import resolve_derived, session_conflict
     from openprogram_magics.nbthreeway import guarded_fallback, merge_documents
 
     name = path or ours
@@ -111,8 +111,17 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     rebase = rebasing(Path.cwd())  # git runs the driver in the work tree
     try:
         mine, other = (nb_theirs, nb_ours) if rebase else (nb_ours, nb_theirs)
-        notes = resolve_derived(nb_base, mine, other).notes
+        found = resolve_derived(nb_base, mine, other)
+        notes = found.notes
         merged = merge_documents(nb_base, nb_ours, nb_theirs, size, keep_theirs=rebase)
+        # each side names its own session: both in the file, git told (nbdime's own
+        # metadata conflict already is)
+        if found.sessions and "nbdime-conflicts" not in merged.notebook.get("metadata", {}):
+            block = session_conflict(found.sessions, size)
+            if merged.notebook.get("nbformat_minor", 5) < 5:  # cells without ids
+                block = [{k: v for k, v in c.items() if k != "id"} for c in block]
+            merged.notebook["cells"] = [*block, *merged.notebook.get("cells", [])]
+            merged.conflicts.append("metadata.openprogram.session_id")
         _write(merged.notebook, Path(ours))
     except Exception as exc:  # a bug of ours must not leave one side silently either
         merged = guarded_fallback(nb_ours, nb_theirs, size, exc)

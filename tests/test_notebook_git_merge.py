@@ -289,3 +289,27 @@ def test_what_both_changed_keeps_this_clones_side_however_it_is_combined(
     assert nb.metadata["kernelspec"]["display_name"] == "Python (Bob)"
     assert nb.cells[4].outputs[0]["data"][MIME_TYPE]["turn"] == 3
     assert A_CELL in sources(b / "nb.ipynb") and B_CELL in sources(b / "nb.ipynb")
+
+
+@pytest.mark.parametrize("how", ["merge", "rebase"])
+def test_each_side_naming_its_own_session_is_a_conflict_git_reports(
+    tmp_path: Path, how: str
+) -> None:
+    """Both started a session for the notebook: git is told, the file holds both ids."""
+    a, b = team(tmp_path)
+    for who, sid in ((a, "nb_aaaaaaaaaa"), (b, "nb_bbbbbbbbbb")):
+        nb = nbformat.read(who / "nb.ipynb", as_version=4)
+        nb.metadata["openprogram"] = {"session_id": sid, "version": 1}
+        nbformat.write(nb, who / "nb.ipynb")
+    done = both_add_and_combine(a, b, how)
+    assert done.returncode != 0 and "CONFLICT" in done.stdout  # git is told
+    assert "conflict(s) left as marker cells" in done.stderr
+    nb = nbformat.read(b / "nb.ipynb", as_version=4)
+    nbformat.validate(nb)
+    text = [c.source for c in nb.cells]
+    assert "<<<<<<< ours" in text[0] and ">>>>>>> theirs" in text[4]
+    mine, other = text[1], text[3]
+    assert "nb_bbbbbbbbbb" in mine and "nb_aaaaaaaaaa" in other  # Bob's side first
+    assert nb.metadata["openprogram"]["session_id"] == "nb_bbbbbbbbbb"
+    assert A_CELL in text and B_CELL in text
+    assert len({c.id for c in nb.cells}) == len(nb.cells)
