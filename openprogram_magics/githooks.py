@@ -187,8 +187,8 @@ def sessions_named(data: bytes) -> list[str]:
     for cell in cells if isinstance(cells, list) else ():
         outputs = cell.get("outputs") if isinstance(cell, dict) else None
         for output in outputs if isinstance(outputs, list) else ():
-            data = output.get("data") if isinstance(output, dict) else None
-            part = data.get(MIME_TYPE) if isinstance(data, dict) else None
+            got = output.get("data") if isinstance(output, dict) else None
+            part = got.get(MIME_TYPE) if isinstance(got, dict) else None
             if isinstance(part, dict):
                 found.append(part.get("session_id"))
     out: dict[str, None] = {}

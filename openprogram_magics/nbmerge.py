@@ -93,7 +93,8 @@ def resolve_derived(base: Any, ours: Any, theirs: Any) -> Resolution:
     merged, note = merge_session_metadata(*metas)
     if note:
         out.notes.append(note)
-        out.sessions = (str(metas[1]["session_id"]), str(metas[2]["session_id"]))
+        sid_o, sid_t = (str((m or {}).get("session_id")) for m in metas[1:])
+        out.sessions = (sid_o, sid_t)
     if merged is not None:
         for nb in (base, ours, theirs):
             if isinstance(nb, dict) and isinstance(nb.get("metadata"), dict):
