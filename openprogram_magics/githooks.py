@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -42,6 +43,7 @@ MARK = "# openprogram git hook"
 CHAINED = ".pre-openprogram"  # the suffix a hook that was there before gets
 NULL_SHA = "0" * 40
 MIME_TYPE = "application/vnd.openprogram.session+json"  # openprogram_magics.notebook's
+REPLAY_ID = re.compile(r"-replay-[0-9a-f]{8}$")  # a replay session's id (store.session.remotes)
 
 
 # -- installing --------------------------------------------------------------------------------
@@ -288,6 +290,12 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
             if " pushed to " in said:
                 outcome.said.append(f"{said} ({notebook})")
         except (SyncError, OpenProgramError) as exc:
+            if not store.exists(sid) and REPLAY_ID.search(sid):
+                outcome.said.append(
+                    f"session {sid} of {notebook} is a replay kept on the machine that ran it: "
+                    "not pushed"
+                )
+                continue
             if not store.exists(sid):
                 why = f"it is not in {store.root} either (run it here, or push it from there)"
             else:
@@ -316,7 +324,8 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     except SyncError as exc:
         outcome.refused.append(f"sessions not pulled from {remote}: {exc}")
         return outcome
-    for index, (sid, notebook) in enumerate(sessions.items()):
+    ordered = sorted(sessions.items(), key=lambda item: bool(REPLAY_ID.search(item[0])))
+    for index, (sid, notebook) in enumerate(ordered):  # replays (rarely shared) last
         try:
             got = pull(store, sid, url, protocols)
         except (SyncError, OpenProgramError) as exc:
@@ -324,7 +333,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
                 f"session {sid} of {notebook} not pulled: {exc} "
                 f"(`openprogram sessions pull {sid} {remote}` to retry)"
             )
-            rest = list(sessions)[index + 1 :]
+            rest = [other for other, _ in ordered[index + 1 :]]
             if rest:  # offline or refused: a checkout must not wait on each in turn
                 outcome.refused.append(
                     f"not tried after that: {', '.join(rest)} (`openprogram sessions pull "

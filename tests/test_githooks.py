@@ -249,6 +249,11 @@ def test_a_pull_hook_stops_at_the_first_session_it_cannot_get(
     assert len(outcome.refused) == 2 and outcome.said == []
     assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
     assert outcome.refused[1].startswith("not tried after that: s_two, s_three")
+    # a replay session (kept home unless pushed --with-replays) is tried last
+    outcome = pull_sessions({"s_one-replay-0123abcd": "a.ipynb", **sessions}, gone, tmp_path)
+    assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
+    assert outcome.refused[1].endswith("s_three, s_one-replay-0123abcd (`openprogram sessions "
+                                       "pull ID " + gone + "` for each)")  # fmt: skip
 
 
 def _with_output(clone: Clone, name: str, sid: str, output: dict[str, object]) -> None:
@@ -266,7 +271,7 @@ def _with_output(clone: Clone, name: str, sid: str, output: dict[str, object]) -
 def test_a_replay_session_an_output_names_stays_home(team: tuple[Path, Clone, Clone]) -> None:
     """After `openprogram run --replay` rewrote outputs, they name the replay session: the push
     sends the notebook's session and goes through, the replay kept here (decision 0047)."""
-    origin, alice, _bob = team
+    origin, alice, bob = team
     turns(alice.store, "nb_review", "one")
     replay = "nb_review-replay-0123abcd"
     turns(alice.store, replay, "one")
@@ -285,6 +290,18 @@ def test_a_replay_session_an_output_names_stays_home(team: tuple[Path, Clone, Cl
     refs = remote_refs(origin)
     assert SESSION_REF + "nb_review" in refs and SESSION_REF + replay not in refs
     assert refs["refs/heads/main"] == run(alice.repo, "rev-parse", "HEAD").strip()
+
+    # Bob pulls it: the notebook's session arrives (the replay, tried last, does not); his
+    # own push of the notebook is not refused for lack of Alice's replay
+    pulled = bob.git("pull", "--no-rebase", "origin", "main")
+    assert "session nb_review: new" in pulled.stderr and "not tried after that" not in pulled.stderr
+    out["data"] = {MIME_TYPE: {**part, "turn": 3}, "text/plain": "bob looked"}
+    _with_output(bob, "review.ipynb", "nb_review", out)
+    pushed = bob.git("push", "origin", "main")
+    assert f"session {replay} of review.ipynb is a replay kept on the machine that ran it" in (
+        pushed.stderr
+    )
+    assert remote_refs(origin)["refs/heads/main"] == run(bob.repo, "rev-parse", "HEAD").strip()
 
 
 def test_an_output_without_data_is_skipped_not_a_traceback(
