@@ -197,7 +197,8 @@ class NotebookTurns:
         if elsewhere and pinned is not None:
             refuse_unknown(pinned)  # never created by a typo: `new --id` does it on purpose
         notes = [res.note]
-        if res.meta is not None and res.source != "pinned":
+        chosen_here = res.meta is not None and res.meta.session_id in self.vetted  # new, use
+        if res.meta is not None and res.source != "pinned" and not chosen_here:
             from openprogram_magics.sharing import elsewhere_note
 
             notes.append(elsewhere_note(res.meta.session_id, res.meta.remote) or "")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -42,6 +43,7 @@ MARK = "# openprogram git hook"
 CHAINED = ".pre-openprogram"  # the suffix a hook that was there before gets
 NULL_SHA = "0" * 40
 MIME_TYPE = "application/vnd.openprogram.session+json"  # openprogram_magics.notebook's
+REPLAY_ID = re.compile(r"-replay-[0-9a-f]{8}$")  # a replay session's id (store.session.remotes)
 
 
 # -- installing --------------------------------------------------------------------------------
@@ -187,7 +189,8 @@ def sessions_named(data: bytes) -> list[str]:
     for cell in cells if isinstance(cells, list) else ():
         outputs = cell.get("outputs") if isinstance(cell, dict) else None
         for output in outputs if isinstance(outputs, list) else ():
-            part = output.get("data", {}).get(MIME_TYPE) if isinstance(output, dict) else None
+            got = output.get("data") if isinstance(output, dict) else None
+            part = got.get(MIME_TYPE) if isinstance(got, dict) else None
             if isinstance(part, dict):
                 found.append(part.get("session_id"))
     out: dict[str, None] = {}
@@ -246,9 +249,11 @@ class Outcome:
 def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -> Outcome:
     """Push each session (``id -> a notebook naming it``) to ``url`` (git's remote
     ``remote``): pulled and joined first when the remote has turns this copy lacks; a
-    session not on this machine must already be on the remote."""
+    session not on this machine must already be on the remote.  A replay session
+    (``openprogram run --replay``'s) stays on this machine (decision 0047): said, not sent."""
     from openprogram.errors import SyncError
     from openprogram.sharing import resolve_remote
+    from openprogram.store.session.remotes import replay_of
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull, push
 
@@ -267,6 +272,14 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
             if not store.exists(sid):  # run elsewhere: fine if the remote has it
                 pull(store, sid, where, protocols)
                 continue
+            source = replay_of(store.open(sid).meta)
+            if source is not None:
+                outcome.said.append(
+                    f"session {sid} of {notebook} is a replay of session {source}: kept on this "
+                    f"machine, not pushed (`openprogram sessions push {sid} {remote} "
+                    "--with-replays` sends it)"
+                )
+                continue
             try:
                 said = push(store, sid, where, protocols)
             except SyncError as exc:
@@ -277,6 +290,12 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
             if " pushed to " in said:
                 outcome.said.append(f"{said} ({notebook})")
         except (SyncError, OpenProgramError) as exc:
+            if not store.exists(sid) and REPLAY_ID.search(sid):
+                outcome.said.append(
+                    f"session {sid} of {notebook} is a replay kept on the machine that ran it: "
+                    "not pushed"
+                )
+                continue
             if not store.exists(sid):
                 why = f"it is not in {store.root} either (run it here, or push it from there)"
             else:
@@ -305,7 +324,8 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     except SyncError as exc:
         outcome.refused.append(f"sessions not pulled from {remote}: {exc}")
         return outcome
-    for index, (sid, notebook) in enumerate(sessions.items()):
+    ordered = sorted(sessions.items(), key=lambda item: bool(REPLAY_ID.search(item[0])))
+    for index, (sid, notebook) in enumerate(ordered):  # replays (rarely shared) last
         try:
             got = pull(store, sid, url, protocols)
         except (SyncError, OpenProgramError) as exc:
@@ -313,7 +333,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
                 f"session {sid} of {notebook} not pulled: {exc} "
                 f"(`openprogram sessions pull {sid} {remote}` to retry)"
             )
-            rest = list(sessions)[index + 1 :]
+            rest = [other for other, _ in ordered[index + 1 :]]
             if rest:  # offline or refused: a checkout must not wait on each in turn
                 outcome.refused.append(
                     f"not tried after that: {', '.join(rest)} (`openprogram sessions pull "

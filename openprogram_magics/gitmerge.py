@@ -18,6 +18,8 @@ The driver settles what is derived from the session (:mod:`openprogram_magics.nb
 then merges cell by cell (:mod:`openprogram_magics.nbthreeway`; nbdime only where cells
 have no ids or both sides changed one cell) and writes the result to ``%A``: exit 0 when
 merged, 1 when conflicts are left as marker cells in a valid notebook holding both sides.
+Under ``git rebase`` ``%A`` is the upstream side and ``%B`` this clone's commit, so there
+"this clone's side" (what a field both changed keeps) is ``%B``.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     (a version is not a notebook): :func:`driver_command` then lets git's line merge write
     its conflict lines.
     """
-    from openprogram_magics.nbmerge import resolve_derived
+    from openprogram_magics.nbmerge import resolve_derived, session_conflict
     from openprogram_magics.nbthreeway import guarded_fallback, merge_documents
 
     name = path or ours
@@ -106,9 +108,20 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
         print(f"openprogram: {name}: not merged (one side has no notebook)", file=sys.stderr)
         return 2
     size = int(marker) if marker.isdigit() else 7
+    rebase = rebasing(Path.cwd())  # git runs the driver in the work tree
     try:
-        notes = resolve_derived(nb_base, nb_ours, nb_theirs).notes
-        merged = merge_documents(nb_base, nb_ours, nb_theirs, size)
+        mine, other = (nb_theirs, nb_ours) if rebase else (nb_ours, nb_theirs)
+        found = resolve_derived(nb_base, mine, other)
+        notes = found.notes
+        merged = merge_documents(nb_base, nb_ours, nb_theirs, size, keep_theirs=rebase)
+        # each side names its own session: both in the file, git told (nbdime's own
+        # metadata conflict already is)
+        if found.sessions and "nbdime-conflicts" not in merged.notebook.get("metadata", {}):
+            block = session_conflict(found.sessions, size)
+            if merged.notebook.get("nbformat_minor", 5) < 5:  # cells without ids
+                block = [{k: v for k, v in c.items() if k != "id"} for c in block]
+            merged.notebook["cells"] = [*block, *merged.notebook.get("cells", [])]
+            merged.conflicts.append("metadata.openprogram.session_id")
         _write(merged.notebook, Path(ours))
     except Exception as exc:  # a bug of ours must not leave one side silently either
         merged = guarded_fallback(nb_ours, nb_theirs, size, exc)
@@ -125,6 +138,14 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
         )
         return 1
     return 0
+
+
+def rebasing(where: Path) -> bool:
+    """A ``git rebase`` is under way in the repository at ``where`` (its git dir, ``GIT_DIR``
+    honoured, holds ``rebase-merge/`` or ``rebase-apply/rebasing``; ``git am`` is not one)."""
+    found = _git(where, "rev-parse", "--git-path", "rebase-merge", "--git-path", "rebase-apply")
+    paths = [where / line for line in (found or "").splitlines()]
+    return len(paths) == 2 and (paths[0].is_dir() or (paths[1] / "rebasing").exists())
 
 
 def _write(nb: dict[str, Any], target: Path) -> None:

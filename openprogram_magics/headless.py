@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openprogram.errors import UserError
 from openprogram.settings import Replay
 from openprogram.settings import current as current_settings
 from openprogram_magics.notebook import (
@@ -73,7 +74,12 @@ def run_notebook(
     from openprogram_magics.kernels import QuietClient
 
     source = Path(path)
-    nb = nbformat.read(source, as_version=4)
+    try:
+        nb = nbformat.read(source, as_version=4)
+    except RecursionError:  # json's parser on nesting hundreds deep
+        raise UserError(f"{source.name} is not a readable notebook (nested too deeply)") from None
+    except ValueError as exc:  # not JSON, not a notebook
+        raise UserError(f"{source.name} is not a readable notebook ({exc})") from None
     stored = nb.metadata.get(METADATA_KEY)
     recorded = copy.deepcopy(stored)  # what a replay written in place keeps
     parsed = parse_metadata(stored, where=f"{source.name} metadata.openprogram")  # fail early
@@ -227,7 +233,6 @@ def replay_setup(meta: Any, name: str, record_misses: bool) -> tuple[dict[str, A
     notebook's (:func:`openprogram.store.session.sync.fork_for_replay`), from its root,
     so the replay's turns never enter the notebook's session — and the replay setting that
     makes every provider the replay of the notebook's session."""
-    from openprogram.errors import UserError
     from openprogram.store.session.store import default_db
     from openprogram.store.session.sync import fork_for_replay
     from openprogram_magics.sharing import session_root

@@ -16,9 +16,10 @@ merge``/``git pull``; ``theirs`` is ``%B``):
 - ``metadata.openprogram``: merged field by field — a field one side changed takes that
   side's value; a field both changed to different values takes ours (this clone's
   provider, model and remote are what it runs with).  The session id must agree: when
-  both sides changed it to different sessions nothing is resolved here (nbdime records
-  the conflict; the note says which ids).  ``last_turn_id`` is dropped (files no longer
-  keep it: each turn's output carries its own id).
+  both sides changed it to different sessions nothing is resolved here; the driver leaves a
+  conflict (:func:`session_conflict`: a marker block holding both ids, git told).
+  ``last_turn_id`` is dropped (files no longer keep it: each turn's output carries its own
+  id).
 - a cell *both* sides re-ran — a ``%%openprogram`` cell, a cell of only ``%openprogram``
   commands (``status``, ``log``, ``dag``…), or one whose outputs on both sides hold one of
   our derived parts — keeps our outputs, execution count and run timing (``metadata.execution``,
@@ -54,6 +55,7 @@ class Resolution:
     metadata: dict[str, Any] | None = None  # the merged metadata.openprogram, if any
     cells: list[str] = field(default_factory=list)  # ids (or indexes) of cells settled
     notes: list[str] = field(default_factory=list)  # what the user should be told
+    sessions: tuple[str, str] | None = None  # (ours, theirs): each side names its own session
 
 
 def merge_session_metadata(
@@ -69,7 +71,7 @@ def merge_session_metadata(
     if sid_o and sid_t and sid_o != sid_t and b.get("session_id") not in (sid_o, sid_t):
         return None, (
             f"this notebook names session {sid_o} here and {sid_t} in the merged branch; "
-            "metadata.openprogram is left to nbdime (pick one, then `%openprogram use ID`)"
+            "a conflict (pick one, then `%openprogram use ID`)"
         )
     merged: dict[str, Any] = {}
     for key in sorted({*o, *t} - set(DROPPED_FIELDS)):
@@ -91,6 +93,8 @@ def resolve_derived(base: Any, ours: Any, theirs: Any) -> Resolution:
     merged, note = merge_session_metadata(*metas)
     if note:
         out.notes.append(note)
+        sid_o, sid_t = (str((m or {}).get("session_id")) for m in metas[1:])
+        out.sessions = (sid_o, sid_t)
     if merged is not None:
         for nb in (base, ours, theirs):
             if isinstance(nb, dict) and isinstance(nb.get("metadata"), dict):
@@ -113,6 +117,23 @@ def resolve_derived(base: Any, ours: Any, theirs: Any) -> Resolution:
             "(both turns are in the merged session)"
         )
     return out
+
+
+def session_conflict(sessions: tuple[str, str], marker_size: int = 7) -> list[dict[str, Any]]:
+    """The conflict block (:func:`~openprogram_magics.cellmerge.conflict_block`) that heads
+    a notebook whose two sides name different sessions: one markdown cell per choice."""
+    from openprogram_magics.cellmerge import conflict_block
+
+    ours, theirs = (
+        {
+            "cell_type": "markdown",
+            "id": "openprogram-session",
+            "metadata": {},
+            "source": f"This notebook's session: `{sid}` (keep it: `%openprogram use {sid}`)",
+        }
+        for sid in sessions
+    )
+    return conflict_block(ours, theirs, marker_size)
 
 
 def _settle_cell(mine: dict[str, Any], other: dict[str, Any], old: dict[str, Any]) -> bool:

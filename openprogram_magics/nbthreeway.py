@@ -12,7 +12,8 @@ settled by :func:`openprogram_magics.nbmerge.resolve_derived`):
   metadata gets a visible marker cell too.
 
 Notebook metadata merges key by key (a key one side changed takes that side's value; ours
-when both changed it, with a note); ``nbformat_minor`` is the higher of the two.
+when both changed it, with a note — theirs under ``git rebase``, where theirs is this
+clone's commit); ``nbformat_minor`` is the higher of the two.
 """
 
 from __future__ import annotations
@@ -43,13 +44,20 @@ class Merged:
 
 
 def merge_documents(
-    base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any], marker_size: int = 7
+    base: dict[str, Any] | None,
+    ours: dict[str, Any],
+    theirs: dict[str, Any],
+    marker_size: int = 7,
+    keep_theirs: bool = False,
 ) -> Merged:
-    """See the module docstring; ``base`` None is a notebook both sides added."""
+    """See the module docstring; ``base`` None is a notebook both sides added;
+    ``keep_theirs``: metadata both changed takes theirs (a rebase: this clone's)."""
     base = base if base is not None else {**ours, "cells": [], "metadata": {}}
     cells = (_cells(base), _cells(ours), _cells(theirs))
     if usable_ids(*cells):
-        metadata, notes = merge_metadata(base.get("metadata"), ours.get("metadata"), theirs)
+        metadata, notes = merge_metadata(
+            base.get("metadata"), ours.get("metadata"), theirs, keep_theirs
+        )
         done = merge_cells(*cells, both_changed=nbdime_cell, marker_size=marker_size)
         nb = {
             **ours,
@@ -64,7 +72,9 @@ def merge_documents(
     return nbdime_document(base, ours, theirs, marker_size)
 
 
-def merge_metadata(base: Any, ours: Any, theirs_nb: dict[str, Any]) -> tuple[Any, list[str]]:
+def merge_metadata(
+    base: Any, ours: Any, theirs_nb: dict[str, Any], keep_theirs: bool = False
+) -> tuple[Any, list[str]]:
     """Notebook metadata merged key by key (module docstring)."""
     theirs = theirs_nb.get("metadata")
     b, o, t = (m if isinstance(m, dict) else {} for m in (base, ours, theirs))
@@ -77,7 +87,7 @@ def merge_metadata(base: Any, ours: Any, theirs_nb: dict[str, Any]) -> tuple[Any
         elif mine == old:
             value = other
         else:
-            value = mine
+            value = other if keep_theirs else mine
             notes.append(f"notebook metadata {key!r} changed on both sides: this side's kept")
         if value is not _MISSING:  # a key one side deleted and the other left alone goes
             merged[key] = copy.deepcopy(value)

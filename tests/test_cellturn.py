@@ -88,3 +88,18 @@ def test_a_cell_cannot_pin_a_session_this_machine_does_not_have() -> None:
     with pytest.raises(CommandError, match="nb_typo"):
         turns.begin_turn("nb_typo", "%%openprogram --session nb_typo\nx")
     assert turns.turn is None and not default_db().exists("nb_typo")
+
+
+def test_a_session_new_just_minted_is_not_said_to_be_from_another_machine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from openprogram.store.session.files import mint_session_id
+
+    turns = NotebookTurns(Settings())
+    sid = mint_session_id("nb")
+    turns.set_session(NotebookMeta(sid))  # what `%openprogram new` does
+    run_cell(turns, "crash on save", 1)
+    out = capsys.readouterr().out
+    assert "machine" not in out, out
+    assert default_db().exists(sid) and turns.kernel_meta is not None
+    assert turns.kernel_meta.session_id == sid

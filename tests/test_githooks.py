@@ -5,6 +5,7 @@ runs them (separate processes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from test_sync import turns
 
 from openprogram.cli import main as cli_main
 from openprogram.store.session.store import SessionStore
-from openprogram_magics.githooks import HOOKS, MARK, install_hooks
+from openprogram_magics.githooks import HOOKS, MARK, MIME_TYPE, install_hooks
 
 SESSION_REF = "refs/openprogram/sessions/"
 
@@ -248,3 +249,71 @@ def test_a_pull_hook_stops_at_the_first_session_it_cannot_get(
     assert len(outcome.refused) == 2 and outcome.said == []
     assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
     assert outcome.refused[1].startswith("not tried after that: s_two, s_three")
+    # a replay session (kept home unless pushed --with-replays) is tried last
+    outcome = pull_sessions({"s_one-replay-0123abcd": "a.ipynb", **sessions}, gone, tmp_path)
+    assert outcome.refused[0].startswith("session s_one of a.ipynb not pulled: ")
+    assert outcome.refused[1].endswith("s_three, s_one-replay-0123abcd (`openprogram sessions "
+                                       "pull ID " + gone + "` for each)")  # fmt: skip
+
+
+def _with_output(clone: Clone, name: str, sid: str, output: dict[str, object]) -> None:
+    """Notebook ``name`` naming session ``sid`` with one code cell holding ``output``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["openprogram"] = {"session_id": sid, "version": 1}
+    nb.cells = [nbformat.v4.new_code_cell("%%openprogram\nx")]
+    raw = json.loads(nbformat.writes(nb))
+    raw["cells"][0]["outputs"] = [output]
+    (clone.repo / name).write_text(json.dumps(raw))
+    clone.git("add", name)
+    clone.git("commit", "-qm", f"{clone.name}: {name}")
+
+
+def test_a_replay_session_an_output_names_stays_home(team: tuple[Path, Clone, Clone]) -> None:
+    """After `openprogram run --replay` rewrote outputs, they name the replay session: the push
+    sends the notebook's session and goes through, the replay kept here (decision 0047)."""
+    origin, alice, bob = team
+    turns(alice.store, "nb_review", "one")
+    replay = "nb_review-replay-0123abcd"
+    turns(alice.store, replay, "one")
+    alice.store.open(replay).set_meta(replay_of="nb_review")
+    turns(alice.store, replay, "two")  # the meta is written with this commit
+    part = {"session_id": replay, "last_turn_id": "n_1", "turn": 2, "version": 1}
+    out = {"output_type": "display_data", "metadata": {}, "data": {MIME_TYPE: part}}
+    _with_output(alice, "review.ipynb", "nb_review", out)
+    pushed = alice.git("push", "origin", "main")
+    said = [line for line in pushed.stderr.splitlines() if line.startswith("openprogram:")]
+    assert any(
+        f"session {replay} of review.ipynb is a replay of session nb_review: kept on this machine"
+        in line
+        for line in said
+    ), pushed.stderr
+    refs = remote_refs(origin)
+    assert SESSION_REF + "nb_review" in refs and SESSION_REF + replay not in refs
+    assert refs["refs/heads/main"] == run(alice.repo, "rev-parse", "HEAD").strip()
+
+    # Bob pulls it: the notebook's session arrives (the replay, tried last, does not); his
+    # own push of the notebook is not refused for lack of Alice's replay
+    pulled = bob.git("pull", "--no-rebase", "origin", "main")
+    assert "session nb_review: new" in pulled.stderr and "not tried after that" not in pulled.stderr
+    out["data"] = {MIME_TYPE: {**part, "turn": 3}, "text/plain": "bob looked"}
+    _with_output(bob, "review.ipynb", "nb_review", out)
+    pushed = bob.git("push", "origin", "main")
+    assert f"session {replay} of review.ipynb is a replay kept on the machine that ran it" in (
+        pushed.stderr
+    )
+    assert remote_refs(origin)["refs/heads/main"] == run(bob.repo, "rev-parse", "HEAD").strip()
+
+
+def test_an_output_without_data_is_skipped_not_a_traceback(
+    team: tuple[Path, Clone, Clone],
+) -> None:
+    """A hand-edited output with ``"data": null``: push and pull carry on, the session too."""
+    origin, alice, bob = team
+    turns(alice.store, "nb_review", "one")
+    bad = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": None}
+    _with_output(alice, "review.ipynb", "nb_review", bad)
+    pushed = alice.git("push", "origin", "main")
+    assert "Error" not in pushed.stderr and "session nb_review pushed to" in pushed.stderr
+    pulled = bob.git("pull", "--no-rebase", "origin", "main")
+    assert "Error" not in pulled.stderr and "session nb_review: new" in pulled.stderr
+    assert SESSION_REF + "nb_review" in remote_refs(origin)

@@ -104,6 +104,22 @@ def test_malformed_metadata_stops_before_anything_runs(
     assert not (op_home / "sessions").exists()  # nothing executed, nothing recorded
 
 
+def test_a_file_json_cannot_read_is_one_line(
+    tmp_path: Path, op_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not JSON, or metadata nested 900 deep (json's RecursionError): one line, exit 2."""
+    deep = tmp_path / "deep.ipynb"
+    deep.write_text('{"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {"x": '
+                    + "[" * 900 + "]" * 900 + "}}")  # fmt: skip
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{bad")
+    for path, why in ((deep, "nested too deeply"), (broken, "does not appear to be JSON")):
+        assert cli_main(["run", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a readable notebook" in err and why in err, err
+    assert not (op_home / "sessions").exists()
+
+
 def test_a_failing_cell_is_reported_and_saved(
     notebook: Path, op_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

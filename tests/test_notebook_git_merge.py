@@ -254,3 +254,62 @@ def test_loading_the_extension_in_such_a_clone_says_so(
     finally:
         shell.run_line_magic("unload_ext", "openprogram_magics")
         InteractiveShell.clear_instance()
+
+
+def run_as(clone_dir: Path, who: str, turn: int) -> None:
+    """``who`` picks a model and a kernel and re-runs cell 4 (a turn): the file says so."""
+    nb = nbformat.read(clone_dir / "nb.ipynb", as_version=4)
+    nb.metadata["openprogram"]["model"] = f"model-of-{who}"
+    nb.metadata["kernelspec"]["display_name"] = f"Python ({who})"
+    part = {"session_id": "nb_aaaaaaaaaa", "turn": turn, "version": 1}
+    nb.cells[4].outputs = [nbformat.v4.new_output("display_data", data={MIME_TYPE: part})]
+    nb.cells[4].execution_count = turn
+    nbformat.write(nb, clone_dir / "nb.ipynb")
+
+
+@pytest.mark.parametrize("how", ["merge", "rebase", "cherry-pick"])
+def test_what_both_changed_keeps_this_clones_side_however_it_is_combined(
+    tmp_path: Path, how: str
+) -> None:
+    """``git pull --rebase`` hands the driver the upstream side as %A: Bob's model, kernel
+    and turn output are still what his merged notebook keeps."""
+    a, b = team(tmp_path)
+    nb = nbformat.read(a / "nb.ipynb", as_version=4)
+    nb.metadata["openprogram"] = {"session_id": "nb_aaaaaaaaaa", "version": 1}
+    nbformat.write(nb, a / "nb.ipynb")
+    git(a, "commit", "-qam", "the session")
+    git(a, "push", "-q", "origin", "HEAD:main")
+    git(b, "pull", "-q", "--no-rebase", "origin", "main")
+    run_as(a, "Ann", 2)
+    run_as(b, "Bob", 3)
+    done = both_add_and_combine(a, b, how)
+    assert done.returncode == 0, done.stdout + done.stderr
+    nb = nbformat.read(b / "nb.ipynb", as_version=4)
+    assert nb.metadata["openprogram"]["model"] == "model-of-Bob"
+    assert nb.metadata["kernelspec"]["display_name"] == "Python (Bob)"
+    assert nb.cells[4].outputs[0]["data"][MIME_TYPE]["turn"] == 3
+    assert A_CELL in sources(b / "nb.ipynb") and B_CELL in sources(b / "nb.ipynb")
+
+
+@pytest.mark.parametrize("how", ["merge", "rebase"])
+def test_each_side_naming_its_own_session_is_a_conflict_git_reports(
+    tmp_path: Path, how: str
+) -> None:
+    """Both started a session for the notebook: git is told, the file holds both ids."""
+    a, b = team(tmp_path)
+    for who, sid in ((a, "nb_aaaaaaaaaa"), (b, "nb_bbbbbbbbbb")):
+        nb = nbformat.read(who / "nb.ipynb", as_version=4)
+        nb.metadata["openprogram"] = {"session_id": sid, "version": 1}
+        nbformat.write(nb, who / "nb.ipynb")
+    done = both_add_and_combine(a, b, how)
+    assert done.returncode != 0 and "CONFLICT" in done.stdout  # git is told
+    assert "conflict(s) left as marker cells" in done.stderr
+    nb = nbformat.read(b / "nb.ipynb", as_version=4)
+    nbformat.validate(nb)
+    text = [c.source for c in nb.cells]
+    assert "<<<<<<< ours" in text[0] and ">>>>>>> theirs" in text[4]
+    mine, other = text[1], text[3]
+    assert "nb_bbbbbbbbbb" in mine and "nb_aaaaaaaaaa" in other  # Bob's side first
+    assert nb.metadata["openprogram"]["session_id"] == "nb_bbbbbbbbbb"
+    assert A_CELL in text and B_CELL in text
+    assert len({c.id for c in nb.cells}) == len(nb.cells)

@@ -107,6 +107,10 @@ def test_export_import_and_embed_round_trip(
     assert "KiB git bundle" in part["text/plain"]
     with pytest.raises(UsageError, match="over the embed cap"):
         shell.line("embed --max-mb 0.0001")
+    for cap in ("nan", "inf", "-1"):  # one usage line, not a ValueError/OverflowError
+        for line in (f"embed --max-mb {cap}", f"import --embedded --max-mb {cap}"):
+            with pytest.raises(UsageError, match=f"'{cap}' is not a number of MB above 0"):
+                shell.line(line)
     notebook = tmp_path / "shared.ipynb"
     notebook.write_text(
         json.dumps(

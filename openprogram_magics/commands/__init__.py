@@ -127,6 +127,17 @@ def arg(*names: str, **options: Any) -> Arg:
     return Arg(names, options)
 
 
+def megabytes(text: str) -> float:
+    """An ``--max-mb`` value: a finite number above 0 (``nan``/``inf`` a usage line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB above 0")
+    return value
+
+
 @dataclass(frozen=True)
 class Command:
     name: str

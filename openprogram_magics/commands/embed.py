@@ -5,13 +5,13 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
-from openprogram_magics.commands import Host, arg, command, session_or_current
+from openprogram_magics.commands import Host, arg, command, megabytes, session_or_current
 
 
 @command(
     "embed",
     "keep the session in this notebook (a bundle in this cell's output; save to keep)",
-    arg("--max-mb", type=float, default=10.0, metavar="MB", help="refuse above (default 10)"),
+    arg("--max-mb", type=megabytes, default=10.0, metavar="MB", help="refuse above (default 10)"),
 )
 def embed(host: Host, args: Namespace) -> Any:
     from openprogram_magics.sharing import EmbeddedBundle, embed_payload

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from openprogram_magics.commands import PROG, CommandError, Host, arg, command
+from openprogram_magics.commands import PROG, CommandError, Host, arg, command, megabytes
 
 
 @command(
@@ -15,7 +15,7 @@ from openprogram_magics.commands import PROG, CommandError, Host, arg, command
     arg("--notebook", metavar="NB.ipynb", help="with --embedded: read this notebook"),
     arg("--as", dest="as_id", metavar="NEW_ID", help="import under another session id"),
     arg("--join", action="store_true", help="with --as: join NEW_ID's unrelated history"),
-    arg("--max-mb", type=float, default=10.0, metavar="MB", help="embedded size cap"),
+    arg("--max-mb", type=megabytes, default=10.0, metavar="MB", help="embedded size cap"),
 )
 def import_(host: Host, args: Namespace) -> str:
     from openprogram_magics.sharing import import_embedded, import_session
