@@ -353,12 +353,11 @@ def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
     assert not [p for p in git_dir.rglob("*") if p.is_symlink()]
 
 
-@pytest.mark.parametrize("planted", ["shallow", "info/grafts"])
-def test_a_planted_shallow_or_grafts_file_cuts_no_history(
-    op_home: Path, tmp_path: Path, planted: str
-) -> None:
-    """git would take the commit named in ``.git/shallow`` (or ``info/grafts``) for a root:
-    an export missing history, turns not counted as unpushed."""
+def test_a_planted_grafts_file_cuts_no_history(op_home: Path, tmp_path: Path) -> None:
+    """git would take the commit named in ``.git/info/grafts`` for a root: an export missing
+    history, turns not counted as unpushed.  (A ``shallow`` file is left: a shallow clone's
+    log stops where its history does, tests/test_gitlog.py.)"""
+    planted = "info/grafts"
     from openprogram.store.session.remotes import unpushed_turns
     from openprogram.store.session.sync import export_bundle
 

@@ -230,8 +230,8 @@ def _unlink_symlinks(folder: str, depth: int) -> None:
 
 
 def make_safe(git_dir: Path) -> None:
-    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, grafts, shallow
-    boundary, reflogs or symlink among the objects, refs, ``info`` or ``packed-refs`` (git
+    """The canonical ``config`` and ``HEAD``; no ``commondir``, alternates, grafts,
+    reflogs or symlink among the objects, refs, ``info`` or ``packed-refs`` (git
     would read, write or remove outside the folder, or see a cut history); refused unless
     real folders."""
     check_layout(git_dir)
@@ -247,7 +247,6 @@ def make_safe(git_dir: Path) -> None:
         "config.worktree",  # read by git only with an extension the canonical config lacks
         "info/sparse-checkout",  # no working tree: never read, never followed
         "info/grafts",  # parents replaced: a history cut or made up
-        "shallow",  # commits said to have no parents
         "logs",  # reflogs: never ours (bare), git appends to one found, through a symlink too
         "objects/info/alternates",
         "objects/info/http-alternates",
