@@ -74,6 +74,8 @@ def masking_sender(session: Any) -> Callable[..., Any]:
     send = session.send
     if getattr(send, MARK, None) is not None:
         return send  # type: ignore[no-any-return]
+    from openprogram.context.secrets import refresh_secrets
+
     streams = HeldStreams(session, send)
 
     def masked(
@@ -91,15 +93,15 @@ def masking_sender(session: Any) -> Callable[..., Any]:
         if given:
             buffers = masked_buffers(given)
         kind = _type_of(msg_or_type)
-        if kind == "stream" or streams.held:
+        if kind == "stream" and (streams.held or refresh_secrets()):
             with streams.lock:
-                if kind == "stream":
-                    shown = streams.feed(stream, msg_or_type, content, parent, ident)
-                    if shown is None:  # all of it held back
-                        return msg_or_type if isinstance(msg_or_type, dict) else None
-                    msg_or_type, content = shown
-                else:
-                    streams.flush(_parent_of(msg_or_type, parent), kind)
+                shown = streams.feed(stream, msg_or_type, content, parent, ident)
+                if shown is None:  # all of it held back
+                    return msg_or_type if isinstance(msg_or_type, dict) else None
+                return send(stream, *shown, parent, ident, buffers, track, header, metadata)
+        if streams.held and kind != "stream":
+            with streams.lock:
+                streams.flush(_parent_of(msg_or_type, parent), kind)
                 return send(
                     stream, msg_or_type, content, parent, ident, buffers, track, header, metadata
                 )
@@ -117,7 +119,9 @@ class HeldStreams:
     kernel sends its output streams from its IO thread, the rest from the main one)."""
 
     def __init__(self, session: Any, send: Callable[..., Any]) -> None:
-        self.session, self.send = session, send
+        from openprogram.context.secrets import SecretStream
+
+        self.session, self.send, self.redacting = session, send, SecretStream
         self.lock = threading.Lock()
         self.held: dict[tuple[str, str], tuple[Any, Any, Any, dict[str, Any]]] = {}
 
@@ -126,22 +130,18 @@ class HeldStreams:
     ) -> tuple[Any, Any] | None:
         """The stream message to send, masked across pieces: ``(msg_or_type, content)``,
         or ``None`` when all of its text is held back."""
-        from openprogram.context.secrets import SecretStream, refresh_secrets
-
         whole = isinstance(msg_or_type, dict)
         body = msg_or_type["content"] if whole else content
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str):
             return msg_or_type, content
-        head = dict(_parent_of(msg_or_type, parent))
+        head = _parent_of(msg_or_type, parent)
         key = (str(head.get("msg_id", "")), str(body.get("name", "")))
         entry = self.held.pop(key, None)
-        if entry is None and not refresh_secrets():
-            return msg_or_type, content  # no secret known: sent as it is
-        redact = entry[0] if entry else SecretStream()
+        redact = entry[0] if entry else self.redacting()
         shown = redact.feed(text)
         if redact.holding:
-            self.held[key] = (redact, to, ident, head)
+            self.held[key] = (redact, to, ident, dict(head))
         if shown == text:
             return msg_or_type, content
         if not shown:
