@@ -14,6 +14,16 @@ the extension wraps both.
   (:func:`~openprogram.context.secrets.redact_shown`).  The header and the parent header
   (message ids, the session, the user name, the date) are sent as they are: a reply stays
   matched to its request, whatever a variable holds.
+- ``stream`` text (a cell's stdout and stderr) is masked across messages too: a cell that
+  prints a secret in pieces (``print(k[i:i+6], end="", flush=True)``, as a hand-written
+  streaming loop does) sends each piece on its own, and a frontend shows them joined.
+  Each cell execution's stdout and stderr pass a
+  :class:`~openprogram.context.secrets.SecretStream` (:class:`HeldStreams`): a tail that
+  could begin a secret is held back until the next piece shows whether it is one, and is
+  sent (as a ``stream`` message of its own) before any other message of that execution (a
+  display, its reply, its ``idle``) or before the kernel begins another execution: nothing
+  is lost or reordered, and a line that does not end with the start of a secret is sent
+  at once.  With no secret known, a stream message is sent as it is.
 - A buffer holding a secret (as UTF-8 or JSON text) or a URL's password is sent with it
   overwritten by as many ``*`` (:func:`~openprogram.context.secrets.mask_binary`): a
   binary format around the text keeps its length and offsets.  A secret inside a buffer
@@ -26,6 +36,7 @@ terminal IPython) nothing leaves the process this way, and nothing is installed.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,6 +74,9 @@ def masking_sender(session: Any) -> Callable[..., Any]:
     send = session.send
     if getattr(send, MARK, None) is not None:
         return send  # type: ignore[no-any-return]
+    from openprogram.context.secrets import refresh_secrets
+
+    streams = HeldStreams(session, send)
 
     def masked(
         stream: Any,
@@ -78,10 +92,76 @@ def masking_sender(session: Any) -> Callable[..., Any]:
         given = buffers if buffers else _buffers_of(msg_or_type)
         if given:
             buffers = masked_buffers(given)
+        kind = _type_of(msg_or_type)
+        if kind == "stream" and (streams.held or refresh_secrets()):
+            with streams.lock:
+                shown = streams.feed(stream, msg_or_type, content, parent, ident)
+                if shown is None:  # all of it held back
+                    return msg_or_type if isinstance(msg_or_type, dict) else None
+                return send(stream, *shown, parent, ident, buffers, track, header, metadata)
+        if streams.held and kind != "stream":
+            with streams.lock:
+                streams.flush(_parent_of(msg_or_type, parent), kind)
+                return send(
+                    stream, msg_or_type, content, parent, ident, buffers, track, header, metadata
+                )
         return send(stream, msg_or_type, content, parent, ident, buffers, track, header, metadata)
 
     setattr(masked, MARK, send)
+    masked.streams = streams  # type: ignore[attr-defined]
     return masked
+
+
+class HeldStreams:
+    """The ``stream`` text a session holds back: per cell execution (its request's message
+    id) and stream name, the :class:`~openprogram.context.secrets.SecretStream` its pieces
+    pass, where its messages go and their parent header.  Used under :attr:`lock` (the
+    kernel sends its output streams from its IO thread, the rest from the main one)."""
+
+    def __init__(self, session: Any, send: Callable[..., Any]) -> None:
+        from openprogram.context.secrets import SecretStream
+
+        self.session, self.send, self.redacting = session, send, SecretStream
+        self.lock = threading.Lock()
+        self.held: dict[tuple[str, str], tuple[Any, Any, Any, dict[str, Any]]] = {}
+
+    def feed(
+        self, to: Any, msg_or_type: Any, content: Any, parent: Any, ident: Any
+    ) -> tuple[Any, Any] | None:
+        """The stream message to send, masked across pieces: ``(msg_or_type, content)``,
+        or ``None`` when all of its text is held back."""
+        whole = isinstance(msg_or_type, dict)
+        body = msg_or_type["content"] if whole else content
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str):
+            return msg_or_type, content
+        head = _parent_of(msg_or_type, parent)
+        key = (str(head.get("msg_id", "")), str(body.get("name", "")))
+        entry = self.held.pop(key, None)
+        redact = entry[0] if entry else self.redacting()
+        shown = redact.feed(text)
+        if redact.holding:
+            self.held[key] = (redact, to, ident, dict(head))
+        if shown == text:
+            return msg_or_type, content
+        if not shown:
+            return None
+        body = {**body, "text": shown}
+        return ({**msg_or_type, "content": body}, content) if whole else (msg_or_type, body)
+
+    def flush(self, parent: dict[str, Any] | None, kind: str | None = None) -> None:
+        """Send what is held back for the execution whose request header is ``parent``
+        (before a message of it that is not a stream), or all of it (``None``; and when
+        the kernel begins executing another cell: what a thread printed after its cell
+        ended)."""
+        parent_id = None if parent is None else str(parent.get("msg_id", ""))
+        if kind == "status" and parent and parent.get("msg_type") == "execute_request":
+            parent_id = None
+        for key in [k for k in self.held if parent_id is None or k[0] == parent_id]:
+            redact, to, ident, head = self.held.pop(key)
+            text = redact.end()
+            msg = self.session.msg("stream", {"name": key[1], "text": text}, parent=head)
+            self.send(to, msg, ident=ident)
 
 
 def masked_buffers(buffers: Sequence[Any]) -> list[Any]:
@@ -106,6 +186,20 @@ def _buffers_of(msg: Any) -> Any:
     """The buffers a whole message dict carries (``send`` uses them when none are given;
     ``msg`` is a message type when ``send`` builds the message)."""
     return msg.get("buffers") if isinstance(msg, dict) else None
+
+
+def _type_of(msg: Any) -> str | None:
+    """A message's type (``send`` takes a whole message, or its type to build it)."""
+    if isinstance(msg, dict):
+        return msg.get("header", {}).get("msg_type")  # type: ignore[no-any-return]
+    return msg if isinstance(msg, str) else None
+
+
+def _parent_of(msg: Any, parent: Any) -> dict[str, Any]:
+    """The header of the request a message answers (its cell execution)."""
+    head = msg.get("parent_header") if isinstance(msg, dict) else parent
+    head = head.get("header", head) if isinstance(head, dict) else None
+    return head if isinstance(head, dict) else {}
 
 
 def _unpacked(session: Any, content: Any) -> Any:
@@ -146,6 +240,10 @@ def install(shell: Any) -> int:
 
 def uninstall(shell: Any) -> None:
     for session in kernel_sessions(shell):
+        streams = getattr(session.send, "streams", None)
+        if streams is not None:
+            with streams.lock:
+                streams.flush(None)  # nothing held back is lost
         for name in WRAPPED:
             original = getattr(getattr(session, name), MARK, None)
             if original is not None:

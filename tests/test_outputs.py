@@ -141,3 +141,54 @@ def test_a_widgets_binary_buffers_reach_the_frontend_masked(
     assert opened["content"]["data"]["state"] == {"value": "***"}
     printed = "".join(m["content"]["text"] for m in after if m["msg_type"] == "stream")
     assert printed == f"{len(KEY)}\n"  # the program's own value is whole
+
+
+class Socket:
+    """What a session sends on it, as the frontend reads it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session, self.got = session, []
+
+    def send_multipart(self, parts: list[bytes], copy: bool = True) -> None:
+        self.got.append(received(self.session, parts))
+
+
+def test_stream_pieces_are_masked_across_messages_and_a_held_tail_sent_before_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cell's stdout pieces spelling the key show ``***``; a tail that could begin it is
+    sent before that cell's next other message, or when another cell begins."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    session = Session(key=b"hmac-key")
+    wrapped(session)
+    iopub, shell = Socket(session), Socket(session)
+    cell, other = (session.msg("execute_request", content={}) for _ in range(2))
+
+    def out(text: str, parent: Any = cell, name: str = "stdout") -> None:
+        session.send(iopub, session.msg("stream", {"name": name, "text": text}, parent=parent))
+
+    out("hi\n")
+    for i in range(0, len(KEY), 6):
+        out(KEY[i : i + 6])
+    out(" x " + KEY[:2])  # held back
+    out(KEY[:3], parent=other)  # another execution's: held on its own
+    session.send(shell, "execute_reply", {"status": "ok"}, parent=cell)
+    third = session.msg("execute_request", content={})
+    session.send(iopub, "status", {"execution_state": "busy"}, parent=third)
+    shown = [(m["parent_header"]["msg_id"], m["content"].get("text")) for m in iopub.got]
+    first, second = cell["header"]["msg_id"], other["header"]["msg_id"]
+    assert (
+        shown
+        == [
+            (first, "hi\n"),
+            (first, "***"),
+            (first, " x "),
+            (first, KEY[:2]),  # before the reply
+            (second, KEY[:3]),  # when another execution begins
+            (third["header"]["msg_id"], None),  # its busy
+        ]
+    )
+    assert [m["msg_type"] for m in shell.got] == ["execute_reply"]
+    monkeypatch.delenv("OPENAI_API_KEY")
+    clean = session.msg("stream", {"name": "stdout", "text": "sk-"}, parent=cell)
+    assert session.send(iopub, clean) is clean and iopub.got[-1]["content"]["text"] == "sk-"

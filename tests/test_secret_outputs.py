@@ -242,3 +242,54 @@ def test_a_key_shown_as_a_value_displayed_or_printed_is_masked_in_the_saved_note
         check=True,
     ).stdout
     assert b"nb.ipynb" in committed and str(tmp_path).encode() not in committed
+
+
+# -- a cell that prints the key in pieces, as a hand-written streaming loop prints a reply ---------
+PIECES = """import os, time
+from IPython.display import display
+k = os.environ["OPENAI_API_KEY"]
+print("before", flush=True)
+for i in range(0, len(k), 6):
+    print(k[i : i + 6], end="", flush=True)
+    time.sleep(0.05)
+print(" after", flush=True)
+print(k[:4], end="", flush=True)  # could begin the key: held back, sent before the display
+display("shown")
+print("|" + k[:3], end="", flush=True)  # held back until the cell ends
+print("to stderr", file=__import__("sys").stderr)"""
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_a_key_printed_in_pieces_is_masked_and_the_output_around_it_kept_in_order(
+    tmp_path: Path, op_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each piece is a stream message of its own; a frontend (and a reader of the saved
+    notebook) joins them: the key must not be spelled by them together."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    path = tmp_path / "nb.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in ("%load_ext openprogram_magics", PIECES)]
+    nbformat.write(nb, path)
+    result = run_notebook(path, timeout=120)
+    assert result.error is None, result.error
+
+    outputs = nbformat.read(path, as_version=4).cells[1].outputs
+    stderr = [o.text for o in outputs if o.get("name") == "stderr"]
+    shown = []  # (kind, text): consecutive pieces of stdout joined, as a frontend shows them
+    for o in outputs:
+        kind, text = o.get("name") or o["output_type"], o.get("text") or o.get("data", {})
+        if kind == "stdout" and shown and shown[-1][0] == kind:
+            shown[-1] = (kind, shown[-1][1] + text)
+        elif kind != "stderr":  # its own stream: its order to stdout is the kernel's
+            shown.append((kind, text))
+    assert KEY not in str(outputs)
+    joined = "".join(text for kind, text in shown if kind == "stdout")
+    assert KEY not in joined and "***" in joined
+    assert shown == [
+        ("stdout", f"before\n*** after\n{KEY[:4]}"),
+        ("display_data", {"text/plain": "'shown'"}),
+        ("stdout", f"|{KEY[:3]}"),
+    ]
+    assert stderr == ["to stderr\n"]

@@ -285,6 +285,11 @@ class SecretStream:
         held, self._held = self._held, ""
         return held
 
+    @property
+    def holding(self) -> bool:
+        """Whether a tail is held back (:meth:`end` returns it)."""
+        return bool(self._held)
+
     def _partial(self, text: str) -> int:
         """The length of the longest tail of ``text`` that begins some secret."""
         longest = 0
