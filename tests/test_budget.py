@@ -115,3 +115,22 @@ def test_calls_in_flight_together_cannot_overspend_the_budget() -> None:
     with session_context():  # room for all: they still run side by side
         openprogram.map(ask, items[:8], max_in_flight=8, runtime=roomy, progress=False)
     assert peak[0] == 8
+
+
+def test_the_tools_offered_count_against_the_budget() -> None:
+    def lookup(term: str) -> str:
+        return "x"
+
+    lookup.__doc__ = "Look a term up. " + "Detailed usage notes. " * 600  # ~13,000 characters
+    provider = TestProvider(reply="done")
+    rt = create_runtime(provider, budget=Budget(tokens=3000, per="run"))
+
+    @agentic_function
+    def with_tool(question: str, runtime=None) -> str:  # type: ignore[no-untyped-def]
+        """Answer."""
+        return str(runtime.exec(question, tools=[lookup]))
+
+    with session_context(runtime=rt) as s, pytest.raises(BudgetExceeded) as caught:
+        with_tool("hi")
+    assert provider.requests == [] and "more than the whole budget" in str(caught.value)
+    assert refused(s.session_id).input["estimated_input_tokens"] > 13_000 // 3

@@ -42,6 +42,9 @@ class Priced(Protocol):
     @property
     def messages(self) -> list[dict[str, Any]]: ...
 
+    @property
+    def tools(self) -> list[dict[str, Any]] | None: ...
+
 
 MIN_REPLY_TOKENS = 16  # below this a reply is not worth sending the request for
 UNCAPPED_ROOM = 16384  # more budget left than this: no max_tokens (models cap replies lower)
@@ -136,7 +139,7 @@ class Budget:
             return None, None
         spent = self.spent(writer)
         key = self._key(writer)
-        needed = estimate_tokens(request.messages)
+        needed = estimate_tokens(request.messages, request.tools)
         problem = None
         price = None
         if self.usd is not None:
