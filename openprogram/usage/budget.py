@@ -15,6 +15,7 @@ then kept up to date by this process).
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -80,9 +81,9 @@ class Budget:
         if self.per not in SCOPES:
             raise UserError(f"budget per={self.per!r}: choose one of {', '.join(SCOPES)}")
         if (self.tokens is not None and self.tokens <= 0) or (
-            self.usd is not None and self.usd <= 0
+            self.usd is not None and not 0 < self.usd < math.inf  # not nan, inf or 1e400
         ):
-            raise UserError("a budget must be positive")
+            raise UserError("a budget must be a positive finite number")
 
     @property
     def active(self) -> bool:
