@@ -173,6 +173,18 @@ def test_errors_are_one_line_on_stderr_with_exit_status_2(
     assert not (op_home / "sessions").exists() or os.listdir(op_home / "sessions") == []
 
 
+def test_an_error_line_masks_a_credential_it_quotes(
+    op_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-abcdefabcdefabcdef0123"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    assert main(["sessions", "show", key]) == 2
+    assert main(["sessions", "show", "http://u:hunter2pw@h/x"]) == 2
+    err = capsys.readouterr().err
+    assert "no session '***'" in err and "'http://u:***@h/x'" in err
+    assert key not in err and "hunter2pw" not in err
+
+
 def test_the_console_script_runs_in_a_fresh_process(op_home: Path) -> None:
     make_session("from_cli", "From the CLI", turns=2)
     listed = run("sessions", "list")
