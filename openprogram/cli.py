@@ -130,6 +130,9 @@ def sessions_list(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_PAGE = 10**12  # of --page, and of --last: far past any session, within SQLite's integers
+
+
 def _open_session(args: argparse.Namespace) -> Any:
     import warnings
 
@@ -143,8 +146,9 @@ def sessions_show(args: argparse.Namespace) -> int:
     from openprogram.view.bulk import paused_gc
     from openprogram.view.inert import terminal_text
 
-    if args.page < 1:
-        raise CliError(f"--page {args.page}: pages count from 1 (the newest rows)")
+    if not 1 <= args.page <= MAX_PAGE:  # (SQLite's integers end at 2**63)
+        raise CliError(f"--page {args.page}: pages count from 1 (the newest rows) to {MAX_PAGE:,}")
+    args.last = min(args.last, MAX_PAGE)  # more turns than any session has: all of them
     session = _open_session(args)
     if args.html:
         return _show_html(session, args)
