@@ -68,6 +68,14 @@ def fmt_time(value: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
 
 
+def error_line(exc: BaseException) -> str:
+    """An error's message as :func:`one_line` shows it, credentials (keys, URL passwords)
+    masked: the last line of defence before the terminal."""
+    from openprogram.context.secrets import redact_secrets
+
+    return one_line(redact_secrets(str(exc)))
+
+
 def one_line(text: str) -> str:
     """``text`` (a message of ours that may quote a session) on one line for the terminal:
     whitespace runs become one space, any other control character is shown escaped."""
@@ -122,6 +130,9 @@ def sessions_list(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_PAGE = 10**12  # of --page, and of --last: far past any session, within SQLite's integers
+
+
 def _open_session(args: argparse.Namespace) -> Any:
     import warnings
 
@@ -135,8 +146,9 @@ def sessions_show(args: argparse.Namespace) -> int:
     from openprogram.view.bulk import paused_gc
     from openprogram.view.inert import terminal_text
 
-    if args.page < 1:
-        raise CliError(f"--page {args.page}: pages count from 1 (the newest rows)")
+    if not 1 <= args.page <= MAX_PAGE:  # (SQLite's integers end at 2**63)
+        raise CliError(f"--page {args.page}: pages count from 1 (the newest rows) to {MAX_PAGE:,}")
+    args.last = min(args.last, MAX_PAGE)  # more turns than any session has: all of them
     session = _open_session(args)
     if args.html:
         return _show_html(session, args)
@@ -802,7 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (CliError, UserError, SessionError) as exc:
-        print(f"openprogram: {one_line(str(exc))}", file=sys.stderr)
+        print(f"openprogram: {error_line(exc)}", file=sys.stderr)
         return 2
     except OpenProgramError as exc:  # a provider's or a reply's failure: one line, not a trace
         import os
@@ -810,7 +822,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "traceback", False) or settings.current().traceback:
             raise
         print(
-            f"openprogram: {type(exc).__name__}: {one_line(str(exc))[:600]}\n"
+            f"openprogram: {type(exc).__name__}: {error_line(exc)[:600]}\n"
             "  (openprogram --traceback ... shows the traceback)",
             file=sys.stderr,
         )

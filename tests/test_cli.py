@@ -160,6 +160,7 @@ def test_delete_asks_and_keeps_the_session_unless_confirmed(
         (["sessions", "show", "missing"], "no session 'missing'"),
         (["sessions", "log", "missing"], "no session 'missing'"),
         (["sessions", "delete", "missing", "--yes"], "no session 'missing'"),
+        (["sessions", "show", "x", "--page", "9" * 20], "pages count from 1"),
     ],
 )
 def test_errors_are_one_line_on_stderr_with_exit_status_2(
@@ -171,6 +172,28 @@ def test_errors_are_one_line_on_stderr_with_exit_status_2(
     assert captured.err.count("\n") == 1 and needle in captured.err
     assert captured.err.startswith("openprogram: ")
     assert not (op_home / "sessions").exists() or os.listdir(op_home / "sessions") == []
+
+
+def test_show_with_more_turns_than_sqlite_counts_shows_them_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    make_session("many", "Many", turns=2)
+    assert main(["sessions", "show", "many", "--last", "9" * 20]) == 0
+    assert main(["sessions", "show", "many"]) == 0
+    whole, default = capsys.readouterr().out.split("session  many")[1:]
+    assert whole == default
+
+
+def test_an_error_line_masks_a_credential_it_quotes(
+    op_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-abcdefabcdefabcdef0123"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    assert main(["sessions", "show", key]) == 2
+    assert main(["sessions", "show", "http://u:hunter2pw@h/x"]) == 2
+    err = capsys.readouterr().err
+    assert "no session '***'" in err and "'http://u:***@h/x'" in err
+    assert key not in err and "hunter2pw" not in err
 
 
 def test_the_console_script_runs_in_a_fresh_process(op_home: Path) -> None:

@@ -200,6 +200,37 @@ def test_malformed_answers_are_refused_with_one_line(server: str, call: Any, mes
     assert "\n" not in str(info.value)
 
 
+PASSWORD = "hunter2secretpw"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: fetch_page(f"{s}/image.png"),
+        lambda s: fetch_page(f"{s}/missing"),
+        lambda s: read_pdf("http://alice:hunter2secretpw@127.0.0.1:1/x.pdf"),
+    ],
+    ids=["not-a-page", "404", "unreachable"],
+)
+def test_a_url_password_is_masked_in_every_literature_error(server: str, call: Any) -> None:
+    with pytest.raises(LiteratureError) as info:
+        call(server.replace("http://", f"http://alice:{PASSWORD}@"))
+    assert PASSWORD not in str(info.value) and "alice:***@" in str(info.value)
+
+
+def test_the_cli_masks_a_password_in_the_arxiv_url(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from openprogram.cli import main
+
+    url = server.replace("http://", f"http://reader:{PASSWORD}@") + "/missing"
+    monkeypatch.setenv("OPENPROGRAM_ARXIV_URL", url)
+    args = ["research", "agents", "--work-dir", str(tmp_path), "--provider", "test"]
+    assert main([*args, "--search-arxiv", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "reader:***@" in err and PASSWORD not in err and err.count("\n") == 1
+
+
 def test_oversized_and_slow_answers_are_refused(
     server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -222,6 +222,20 @@ def test_a_server_that_cannot_start_says_so_in_one_line() -> None:
     assert "\n" not in str(caught.value)
 
 
+def test_a_server_that_echoes_its_token_as_it_dies_is_shown_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "ghp_SECRETTOKEN0123456789abcdef"
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nsys.exit('auth failed for token ' + sys.argv[1])\n")
+    servers = McpServers([f"gh={sys.executable} {script} {token}"])
+    with pytest.raises(McpServerError, match="could not start") as caught:
+        servers.tools()
+    assert "it said: auth failed for token ***" in str(caught.value)
+    assert token not in str(caught.value)
+
+
 # -- chat turns, approvals, %openprogram call -----------------------------------------------------
 def test_a_chat_turn_offers_the_runtimes_mcp_tools_and_the_approval_rules_apply() -> None:
     rt = runtime(scripted(("echo", {"text": "hi"}), answer="asked"), [FLAKY])

@@ -92,3 +92,30 @@ def test_every_path_writes_the_same_error_text() -> None:
     assert len(texts) == 1, errors  # one cap, one redaction, on every path
     (text,) = texts
     assert len(text) <= ERROR_CHARS and SECRET[:5] not in text
+
+
+class BadStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str exploded")
+
+
+class NotText(Exception):
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("kind", [BadStr, NotText])
+def test_an_exception_whose_str_fails_propagates_unchanged_and_the_node_ends_error(
+    kind: type[Exception],
+) -> None:
+    @agentic_function
+    def fails(x: str, runtime=None) -> None:  # type: ignore[no-untyped-def]
+        """Fail."""
+        raise kind("x")
+
+    with session_context() as s, pytest.raises(kind):
+        fails("a")
+    (node,) = [n for n in default_db().open(s.session_id).nodes() if n.name == "fails"]
+    failed = "RuntimeError" if kind is BadStr else "TypeError"
+    assert node.status == "error"
+    assert node.metadata["error"] == f"<{kind.__name__} (str() failed: {failed})>"

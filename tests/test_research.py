@@ -268,6 +268,17 @@ def test_without_a_provider_or_a_task_the_cli_says_what_to_do(
     assert not (op_home / "sessions").exists()  # nothing written
 
 
+def test_a_work_dir_that_cannot_be_a_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("x")
+    for where, why in ((tmp_path / "a-file", "a file, not a folder"), ("/proc/1/x", "/proc/1/x")):
+        assert main(["research", "x", "--work-dir", str(where), "--provider", "test"]) == 2
+        said = capsys.readouterr().err
+        assert said.startswith("openprogram: cannot use ") and said.count("\n") == 1
+        assert why in said and "as the work folder" in said
+
+
 @pytest.mark.timeout(60)
 def test_the_cli_says_what_failed_in_two_lines_and_the_traceback_is_one_flag_away(
     tmp_path: Path,

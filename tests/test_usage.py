@@ -14,6 +14,7 @@ from openprogram import agentic_function, create_runtime, session_context
 from openprogram.agent.session_db import default_db
 from openprogram.cli import main
 from openprogram.context.nodes import Call
+from openprogram.errors import UserError
 from openprogram.programs.research import run_research
 from openprogram.providers.base import LLMRequest, LLMResponse
 from openprogram.providers.base import Usage as CallUsage
@@ -161,6 +162,18 @@ def test_the_cli_budget_flag_stops_the_research_run_with_one_line(
         and err.count("\n") == 1
     )
     assert (tmp_path / "survey.json").exists() and not (tmp_path / "review.json").exists()
+
+
+@pytest.mark.parametrize("usd", ["nan", "inf", "1e400", "-1"])
+def test_a_dollar_budget_that_is_no_positive_number_is_one_line(
+    usd: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(UserError, match="a budget must be a positive finite number"):
+        Budget(usd=float(usd))
+    args = ["research", "t", "--work-dir", str(tmp_path), "--provider", "test"]
+    assert main([*args, "--budget-usd", usd]) == 2
+    err = capsys.readouterr().err
+    assert err == "openprogram: a budget must be a positive finite number\n"
 
 
 def test_config_sets_a_notebook_budget(tmp_path: Path, op_home: Path) -> None:

@@ -55,14 +55,12 @@ from openprogram.context.outcome import error_text, finish
 from openprogram.context.policy import ContextPolicy, estimate_tokens, history_share, shrunk
 from openprogram.errors import ChoiceError, NoProviderConfigured, ResponseFormatError
 from openprogram.store.vars import default_runtime, get_store
+from openprogram.usage.budget import UNCAPPED_ROOM
 from openprogram.usage.prices import price_call
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.mcp.registry import McpServers
     from openprogram.usage.budget import Budget
-
-
-UNCAPPED_ROOM = 16384  # more budget left than this: no max_tokens (models cap replies lower)
 
 
 class _Gates(NamedTuple):
@@ -325,27 +323,28 @@ class Runtime:
                 history=(prompt.record["at"], prompt.record["at"] + len(prompt.history)),
             )
             check_stop()  # a background run asked to stop: before the next call, not during
+            hold = None  # what this call holds of the budget while it is in flight
             if self.budget is not None:  # raises, with an error node, before anything is sent
                 vendor = getattr(self.provider, "vendor_endpoint", True)
-                room = self.budget.admit(
+                room, hold = self.budget.admit(
                     writer, request, self.provider.name, frame_id, vendor_endpoint=vendor
                 )
                 if room is not None and (request.max_tokens or room) >= room:
                     request.max_tokens = room if room < UNCAPPED_ROOM else request.max_tokens
-            node = make_call(
-                "llm",
-                self.provider.name,
-                input={"content": sanitize(content), "choices": choices, "attempt": attempt},
-                caller=frame_id,
-                messages=own + extra,  # the history is named in context, not copied
-                context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
-                model=self.model,
-                request=request_settings(request),  # what replay matches besides the messages
-            )
-            if iteration > 1:
-                node.metadata["iteration"] = iteration
-            writer.append(node, turn_level=frame_id is None)
             try:
+                node = make_call(
+                    "llm",
+                    self.provider.name,
+                    input={"content": sanitize(content), "choices": choices, "attempt": attempt},
+                    caller=frame_id,
+                    messages=own + extra,  # the history is named in context, not copied
+                    context={**prompt.record, "prompt_tokens": estimate_tokens(request.messages)},
+                    model=self.model,
+                    request=request_settings(request),  # what replay matches besides the messages
+                )
+                if iteration > 1:
+                    node.metadata["iteration"] = iteration
+                writer.append(node, turn_level=frame_id is None)
                 response = self._call(node, request, on_delta)
             except Exception as exc:
                 if overflowed or not _may_shrink(exc, prompt.record, extra):
@@ -364,6 +363,8 @@ class Runtime:
                 extra, attempt = extra[-2:], attempt - 1
                 continue
             finally:
+                if self.budget is not None:
+                    self.budget.release(hold)  # after _call recorded what it used
                 if echo is not None:
                     echo.end()
             usage = add_usage(usage, response.usage)

@@ -46,8 +46,12 @@ def ended_sentence(what: str, status: str, error: str | None = None) -> str:
 
 
 def error_text(exc: BaseException, limit: int = ERROR_CHARS) -> str:
-    """``Type: message`` (``Type`` alone when the message is empty), redacted, then cut."""
-    message = str(exc)
+    """``Type: message`` (``Type`` alone when the message is empty), redacted, then cut;
+    ``<Type (str() failed: Error)>`` when the exception's own ``__str__`` fails."""
+    try:
+        message = str(exc)
+    except Exception as failed:  # the user's exception must stay the one that propagates
+        return f"<{type(exc).__name__} (str() failed: {type(failed).__name__})>"
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return redact_secrets(text)[:limit]
 

@@ -26,6 +26,7 @@ characters a token), the same estimate the budget uses; no tokenizer is download
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
@@ -41,10 +42,12 @@ MAX_SKIPPED: Final = 200  # failed turns stepped over before the walk gives up
 Message = dict[str, Any]
 
 
-def estimate_tokens(messages: list[Message]) -> int:
-    """Tokens of ``messages``, estimated high (characters / 3, plus 4 per message; no
-    tokenizer needed).  The budget (:mod:`openprogram.usage.budget`) uses it too."""
-    return sum(-(-len(str(m.get("content", ""))) // 3) + 4 for m in messages)
+def estimate_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+    """Tokens of ``messages`` and the ``tools`` offered (servers bill their definitions as
+    input), estimated high (characters / 3, plus 4 per message; no tokenizer needed).  The
+    budget (:mod:`openprogram.usage.budget`) uses it too."""
+    specs = sum(-(-len(json.dumps(t, default=str)) // 3) for t in tools or ())
+    return specs + sum(-(-len(str(m.get("content", ""))) // 3) + 4 for m in messages)
 
 
 @dataclass(frozen=True)

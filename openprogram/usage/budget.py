@@ -15,6 +15,7 @@ then kept up to date by this process).
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,8 +43,12 @@ class Priced(Protocol):
     @property
     def messages(self) -> list[dict[str, Any]]: ...
 
+    @property
+    def tools(self) -> list[dict[str, Any]] | None: ...
+
 
 MIN_REPLY_TOKENS = 16  # below this a reply is not worth sending the request for
+UNCAPPED_ROOM = 16384  # more budget left than this: no max_tokens (models cap replies lower)
 SCOPES = ("session", "run")
 
 
@@ -53,21 +58,32 @@ class Spent:
     cost: float = 0.0
 
 
+@dataclass(eq=False)
+class Hold:
+    """What an admitted call may still spend (its input estimate and the most its reply may
+    use), held until it ends so calls in flight together cannot overspend the budget."""
+
+    key: tuple[str, int | None]
+    tokens: int
+    cost: float
+
+
 @dataclass
 class Budget:
     tokens: int | None = None  # input + output tokens
     usd: float | None = None
     per: str = "session"
     _spent: dict[tuple[str, int | None], Spent] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _held: dict[tuple[str, int | None], list[Hold]] = field(default_factory=dict, repr=False)
+    _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def __post_init__(self) -> None:
         if self.per not in SCOPES:
             raise UserError(f"budget per={self.per!r}: choose one of {', '.join(SCOPES)}")
         if (self.tokens is not None and self.tokens <= 0) or (
-            self.usd is not None and self.usd <= 0
+            self.usd is not None and not 0 < self.usd < math.inf  # not nan, inf or 1e400
         ):
-            raise UserError("a budget must be positive")
+            raise UserError("a budget must be a positive finite number")
 
     @property
     def active(self) -> bool:
@@ -111,21 +127,22 @@ class Budget:
         caller: str | None,
         *,
         vendor_endpoint: bool = True,
-    ) -> int | None:
-        """The ``max_tokens`` the request may use, or raise (after recording why).
+    ) -> tuple[int | None, Hold | None]:
+        """The ``max_tokens`` the request may use, and what it holds of the budget until
+        :meth:`release` — or raise (after recording why).  What calls in flight may still
+        spend is held: a call that does not fit beside them waits for them to end, and is
+        refused only when it does not fit with nothing in flight.
 
         ``vendor_endpoint=False`` (a custom base URL): a dollar budget counts only a price
         the user set (:func:`~openprogram.usage.prices.set_price`); without one the call is
         refused before it is sent, saying so — the vendor's table is never assumed there."""
         if not self.active:
-            return None
+            return None, None
         spent = self.spent(writer)
-        needed = estimate_tokens(request.messages)
-        allowed: list[int] = []
+        key = self._key(writer)
+        needed = estimate_tokens(request.messages, request.tools)
         problem = None
         price = None
-        if self.tokens is not None:
-            allowed.append(self.tokens - spent.tokens - needed)
         if self.usd is not None:
             price = price_of(request.model, provider, vendor_endpoint=vendor_endpoint)
             if price is None:
@@ -134,16 +151,41 @@ class Budget:
                     f"a budget in dollars needs a price for model {request.model!r}{where}: "
                     "openprogram.usage.set_price(model, input, output) or prices.json"
                 )
-            else:
-                left = self.usd - spent.cost - needed * price.input / 1_000_000
-                per_token = price.output / 1_000_000
-                allowed.append(int(left / per_token) if per_token > 0 else 1 << 30)
-        room = min(allowed) if allowed else None
-        if problem is None and room is not None and room < MIN_REPLY_TOKENS:
-            problem = self.why_not_sent(spent, needed, price)
-        if problem is not None:
-            self._refuse(writer, problem, caller, needed, spent)
-        return room
+                self._refuse(writer, problem, caller, needed, spent)
+        with self._lock:
+            held = self._held.setdefault(key, [])
+            room = self._room(spent, held, needed, price)
+            while room is not None and room < MIN_REPLY_TOKENS and held:
+                self._lock.wait()  # the calls in flight end, then what they used counts
+                room = self._room(spent, held, needed, price)
+            hold = None
+            if room is None or room >= MIN_REPLY_TOKENS:
+                out = getattr(request, "max_tokens", None) or UNCAPPED_ROOM  # its reply's cap
+                out = out if room is None else min(out, room)
+                hold = Hold(key, needed + out, price.cost(needed, out) if price else 0.0)
+                held.append(hold)
+        if hold is None:
+            self._refuse(writer, self.why_not_sent(spent, needed, price), caller, needed, spent)
+        return room, hold
+
+    def release(self, hold: Hold | None) -> None:
+        """The call holding ``hold`` ended (what it used is :meth:`record`-ed first)."""
+        if hold is not None:
+            with self._lock:
+                self._held[hold.key].remove(hold)
+                self._lock.notify_all()
+
+    def _room(self, spent: Spent, held: list[Hold], needed: int, price: Price | None) -> int | None:
+        """Reply tokens left beside ``spent`` and what calls in flight hold."""
+        allowed: list[int] = []
+        if self.tokens is not None:
+            allowed.append(self.tokens - spent.tokens - sum(h.tokens for h in held) - needed)
+        if self.usd is not None and price is not None:
+            left = self.usd - spent.cost - sum(h.cost for h in held)
+            left -= needed * price.input / 1_000_000
+            per_token = price.output / 1_000_000
+            allowed.append(int(left / per_token) if per_token > 0 else 1 << 30)
+        return min(allowed) if allowed else None
 
     def why_not_sent(self, spent: Spent, needed: int, price: Price | None = None) -> str:
         """Why a call needing ``needed`` input tokens (at ``price``, for a dollar budget) is

@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from typing import Any, TextIO
 
 from openprogram.agentic_programming.mcp.spec import ServerSpec
+from openprogram.context.secrets import redact_secrets
 from openprogram.errors import McpServerError
 
 STOP_WAIT_S = 15.0  # the SDK's own shutdown is bounded (stdin close, SIGTERM, SIGKILL): ~5 s
@@ -200,13 +201,14 @@ class McpServer:
         return self._keeper is not None and not self._keeper.done()
 
     def _why(self, exc: BaseException) -> str:
-        """One line: the error's innermost message, and the server's last stderr line."""
+        """One line: the error's innermost message, and the server's last stderr line (a
+        server may echo the token it was given), credentials masked."""
         while getattr(exc, "exceptions", None):  # a task group's: the first one inside
             exc = exc.exceptions[0]  # type: ignore[attr-defined]
         said = str(exc).strip().splitlines()
         why = said[-1] if said else type(exc).__name__
         last = self._stderr_tail()
-        return f"{why} (it said: {last})" if last and last not in why else why
+        return redact_secrets(f"{why} (it said: {last})" if last and last not in why else why)
 
     def _stderr_tail(self) -> str:
         log = self._errlog

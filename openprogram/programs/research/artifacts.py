@@ -103,7 +103,11 @@ class ResearchWork:
         there.  A different task for a folder holding stages done for the old one is
         refused (they would pass for this task's) unless ``redo``: every stage runs again."""
         self.folder = Path(folder).expanduser().resolve()
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file there, a read-only or pseudo file system (/proc)
+            why = "a file, not a folder" if self.folder.is_file() else exc.strerror or exc
+            raise UserError(f"cannot use {self.folder} as the work folder: {why}") from None
         task_file = self.folder / "task.txt"
         if task is not None:
             old = task_file.read_text(encoding="utf-8").strip() if task_file.is_file() else ""

@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import IO, Any
 
+from openprogram.context.secrets import redact_secrets
 from openprogram.errors import LiteratureError
 
 MAX_REDIRECTS = 5
@@ -214,7 +215,17 @@ def get(
     url: str, *, max_bytes: int, timeout: float, deadline: float, user_agent: str
 ) -> tuple[bytes, str]:
     """GET ``url``: (body, content type), or LiteratureError.  ``timeout``: seconds per socket
-    operation; ``deadline``: seconds for the whole answer, redirects included."""
+    operation; ``deadline``: seconds for the whole answer, redirects included.  An error's
+    message names the URL with its password (and any credential) masked."""
+    try:
+        return _get_by(url, max_bytes, timeout, deadline, user_agent)
+    except LiteratureError as exc:
+        raise LiteratureError(redact_secrets(str(exc))) from None
+
+
+def _get_by(
+    url: str, max_bytes: int, timeout: float, deadline: float, user_agent: str
+) -> tuple[bytes, str]:
     asked = origin(url)
     if asked is None:
         raise LiteratureError(f"not an http(s) URL: {shown(url)}")

@@ -27,6 +27,7 @@ from openprogram.agent.chat import tool
 from openprogram.agentic_programming.function import get_call_id, using_call_id
 from openprogram.context.nodes import make_call
 from openprogram.context.outcome import finish
+from openprogram.context.secrets import redact_secrets
 from openprogram.errors import LiteratureError
 from openprogram.programs.research import http_get
 from openprogram.settings import current as current_settings
@@ -204,7 +205,8 @@ def fetch_page(url: str) -> dict[str, Any]:
     def work() -> dict[str, Any]:
         data, kind = fetch_bytes(url)
         if kind not in ("text/html", "text/plain", "application/xhtml+xml"):
-            raise LiteratureError(f"{url}: {kind or 'unknown content'} is not a web page")
+            shown = redact_secrets(url)
+            raise LiteratureError(f"{shown}: {kind or 'unknown content'} is not a web page")
         body = data.decode("utf-8", errors="replace")
         title, text = html_to_text(body) if kind != "text/plain" else ("", body)
         return {
