@@ -88,6 +88,17 @@ BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 MAX_HEADER = 1 << 20
 
 
+def holds_bundle(path: Path) -> bool:
+    """Whether ``path`` is a regular file that begins as a git bundle."""
+    if not path.is_file():  # (a FIFO is never opened)
+        return False
+    try:
+        with path.open("rb") as stream:
+            return stream.readline(64) in BUNDLE_SIGNATURES
+    except OSError:
+        return False
+
+
 def read_bundle_header(stream: BinaryIO) -> tuple[list[tuple[str, str]], list[str]]:
     """A v2/v3 bundle's refs ((sha, name)) and prerequisites, ``stream`` left at the pack."""
     first = stream.readline(64)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -50,6 +51,31 @@ class Links(NamedTuple):
     predecessors: dict[str, str | None]  # a node with no caller -> its predecessor, seq order
     top_seq: int  # the highest seq of any node (-1: none)
     top_turn: int  # the highest turn of any node (0: none)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of the conversation other than the one HEAD ends (what a pull names)."""
+
+    tip: str  # the last node of the line
+    turns: int  # its turns since it left the line HEAD is on
+
+
+def walk(chain: Mapping[str, str | None], node: str | None, stop: Collection[str] = ()) -> set[str]:
+    """The nodes from ``node`` back through ``chain`` (node -> predecessor) until ``stop``."""
+    seen: set[str] = set()
+    while node is not None and node not in seen and node not in stop:
+        seen.add(node)
+        node = chain.get(node)
+    return seen
+
+
+def other_lines(chain: Mapping[str, str | None], head: str | None) -> list[Line]:
+    """The lines of ``chain`` (node -> predecessor, seq order) other than the one ``head``
+    ends, with their turns since they left it."""
+    ours = walk(chain, head)
+    skip = ours | {pred for pred in chain.values() if pred is not None}  # followed: no tip
+    return [Line(tip, len(walk(chain, tip, ours))) for tip in chain if tip not in skip]
 
 
 def _entry(e: Entry) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,7 @@ from openprogram.store.session.history import (
     read_ref,
 )
 from openprogram.store.session.incoming import NODE_NAME, Caps, check_history, index_pack
+from openprogram.store.session.queries import Line, other_lines, walk
 from openprogram.store.session.records import parsed
 from openprogram.store.session.safegit import (
     INCOMING,
@@ -60,12 +61,6 @@ ROOT_DIR = "history/0000/000000"  # the root node's turn folder, in every sessio
 def session_ref(session_id: str) -> str:
     """Where a session lives in a shared repository: its own ref, never a branch."""
     return NAMESPACE + validate_session_id(session_id)
-
-
-@dataclass(frozen=True)
-class Line:
-    tip: str  # the last node of the line
-    turns: int  # its turns since it left the line HEAD is on
 
 
 @dataclass
@@ -132,7 +127,7 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
     target = Path(out).expanduser().resolve()
     if target.is_dir():
         target = target / f"{session_id}.bundle"
-    if target.exists() and not holds_bundle(target):
+    if target.exists() and not incoming.holds_bundle(target):
         raise SyncError(f"not exported: {target} exists and is not a git bundle (name a new file)")
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     ref = session_ref(session_id)
@@ -152,17 +147,6 @@ def export_bundle(store: SessionStore, session_id: str, out: str | os.PathLike[s
     finally:
         tmp.unlink(missing_ok=True)
     return target
-
-
-def holds_bundle(path: Path) -> bool:
-    """Whether ``path`` is a regular file that begins as a git bundle."""
-    if not path.is_file():  # (a FIFO is never opened)
-        return False
-    try:
-        with path.open("rb") as stream:
-            return stream.readline(64) in incoming.BUNDLE_SIGNATURES
-    except OSError:
-        return False
 
 
 def import_bundle(
@@ -497,7 +481,7 @@ def _settle(session: Session, *, follow: bool) -> Links:
             links.predecessors.setdefault(node, before if isinstance(before, str) else None)
     arrived = session.meta.get("head_id")
     if isinstance(arrived, str) and (
-        (follow and (head is None or head in _walk(links.predecessors, arrived)))
+        (follow and (head is None or head in walk(links.predecessors, arrived)))
         or head not in links.predecessors  # ours: the root a join left out (nothing run here)
     ):
         head = arrived
@@ -505,21 +489,6 @@ def _settle(session: Session, *, follow: bool) -> Links:
     return links
 
 
-def _walk(
-    chain: Mapping[str, str | None], node: str | None, stop: Collection[str] = ()
-) -> set[str]:
-    """The nodes from ``node`` back through ``chain`` (node -> predecessor) until ``stop``."""
-    seen: set[str] = set()
-    while node is not None and node not in seen and node not in stop:
-        seen.add(node)
-        node = chain.get(node)
-    return seen
-
-
 def lines(session: Session, links: Links | None = None) -> list[Line]:
-    """The session's lines other than the one its HEAD ends, with their turns since they
-    left HEAD's line (``links``: its chain, when read already)."""
-    chain = (session.links() if links is None else links).predecessors  # node -> its predecessor
-    ours = _walk(chain, session.head_id)
-    skip = ours | {pred for pred in chain.values() if pred is not None}  # followed: no tip
-    return [Line(tip, len(_walk(chain, tip, ours))) for tip in chain if tip not in skip]
+    """The session's lines other than the one its HEAD ends (``links``: its chain, if read)."""
+    return other_lines((session.links() if links is None else links).predecessors, session.head_id)
