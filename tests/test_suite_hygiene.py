@@ -49,6 +49,8 @@ SLEEPS_THAT_ARE_BEHAVIOUR: dict[str, tuple[int, str]] = {
     "test_double_interrupt.py": (3, "Ctrl-C at random moments of a child's turns"),
     "browser/test_background_browser.py": (1, "a slow model: the stop lands while steps run"),
     "browser/test_dag_widget_browser.py": (1, "a pause between two calls of a running cell"),
+    "test_budget.py": (1, "a slow model: the calls of one map are in flight together"),
+    "test_secret_outputs.py": (1, "a streaming loop's pace: each printed piece its own message"),
 }
 #: sleeps that stand in for a clock the package does not let a test set yet, and whose
 #: owner is named: file -> (how many, why)
