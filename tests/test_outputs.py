@@ -6,6 +6,7 @@ widget's binary buffers lose theirs too, keeping their length (issue 34's review
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from jupyter_client.session import Session
 
+from openprogram.context import secrets
 from openprogram_magics import outputs
 from tests.test_kernel_turns import Kernel, start_kernel
 
@@ -189,6 +191,11 @@ def test_stream_pieces_are_masked_across_messages_and_a_held_tail_sent_before_th
         ]
     )
     assert [m["msg_type"] for m in shell.got] == ["execute_reply"]
-    monkeypatch.delenv("OPENAI_API_KEY")
+    # no secret known at all (this process may know others: other tests' keys, CI's variables)
+    for name in [n for n in os.environ if secrets.is_secret_env(n)]:
+        monkeypatch.delenv(name)
+    for known in ("_explicit", "_values", "_patterns", "_read_from"):  # (all put back after)
+        monkeypatch.setattr(secrets, known, getattr(secrets, known))
+    secrets._explicit = set()
     clean = session.msg("stream", {"name": "stdout", "text": "sk-"}, parent=cell)
     assert session.send(iopub, clean) is clean and iopub.got[-1]["content"]["text"] == "sk-"
