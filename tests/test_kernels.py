@@ -51,27 +51,38 @@ def test_a_notebook_runs_on_sockets_with_only_its_own_output(
     assert "TCP" not in capfd.readouterr().err  # the kernel said nothing about ports
 
 
+SECRET = "nbsecret-0123456789"
+
+
+@pytest.fixture
+def key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_API_KEY", SECRET)  # a credential variable: masked wherever shown
+
+
+def one_cell(code: str) -> QuietClient:
+    """A runner of a notebook of one code cell."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    return QuietClient(nb, kernel_name="python3", timeout=60)
+
+
 @pytest.mark.kernel
 @pytest.mark.timeout(120)
 def test_what_a_child_process_prints_stays_off_the_runners_terminal(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capfd: pytest.CaptureFixture[str], key_in_env: None
 ) -> None:
-    monkeypatch.setenv("MY_API_KEY", "nbsecret-0123456789")
-    code = 'import subprocess\nsubprocess.run(["sh", "-c", "echo child $MY_API_KEY >&2"])'
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    QuietClient(nb, kernel_name="python3", timeout=60).execute()
-    assert "nbsecret-0123456789" not in "".join(capfd.readouterr())
+    one_cell(
+        'import subprocess\nsubprocess.run(["sh", "-c", "echo child $MY_API_KEY >&2"])'
+    ).execute()
+    assert SECRET not in "".join(capfd.readouterr())
 
 
 @pytest.mark.kernel
 @pytest.mark.timeout(120)
 def test_a_kernel_that_dies_says_why_in_one_line_masked(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capfd: pytest.CaptureFixture[str], key_in_env: None
 ) -> None:
-    monkeypatch.setenv("MY_API_KEY", "nbsecret-0123456789")
     code = "import os, sys\nsys.__stderr__.write('fatal: ' + os.environ['MY_API_KEY'] + '\\n')\n"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code + "os._exit(3)")])
     with pytest.raises(RunError) as caught:
-        QuietClient(nb, kernel_name="python3", timeout=60).execute()
+        one_cell(code + "os._exit(3)").execute()
     assert str(caught.value) == "the notebook's kernel ended: Kernel died (it said: fatal: ***)"
-    assert "nbsecret-0123456789" not in "".join(capfd.readouterr())
+    assert SECRET not in "".join(capfd.readouterr())
