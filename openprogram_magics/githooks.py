@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -43,7 +42,6 @@ MARK = "# openprogram git hook"
 CHAINED = ".pre-openprogram"  # the suffix a hook that was there before gets
 NULL_SHA = "0" * 40
 MIME_TYPE = "application/vnd.openprogram.session+json"  # openprogram_magics.notebook's
-REPLAY_ID = re.compile(r"-replay-[0-9a-f]{8}$")  # a replay session's id (store.session.remotes)
 
 
 # -- installing --------------------------------------------------------------------------------
@@ -253,7 +251,7 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
     (``openprogram run --replay``'s) stays on this machine (decision 0047): said, not sent."""
     from openprogram.errors import SyncError
     from openprogram.sharing import resolve_remote
-    from openprogram.store.session.remotes import replay_of
+    from openprogram.store.session.remotes import looks_like_replay, replay_of
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull, push
 
@@ -290,7 +288,7 @@ def push_sessions(sessions: dict[str, str], remote: str, url: str, root: Path) -
             if " pushed to " in said:
                 outcome.said.append(f"{said} ({notebook})")
         except (SyncError, OpenProgramError) as exc:
-            if not store.exists(sid) and REPLAY_ID.search(sid):
+            if not store.exists(sid) and looks_like_replay(sid):
                 outcome.said.append(
                     f"session {sid} of {notebook} is a replay kept on the machine that ran it: "
                     "not pushed"
@@ -312,6 +310,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     failure is a line, never an exception."""
     from openprogram.errors import SyncError
     from openprogram.sharing import resolve_remote
+    from openprogram.store.session.remotes import looks_like_replay
     from openprogram.store.session.store import SessionStore
     from openprogram.store.session.sync import pull
 
@@ -324,7 +323,7 @@ def pull_sessions(sessions: dict[str, str], remote: str, root: Path) -> Outcome:
     except SyncError as exc:
         outcome.refused.append(f"sessions not pulled from {remote}: {exc}")
         return outcome
-    ordered = sorted(sessions.items(), key=lambda item: bool(REPLAY_ID.search(item[0])))
+    ordered = sorted(sessions.items(), key=lambda item: looks_like_replay(item[0]))
     for index, (sid, notebook) in enumerate(ordered):  # replays (rarely shared) last
         try:
             got = pull(store, sid, url, protocols)

@@ -151,6 +151,12 @@ def refuse_replay_push(session_id: str, meta: dict[str, Any], with_replays: bool
         )
 
 
+def looks_like_replay(session_id: str) -> bool:
+    """Whether ``session_id`` has the shape :func:`replay_id` gives (its session may be on
+    another machine: its ``meta.json`` cannot be asked)."""
+    return re.search(f"{_SUFFIX}[0-9a-f]{{8}}$", session_id) is not None
+
+
 def replay_id(source_id: str) -> str:
     """A fresh id for a replay of ``source_id``: ``<source>-replay-<8 hex>``."""
     tail = f"{_SUFFIX}{secrets.token_hex(4)}"
