@@ -43,8 +43,8 @@ def canonical_config() -> bytes:
     ).encode()
 
 
-# Keys that can make git run a program, harmless on the command line (which wins over any
-# config file); the others can only come from the repository config make_safe replaces.
+# Keys that can make git run a program (or take parents from a file), harmless on the command
+# line (which wins over any config file); the others only come from the config make_safe replaces.
 OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -55,6 +55,7 @@ OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.sshCommand", "ssh"),
     ("core.attributesFile", "/dev/null"),
     ("core.excludesFile", "/dev/null"),
+    ("core.commitGraph", "false"),  # objects/info/commit-graph*: never read
     ("sequence.editor", ":"),
     ("log.showSignature", "false"),
     ("commit.gpgSign", "false"),
@@ -161,7 +162,7 @@ def run_git(
 REMOTE_SIDE = (
     "git -c core.hooksPath=/dev/null -c core.alternateRefsCommand=true "
     "-c core.alternateRefsPrefixes=refs/openprogram/none -c receive.autogc=false "
-    "-c core.fsmonitor=false -c gc.auto=0"
+    "-c core.fsmonitor=false -c gc.auto=0 -c core.commitGraph=false"
 )
 
 
