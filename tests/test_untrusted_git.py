@@ -353,6 +353,27 @@ def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
     assert not [p for p in git_dir.rglob("*") if p.is_symlink()]
 
 
+def test_a_linked_folder_deep_in_refs_is_never_read(op_home: Path, tmp_path: Path) -> None:
+    """However deep under ``refs/`` a folder links outside, git never reads the refs there:
+    one naming the session's tip would count its turns as pushed (``sessions delete`` would
+    not warn)."""
+    from openprogram.store.session.remotes import unpushed_turns
+
+    one_turn("s1", "first", op_home)
+    folder = op_home / "sessions" / "s1"
+    tip = run_git(folder, "rev-parse", MAIN_REF).stdout
+    deep = folder / ".git" / "refs" / "openprogram" / "remotes" / "team" / "sessions"
+    for part in "abcdefghijkl":
+        deep = deep / part
+    deep.mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "s1").write_bytes(tip)
+    (deep / "linked").symlink_to(tmp_path / "outside")
+    counted = unpushed_turns(folder)
+    assert (counted.turns, counted.ever_pushed) == (1, False)
+    assert not (deep / "linked").is_symlink()
+
+
 def test_a_planted_grafts_file_cuts_no_history(op_home: Path, tmp_path: Path) -> None:
     """git would take the commit named in ``.git/info/grafts`` for a root: an export missing
     history, turns not counted as unpushed.  (A ``shallow`` file is left: a shallow clone's

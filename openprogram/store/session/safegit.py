@@ -24,7 +24,6 @@ INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantin
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
-REF_DEPTH = 8  # folders under refs/ searched for symlinks (ours: refs/openprogram/remotes/x)
 
 
 def canonical_config() -> bytes:
@@ -220,14 +219,18 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
-def _unlink_symlinks(folder: str, depth: int) -> None:
-    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down."""
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_symlink():
-                os.unlink(entry.path)
-            elif depth and entry.is_dir(follow_symlinks=False):
-                _unlink_symlinks(entry.path, depth - 1)
+def _unlink_symlinks(folder: str, depth: int = -1) -> None:
+    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down
+    (-1: every level; a loop, not recursion, however deep)."""
+    todo = [(folder, depth)]
+    while todo:
+        where, left = todo.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    os.unlink(entry.path)
+                elif left and entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, left - 1))
 
 
 def make_safe(git_dir: Path) -> None:
@@ -237,7 +240,7 @@ def make_safe(git_dir: Path) -> None:
     real folders."""
     check_layout(git_dir)
     _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
-    _unlink_symlinks(f"{git_dir}/refs", REF_DEPTH)  # a linked folder: refs written elsewhere
+    _unlink_symlinks(f"{git_dir}/refs")  # a linked folder: refs read or written elsewhere
     for name in ("info", "packed-refs"):  # (before removing what info/ holds)
         if os.path.islink(git_dir / name):
             os.unlink(git_dir / name)
