@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import atomic_write
 
 if TYPE_CHECKING:
     from gitdb.db import GitDB
@@ -196,22 +197,6 @@ def holds(path: Path, content: bytes) -> bool:
         os.close(fd)
 
 
-def _replace_if_different(path: Path, content: bytes) -> None:
-    if holds(path, content):
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.safe.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, content)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise CorruptedFile(str(path), f"cannot be replaced: {exc.strerror}") from exc
-
-
 def check_layout(git_dir: Path) -> None:
     """:class:`CorruptedFile` unless ``git_dir``, ``objects`` and ``refs`` are real folders."""
     for part in (git_dir, git_dir / "objects", git_dir / "refs"):
@@ -244,8 +229,9 @@ def make_safe(git_dir: Path) -> None:
     for name in ("info", "packed-refs"):  # (before removing what info/ holds)
         if os.path.islink(git_dir / name):
             os.unlink(git_dir / name)
-    _replace_if_different(git_dir / "config", canonical_config())
-    _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
+    for name, content in (("config", canonical_config()), ("HEAD", HEAD_CONTENT)):
+        if not holds(git_dir / name, content):  # (rewritten only if not: at every git run)
+            atomic_write(git_dir / name, content)
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
