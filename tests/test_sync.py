@@ -294,6 +294,23 @@ def test_hostile_bundles_are_refused_and_nothing_changes(two, tmp_path: Path) ->
         assert sorted(p.name for p in bob.root.iterdir()) == listing, name
 
 
+@pytest.mark.parametrize("sha", [str.upper, lambda sha: "g" * 40], ids=["upper case", "not hex"])
+def test_a_bundle_ref_not_named_by_40_lowercase_hex_is_refused_at_its_header(  # type: ignore[no-untyped-def]
+    two, tmp_path: Path, sha
+) -> None:
+    """Refused as the header is read, before its pack is streamed to git."""
+    alice, bob = two
+    turns(alice, "s_a", "one")
+    data = export_bundle(alice, "s_a", tmp_path / "ok.bundle").read_bytes()
+    first, _, rest = data.partition(b"\n")
+    tip, _, rest = rest.partition(b" ")
+    bad = tmp_path / "bad.bundle"
+    bad.write_bytes(first + b"\n" + sha(tip.decode()).encode() + b" " + rest)
+    with pytest.raises(SyncError, match=r"^bad\.bundle: refused: a malformed git bundle header"):
+        import_bundle(bob, bad)
+    assert not bob.root.exists() or not any(bob.root.iterdir())
+
+
 def test_bundle_naming_another_session_is_refused(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     alice, bob = two
     turns(alice, "s_a", "one")

@@ -28,7 +28,7 @@ import pytest
 from openprogram import session_context
 from openprogram.cli import main
 from openprogram.context.nodes import COMPLETED, RUNNING, make_call
-from openprogram.errors import CorruptedFile, CorruptedFileWarning, RefusedFile
+from openprogram.errors import CorruptedFile, CorruptedFileWarning, RefusedFile, StoreError
 from openprogram.store.session.files import dumps, read_bytes
 from openprogram.store.session.index import TOTALS_TRIGGERS, keep_totals
 from openprogram.store.session.live import LiveState, discard
@@ -168,6 +168,21 @@ def test_a_file_where_the_state_folder_belongs_is_named_as_a_file(op_home: Path)
     assert str(refused.value) == "a file, not a directory"
     assert refused.value.filename == str(state)
     assert state.read_bytes() == b"planted"  # refused, not replaced
+
+
+def test_a_folder_where_meta_json_belongs_fails_the_commit_in_one_line(op_home: Path) -> None:
+    """The commit's rename onto a folder fails: the error names ``meta.json`` (not a
+    temporary file), and no temporary file is left in the session folder."""
+    turn(op_home, "first")
+    folder = op_home / "sessions" / SID
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").mkdir()
+    (folder / "meta.json" / "kept").write_bytes(b"someone's")
+    with pytest.raises(StoreError) as failed:
+        turn(op_home, "second")
+    assert str(failed.value) == f"{folder / 'meta.json'}: cannot be replaced (Is a directory)"
+    assert [name for name in os.listdir(folder) if name.endswith(".tmp")] == []
+    assert (folder / "meta.json" / "kept").read_bytes() == b"someone's"
 
 
 def test_links_inside_state_are_replaced_not_followed(op_home: Path, outside: Path) -> None:

@@ -353,6 +353,27 @@ def test_linked_refs_logs_info_or_packed_refs_are_never_written_through(
     assert not [p for p in git_dir.rglob("*") if p.is_symlink()]
 
 
+def test_a_linked_folder_deep_in_refs_is_never_read(op_home: Path, tmp_path: Path) -> None:
+    """However deep under ``refs/`` a folder links outside, git never reads the refs there:
+    one naming the session's tip would count its turns as pushed (``sessions delete`` would
+    not warn)."""
+    from openprogram.store.session.remotes import unpushed_turns
+
+    one_turn("s1", "first", op_home)
+    folder = op_home / "sessions" / "s1"
+    tip = run_git(folder, "rev-parse", MAIN_REF).stdout
+    deep = folder / ".git" / "refs" / "openprogram" / "remotes" / "team" / "sessions"
+    for part in "abcdefghijkl":
+        deep = deep / part
+    deep.mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "s1").write_bytes(tip)
+    (deep / "linked").symlink_to(tmp_path / "outside")
+    counted = unpushed_turns(folder)
+    assert (counted.turns, counted.ever_pushed) == (1, False)
+    assert not (deep / "linked").is_symlink()
+
+
 def test_a_planted_grafts_file_cuts_no_history(op_home: Path, tmp_path: Path) -> None:
     """git would take the commit named in ``.git/info/grafts`` for a root: an export missing
     history, turns not counted as unpushed.  (A ``shallow`` file is left: a shallow clone's
@@ -374,3 +395,41 @@ def test_a_planted_grafts_file_cuts_no_history(op_home: Path, tmp_path: Path) ->
     header = bundle.read_bytes().split(b"\n\n", 1)[0]
     assert not [line for line in header.splitlines() if line.startswith(b"-")]  # no prerequisite
     assert not (folder / ".git" / planted).exists()
+
+
+CHUNKS = (b"OIDF", b"OIDL", b"CDAT")  # commit-graph: fan-out, names, parents
+
+
+def _cut_in_commit_graph(git_dir: Path, cut: str) -> None:
+    """A commit-graph of the history (git's own), then hand-edited: commit ``cut`` listed
+    without parents (git trusts the file for parents without checking its checksum)."""
+    env = {"GIT_DIR": str(git_dir), "PATH": os.environ["PATH"], "HOME": "/nonexistent"}
+    subprocess.run(["git", "commit-graph", "write", "--reachable"], env=env, check=True)
+    graph = bytearray((git_dir / "objects" / "info" / "commit-graph").read_bytes())
+    table = {bytes(graph[at : at + 4]): at for at in range(8, 8 + 12 * graph[6], 12)}
+    fan, oids, data = (int.from_bytes(graph[table[c] + 4 : table[c] + 12], "big") for c in CHUNKS)
+    count = int.from_bytes(graph[fan + 1020 : fan + 1024], "big")  # (the fan-out's last entry)
+    row = [graph[oids + 20 * i : oids + 20 * i + 20].hex() for i in range(count)].index(cut)
+    first_parent = data + 36 * row + 20  # (a row: tree, two parents, generation and time)
+    graph[first_parent : first_parent + 4] = b"\x70\0\0\0"  # git's "no parent"
+    (git_dir / "objects" / "info" / "commit-graph").write_bytes(graph)
+
+
+def test_a_planted_commit_graph_cuts_no_history(op_home: Path, tmp_path: Path) -> None:
+    """git takes parents from ``.git/objects/info/commit-graph``: one listing a commit without
+    parents would cut the history like grafts (a shorter log, turns not counted unpushed)."""
+    from openprogram.store.session.remotes import unpushed_turns
+
+    for name in ("one", "two", "three"):
+        one_turn("s1", name, op_home)
+    folder = op_home / "sessions" / "s1"
+    commits = len(commit_log(folder))
+    cut = run_git(folder, "rev-parse", f"{MAIN_REF}~1").stdout.decode().strip()
+    _cut_in_commit_graph(folder / ".git", cut)
+    plain = subprocess.run(
+        ["git", "--git-dir", str(folder / ".git"), "rev-list", "--count", MAIN_REF],
+        capture_output=True, check=True, env={"PATH": os.environ["PATH"], "HOME": "/nonexistent"},
+    )  # fmt: skip
+    assert int(plain.stdout) == 2  # the planted file is what git reads, unless told not to
+    assert unpushed_turns(folder).turns == 3
+    assert len(commit_log(folder)) == commits

@@ -28,8 +28,7 @@ from typing import Any
 
 import orjson
 
-from openprogram.errors import InvalidSessionId, RefusedFile
-from openprogram.store.session.safegit import git_env
+from openprogram.errors import InvalidSessionId, RefusedFile, StoreError
 
 # A file of a session folder (a node, meta.json, an index; a dead writer's row) is refused
 # above MAX_FILE_BYTES, here and by an import or pull (incoming.check_history): one rule.
@@ -71,7 +70,8 @@ def ensure_dir(root: Path, rel: str) -> Path:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (a reader sees the old or the new file); a
-    symlink at the temporary file or at ``path`` is not followed (the rename replaces it)."""
+    symlink at the temporary file or at ``path`` is not followed (the rename replaces it),
+    a folder there is :class:`StoreError`; the temporary file never left behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
     try:
@@ -80,10 +80,18 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.unlink(tmp)
         fd = os.open(tmp, flags, 0o644)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    replace(tmp, path)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        try:
+            replace(tmp, path)
+        except OSError as exc:  # (a folder, a mount point at ``path``)
+            raise StoreError(f"{path}: cannot be replaced ({exc.strerror})") from exc
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @contextmanager
@@ -334,6 +342,8 @@ def global_identity() -> dict[str, str]:
     """``user.*``/``author.*`` of the user's global config files as git finds them
     (``GIT_CONFIG_GLOBAL``, else the XDG file then ``~/.gitconfig``: later wins), their
     includes not followed; empty when there are none or git cannot read them."""
+    from openprogram.store.session.safegit import git_env  # (it imports this module)
+
     env = git_env()
     for name in ("GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME"):  # the user's, not git_env's
         env.pop(name, None)

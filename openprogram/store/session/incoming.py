@@ -86,6 +86,7 @@ class Caps:
 
 BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 MAX_HEADER = 1 << 20
+_HEX = re.compile(r"[0-9a-f]{40}")  # an object's name, as git writes it
 
 
 def holds_bundle(path: Path) -> bool:
@@ -125,7 +126,7 @@ def read_bundle_header(stream: BinaryIO) -> tuple[list[tuple[str, str]], list[st
             prerequisites.append(text[1:41])
             continue
         sha, _, name = text.partition(" ")
-        if len(sha) != 40 or not name:
+        if not _HEX.fullmatch(sha) or not name:
             raise SyncError("refused: a malformed git bundle header")
         refs.append((sha, name))
 
@@ -359,7 +360,6 @@ def is_skeleton(path: Path) -> bool:
 # -- the check of what arrived ------------------------------------------------------------------
 NODE_NAME = re.compile(r"[0-9]{8,}-[a-z]-([A-Za-z0-9_-]{1,64})\.json")  # (the node id)
 _ENTRY = re.compile(rb"([0-7]{1,7}) ([^\0]+)\0(.{20})", re.S)  # one tree entry
-_HEX = re.compile(r"[0-9a-f]{40}")
 # the session layout, depth by depth: meta.json, .gitignore, history/<bucket>/index.json,
 # history/<bucket>/<turn>/<seq>-<l>-<id>.json, nothing else: (mode, name pattern)
 _LAYOUT = (

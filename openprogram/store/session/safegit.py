@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openprogram.errors import CorruptedFile
+from openprogram.store.session.files import atomic_write
 
 if TYPE_CHECKING:
     from gitdb.db import GitDB
@@ -24,7 +25,6 @@ INCOMING = "refs/openprogram/incoming"  # the ref a fetch names in the quarantin
 ACTOR_NAME, ACTOR_EMAIL = "openprogram", "openprogram@localhost"
 HEAD_CONTENT = f"ref: refs/heads/{BRANCH}\n".encode()
 REPOSITORY_DIRS = ("objects/info", "objects/pack", "refs/heads", "refs/tags")  # a new .git's
-REF_DEPTH = 8  # folders under refs/ searched for symlinks (ours: refs/openprogram/remotes/x)
 
 
 def canonical_config() -> bytes:
@@ -43,8 +43,8 @@ def canonical_config() -> bytes:
     ).encode()
 
 
-# Keys that can make git run a program, harmless on the command line (which wins over any
-# config file); the others can only come from the repository config make_safe replaces.
+# Keys that can make git run a program (or take parents from a file), harmless on the command
+# line (which wins over any config file); the others only come from the config make_safe replaces.
 OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -55,6 +55,7 @@ OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.sshCommand", "ssh"),
     ("core.attributesFile", "/dev/null"),
     ("core.excludesFile", "/dev/null"),
+    ("core.commitGraph", "false"),  # objects/info/commit-graph*: never read
     ("sequence.editor", ":"),
     ("log.showSignature", "false"),
     ("commit.gpgSign", "false"),
@@ -161,7 +162,7 @@ def run_git(
 REMOTE_SIDE = (
     "git -c core.hooksPath=/dev/null -c core.alternateRefsCommand=true "
     "-c core.alternateRefsPrefixes=refs/openprogram/none -c receive.autogc=false "
-    "-c core.fsmonitor=false -c gc.auto=0"
+    "-c core.fsmonitor=false -c gc.auto=0 -c core.commitGraph=false"
 )
 
 
@@ -196,22 +197,6 @@ def holds(path: Path, content: bytes) -> bool:
         os.close(fd)
 
 
-def _replace_if_different(path: Path, content: bytes) -> None:
-    if holds(path, content):
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.safe.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, content)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise CorruptedFile(str(path), f"cannot be replaced: {exc.strerror}") from exc
-
-
 def check_layout(git_dir: Path) -> None:
     """:class:`CorruptedFile` unless ``git_dir``, ``objects`` and ``refs`` are real folders."""
     for part in (git_dir, git_dir / "objects", git_dir / "refs"):
@@ -219,14 +204,18 @@ def check_layout(git_dir: Path) -> None:
             raise CorruptedFile(str(part), "not a directory inside the session (refused)")
 
 
-def _unlink_symlinks(folder: str, depth: int) -> None:
-    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down."""
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.is_symlink():
-                os.unlink(entry.path)
-            elif depth and entry.is_dir(follow_symlinks=False):
-                _unlink_symlinks(entry.path, depth - 1)
+def _unlink_symlinks(folder: str, depth: int = -1) -> None:
+    """Unlink every symlink in ``folder`` and in its real folders ``depth`` levels down
+    (-1: every level; a loop, not recursion, however deep)."""
+    todo = [(folder, depth)]
+    while todo:
+        where, left = todo.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    os.unlink(entry.path)
+                elif left and entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, left - 1))
 
 
 def make_safe(git_dir: Path) -> None:
@@ -236,12 +225,13 @@ def make_safe(git_dir: Path) -> None:
     real folders."""
     check_layout(git_dir)
     _unlink_symlinks(f"{git_dir}/objects", 1)  # fan-out folders, packs, loose objects
-    _unlink_symlinks(f"{git_dir}/refs", REF_DEPTH)  # a linked folder: refs written elsewhere
+    _unlink_symlinks(f"{git_dir}/refs")  # a linked folder: refs read or written elsewhere
     for name in ("info", "packed-refs"):  # (before removing what info/ holds)
         if os.path.islink(git_dir / name):
             os.unlink(git_dir / name)
-    _replace_if_different(git_dir / "config", canonical_config())
-    _replace_if_different(git_dir / "HEAD", HEAD_CONTENT)
+    for name, content in (("config", canonical_config()), ("HEAD", HEAD_CONTENT)):
+        if not holds(git_dir / name, content):  # (rewritten only if not: at every git run)
+            atomic_write(git_dir / name, content)
     for rel in (
         "commondir",
         "config.worktree",  # read by git only with an extension the canonical config lacks
