@@ -95,7 +95,7 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     its conflict lines.
     """
     from openprogram_magics.nbmerge import resolve_derived, session_conflict
-    from openprogram_magics.nbthreeway import guarded_fallback, merge_documents
+    from openprogram_magics.nbthreeway import guarded_fallback, merge_documents, same_ids
 
     name = path or ours
     try:
@@ -110,9 +110,10 @@ def merge_notebook(base: str, ours: str, theirs: str, marker: str = "7", path: s
     size = int(marker) if marker.isdigit() else 7
     rebase = rebasing(Path.cwd())  # git runs the driver in the work tree
     try:
+        given = same_ids(nb_base, nb_ours, nb_theirs)  # a side saved by a newer Jupyter
         mine, other = (nb_theirs, nb_ours) if rebase else (nb_ours, nb_theirs)
         found = resolve_derived(nb_base, mine, other)
-        notes = found.notes
+        notes = given + found.notes
         merged = merge_documents(nb_base, nb_ours, nb_theirs, size, keep_theirs=rebase)
         # each side names its own session: both in the file, git told (nbdime's own
         # metadata conflict already is)

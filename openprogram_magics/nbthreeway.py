@@ -11,6 +11,10 @@ settled by :func:`openprogram_magics.nbmerge.resolve_derived`):
   (:func:`openprogram_magics.cellmerge.fallback_merge`); a conflict nbdime records only in
   metadata gets a visible marker cell too.
 
+:func:`same_ids` runs first: where one version's cells have ids and another's have none
+(a colleague's newer Jupyter upgraded the file to nbformat 4.5 on save), the versions
+without get ids matched by content, so the merge still goes cell by cell.
+
 Notebook metadata merges key by key (a key one side changed takes that side's value; ours
 when both changed it, with a note — theirs under ``git rebase``, where theirs is this
 clone's commit); ``nbformat_minor`` is the higher of the two.
@@ -19,8 +23,10 @@ clone's commit); ``nbformat_minor`` is the higher of the two.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Any, Final
 
 from openprogram_magics.cellmerge import (
@@ -70,6 +76,85 @@ def merge_documents(
         notes.append("the cell merge gave an invalid notebook; both sides kept with markers")
         return _fallback(ours, theirs, marker_size, notes)
     return nbdime_document(base, ours, theirs, marker_size)
+
+
+def same_ids(
+    base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any]
+) -> list[str]:
+    """Give ids, in place, to the versions whose cells have none when a side's have them
+    (nbformat 4.4 beside 4.5), and put every version at the highest ``nbformat_minor``.
+
+    A cell takes the id of the base cell it matches (same type and source; else the cell at
+    its place between matched ones); the base's cells take the ids of the side cells they
+    match (ours first), so a side's ids made on its own upgrade agree with the other's.  A
+    cell only a side has keeps its id, else takes that of the same cell the other side added,
+    else a new one.  Returns a note when it gave ids, else nothing.
+    """
+    b, o, t = (_cells(nb) if isinstance(nb, dict) else [] for nb in (base, ours, theirs))
+    if not (usable_ids(o) or usable_ids(t)) or usable_ids(b, o, t):
+        return []
+    shared = usable_ids(b)  # the base's ids are the sides' (it was 4.5 already)
+    if not shared:
+        given: list[str | None] = [None] * len(b)
+        for side in (s for s in (o, t) if usable_ids(s)):
+            for i, j in _aligned(b, side).items():
+                if given[i] is None and side[j]["id"] not in given:
+                    given[i] = side[j]["id"]
+        taken = {c.get("id") for c in (*o, *t)} | set(given)
+        for i, cell in enumerate(b):
+            cell["id"] = given[i] or _new_id(cell, taken)
+    base_ids = [c["id"] for c in b]
+    for side, other in ((o, t), (t, o)):
+        if shared and usable_ids(side):
+            continue
+        matched = {j: i for i, j in _aligned(b, side).items()}
+        taken = set(base_ids)
+        ids = []
+        for j, cell in enumerate(side):
+            if j in matched:
+                ids.append(base_ids[matched[j]])
+                continue
+            twins = [c.get("id") for c in other if _key(c) == _key(cell)]
+            found = [i for i in (cell.get("id"), *twins) if isinstance(i, str) and i]
+            free = [i for i in found if i not in taken and i not in ids]
+            ids.append(free[0] if free else _new_id(cell, taken | set(ids)))
+        for cell, cid in zip(side, ids, strict=True):
+            cell["id"] = cid
+    minors = [nb.get("nbformat_minor") for nb in (base, ours, theirs) if isinstance(nb, dict)]
+    highest = max([5, *(m for m in minors if isinstance(m, int))])
+    for nb in (base, ours, theirs):
+        if isinstance(nb, dict):
+            nb["nbformat_minor"] = highest
+    return [f"cells without ids (nbformat before 4.5) matched by content: merged as 4.{highest}"]
+
+
+def _key(cell: Cell) -> tuple[Any, str]:
+    source = cell.get("source")
+    return cell.get("cell_type"), "".join(source) if isinstance(source, list) else str(source)
+
+
+def _aligned(first: list[Cell], second: list[Cell]) -> dict[int, int]:
+    """Index in ``first`` -> index in ``second`` of the cells that match (see
+    :func:`same_ids`): equal ones, and those of one type at one place among changes."""
+    pairs: dict[int, int] = {}
+    keys = ([_key(c) for c in first], [_key(c) for c in second])
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, *keys, autojunk=False).get_opcodes():
+        if tag in ("equal", "replace"):
+            pairs.update(
+                (i, j)
+                for i, j in zip(range(i1, i2), range(j1, j2), strict=False)
+                if first[i].get("cell_type") == second[j].get("cell_type")
+            )
+    return pairs
+
+
+def _new_id(cell: Cell, taken: set[Any]) -> str:
+    """An id from the cell's content (the same merge gives the same file), not in ``taken``."""
+    seed = json.dumps(_key(cell))
+    while (cid := hashlib.sha1(seed.encode()).hexdigest()[:8]) in taken:
+        seed += "+"
+    taken.add(cid)
+    return cid
 
 
 def merge_metadata(

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -313,3 +314,86 @@ def test_each_side_naming_its_own_session_is_a_conflict_git_reports(
     assert nb.metadata["openprogram"]["session_id"] == "nb_bbbbbbbbbb"
     assert A_CELL in text and B_CELL in text
     assert len({c.id for c in nb.cells}) == len(nb.cells)
+
+
+def save_as_older_jupyter(path: Path, change: Any = None) -> None:
+    """What a Jupyter writing nbformat 4.4 saves (after ``change(cells)``): no cell ids."""
+    nb = nbformat.read(path, as_version=4)
+    if change is not None:
+        change(nb.cells)
+    doc = json.loads(json.dumps(nb))
+    doc["nbformat_minor"] = 4
+    for cell in doc["cells"]:
+        cell.pop("id", None)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def save_as_newer_jupyter(path: Path, change: Any = None) -> None:
+    """A newer Jupyter opens a 4.4 notebook and saves it: nbformat upgrades it to 4.5,
+    which gives every cell a new random id (then ``change(cells)``)."""
+    nb = nbformat.v4.upgrade(nbformat.read(path, as_version=4), from_version=4, from_minor=4)
+    if change is not None:
+        change(nb.cells)
+    nbformat.write(nb, path)
+
+
+def appends(cells: list[Any]) -> None:
+    cells.append(nbformat.v4.new_code_cell("summary = triage.summary()"))
+
+
+def appends_too(cells: list[Any]) -> None:
+    cells.append(nbformat.v4.new_code_cell("print(summary)"))
+
+
+def edits(cells: list[Any]) -> None:
+    cells[1]["source"] += "  # edited"
+
+
+@pytest.mark.parametrize(
+    ("bob", "ann", "ann_upgrades_too"),
+    [
+        (None, appends, False),  # Bob's upgrade alone (this one merged before, too)
+        (appends_too, appends, False),  # was: every cell in one block (nbdime's KeyError)
+        (None, edits, False),  # was: a conflict on the cells (nbdime)
+        (None, appends, True),  # both upgraded, each with its own random ids (was: one block)
+    ],
+)
+@pytest.mark.parametrize("how", ["merge", "rebase"])
+def test_one_side_upgraded_to_nbformat_4_5_merges_cell_by_cell(
+    tmp_path: Path, how: str, bob: Any, ann: Any, ann_upgrades_too: bool
+) -> None:
+    """The notebook was nbformat 4.4; Bob's newer Jupyter upgraded it to 4.5 on save (cell
+    ids added); Ann, on 4.4, appended or edited a cell and pushed first."""
+    a, b = team(tmp_path)
+    save_as_older_jupyter(a / "nb.ipynb")
+    git(a, "commit", "-qam", "saved by a Jupyter writing nbformat 4.4")
+    git(a, "push", "-q", "origin", "HEAD:main")
+    git(b, "pull", "-q", "--no-rebase", "origin", "main")
+    expected = [nbformat.v4.new_code_cell(s) for s in sources(b / "nb.ipynb")]
+    for change in (bob, ann):
+        if change is not None:
+            change(expected)
+    save_as_newer_jupyter(b / "nb.ipynb", bob)
+    git(b, "commit", "-qam", "Bob's Jupyter saved it")
+    (save_as_newer_jupyter if ann_upgrades_too else save_as_older_jupyter)(a / "nb.ipynb", ann)
+    git(a, "commit", "-qam", "Ann's change")
+    git(a, "push", "-q", "origin", "HEAD:main")
+    if how == "merge":
+        git(b, "fetch", "-q", "origin")
+        done = git(b, "merge", "--no-edit", "origin/main", check=False)
+    else:
+        done = git(b, "pull", "--rebase", "origin", "main", check=False)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CONFLICT" not in done.stdout
+    nb = json.loads((b / "nb.ipynb").read_text())
+    assert nb["nbformat_minor"] == 5
+    ids = [c.get("id") for c in nb["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids)
+    merged = sources(b / "nb.ipynb")
+    assert git(b, "status", "--porcelain").stdout == ""
+    assert committed(b) == merged
+    want = [c.source for c in expected]
+    both = 2 if bob is appends_too else 0  # both added a cell at the end: in either order
+    assert merged[: len(merged) - both] == want[: len(want) - both]
+    assert sorted(merged[len(merged) - both :]) == sorted(want[len(want) - both :])

@@ -10,7 +10,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from openprogram.providers.base import (
     TransientProviderError,
 )
 from openprogram.providers.network import allow_model_requests
-from openprogram.providers.openai_provider import OpenAIProvider
+from openprogram.providers.openai_provider import DEFAULT_MAX_TOKENS, OpenAIProvider
 
 KEY = "sk-test-SECRET-123"
 DOC = "Summarize the text in one sentence. (docstring of summarize)"
@@ -543,3 +546,84 @@ def test_importing_the_providers_does_not_import_the_sdks() -> None:
 def test_wire_server_without_a_scripted_reply_answers_500(wire: WireServer) -> None:
     with pytest.raises(TransientProviderError, match="no scripted reply"):
         make("openai", wire).complete(ask())
+
+
+class EndlessStream(BaseHTTPRequestHandler):
+    """A model server that ignores max_tokens: its chat-completions stream never ends (one
+    token a chunk, no finish_reason) until the client hangs up or the test is over."""
+
+    server: EndlessServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path != "/v1/chat/completions":  # /tokenize and the like: not served
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()  # HTTP/1.0: the body runs until the connection closes
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        role = {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+        token = {**chunk, "choices": [{"index": 0, "delta": {"content": self.server.token}}]}
+        try:
+            self.wfile.write(f"data: {json.dumps(role)}\n\n".encode())
+            line = f"data: {json.dumps(token)}\n\n".encode()
+            while not self.server.over.is_set():
+                self.wfile.write(line)
+        except ConnectionError:
+            self.server.hung_up.set()
+
+
+class EndlessServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, token: str) -> None:
+        super().__init__(("127.0.0.1", 0), EndlessStream)
+        self.token = token  # what each chunk says
+        self.over = threading.Event()  # the test is over: the stream ends (unfinished)
+        self.hung_up = threading.Event()  # the client closed the connection mid-stream
+
+
+@pytest.fixture(params=["tok ", "x" * 4096])
+def endless(request: pytest.FixtureRequest) -> Iterator[EndlessServer]:
+    server = EndlessServer(request.param)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    yield server
+    server.over.set()
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_server_that_streams_for_ever_is_cut_at_max_tokens(endless: EndlessServer) -> None:
+    port = endless.server_address[1]
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, timeout=5.0)
+    shown: list[str] = []
+    ended: dict[str, Any] = {}
+
+    def call() -> None:  # a local server's long reply is streamed (default max_tokens 1024)
+        try:
+            ended["reply"] = provider.complete(ask(), on_delta=shown.append)
+        except BaseException as exc:
+            ended["error"] = exc
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(20)  # before: never returned (only Ctrl-C ended the call)
+    assert not caller.is_alive(), f"still reading after {len(shown)} pieces"
+    reply = ended["reply"]
+    assert reply.finish_reason == "length"  # ended as a reply cut at max_tokens ends
+    assert reply.metadata["stream_cut"] == (
+        f"the server sent more than max_tokens={DEFAULT_MAX_TOKENS} allows; the stream was cut"
+    )
+    if endless.token == "tok ":  # more chunks than max_tokens allows
+        assert DEFAULT_MAX_TOKENS <= len(shown) <= DEFAULT_MAX_TOKENS + 16
+    else:  # far more characters than max_tokens tokens could hold
+        assert len(shown) == DEFAULT_MAX_TOKENS * 64 // 4096 + 1
+    assert reply.text == endless.token * len(shown)
+    assert endless.hung_up.wait(10)  # the connection was closed, so the server stops

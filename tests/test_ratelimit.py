@@ -127,3 +127,31 @@ def test_a_request_rate_that_is_not_a_number_is_one_clear_error(
         create_runtime("test")
     monkeypatch.setenv("OPENPROGRAM_REQUESTS_PER_MINUTE", "30")
     assert create_runtime("test").requests_per_minute == 30.0
+
+
+@pytest.mark.parametrize("tiny", ["1e-300", "1e-9", "0.01"])
+def test_a_request_rate_slower_than_one_an_hour_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tiny: str
+) -> None:
+    # before: accepted, and the second request waited 60 / 1e-300 s (for ever)
+    monkeypatch.setenv("OPENPROGRAM_REQUESTS_PER_MINUTE", tiny)
+    with pytest.raises(UserError) as raised:
+        create_runtime("test")
+    assert str(raised.value) == (
+        "OPENPROGRAM_REQUESTS_PER_MINUTE must be at least one request an hour "
+        f"(0.01667 per minute), not {tiny!r}"
+    )
+    with pytest.raises(UserError, match="requests_per_minute must be at least one request an"):
+        create_runtime("test", requests_per_minute=float(tiny))
+    monkeypatch.setenv("OPENPROGRAM_REQUESTS_PER_MINUTE", str(1 / 60))  # one an hour: the least
+    assert create_runtime("test").requests_per_minute == 1 / 60
+
+
+def test_a_pool_process_may_pace_slower_than_a_user_may(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openprogram.scale.run import _runtime_spec
+    from openprogram.scale.task import build_runtime
+
+    monkeypatch.setenv("OPENPROGRAM_REQUESTS_PER_MINUTE", "fast")  # a worker's own: not read
+    rt = create_runtime(FunctionProvider(stamp_reply), requests_per_minute=1 / 60)
+    worker = build_runtime(_runtime_spec(rt, processes=4))  # a quarter of one an hour each
+    assert worker.requests_per_minute == 1 / 240

@@ -39,6 +39,9 @@ class Clock(NamedTuple):
 clock = Clock(time.monotonic, time.sleep)  # read at each call: a test may set another
 RATE_VARIABLE = "OPENPROGRAM_REQUESTS_PER_MINUTE"
 _POLL_S = 0.25
+# the slowest rate a user may set: one request an hour (a slower one, e.g. 1e-9, is a typo
+# whose next request would wait for years)
+MIN_RATE = 1 / 60
 
 _lock = threading.Lock()
 _next_start: dict[str, float] = {}  # provider name -> monotonic time the next request may start
@@ -53,7 +56,8 @@ def rate_from_env() -> float | None:
 
 
 def checked_rate(value: object, what: str = "requests_per_minute") -> float | None:
-    """``value`` as requests per minute (None or 0: no limit); a clear error otherwise."""
+    """``value`` as requests per minute (None or 0: no limit; else at least :data:`MIN_RATE`);
+    a clear error otherwise."""
     if value is None:
         return None
     try:
@@ -62,6 +66,11 @@ def checked_rate(value: object, what: str = "requests_per_minute") -> float | No
         raise UserError(f"{what} must be a number of requests per minute, not {value!r}") from None
     if rate != rate or rate < 0 or rate == float("inf"):
         raise UserError(f"{what} must be a positive number of requests per minute, not {value!r}")
+    if 0 < rate < MIN_RATE:
+        raise UserError(
+            f"{what} must be at least one request an hour ({MIN_RATE:.4g} per minute), "
+            f"not {value!r}"
+        )
     return rate or None
 
 

@@ -188,12 +188,19 @@ def _runtime(shared: Shared) -> Runtime | None:
 
 
 def build_runtime(spec: RuntimeSpec) -> Runtime:
-    """The worker's Runtime for ``spec``: its credentials come from its own environment."""
+    """The worker's Runtime for ``spec``: its credentials come from its own environment.
+    Its rate is its share of the map's, which the kernel checked: a share may be slower than
+    a rate a user may set (:data:`~openprogram.agentic_programming.ratelimit.MIN_RATE`)."""
+    share = spec.settings.get("requests_per_minute")
+    settings = {**spec.settings, "requests_per_minute": 0} if share else spec.settings
     if spec.offline is not None:
-        return create_runtime(spec.offline, spec.model, **spec.settings)
-    runtime = create_runtime(spec.provider, spec.model, required=False, **spec.settings)
-    if spec.wrap is not None and runtime.provider is not None:
-        runtime.provider = spec.wrap(runtime.provider)
+        runtime = create_runtime(spec.offline, spec.model, **settings)
+    else:
+        runtime = create_runtime(spec.provider, spec.model, required=False, **settings)
+        if spec.wrap is not None and runtime.provider is not None:
+            runtime.provider = spec.wrap(runtime.provider)
+    if share:
+        runtime.requests_per_minute = share
     return runtime
 
 
