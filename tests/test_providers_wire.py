@@ -22,6 +22,7 @@ from helpers import Reply, WireServer, wire_provider
 from waiting import until
 
 from openprogram.errors import ModelRequestsBlocked
+from openprogram.providers.anthropic_provider import DEFAULT_MAX_TOKENS as ANTHROPIC_MAX_TOKENS
 from openprogram.providers.anthropic_provider import (
     AnthropicProvider,
     strip_code_fence,
@@ -559,20 +560,35 @@ class EndlessStream(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path != "/v1/chat/completions":  # /tokenize and the like: not served
+        if self.path == "/v1/chat/completions":
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            role = {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+            token = {**chunk, "choices": [{"index": 0, "delta": {"content": self.server.token}}]}
+            head, line = f"data: {json.dumps(role)}\n\n", f"data: {json.dumps(token)}\n\n"
+        elif self.path == "/v1/messages":
+            usage = {"input_tokens": 3, "output_tokens": 1}
+            message = {"id": "m", "type": "message", "role": "assistant", "model": "m"}
+            start = {"type": "message_start", "message": {**message, "content": [], "usage": usage}}
+            block = {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+            text = {"type": "text_delta", "text": self.server.token}
+            delta = {"type": "content_block_delta", "index": 0, "delta": text}
+            head = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in (start, block))
+            line = f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n"
+        else:  # /tokenize and the like: not served
             self.send_error(404)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()  # HTTP/1.0: the body runs until the connection closes
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-        role = {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
-        token = {**chunk, "choices": [{"index": 0, "delta": {"content": self.server.token}}]}
         try:
-            self.wfile.write(f"data: {json.dumps(role)}\n\n".encode())
-            line = f"data: {json.dumps(token)}\n\n".encode()
+            self.wfile.write(head.encode())
+            data = line.encode()
             while not self.server.over.is_set():
-                self.wfile.write(line)
+                self.wfile.write(data)
         except ConnectionError:
             self.server.hung_up.set()
 
@@ -600,15 +616,22 @@ def endless(request: pytest.FixtureRequest) -> Iterator[EndlessServer]:
     thread.join()
 
 
-def test_a_server_that_streams_for_ever_is_cut_at_max_tokens(endless: EndlessServer) -> None:
-    port = endless.server_address[1]
-    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, timeout=5.0)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_server_that_streams_for_ever_is_cut_at_max_tokens(
+    endless: EndlessServer, kind: str
+) -> None:
+    url, limit = f"http://127.0.0.1:{endless.server_address[1]}", DEFAULT_MAX_TOKENS
+    if kind == "openai":
+        provider: Any = OpenAIProvider(base_url=f"{url}/v1", api_key=KEY, timeout=5.0)
+    else:  # Anthropic's own stream: events around the content's pieces
+        provider = AnthropicProvider(base_url=url, api_key=KEY, timeout=5.0, model="claude-x")
+        limit = ANTHROPIC_MAX_TOKENS
     shown: list[str] = []
     ended: dict[str, Any] = {}
 
     def call() -> None:  # a local server's long reply is streamed (default max_tokens 1024)
         try:
-            ended["reply"] = provider.complete(ask(), on_delta=shown.append)
+            ended["reply"] = provider.complete(ask(stream=True), on_delta=shown.append)
         except BaseException as exc:
             ended["error"] = exc
 
@@ -617,13 +640,14 @@ def test_a_server_that_streams_for_ever_is_cut_at_max_tokens(endless: EndlessSer
     caller.join(20)  # before: never returned (only Ctrl-C ended the call)
     assert not caller.is_alive(), f"still reading after {len(shown)} pieces"
     reply = ended["reply"]
-    assert reply.finish_reason == "length"  # ended as a reply cut at max_tokens ends
+    # ended as a reply cut at max_tokens ends
+    assert reply.finish_reason == {"openai": "length", "anthropic": "max_tokens"}[kind]
     assert reply.metadata["stream_cut"] == (
-        f"the server sent more than max_tokens={DEFAULT_MAX_TOKENS} allows; the stream was cut"
+        f"the server sent more than max_tokens={limit} allows; the stream was cut"
     )
     if endless.token == "tok ":  # more chunks than max_tokens allows
-        assert DEFAULT_MAX_TOKENS <= len(shown) <= DEFAULT_MAX_TOKENS + 16
+        assert limit <= len(shown) <= limit + 16
     else:  # far more characters than max_tokens tokens could hold
-        assert len(shown) == DEFAULT_MAX_TOKENS * 64 // 4096 + 1
+        assert len(shown) == limit * 64 // 4096 + 1
     assert reply.text == endless.token * len(shown)
     assert endless.hung_up.wait(10)  # the connection was closed, so the server stops

@@ -45,7 +45,7 @@ from openprogram.providers.base import (
     TransientProviderError,
     Usage,
 )
-from openprogram.providers.sdk import SDKProvider
+from openprogram.providers.sdk import SDKProvider, StreamCap
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -184,11 +184,15 @@ class AnthropicProvider(SDKProvider):
         saw_usage = False
         model = ""
         stop_reason: str | None = None
-        finished = False
+        finished = cut = False
+        cap = StreamCap(params.get("max_tokens"))  # counting the content's pieces only
         stream = client.messages.create(stream=True, **params)
         try:
             for event in stream:
                 kind = getattr(event, "type", None)
+                if kind == "content_block_delta" and (cut := cap.exceeded()):
+                    stop_reason, finished = "max_tokens", True  # as if it had kept to it
+                    break
                 if kind == "message_start":
                     model = event.message.model or model
                     if event.message.usage is not None:
@@ -203,11 +207,13 @@ class AnthropicProvider(SDKProvider):
                     delta = event.delta
                     delta_type = getattr(delta, "type", None)
                     if delta_type == "text_delta" and delta.text:
+                        cap.chars += len(delta.text)
                         text.append(delta.text)
                         if on_delta is not None:
                             on_delta(delta.text)
                     elif delta_type == "input_json_delta" and event.index in blocks:
                         blocks[event.index]["json"] += delta.partial_json or ""
+                        cap.chars += len(delta.partial_json or "")
                 elif kind == "message_delta":
                     stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
                     if event.usage is not None:
@@ -231,6 +237,7 @@ class AnthropicProvider(SDKProvider):
             usage=usage if saw_usage else None,
             model=model,
             finish_reason=stop_reason,
+            metadata=cap.note() if cut else {},
         )
 
     def _tool_call(self, block: dict[str, Any]) -> ToolCall:

@@ -41,7 +41,7 @@ from openprogram.providers.base import (
     Usage,
 )
 from openprogram.providers.network import check_model_request
-from openprogram.providers.sdk import SDKProvider
+from openprogram.providers.sdk import SDKProvider, StreamCap
 from openprogram.settings import current as current_settings
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -54,11 +54,6 @@ _TRANSIENT_ERROR_MARKERS = ("server_error", "overloaded", "rate_limit", "timeout
 # slow local model's ~5 tokens/s, 256 tokens still arrive within the default timeout
 STREAM_ABOVE_TOKENS = 256
 DEFAULT_MAX_TOKENS = 1024  # every request carries one; OPENPROGRAM_MAX_TOKENS overrides it
-# A stream is cut (finish_reason "length") once it clearly exceeds its max_tokens: a server
-# sends at most one chunk per generated token, besides a few chunks of framing (the role,
-# the finish, the usage); and no tokenizer's tokens average this many characters
-STREAM_FRAMING_CHUNKS = 16
-STREAM_CHARS_PER_TOKEN = 64
 # passed through from runtime.exec(...) options when given
 GENERATION_SETTINGS = ("temperature", "top_p", "stop", "seed", "presence_penalty")
 _MODE_KEY = "_openprogram_output_mode"  # request.extra: the output mode of this attempt
@@ -336,18 +331,13 @@ class OpenAIProvider(SDKProvider):
         usage: Usage | None = None
         model = ""
         finish_reason: str | None = None
-        cut: str | None = None
-        cap = int(params.get("max_tokens") or params.get("max_completion_tokens") or 0)
-        chunks = chars = 0
+        cut = False
+        cap = StreamCap(params.get("max_tokens") or params.get("max_completion_tokens"))
         stream = client.chat.completions.create(**params)
         try:
             for chunk in stream:
-                chunks += 1
-                if cap and (
-                    chunks > cap + STREAM_FRAMING_CHUNKS or chars > cap * STREAM_CHARS_PER_TOKEN
-                ):  # a server that ignores max_tokens: stopped as if it had kept to it
+                if cut := cap.exceeded():  # a server ignoring max_tokens: ended as if it kept it
                     finish_reason = "length"
-                    cut = f"the server sent more than max_tokens={cap} allows; the stream was cut"
                     break
                 model = chunk.model or model
                 if chunk.usage is not None:
@@ -358,7 +348,7 @@ class OpenAIProvider(SDKProvider):
                     delta = choice.delta
                     if delta is not None and delta.content:
                         text.append(delta.content)
-                        chars += len(delta.content)
+                        cap.chars += len(delta.content)
                         if on_delta is not None:
                             on_delta(delta.content)
                     for tc in (delta.tool_calls if delta is not None else None) or []:
@@ -370,7 +360,7 @@ class OpenAIProvider(SDKProvider):
                                 slot["name"] += tc.function.name
                             if tc.function.arguments:
                                 slot["arguments"] += tc.function.arguments
-                                chars += len(tc.function.arguments)
+                                cap.chars += len(tc.function.arguments)
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
         finally:
@@ -391,7 +381,7 @@ class OpenAIProvider(SDKProvider):
             usage=usage,
             model=model,
             finish_reason=finish_reason,
-            metadata={"stream_cut": cut} if cut else {},
+            metadata=cap.note() if cut else {},
         )
 
     def _tool_call(self, call_id: str, name: str, arguments: str | None) -> ToolCall:

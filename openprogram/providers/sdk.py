@@ -38,6 +38,33 @@ from openprogram.settings import current as current_settings
 
 PLACEHOLDER_API_KEY = "not-needed"
 DEFAULT_TIMEOUT = 120.0
+# A stream is cut (as a reply cut at max_tokens ends) once it clearly exceeds max_tokens: a
+# server sends at most one piece per generated token besides a few of framing (the role, the
+# finish, the usage), and no tokenizer's tokens average this many characters
+STREAM_FRAMING_PIECES = 16
+STREAM_CHARS_PER_TOKEN = 64
+
+
+class StreamCap:
+    """Counts a streamed reply's pieces and characters against its ``max_tokens`` (0: none),
+    so a server that ignores it is cut rather than read for ever."""
+
+    def __init__(self, max_tokens: object) -> None:
+        self.limit = int(max_tokens) if isinstance(max_tokens, int) else 0
+        self.pieces = self.chars = 0
+
+    def exceeded(self) -> bool:
+        """One more piece arrived: has the reply clearly gone past its limit?"""
+        self.pieces += 1
+        return self.limit > 0 and (
+            self.pieces > self.limit + STREAM_FRAMING_PIECES
+            or self.chars > self.limit * STREAM_CHARS_PER_TOKEN
+        )
+
+    def note(self) -> dict[str, str]:
+        """The metadata a cut reply carries."""
+        said = f"the server sent more than max_tokens={self.limit} allows; the stream was cut"
+        return {"stream_cut": said}
 
 
 def request_timeout(environ: Mapping[str, str] | None = None) -> float:
