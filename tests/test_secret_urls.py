@@ -165,3 +165,27 @@ def test_a_password_holding_a_quote_hash_or_space_is_printed_and_recorded_nowher
     store.close()
     assert all(f"127.0.0.1:{port}/x.git" in text for text in said), said
     assert not any(part in text for text in said for part in ("Hunter2", "Secret")), said
+
+
+def test_a_password_after_a_user_name_holding_an_at_is_masked_shown_and_dropped_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One rule reads a URL's credentials to its last ``@`` before the host (as urllib and
+    git do), for what is shown and for a remote alike: the password after the user name
+    ``ada@corp.example`` is masked in an output and known from the environment."""
+    from openprogram.context.secrets import (
+        mask_binary,
+        redact_secrets,
+        redact_url_passwords,
+        refresh_secrets,
+    )
+    from openprogram.store.session.remotes import redact_url
+
+    password = "Proxy-" + "Passw0rd" + "-42"
+    url = f"http://ada@corp.example:{password}@127.0.0.1:9/v1"
+    monkeypatch.setenv("HTTPS_PROXY", url)  # no credential by its name: by its URL
+    refresh_secrets()
+    assert redact_secrets(f"proxy refused {password}") == "proxy refused ***"
+    assert redact_url_passwords(f"via {url}.") == "via http://ada@corp.example:***@127.0.0.1:9/v1."
+    assert password.encode() not in mask_binary(f"\0{url}\0".encode())
+    assert redact_url(url) == "http://127.0.0.1:9/v1"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 # a key is secret when one of its ``_``/``-``/``.`` separated words is one of these, or it
 # ends with ``api_key`` / ``apikey``; counts such as ``max_tokens`` are not credentials
@@ -68,34 +68,54 @@ def is_secret_env(name: str) -> bool:
     return bool(words) and (words[-1] in ENV_SECRET_ENDINGS or words[-1].endswith("token"))
 
 
-# ``scheme://user:password@``: the password (group 2, to the last ``@`` before the host, as
-# urllib and httpx read an unencoded one) goes wherever the URL is shown; the scheme is
-# bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of its word
-# boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
-URL_PASSWORD: Final = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/:@\"'<>]*):([^\s/\"'<>]+)@"
-)
-_URL_PASSWORD_BYTES: Final = re.compile(URL_PASSWORD.pattern.encode())
+# ``scheme://userinfo@``: the userinfo runs to the last ``@`` before the host (as urllib, httpx
+# and git read an unencoded password); in text it also ends at a space, a quote or ``<>``, in a
+# remote's URL only at ``/`` or a line's end (git sends a password holding a quote or a space).
+# The scheme is bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of
+# its word boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
+URL_USERINFO: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,63})://([^\s/\"'<>]*)@")
+_URL_USERINFO_BYTES: Final = re.compile(URL_USERINFO.pattern.encode())
+_IN_REMOTE: Final = {  # what ends a userinfo in text and not in a remote's URL
+    c: 0 for c in range(0x3001) if chr(c) in "\"'<>" or (chr(c).isspace() and c not in (10, 13))
+}
 
 
-def redact_url_passwords(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ``***``
-    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``)."""
+def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int, str, str]]:
+    """Each URL's userinfo in ``text``: whether http(s), its span, user name and password."""
     if "://" not in text or "@" not in text:
-        return text
-    return URL_PASSWORD.sub(rf"\1:{REDACTED}@", text)
+        return
+    for found in URL_USERINFO.finditer(text.translate(_IN_REMOTE) if remote else text):
+        user, _, password = text[found.start(2) : found.end(2)].partition(":")
+        yield found.group(1).lower() in ("http", "https"), *found.span(2), user, password
+
+
+def redact_url_passwords(text: str, remote: bool = False) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``
+    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``); ``remote``: dropped, and
+    the user name of an http(s) URL too (often a token: ``https://host/v1``)."""
+    out, at = [], 0
+    for http, start, end, user, password in _userinfos(text, remote):
+        if remote or password:  # (a remote's: up to its "@", kept for a user name only)
+            out.append(text[at:start] + (("" if http else f"{user}@") if remote else f"{user}:***"))
+            at = end + remote
+    return "".join(out) + text[at:]
+
+
+def strip_url_credentials(text: str, url: str = "") -> str:
+    """``text`` (a remote's URL, a git message) as it may be printed or stored: no password
+    in any URL (no user name either for http(s)), nor ``url``'s anywhere."""
+    text = redact_url_passwords(text, remote=True)
+    for http, _, _, user, password in list(_userinfos(url, remote=True))[:1]:
+        for part in (user, password) if http else (password,):
+            for form in {f for f in (part, unquote(part)) if len(f) >= 4}:
+                text = text.replace(form, REDACTED)
+    return text
 
 
 def url_passwords(text: str) -> set[str]:
     """The passwords of the URLs in ``text``, as written and percent-decoded."""
-    if "://" not in text or "@" not in text:
-        return set()
-    from urllib.parse import unquote
-
-    found = set()
-    for match in URL_PASSWORD.finditer(text):
-        found |= {match.group(2), unquote(match.group(2))}
-    return found
+    found = [password for *_, password in _userinfos(text) if password]
+    return set(found) | {unquote(p) for p in found}
 
 
 MIN_SECRET = 8  # shorter values are not treated as secrets (too many false matches)
@@ -166,9 +186,14 @@ def redact_value(value: Any) -> Any:
 def holds_secret(data: bytes) -> bool:
     """Whether serialized ``data`` holds a known secret or a URL with a password (the
     cheap check on every node written; :func:`redact_shown` masks what it finds)."""
-    return may_contain_secret(data) or (
-        b"://" in data and _URL_PASSWORD_BYTES.search(data) is not None
-    )
+    return may_contain_secret(data) or bool(_password_spans(data))
+
+
+def _password_spans(data: bytes) -> list[tuple[int, int]]:
+    """Where the password of each URL in serialized ``data`` is."""
+    found = _URL_USERINFO_BYTES.finditer(data) if b"://" in data else ()
+    spans = [(data.find(b":", m.start(2), m.end(2)) + 1, m.end(2)) for m in found]
+    return [(start, end) for start, end in spans if 0 < start < end]  # (no ":": -1 + 1)
 
 
 def mask_binary(data: bytes) -> bytes:
@@ -183,9 +208,8 @@ def mask_binary(data: bytes) -> bytes:
         while at != -1:
             out[at : at + len(pattern)] = b"*" * len(pattern)
             at = data.find(pattern, at + len(pattern))
-    if b"://" in data:
-        for found in _URL_PASSWORD_BYTES.finditer(data):
-            out[found.start(2) : found.end(2)] = b"*" * (found.end(2) - found.start(2))
+    for start, end in _password_spans(data):
+        out[start:end] = b"*" * (end - start)
     return bytes(out)
 
 
