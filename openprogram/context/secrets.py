@@ -78,6 +78,13 @@ _URL_USERINFO_BYTES: Final = re.compile(URL_USERINFO.pattern.encode())
 _IN_REMOTE: Final = {  # what ends a userinfo in text and not in a remote's URL
     c: 0 for c in range(0x3001) if chr(c) in "\"'<>" or (chr(c).isspace() and c not in (10, 13))
 }
+# a credential in a URL's query string (``?private_token=…``, ``&X-Amz-Signature=…``): its
+# value (group 2) is masked wherever a URL's password is
+URL_QUERY_SECRET: Final = re.compile(
+    r"(?i)([?&;](?:private_token|access_token|token|api_?key|key|password|secret|sig|signature"
+    r"|x-amz-signature|x-amz-credential)=)([^&#\s\"'<>]+)"
+)
+_URL_QUERY_SECRET_BYTES: Final = re.compile(URL_QUERY_SECRET.pattern.encode())
 
 
 def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int, str, str]]:
@@ -89,14 +96,24 @@ def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int
         yield found.group(1).lower() in ("http", "https"), *found.span(2), user, password
 
 
+def _query_secrets(text: str) -> list[re.Match[str]]:
+    """The credentials in the query strings of the URLs in ``text``."""
+    return list(URL_QUERY_SECRET.finditer(text)) if "://" in text and "=" in text else []
+
+
 def redact_url_passwords(text: str, remote: bool = False) -> str:
     """``text`` with the password of every URL in it replaced by ``***``
-    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``); ``remote``: dropped, and
-    the user name of an http(s) URL too (often a token: ``https://host/v1``)."""
+    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``), and a credential in its
+    query (``?private_token=***``); ``remote``: the password dropped, and the user name of an
+    http(s) URL too (often a token: ``https://host/v1``)."""
+    if _query_secrets(text):
+        text = URL_QUERY_SECRET.sub(rf"\1{REDACTED}", text)
     out, at = [], 0
     for http, start, end, user, password in _userinfos(text, remote):
         if remote or password:  # (a remote's: up to its "@", kept for a user name only)
-            out.append(text[at:start] + (("" if http else f"{user}@") if remote else f"{user}:***"))
+            out.append(
+                text[at:start] + (("" if http else f"{user}@") if remote else f"{user}:{REDACTED}")
+            )
             at = end + remote
     return "".join(out) + text[at:]
 
@@ -105,16 +122,19 @@ def strip_url_credentials(text: str, url: str = "") -> str:
     """``text`` (a remote's URL, a git message) as it may be printed or stored: no password
     in any URL (no user name either for http(s)), nor ``url``'s anywhere."""
     text = redact_url_passwords(text, remote=True)
+    parts = [found.group(2) for found in _query_secrets(url)]
     for http, _, _, user, password in list(_userinfos(url, remote=True))[:1]:
-        for part in (user, password) if http else (password,):
-            for form in {f for f in (part, unquote(part)) if len(f) >= 4}:
-                text = text.replace(form, REDACTED)
+        parts += (user, password) if http else (password,)
+    for form in {f for part in parts for f in (part, unquote(part)) if len(f) >= 4}:
+        text = text.replace(form, REDACTED)
     return text
 
 
 def url_passwords(text: str) -> set[str]:
-    """The passwords of the URLs in ``text``, as written and percent-decoded."""
+    """The passwords of the URLs in ``text`` and the credentials in their queries, as written
+    and percent-decoded."""
     found = [password for *_, password in _userinfos(text) if password]
+    found += [query.group(2) for query in _query_secrets(text)]
     return set(found) | {unquote(p) for p in found}
 
 
@@ -184,22 +204,27 @@ def redact_value(value: Any) -> Any:
 
 
 def holds_secret(data: bytes) -> bool:
-    """Whether serialized ``data`` holds a known secret or a URL with a password (the
-    cheap check on every node written; :func:`redact_shown` masks what it finds)."""
+    """Whether serialized ``data`` holds a known secret or a URL with a password or a
+    credential in its query (the cheap check on every node written; :func:`redact_shown`
+    masks what it finds)."""
     return may_contain_secret(data) or bool(_password_spans(data))
 
 
 def _password_spans(data: bytes) -> list[tuple[int, int]]:
-    """Where the password of each URL in serialized ``data`` is."""
-    found = _URL_USERINFO_BYTES.finditer(data) if b"://" in data else ()
+    """Where the password of each URL in serialized ``data`` is, and each credential in a
+    URL's query."""
+    if b"://" not in data:
+        return []
+    found = _URL_USERINFO_BYTES.finditer(data)
     spans = [(data.find(b":", m.start(2), m.end(2)) + 1, m.end(2)) for m in found]
+    spans += [m.span(2) for m in _URL_QUERY_SECRET_BYTES.finditer(data)]
     return [(start, end) for start, end in spans if 0 < start < end]  # (no ":": -1 + 1)
 
 
 def mask_binary(data: bytes) -> bytes:
     """``data`` (a binary buffer: a widget's bytes) with every known secret and every URL's
-    password in it overwritten by as many ``*``: its length and offsets stay, so a binary
-    format around the text stays readable."""
+    password (and query credential) in it overwritten by as many ``*``: its length and
+    offsets stay, so a binary format around the text stays readable."""
     if not holds_secret(data):
         return data
     out = bytearray(data)
