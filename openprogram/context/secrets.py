@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 from urllib.parse import quote, quote_plus, unquote
 
@@ -284,6 +284,35 @@ def redact_key_like(text: str) -> str:
     from openprogram.context.shapes import redact_shapes
 
     return redact_shapes(redact_url_passwords(KEY_LIKE.sub(REDACTED, text)))
+
+
+# a credential on a command line (an MCP server's): the value of a flag whose name says so
+# (``--token V``, ``--api-key=V``, ``-auth V``) and a bearer token (``-H "…: Bearer V"``)
+_FLAG_NAME = r"--?[\w.-]*(?:token|key|secret|passw|auth)[\w.-]*"
+CLI_SECRET: Final = re.compile(
+    rf"(?i)(?<![\w-])({_FLAG_NAME}(?:=|\s+)|\bbearer\s+)(?!-)([^\s\"',;]+)"
+)
+
+
+def command_secrets(words: Sequence[str]) -> set[str]:
+    """The credentials on the command line ``words`` (:data:`CLI_SECRET`), and the value
+    of a ``NAME: VALUE`` header whose name is a credential's (``X-Api-Key: V``)."""
+    found = set()
+    for word, after in zip(words, [*words[1:], ""], strict=False):
+        if re.fullmatch(_FLAG_NAME, word, re.IGNORECASE) and not after.startswith("-"):
+            found.add(after)  # --token V
+        found |= {value for _, value in CLI_SECRET.findall(word)}  # --token=V, Bearer V
+        name, colon, value = word.partition(":")
+        if colon and is_secret_key(name.strip()):
+            found.add(value.strip())
+    return found - {""}
+
+
+def redact_command(text: str, words: Sequence[str]) -> str:
+    """``text`` (the command line ``words``, what its program said) with the credentials
+    the command line holds masked, wherever they are, and :func:`redact_secrets`."""
+    text = CLI_SECRET.sub(rf"\1{REDACTED}", text)
+    return redact_secrets(_mask(text, {v for v in command_secrets(words) if len(v) >= 4}))
 
 
 def without_home(text: str, home: str | None = None) -> str:
