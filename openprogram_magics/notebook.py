@@ -117,7 +117,7 @@ def parse_metadata(
     remote = value.get("remote")  # checked when used: only an explicit push/pull reads it
     if not (isinstance(remote, str) and 0 < len(remote) <= MAX_REMOTE_CHARS):
         remote = None
-    elif "@" in remote:  # a token an older file kept in the URL goes no further
+    elif "@" in remote or "=" in remote:  # a token an older file kept in the URL goes no further
         from openprogram.store.session.remotes import redact_url
 
         remote = redact_url(remote)

@@ -1,7 +1,7 @@
 """A tiny MCP server (the SDK's ``MCPServer``, FastMCP's successor) for the MCP tests:
-``echo`` answers, ``die`` ends the process mid-call, ``hang`` never answers, ``fail``
-answers with an error.  Run as ``python tests/mcp_flaky_server.py`` (stdio), or with
-``--http PORT`` to serve streamable HTTP at ``http://127.0.0.1:PORT/mcp``."""
+``echo`` answers, ``die`` ends the process mid-call (saying its arguments), ``hang``
+never answers, ``fail`` answers with an error.  Run as ``python tests/mcp_flaky_server.py``
+(stdio), or with ``--http PORT`` to serve streamable HTTP at ``http://127.0.0.1:PORT/mcp``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def echo(text: str) -> str:
 @app.tool()
 def die() -> str:
     """End the server's process in the middle of the call."""
-    print("flaky: dying on purpose", file=sys.stderr, flush=True)
+    print("flaky: dying on purpose", *sys.argv[1:], file=sys.stderr, flush=True)  # (its token)
     os._exit(3)
 
 

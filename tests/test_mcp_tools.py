@@ -236,6 +236,33 @@ def test_a_server_that_echoes_its_token_as_it_dies_is_shown_masked(
     assert token not in str(caught.value)
 
 
+def test_a_token_on_a_servers_command_line_is_in_no_listing_error_or_node() -> None:
+    """A token given to a server only on its command line (not in the environment): a real
+    server that says its arguments on stderr as it dies mid-call; the error line the tool
+    node keeps, the session's nodes and the server's listing hold none of it."""
+    token, bearer, key = "cli-TOKEN-" + "0123456789", "cli-BEARER-" + "0123456789", "k-4242"
+    flaky = HERE / "mcp_flaky_server.py"
+    header = f"Authorization: Bearer {bearer}"
+    args = ("--token", token, "--header", header, f"--api-key={key}", "--local-timezone", "UTC")
+    spec = ServerSpec("flaky", command=(sys.executable, str(flaky), *args))
+    assert spec.shown.endswith(
+        "--token *** --header 'Authorization: Bearer ***' --api-key=*** --local-timezone UTC"
+    )
+    rt = runtime(scripted(("die", {})), [spec])
+    try:
+        with session_context() as s:
+            assert rt.exec("Try it.", tools=rt.mcp_tools()) == "done"
+        [died] = tool_nodes(s.session_id)
+        error = died.metadata["error"]
+        assert "dying on purpose --token *** --header Authorization: Bearer ***" in error, error
+        assert "--api-key=*** --local-timezone UTC" in error, error
+        nodes = str(default_db().open(s.session_id).nodes())
+        for secret in (token, bearer, key):
+            assert secret not in error and secret not in nodes, secret
+    finally:
+        rt.mcp.stop()
+
+
 # -- chat turns, approvals, %openprogram call -----------------------------------------------------
 def test_a_chat_turn_offers_the_runtimes_mcp_tools_and_the_approval_rules_apply() -> None:
     rt = runtime(scripted(("echo", {"text": "hi"}), answer="asked"), [FLAKY])

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from wsgiref.simple_server import make_server
 
 import nbformat
@@ -25,6 +26,7 @@ from git_servers import _Quiet, _Threading, http_backend_app
 from openprogram.store.session.store import SessionStore
 from openprogram_magics.headless import run_notebook
 from openprogram_magics.notebook import parse_metadata
+from tests.test_magics import ipython_dir, shell  # noqa: F401  (fixtures)
 from tests.test_secret_outputs import leaks_in_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,3 +167,98 @@ def test_a_password_holding_a_quote_hash_or_space_is_printed_and_recorded_nowher
     store.close()
     assert all(f"127.0.0.1:{port}/x.git" in text for text in said), said
     assert not any(part in text for text in said for part in ("Hunter2", "Secret")), said
+
+
+def test_a_password_after_a_user_name_holding_an_at_is_masked_shown_and_dropped_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One rule reads a URL's credentials to its last ``@`` before the host (as urllib and
+    git do), for what is shown and for a remote alike: the password after the user name
+    ``ada@corp.example`` is masked in an output and known from the environment."""
+    from openprogram.context.secrets import (
+        mask_binary,
+        redact_secrets,
+        redact_url_passwords,
+        refresh_secrets,
+    )
+    from openprogram.store.session.remotes import redact_url
+
+    password = "Proxy-" + "Passw0rd" + "-42"
+    url = f"http://ada@corp.example:{password}@127.0.0.1:9/v1"
+    monkeypatch.setenv("HTTPS_PROXY", url)  # no credential by its name: by its URL
+    refresh_secrets()
+    assert redact_secrets(f"proxy refused {password}") == "proxy refused ***"
+    assert redact_url_passwords(f"via {url}.") == "via http://ada@corp.example:***@127.0.0.1:9/v1."
+    assert password.encode() not in mask_binary(f"\0{url}\0".encode())
+    assert redact_url(url) == "http://127.0.0.1:9/v1"
+
+
+def refused_port() -> int:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "private_token",
+        "access_token",
+        "Token",
+        "api_key",
+        "APIKEY",
+        "key",
+        "password",
+        "secret",
+        "sig",
+        "signature",
+        "X-Amz-Signature",
+        "x-amz-credential",
+    ],
+)
+def test_a_token_in_the_query_is_printed_and_recorded_nowhere(tmp_path: Path, name: str) -> None:
+    """``https://host/x.git?private_token=…`` (GitLab's way): git quotes the URL, query and
+    all, when it cannot reach it; our message and what a notebook records keep the
+    parameter's name and mask its value, as they do a password (real git)."""
+    from openprogram.errors import SyncError
+    from openprogram.sharing import check_url, record_remote
+    from openprogram.store.session.sync import pull, push
+    from tests.test_untrusted_git import one_turn
+
+    port = refused_port()
+    url = check_url(f"https://127.0.0.1:{port}/x.git?ref=main&{name}={TOKEN}", from_notebook=False)
+    shown = f"https://127.0.0.1:{port}/x.git?ref=main&{name}=***"
+    assert record_remote(url, tmp_path) == shown
+    one_turn("s1", "one", tmp_path / "home")
+    store = SessionStore(tmp_path / "home")
+    said = []
+    for send in (push, pull):
+        with pytest.raises(SyncError) as failed:
+            send(store, "s1", url, "https")
+        said.append(str(failed.value))
+    store.close()
+    assert all(shown in text for text in said), said
+    assert not any(TOKEN[4:12] in text for text in said), said
+    old = parse_metadata({"session_id": "nb_x", "remote": url})  # an older notebook's
+    assert old is not None and old.remote == shown
+
+
+def test_a_push_to_a_url_with_a_query_token_leaves_it_in_no_message_node_or_notebook(
+    shell: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The user's path: ``%openprogram push URL?private_token=…`` in a notebook, to a
+    server that cannot be reached."""
+    from IPython.core.error import UsageError
+
+    monkeypatch.setenv("OPENPROGRAM_HOME", str(tmp_path / "home"))
+    shell.run('%%openprogram\ntriage("the app crashes")')
+    url = f"https://127.0.0.1:{refused_port()}/team.git?private_token={TOKEN}"
+    result = shell.run(f"%openprogram push {url}", error=UsageError)
+    said = str(result.error_in_exec)
+    assert "push to https://127.0.0.1:" in said and "/team.git?private_token=***" in said, said
+    assert TOKEN[4:12] not in said
+    meta = shell.magics.current_meta()
+    assert meta is not None and TOKEN[4:12] not in json.dumps(meta.to_json())
+    assert leaks_in_files(tmp_path / "home", TOKEN[4:12]) == []  # nodes, live.db, git objects

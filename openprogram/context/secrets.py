@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 # a key is secret when one of its ``_``/``-``/``.`` separated words is one of these, or it
 # ends with ``api_key`` / ``apikey``; counts such as ``max_tokens`` are not credentials
@@ -68,34 +68,74 @@ def is_secret_env(name: str) -> bool:
     return bool(words) and (words[-1] in ENV_SECRET_ENDINGS or words[-1].endswith("token"))
 
 
-# ``scheme://user:password@``: the password (group 2, to the last ``@`` before the host, as
-# urllib and httpx read an unencoded one) goes wherever the URL is shown; the scheme is
-# bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of its word
-# boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
-URL_PASSWORD: Final = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s/:@\"'<>]*):([^\s/\"'<>]+)@"
+# ``scheme://userinfo@``: the userinfo runs to the last ``@`` before the host (as urllib, httpx
+# and git read an unencoded password); in text it also ends at a space, a quote or ``<>``, in a
+# remote's URL only at ``/`` or a line's end (git sends a password holding a quote or a space).
+# The scheme is bounded: unbounded, a long run like "a.b.c.d…" is scanned again from each of
+# its word boundaries (quadratic: seconds per kernel message of 100 KB holding a URL)
+URL_USERINFO: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,63})://([^\s/\"'<>]*)@")
+_URL_USERINFO_BYTES: Final = re.compile(URL_USERINFO.pattern.encode())
+_IN_REMOTE: Final = {  # what ends a userinfo in text and not in a remote's URL
+    c: 0 for c in range(0x3001) if chr(c) in "\"'<>" or (chr(c).isspace() and c not in (10, 13))
+}
+# a credential in a URL's query string (``?private_token=…``, ``&X-Amz-Signature=…``): its
+# value (group 2) is masked wherever a URL's password is
+URL_QUERY_SECRET: Final = re.compile(
+    r"(?i)([?&;](?:private_token|access_token|token|api_?key|key|password|secret|sig|signature"
+    r"|x-amz-signature|x-amz-credential)=)([^&#\s\"'<>]+)"
 )
-_URL_PASSWORD_BYTES: Final = re.compile(URL_PASSWORD.pattern.encode())
+_URL_QUERY_SECRET_BYTES: Final = re.compile(URL_QUERY_SECRET.pattern.encode())
 
 
-def redact_url_passwords(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ``***``
-    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``)."""
+def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int, str, str]]:
+    """Each URL's userinfo in ``text``: whether http(s), its span, user name and password."""
     if "://" not in text or "@" not in text:
-        return text
-    return URL_PASSWORD.sub(rf"\1:{REDACTED}@", text)
+        return
+    for found in URL_USERINFO.finditer(text.translate(_IN_REMOTE) if remote else text):
+        user, _, password = text[found.start(2) : found.end(2)].partition(":")
+        yield found.group(1).lower() in ("http", "https"), *found.span(2), user, password
+
+
+def _query_secrets(text: str) -> list[re.Match[str]]:
+    """The credentials in the query strings of the URLs in ``text``."""
+    return list(URL_QUERY_SECRET.finditer(text)) if "://" in text and "=" in text else []
+
+
+def redact_url_passwords(text: str, remote: bool = False) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``
+    (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``), and a credential in its
+    query (``?private_token=***``); ``remote``: the password dropped, and the user name of an
+    http(s) URL too (often a token: ``https://host/v1``)."""
+    if _query_secrets(text):
+        text = URL_QUERY_SECRET.sub(rf"\1{REDACTED}", text)
+    out, at = [], 0
+    for http, start, end, user, password in _userinfos(text, remote):
+        if remote or password:  # (a remote's: up to its "@", kept for a user name only)
+            out.append(
+                text[at:start] + (("" if http else f"{user}@") if remote else f"{user}:{REDACTED}")
+            )
+            at = end + remote
+    return "".join(out) + text[at:]
+
+
+def strip_url_credentials(text: str, url: str = "") -> str:
+    """``text`` (a remote's URL, a git message) as it may be printed or stored: no password
+    in any URL (no user name either for http(s)), nor ``url``'s anywhere."""
+    text = redact_url_passwords(text, remote=True)
+    parts = [found.group(2) for found in _query_secrets(url)]
+    for http, _, _, user, password in list(_userinfos(url, remote=True))[:1]:
+        parts += (user, password) if http else (password,)
+    for form in {f for part in parts for f in (part, unquote(part)) if len(f) >= 4}:
+        text = text.replace(form, REDACTED)
+    return text
 
 
 def url_passwords(text: str) -> set[str]:
-    """The passwords of the URLs in ``text``, as written and percent-decoded."""
-    if "://" not in text or "@" not in text:
-        return set()
-    from urllib.parse import unquote
-
-    found = set()
-    for match in URL_PASSWORD.finditer(text):
-        found |= {match.group(2), unquote(match.group(2))}
-    return found
+    """The passwords of the URLs in ``text`` and the credentials in their queries, as written
+    and percent-decoded."""
+    found = [password for *_, password in _userinfos(text) if password]
+    found += [query.group(2) for query in _query_secrets(text)]
+    return set(found) | {unquote(p) for p in found}
 
 
 MIN_SECRET = 8  # shorter values are not treated as secrets (too many false matches)
@@ -164,17 +204,27 @@ def redact_value(value: Any) -> Any:
 
 
 def holds_secret(data: bytes) -> bool:
-    """Whether serialized ``data`` holds a known secret or a URL with a password (the
-    cheap check on every node written; :func:`redact_shown` masks what it finds)."""
-    return may_contain_secret(data) or (
-        b"://" in data and _URL_PASSWORD_BYTES.search(data) is not None
-    )
+    """Whether serialized ``data`` holds a known secret or a URL with a password or a
+    credential in its query (the cheap check on every node written; :func:`redact_shown`
+    masks what it finds)."""
+    return may_contain_secret(data) or bool(_password_spans(data))
+
+
+def _password_spans(data: bytes) -> list[tuple[int, int]]:
+    """Where the password of each URL in serialized ``data`` is, and each credential in a
+    URL's query."""
+    if b"://" not in data:
+        return []
+    found = _URL_USERINFO_BYTES.finditer(data)
+    spans = [(data.find(b":", m.start(2), m.end(2)) + 1, m.end(2)) for m in found]
+    spans += [m.span(2) for m in _URL_QUERY_SECRET_BYTES.finditer(data)]
+    return [(start, end) for start, end in spans if 0 < start < end]  # (no ":": -1 + 1)
 
 
 def mask_binary(data: bytes) -> bytes:
     """``data`` (a binary buffer: a widget's bytes) with every known secret and every URL's
-    password in it overwritten by as many ``*``: its length and offsets stay, so a binary
-    format around the text stays readable."""
+    password (and query credential) in it overwritten by as many ``*``: its length and
+    offsets stay, so a binary format around the text stays readable."""
     if not holds_secret(data):
         return data
     out = bytearray(data)
@@ -183,9 +233,8 @@ def mask_binary(data: bytes) -> bytes:
         while at != -1:
             out[at : at + len(pattern)] = b"*" * len(pattern)
             at = data.find(pattern, at + len(pattern))
-    if b"://" in data:
-        for found in _URL_PASSWORD_BYTES.finditer(data):
-            out[found.start(2) : found.end(2)] = b"*" * (found.end(2) - found.start(2))
+    for start, end in _password_spans(data):
+        out[start:end] = b"*" * (end - start)
     return bytes(out)
 
 
@@ -235,6 +284,35 @@ def redact_key_like(text: str) -> str:
     from openprogram.context.shapes import redact_shapes
 
     return redact_shapes(redact_url_passwords(KEY_LIKE.sub(REDACTED, text)))
+
+
+# a credential on a command line (an MCP server's): the value of a flag whose name says so
+# (``--token V``, ``--api-key=V``, ``-auth V``) and a bearer token (``-H "…: Bearer V"``)
+_FLAG_NAME = r"--?[\w.-]*(?:token|key|secret|passw|auth)[\w.-]*"
+CLI_SECRET: Final = re.compile(
+    rf"(?i)(?<![\w-])({_FLAG_NAME}(?:=|\s+)|\bbearer\s+)(?!-)([^\s\"',;]+)"
+)
+
+
+def command_secrets(words: Sequence[str]) -> set[str]:
+    """The credentials on the command line ``words`` (:data:`CLI_SECRET`), and the value
+    of a ``NAME: VALUE`` header whose name is a credential's (``X-Api-Key: V``)."""
+    found = set()
+    for word, after in zip(words, [*words[1:], ""], strict=False):
+        if re.fullmatch(_FLAG_NAME, word, re.IGNORECASE) and not after.startswith("-"):
+            found.add(after)  # --token V
+        found |= {value for _, value in CLI_SECRET.findall(word)}  # --token=V, Bearer V
+        name, colon, value = word.partition(":")
+        if colon and is_secret_key(name.strip()):
+            found.add(value.strip())
+    return found - {""}
+
+
+def redact_command(text: str, words: Sequence[str]) -> str:
+    """``text`` (the command line ``words``, what its program said) with the credentials
+    the command line holds masked, wherever they are, and :func:`redact_secrets`."""
+    text = CLI_SECRET.sub(rf"\1{REDACTED}", text)
+    return redact_secrets(_mask(text, {v for v in command_secrets(words) if len(v) >= 4}))
 
 
 def without_home(text: str, home: str | None = None) -> str:

@@ -23,7 +23,12 @@ from collections.abc import Coroutine
 from typing import Any, TextIO
 
 from openprogram.agentic_programming.mcp.spec import ServerSpec
-from openprogram.context.secrets import redact_secrets
+from openprogram.context.secrets import (
+    command_secrets,
+    redact_command,
+    register_secret,
+    url_passwords,
+)
 from openprogram.errors import McpServerError
 
 STOP_WAIT_S = 15.0  # the SDK's own shutdown is bounded (stdin close, SIGTERM, SIGKILL): ~5 s
@@ -42,6 +47,8 @@ class McpServer:
 
     def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
+        for value in command_secrets(spec.command) | url_passwords(spec.url or ""):
+            register_secret(value)  # masked wherever it may show: nodes, outputs, messages
         self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -202,13 +209,14 @@ class McpServer:
 
     def _why(self, exc: BaseException) -> str:
         """One line: the error's innermost message, and the server's last stderr line (a
-        server may echo the token it was given), credentials masked."""
+        server may echo the token it was given, or its command line), credentials masked."""
         while getattr(exc, "exceptions", None):  # a task group's: the first one inside
             exc = exc.exceptions[0]  # type: ignore[attr-defined]
         said = str(exc).strip().splitlines()
         why = said[-1] if said else type(exc).__name__
         last = self._stderr_tail()
-        return redact_secrets(f"{why} (it said: {last})" if last and last not in why else why)
+        line = f"{why} (it said: {last})" if last and last not in why else why
+        return redact_command(line, self.spec.command)
 
     def _stderr_tail(self) -> str:
         log = self._errlog

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openprogram.context.secrets import redact_secrets, redact_url_passwords
+from openprogram.context.secrets import redact_command, redact_url_passwords
 from openprogram.errors import UserError
 
 DEFAULT_TIMEOUT_S = 30.0  # how long one call may take before it ends the call
@@ -54,10 +54,10 @@ class ServerSpec:
     @property
     def shown(self) -> str:
         """What the server is, for a listing and errors (a URL without its query or its
-        password: they may hold a token)."""
+        password, a command line without its credentials: they may hold a token)."""
         if self.url is not None:
             return redact_url_passwords(self.url.split("?", 1)[0])
-        return redact_secrets(shlex.join(self.command))
+        return redact_command(shlex.join(self.command), self.command)
 
 
 def parse_assignment(text: str) -> ServerSpec:

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
+from openprogram.context.secrets import strip_url_credentials
 from openprogram.errors import SyncError
 from openprogram.store.session.files import MAX_ID_LENGTH, loads, read_bytes, validate_session_id
 from openprogram.store.session.history import MAIN_REF, read_ref
@@ -42,33 +42,7 @@ def url_scheme(url: str) -> str:
     return "ssh" if _SCP.fullmatch(url) and not path else "file"
 
 
-# ``scheme://userinfo@`` anywhere in a text: the last ``@`` on the line before a ``/`` ends
-# it, whatever the userinfo holds (git sends a password with a quote, a space or ``#``); some
-# text after a URL without a path may go with it, a password never stays
-_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*)://([^/\r\n]*)@")
-_HTTP_SCHEMES = ("http", "https")
-
-
-def _strip_userinfo(match: re.Match[str]) -> str:
-    scheme, userinfo = match.group(1), match.group(2)
-    if scheme.lower() in _HTTP_SCHEMES:  # the user name of an http(s) URL is often a token
-        return f"{scheme}://"
-    return f"{scheme}://{userinfo.split(':', 1)[0]}@"  # ssh://user@: only a password goes
-
-
-def redact_url(text: str, url: str = "") -> str:
-    """``text`` (a URL, a message) as it may be printed or stored: no password in any URL (no
-    user name either for http(s), where it is often a token), nor ``url``'s anywhere."""
-    text = _USERINFO.sub(_strip_userinfo, text)
-    match = _USERINFO.match(url) if url else None
-    if match is not None:
-        user, _, password = match.group(2).partition(":")
-        secret = (user, password) if match.group(1).lower() in _HTTP_SCHEMES else (password,)
-        for part in secret:
-            for form in {part, unquote(part)}:
-                if len(form) >= 4 and form in text:
-                    text = text.replace(form, "***")
-    return text
+redact_url = strip_url_credentials  # no password nor http(s) user name in a URL or message
 
 
 def git_fail(what: str, result: subprocess.CompletedProcess[bytes], url: str = "") -> SyncError:
