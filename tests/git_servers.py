@@ -1,5 +1,6 @@
-"""Real git servers on 127.0.0.1 for the sharing tests: ``git daemon`` and smart HTTP
-(``git http-backend`` run as CGI behind a small WSGI server that requires a password)."""
+"""Real git servers on 127.0.0.1 for the sharing tests: ``git daemon``, smart HTTP
+(``git http-backend`` run as CGI behind a small WSGI server that requires a password) and
+dumb HTTP (plain files)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -113,6 +116,27 @@ def http_backend_app(root: Path, user: str, password: str) -> Any:
 def smart_http(root: Path, user: str, password: str) -> Iterator[str]:
     """Serve ``root`` over smart HTTP on 127.0.0.1; yields ``http://127.0.0.1:PORT``."""
     server = make_server("127.0.0.1", 0, http_backend_app(root, user, password), _Threading, _Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def dumb_http(root: Path) -> Iterator[str]:
+    """``python -m http.server``'s handler serving the files under ``root`` on 127.0.0.1 (git's
+    dumb HTTP once ``git update-server-info`` ran); yields ``http://127.0.0.1:PORT``."""
+    handler = partial(_QuietFiles, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,8 +1,8 @@
 """What arrives, before it joins a session: the caps on a pack counted as it streams to
 ``git index-pack --strict`` (git checks each object, not how much they inflate to: a delta
 bomb is refused before git inflates it), bundle headers, the quarantine's spare kept for
-the next pull, and the check of what arrived: its caps, refs and session layout (decision
-0063).
+the next pull, a fetch over git's dumb HTTP refused, and the check of what arrived: its
+caps, refs and session layout (decision 0063).
 """
 
 from __future__ import annotations
@@ -355,6 +355,30 @@ def is_skeleton(path: Path) -> bool:
     if not is_real_dir(path) or _walk(path) != _EXPECTED:
         return False
     return all(holds(path / rel, content) for rel, content in _FILES.items())
+
+
+# -- how a fetch came -----------------------------------------------------------------------------
+PACKETS = "openprogram-packets"  # in a quarantine's .git: the lines of git's protocol a fetch read
+
+
+def traced(quarantine: Path) -> dict[str, str]:
+    """The environment that has a fetch write the lines of git's protocol into ``quarantine``."""
+    return {"GIT_TRACE_PACKET": os.path.abspath(quarantine / ".git" / PACKETS)}
+
+
+def refuse_dumb(quarantine: Path, shown: str, *, spoken: bool) -> None:
+    """:class:`SyncError` when a fetch came over git's dumb HTTP (plain files git never checks):
+    loose objects (never adopted) or, ``spoken`` (not a path: a bundle), no protocol line read."""
+    git_dir = quarantine / ".git"
+    loose = any(any(fan.iterdir()) for fan in (git_dir / "objects").glob("[0-9a-f][0-9a-f]"))
+    unheard = spoken  # (no trace written: none read)
+    with suppress(OSError), (git_dir / PACKETS).open("rb") as trace:
+        unheard = spoken and b" packet: " not in trace.read(1 << 12)
+    if loose or unheard:
+        raise SyncError(
+            f"refused: {shown} serves plain files (git's dumb HTTP), whose objects git does not "
+            "check; nothing pulled (serve it with git's smart HTTP, git http-backend, or ssh)"
+        )
 
 
 # -- the check of what arrived ------------------------------------------------------------------

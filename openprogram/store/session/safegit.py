@@ -131,13 +131,18 @@ def git_dir_of(repo: Path) -> Path:
 
 
 def git_command(
-    repo: Path, *args: str, network: str | None = None, sanitize: bool = True
+    repo: Path,
+    *args: str,
+    network: str | None = None,
+    sanitize: bool = True,
+    env: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of :func:`run_git` (for a caller that streams to git)."""
+    """The argv and environment of :func:`run_git` (for a caller that streams to git),
+    ``env`` added to the fixed environment."""
     git_dir = git_dir_of(repo)
     if sanitize:
         make_safe(git_dir)
-    env = git_env(network=network) | {"GIT_DIR": str(git_dir)}  # no work tree: a session has none
+    env = git_env(network=network) | (env or {}) | {"GIT_DIR": str(git_dir)}  # no work tree
     return git_argv(*args, network=network is not None), env
 
 
@@ -148,10 +153,11 @@ def run_git(
     check: bool = True,
     network: str | None = None,
     sanitize: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git args`` on ``repo`` safely (made safe first unless ``sanitize=False``: a
     repository made in this operation), ``GIT_DIR`` fixed, output captured."""
-    argv, env = git_command(repo, *args, network=network, sanitize=sanitize)
+    argv, env = git_command(repo, *args, network=network, sanitize=sanitize, env=env)
     stdin = None if input is not None else subprocess.DEVNULL
     return subprocess.run(
         argv, cwd=repo, env=env, input=input, stdin=stdin, capture_output=True, check=check

@@ -243,11 +243,13 @@ def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Rece
             quarantine, "-c", "fetch.unpackLimit=1", "-c", f"core.alternateRefsCommand={NO_REFS}",
             "fetch", "--no-tags", "--no-write-fetch-head", *_other_side(url, "upload-pack"),
             "--", url, f"+{ref}:{INCOMING}", check=False, network=protocols,
+            env=incoming.traced(quarantine),
         )  # fmt: skip
         if fetched.returncode != 0:
             if b"couldn't find remote ref" in fetched.stderr:
                 raise SyncError(f"{shown} has no session {session_id} ({ref})")
             raise remotes.git_fail(f"fetching {ref} from {shown} failed", fetched, url)
+        incoming.refuse_dumb(quarantine, shown, spoken=remotes.url_scheme(url) != "file")
         found = read_ref(quarantine / ".git", INCOMING)
         if found is None:
             raise SyncError(f"fetching {ref} from {shown} brought no commit")
