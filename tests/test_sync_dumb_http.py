@@ -5,6 +5,7 @@ would name a commit the session lacks.  Real git, a real HTTP server on 127.0.0.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from test_sync import bare, git, state, turns
 from openprogram.errors import SyncError
 from openprogram.store.session import incoming
 from openprogram.store.session.store import SessionStore
-from openprogram.store.session.sync import pull, push
+from openprogram.store.session.sync import export_bundle, pull, push
 
 REFUSED = r"plain files \(git's dumb HTTP\).*nothing pulled.*smart HTTP, git http-backend, or ssh"
 
@@ -81,3 +82,28 @@ def test_a_packed_dumb_server_is_refused_before_its_pack_is_adopted(two, tmp_pat
             pull(carol, "s_p", url, "http")
     assert list(carol.root.iterdir()) == []
     carol.close()
+
+
+def test_a_pull_from_a_bundle_path_checks_its_objects(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """git's fetch from a bundle checks no object (a commit with a date git cannot read came
+    in); a pull given a bundle's path imports it, through ``index-pack --strict``."""
+    alice, bob = two
+    turns(alice, "s_b", "one")
+    bundle = tmp_path / "s_b.bundle"
+    export_bundle(alice, "s_b", bundle)
+    assert pull(bob, "s_b", str(bundle), "file").status == "new"
+    before, files = state(bob, "s_b"), snapshot(bob, "s_b")
+    path = alice.session_path("s_b")
+    head, tree = (git(path, "rev-parse", rev).strip() for rev in ("HEAD", "HEAD^{tree}"))
+    people = "author a <a@x> soon +0000\ncommitter c <c@x> soon +0000"
+    raw = f"tree {tree}\nparent {head}\n{people}\n\nodd\n"
+    made = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--literally", "--stdin"],
+        cwd=path, input=raw, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    git(path, "update-ref", "refs/heads/main", made)
+    export_bundle(alice, "s_b", bundle)
+    for url in (str(bundle), f"file://{bundle}"):
+        with pytest.raises(SyncError, match="badDate"):
+            pull(bob, "s_b", url, "file")
+        assert_intact(bob, "s_b", before, files)

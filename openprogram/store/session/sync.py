@@ -236,7 +236,11 @@ def push(
 
 
 def pull(store: SessionStore, session_id: str, url: str, protocols: str) -> Received:
-    """Fetch the session's ref (only that) from ``url`` into a quarantine and join it."""
+    """Fetch the session's ref (only that) from ``url`` into a quarantine and join it (a
+    bundle's path: imported, its objects checked as git's fetch of a bundle does not)."""
+    local = Path(url.removeprefix("file://"))
+    if remotes.url_scheme(url) == "file" and incoming.holds_bundle(local):
+        return import_bundle(store, local, expect_id=session_id)
     ref, shown = session_ref(session_id), remotes.redact_url(url)
     with _quarantine(store, session_id) as quarantine:
         fetched = git(  # a pack kept whatever its size (loose objects are a file each)
