@@ -26,7 +26,8 @@ from openprogram.providers.test import FunctionProvider
 from openprogram.scale import MapRun
 from openprogram.settings import current as current_settings
 from openprogram.store.session.store import SessionStore
-from openprogram.usage import Budget
+from openprogram.usage import Budget, set_price
+from openprogram.usage.prices import clear_prices
 from openprogram.usage.totals import summarize
 
 
@@ -511,3 +512,19 @@ def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None
     assert (llm.caller, stray.caller, stray.predecessor) == (top.id, top.id, llm.id)
     assert top.caller == "n_anchor" and top.metadata["item"] == 7 and "item" not in llm.metadata
     assert stray.status == "interrupted" and all(n.metadata["worker"] == "w:1" for n in nodes)
+
+
+def test_a_price_set_in_the_kernel_prices_the_items_on_other_processes(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    map_under_budget(10**6, pool, 2)  # the workers started before the price was set
+    set_price("function", 1.0, 1.0)  # $1 a million tokens, known to this process only
+    try:
+        rt = create_runtime(FunctionProvider(billed), budget=Budget(usd=1.0, per="run"))
+        with cell(rt):
+            results = openprogram.map(
+                classify, ["a", "b", "c"], executor=pool, max_in_flight=2, progress=False
+            )
+    finally:
+        clear_prices()
+    assert results == ["bug", "bug", "bug"]  # priced on the workers as here, not refused

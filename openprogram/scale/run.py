@@ -191,12 +191,13 @@ class MapRun:
         else:
             self.budget = None
         self._holds: dict[int, Hold] = {}  # remote: each item's share of the budget, held
-        self._price = None  # dollars per call, for the shares of a dollar budget
+        self._priced = None  # (model, its price here): the shares of a dollar budget
         if self.budget is not None and self.budget.usd is not None and runtime is not None:
             provider = runtime.provider
             if provider is not None:
                 vendor = getattr(provider, "vendor_endpoint", True)
-                self._price = price_of(runtime.model, provider.name, vendor_endpoint=vendor)
+                price = price_of(runtime.model, provider.name, vendor_endpoint=vendor)
+                self._priced = (runtime.model, price) if price is not None else None
         self.window = self.max_in_flight or submitter.default_in_flight()
         with _active_mu:
             _active.add(self)
@@ -374,14 +375,15 @@ class MapRun:
             allowance = None
             if self.budget is not None and self.shared.remote:  # its calls run beyond reach
                 sent_with = min(slots - len(tasks), len(self._pending) + 1)
-                hold = self.budget.share(self.writer, sent_with, self._price)
+                price = self._priced[1] if self._priced is not None else None
+                hold = self.budget.share(self.writer, sent_with, price)
                 if hold is None:  # all that is left is held: wait for the items holding it
                     self._pending.append(index)
                     if not self._holds:
                         self._budget_spent()
                     break
                 self._holds[index] = hold
-                allowance = self.budget.allowance(hold)
+                allowance = self.budget.allowance(hold, self._priced)
             tasks.append(Task(index, item, self.fn_payload, self.shared, allowance))
         if not tasks:
             return
