@@ -19,11 +19,16 @@ from openprogram import agentic_function, ask_user, create_runtime, session_cont
 from openprogram.agentic_programming.function import using_call_id
 from openprogram.agentic_programming.runtime import Runtime
 from openprogram.context.nodes import Call, make_call
+from openprogram.context.policy import estimate_tokens
 from openprogram.errors import UserError
-from openprogram.providers.base import LLMRequest
+from openprogram.providers.base import LLMRequest, LLMResponse, Usage
 from openprogram.providers.test import FunctionProvider
 from openprogram.scale import MapRun
+from openprogram.settings import current as current_settings
 from openprogram.store.session.store import SessionStore
+from openprogram.usage import Budget, set_price
+from openprogram.usage.prices import clear_prices
+from openprogram.usage.totals import summarize
 
 
 @agentic_function
@@ -252,18 +257,61 @@ def test_a_function_provider_that_cannot_be_pickled_is_named_before_anything_run
 def test_a_spent_budget_sends_no_further_item_to_other_processes(
     op_home: Path, pool: ProcessPoolExecutor
 ) -> None:
-    from openprogram.usage.budget import Budget
-
-    rt = create_runtime("test", budget=Budget(tokens=1, per="run"))
+    # the first item's share is the whole budget: its reply is cut to what is left of it
+    rt = create_runtime(FunctionProvider(billed), budget=Budget(tokens=100, per="run"))
     with cell(rt) as (s, turn):
         results = openprogram.map(
             classify, ["a", "b", "c"], executor=pool, max_in_flight=1, progress=False
         )
-    assert results[0] == "bug"  # sent before anything was spent; workers get no budget
+    assert results[0] == "bug"
     assert all(isinstance(r, CancelledError) and "budget" in str(r) for r in results[1:])
     calls = items_under(reopen(op_home, s.session_id), turn)
     assert [c.status for c in calls] == ["completed", "cancelled", "cancelled"]
-    assert "budget of 1 tokens per run is spent" in calls[1].metadata["error"]
+    assert "budget of 100 tokens per run is spent" in calls[1].metadata["error"]
+
+
+def billed(request: LLMRequest) -> LLMResponse:
+    """Replies "bug", billing the budget's own input estimate and a reply of 600 tokens, or
+    of ``max_tokens`` when that is less (as a model does)."""
+    used = Usage(estimate_tokens(request.messages), min(request.max_tokens or 600, 600))
+    return LLMResponse("bug", usage=used)
+
+
+def map_under_budget(tokens: int | None, executor: Any, window: int) -> tuple[list[str], int]:
+    """16 items classified under ``Budget(tokens, per="run")``, ``window`` at a time: what
+    each ended as (its result's type, its node's status, the error node under it) and the
+    tokens the session recorded."""
+    budget = Budget(tokens=tokens, per="run") if tokens else None
+    rt = create_runtime(FunctionProvider(billed), budget=budget)
+    items = [f"ticket {i:02d}" for i in range(16)]
+    with cell(rt) as (s, turn):
+        results = openprogram.map(
+            classify, items, executor=executor, max_in_flight=window, progress=False
+        )
+    nodes = reopen(current_settings().home, s.session_id)
+    errors = {n.caller: n.name for n in nodes if n.kind == "error"}
+    ends = [
+        f"{type(r).__name__} {c.status} {errors.get(c.id, '-')}"
+        for r, c in zip(results, items_under(nodes, turn), strict=True)
+    ]
+    return ends, summarize(nodes)["tokens"]
+
+
+def test_a_map_on_other_processes_spends_no_more_than_its_budget_as_on_threads(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    _, one = map_under_budget(None, None, 1)
+    one //= 16  # what one item spends: its input and a reply of 600 tokens
+    assert one > 600 + 14  # an input of more than 14 tokens: 30 tokens fit no call
+    tokens = 3 * one + 30  # three items, then 30 tokens that fit no call
+    local, spent_here = map_under_budget(tokens, None, 2)  # which items: as threads go
+    assert sorted(local) == ["BudgetExceeded error budget"] * 13 + ["str completed -"] * 3
+    assert spent_here == 3 * one
+    remote, spent_there = map_under_budget(tokens, pool, 2)
+    assert spent_there <= tokens  # the items in flight together held their shares
+    assert sorted(remote) == sorted(local)  # refused on its worker as on a thread
+    ample, _ = map_under_budget(10**6, pool, 2)  # shares never starve an ample budget
+    assert ample == ["str completed -"] * 16
 
 
 def test_items_see_the_earlier_turns_as_a_local_call_would_on_threads_and_a_pool(
@@ -464,3 +512,19 @@ def test_adopted_nodes_get_fresh_ids_remapped_links_and_no_open_status() -> None
     assert (llm.caller, stray.caller, stray.predecessor) == (top.id, top.id, llm.id)
     assert top.caller == "n_anchor" and top.metadata["item"] == 7 and "item" not in llm.metadata
     assert stray.status == "interrupted" and all(n.metadata["worker"] == "w:1" for n in nodes)
+
+
+def test_a_price_set_in_the_kernel_prices_the_items_on_other_processes(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    map_under_budget(10**6, pool, 2)  # the workers started before the price was set
+    set_price("function", 1.0, 1.0)  # $1 a million tokens, known to this process only
+    try:
+        rt = create_runtime(FunctionProvider(billed), budget=Budget(usd=1.0, per="run"))
+        with cell(rt):
+            results = openprogram.map(
+                classify, ["a", "b", "c"], executor=pool, max_in_flight=2, progress=False
+            )
+    finally:
+        clear_prices()
+    assert results == ["bug", "bug", "bug"]  # priced on the workers as here, not refused

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from dask_cluster import local_cluster, process_cluster
 from helpers import map_shape, reopen
-from test_scale import cell, classify, items_under, unpicklable
+from test_scale import cell, classify, items_under, map_under_budget, unpicklable
 from waiting import until
 
 import openprogram
@@ -101,6 +101,17 @@ def test_the_dask_run_writes_the_same_nodes_as_the_local_thread_run(
         reopen(op_home, local.session_id), local_turn.id
     )
     assert all(n.metadata["worker"].startswith("tcp://127.0.0.1:") for n in remote_nodes[2:])
+
+
+def test_a_dask_map_spends_no_more_than_its_budget_and_refuses_as_threads_do(
+    op_home: Path, workers: Any
+) -> None:
+    one = map_under_budget(None, None, 1)[1] // 16  # one item: its input, a 600-token reply
+    tokens = 3 * one + 30  # three items, then 30 tokens that fit no call
+    ends, spent = map_under_budget(tokens, workers, 8)  # 8 items in flight on 2 workers
+    assert spent <= tokens
+    assert sorted(ends) == ["BudgetExceeded error budget"] * 13 + ["str completed -"] * 3
+    assert map_under_budget(10**6, workers, 8)[0] == ["str completed -"] * 16
 
 
 def test_a_worker_killed_mid_run_leaves_every_item_once_and_its_lost_attempts_interrupted(

@@ -12,6 +12,11 @@ results; an attempt lost with a dead worker is recorded ``interrupted`` before i
 cluster left without any worker for the setting's time (``OPENPROGRAM_NO_WORKER_TIMEOUT``,
 see :mod:`openprogram.scale.workers`) ends the map with :class:`~openprogram.errors.ExecutorLost`
 once every item is recorded: what finished stays, the rest is interrupted or cancelled.
+
+A runtime's budget binds items on other processes as it binds threads here: each item sent
+carries its share of what is left (:meth:`~openprogram.usage.budget.Budget.share`), held
+here until its result is back, and runs under it — a call past its share is refused as a
+call past the budget is (decision 0032).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from openprogram.scale.workers import no_worker_timeout
 from openprogram.settings import NO_WORKER_TIMEOUT
 from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
+from openprogram.usage.budget import Hold
+from openprogram.usage.prices import price_of
 
 DEFAULT_THREADS = 8
 OFFLINE_PROVIDERS = ("test", "function")  # they hold no credential: they travel as they are
@@ -183,6 +190,14 @@ class MapRun:
             self.budget.spent(writer)  # counted here once; threads of this process share it
         else:
             self.budget = None
+        self._holds: dict[int, Hold] = {}  # remote: each item's share of the budget, held
+        self._priced = None  # (model, its price here): the shares of a dollar budget
+        if self.budget is not None and self.budget.usd is not None and runtime is not None:
+            provider = runtime.provider
+            if provider is not None:
+                vendor = getattr(provider, "vendor_endpoint", True)
+                price = price_of(runtime.model, provider.name, vendor_endpoint=vendor)
+                self._priced = (runtime.model, price) if price is not None else None
         self.window = self.max_in_flight or submitter.default_in_flight()
         with _active_mu:
             _active.add(self)
@@ -193,6 +208,9 @@ class MapRun:
             with _active_mu:
                 _active.discard(self)
             submitter.close()
+            if self.budget is not None:  # no share left held: later calls would wait on it
+                for hold in self._holds.values():
+                    self.budget.release(hold)
             if own_pool is not None:
                 own_pool.shutdown(wait=False, cancel_futures=True)
             self._show(final=True)
@@ -298,9 +316,7 @@ class MapRun:
             if self._ctrl_c and not self._stop.is_set():
                 self.stop()
             if self._pending and self._over_budget():
-                while self._pending:  # what runs ends; what has not started is not sent
-                    why = f"the budget of {self.budget.describe() if self.budget else ''} is spent"
-                    self._settle(self._pending.pop(), CancelledError(why))
+                self._budget_spent()
             if not cancelled and not self._stop.is_set() and stop_requested():
                 self._run_stopped = True
                 self.stop()
@@ -340,6 +356,11 @@ class MapRun:
         self._unsettled.clear()
         self._running.clear()
 
+    def _budget_spent(self) -> None:
+        why = f"the budget of {self.budget.describe() if self.budget else ''} is spent"
+        while self._pending:  # what runs ends; what has not started is not sent
+            self._settle(self._pending.pop(), CancelledError(why))
+
     def _submit(self, slots: int) -> None:
         tasks: list[Task] = []
         while self._pending and len(tasks) < slots:
@@ -351,7 +372,19 @@ class MapRun:
             except Exception as exc:
                 self._settle(index, exc, started=False)
                 continue
-            tasks.append(Task(index, item, self.fn_payload, self.shared))
+            allowance = None
+            if self.budget is not None and self.shared.remote:  # its calls run beyond reach
+                sent_with = min(slots - len(tasks), len(self._pending) + 1)
+                price = self._priced[1] if self._priced is not None else None
+                hold = self.budget.share(self.writer, sent_with, price)
+                if hold is None:  # all that is left is held: wait for the items holding it
+                    self._pending.append(index)
+                    if not self._holds:
+                        self._budget_spent()
+                    break
+                self._holds[index] = hold
+                allowance = self.budget.allowance(hold, self._priced)
+            tasks.append(Task(index, item, self.fn_payload, self.shared, allowance))
         if not tasks:
             return
         try:
@@ -408,6 +441,7 @@ class MapRun:
         """Turn what came back for ``index`` into its nodes and its place in the results
         (``started``: it was submitted, so a dead worker may have taken it down)."""
         attempt = len(self._lost.get(index, ())) + 1
+        hold = self._holds.pop(index, None)
         if isinstance(result, Outcome):
             try:
                 nodes = [Call.from_dict(d) for d in loads(result.nodes)]
@@ -424,9 +458,15 @@ class MapRun:
             )
             value, error = self._decode(result)
             self.tokens += _tokens(nodes)
+            if self.budget is not None and self.shared.remote:  # threads here counted theirs
+                for call in nodes:
+                    if call.kind == "llm":
+                        self.budget.record(self.writer, call)
         else:
             error, value = result, None
             nodes = self._failed_attempt(index, error, started=started, attempt=attempt)
+        if self.budget is not None:
+            self.budget.release(hold)  # after what it used was counted
         if error is not None:
             self.failed += 1
             self.results[index] = error
@@ -484,14 +524,11 @@ class MapRun:
             for index in range(self._next, end):
                 del self._ready[index]
             self._next = end
-        if self.budget is not None and self.shared.remote:  # threads here counted them already
-            for call in batch:
-                if call.kind == "llm":
-                    self.budget.record(self.writer, call)
 
     def _over_budget(self) -> bool:
-        """Whether the runtime's budget is spent (then no further item is sent; each call on
-        a worker of this process is also checked before it is sent)."""
+        """Whether the runtime's budget is spent (then no further item is sent; each call is
+        also checked before it is sent: on a thread here against the budget, on another
+        process against its item's share, see :meth:`_submit`)."""
         budget = self.budget
         if budget is None:
             return False
@@ -543,7 +580,7 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     if runtime is None:
         return RuntimeSpec()
     rate = runtime.requests_per_minute
-    settings = {  # not the budget: the kernel keeps it (see MapRun._over_budget)
+    settings = {  # not the budget: each task carries its item's share (MapRun._submit)
         "max_retries": runtime.max_retries,
         "backoff": runtime.backoff,
         "gate_attempts": runtime.gate_attempts,

@@ -14,6 +14,7 @@ which hold none, travel as they are).
 from __future__ import annotations
 
 import contextvars
+import copy
 import os
 import pickle
 import socket
@@ -30,6 +31,7 @@ from openprogram.providers import create_runtime
 from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
 from openprogram.store.vars import TurnState, using_turn
+from openprogram.usage.budget import Allowance
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -74,6 +76,7 @@ class Task:
     item: Any  # remote: cloudpickled bytes
     fn: Any  # remote: cloudpickled bytes
     shared: Shared
+    allowance: Allowance | None = None  # remote: its share of the map's budget
 
 
 @dataclass
@@ -106,7 +109,7 @@ def _run(task: Task, identity: tuple[str, str | None]) -> Outcome:
         state = TurnState(  # the recorder stands where the kernel's writer would
             writer=recorder,
             turn_id=shared.turn_id,
-            runtime=_runtime(shared),
+            runtime=_runtime(shared, task.allowance),
             call_id=shared.anchor,
             ask=_nobody_answers,
         )
@@ -181,10 +184,16 @@ def _seen(shared: Shared) -> list[Call]:
     return _cached(shared.token, "seen", lambda: [Call.from_dict(d) for d in loads(shared.seen)])  # type: ignore[no-any-return]
 
 
-def _runtime(shared: Shared) -> Runtime | None:
+def _runtime(shared: Shared, allowance: Allowance | None) -> Runtime | None:
+    """The map's runtime (remote: built once per worker process), under the item's share of
+    the budget when it has one (a copy: the worker's other items have theirs)."""
     if not shared.remote:
         return cast("Runtime | None", shared.runtime)
-    return cast("Runtime", _cached(shared.token, "runtime", lambda: build_runtime(shared.runtime)))
+    runtime = _cached(shared.token, "runtime", lambda: build_runtime(shared.runtime))
+    if allowance is not None:
+        runtime = copy.copy(runtime)
+        runtime.budget = allowance.budget()
+    return cast("Runtime", runtime)
 
 
 def build_runtime(spec: RuntimeSpec) -> Runtime:

@@ -73,6 +73,8 @@ class Budget:
     tokens: int | None = None  # input + output tokens
     usd: float | None = None
     per: str = "session"
+    share_of: str | None = None  # an item's share of this map budget (see Allowance)
+    priced: tuple[str, Price] | None = None  # (model, price): the kernel's, on a map's worker
     _spent: dict[tuple[str, int | None], Spent] = field(default_factory=dict, repr=False)
     _held: dict[tuple[str, int | None], list[Hold]] = field(default_factory=dict, repr=False)
     _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
@@ -92,6 +94,8 @@ class Budget:
     def describe(self) -> str:
         parts = [f"{self.tokens} tokens"] if self.tokens is not None else []
         parts += [f"${self.usd:g}"] if self.usd is not None else []
+        if self.share_of is not None:
+            return " and ".join(parts) + f" (an item's share of {self.share_of})"
         return " and ".join(parts) + f" per {self.per}"
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -145,6 +149,8 @@ class Budget:
         price = None
         if self.usd is not None:
             price = price_of(request.model, provider, vendor_endpoint=vendor_endpoint)
+            if price is None and self.priced is not None and self.priced[0] == request.model:
+                price = self.priced[1]  # set in the kernel (set_price), not in this process
             if price is None:
                 where = "" if vendor_endpoint else " at a custom base URL (unpriced there)"
                 problem = (
@@ -167,6 +173,40 @@ class Budget:
         if hold is None:
             self._refuse(writer, self.why_not_sent(spent, needed, price), caller, needed, spent)
         return room, hold
+
+    def share(self, writer: SessionNodeWriter, parts: int, price: Price | None) -> Hold | None:
+        """Hold a part of what is left beside what is spent and held, until :meth:`release`,
+        for calls made elsewhere (an item of a map run on another process, under the
+        :meth:`allowance` of the hold): an equal part among the ``parts`` items sent
+        together, but at least what one uncapped call may hold here (its reply's cap and as
+        much input; dollars at ``price``), or all that is left when that is less.  None
+        when nothing is left."""
+        spent = self.spent(writer)
+        key = self._key(writer)
+        with self._lock:
+            held = self._held.setdefault(key, [])
+            tokens, cost = 0, 0.0
+            if self.tokens is not None:
+                left = self.tokens - spent.tokens - sum(h.tokens for h in held)
+                if left <= 0:
+                    return None
+                tokens = max(left // parts, min(left, 2 * UNCAPPED_ROOM))
+            if self.usd is not None:
+                left_usd = self.usd - spent.cost - sum(h.cost for h in held)
+                if left_usd <= 0:
+                    return None
+                call = price.cost(UNCAPPED_ROOM, UNCAPPED_ROOM) if price is not None else 0.0
+                cost = max(left_usd / parts, min(left_usd, call))
+            hold = Hold(key, tokens, cost)
+            held.append(hold)
+        return hold
+
+    def allowance(self, hold: Hold, priced: tuple[str, Price] | None = None) -> Allowance:
+        """What the calls made elsewhere under ``hold`` may spend (see :meth:`share`), and
+        the model's price known here (``priced``)."""
+        tokens = hold.tokens if self.tokens is not None else None
+        usd = hold.cost if self.usd is not None else None
+        return Allowance(tokens, usd, self.describe(), priced)
 
     def release(self, hold: Hold | None) -> None:
         """The call holding ``hold`` ended (what it used is :meth:`record`-ed first)."""
@@ -197,7 +237,8 @@ class Budget:
         if spent.tokens == 0 and spent.cost == 0:
             return (
                 f"budget of {self.describe()}: the next call alone needs {wants}, more than "
-                "the whole budget, so it was not sent (raise the budget or shorten the prompt)"
+                f"the whole {'share' if self.share_of else 'budget'}, so it was not sent (raise "
+                "the budget or shorten the prompt)"
             )
         used = [f"{spent.tokens} tokens"] if self.tokens is not None else []
         left = [f"{max(0, self.tokens - spent.tokens)} tokens"] if self.tokens is not None else []
@@ -224,6 +265,21 @@ class Budget:
         )
         writer.append(node, turn_level=caller is None)
         raise BudgetExceeded(problem)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one item of a map run on another process may spend: its share of the map's
+    budget (``of`` describes it), which the kernel holds until the item's result is back.
+    The item runs under :meth:`budget`: a call that does not fit is refused as any."""
+
+    tokens: int | None
+    usd: float | None
+    of: str
+    priced: tuple[str, Price] | None = None
+
+    def budget(self) -> Budget:
+        return Budget(self.tokens, self.usd, "run", share_of=self.of, priced=self.priced)
 
 
 def usd_text(usd: float) -> str:
