@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -113,16 +113,21 @@ def http_backend_app(root: Path, user: str, password: str) -> Any:
 
 
 @contextmanager
-def smart_http(root: Path, user: str, password: str) -> Iterator[str]:
-    """Serve ``root`` over smart HTTP on 127.0.0.1; yields ``http://127.0.0.1:PORT``."""
-    server = make_server("127.0.0.1", 0, http_backend_app(root, user, password), _Threading, _Quiet)
+def serving(server: Any) -> Iterator[str]:
+    """``server`` (a socketserver on 127.0.0.1) serving in a thread; yields its base URL."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def smart_http(root: Path, user: str, password: str) -> AbstractContextManager[str]:
+    """Serve ``root`` over smart HTTP on 127.0.0.1; yields ``http://127.0.0.1:PORT``."""
+    app = http_backend_app(root, user, password)
+    return serving(make_server("127.0.0.1", 0, app, _Threading, _Quiet))
 
 
 class _QuietFiles(SimpleHTTPRequestHandler):
@@ -130,17 +135,9 @@ class _QuietFiles(SimpleHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def dumb_http(root: Path) -> Iterator[str]:
+def dumb_http(root: Path) -> AbstractContextManager[str]:
     """``python -m http.server``'s handler serving the files under ``root`` on 127.0.0.1 (git's
     dumb HTTP once ``git update-server-info`` ran); yields ``http://127.0.0.1:PORT``."""
-    handler = partial(_QuietFiles, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietFiles, directory=str(root)))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(server)

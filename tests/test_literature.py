@@ -5,7 +5,6 @@ Atom feed shaped like arXiv's, an HTML page, a PDF the test makes — parsed, re
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from git_servers import serving
 
 from openprogram import create_runtime, session_context
 from openprogram.agent.session_db import default_db
@@ -128,13 +128,8 @@ def server() -> Iterator[str]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.seen = []  # type: ignore[attr-defined]
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(httpd) as url:
+        yield url
 
 
 def test_search_arxiv_parses_the_feed_and_records_a_tool_node(server: str, op_home: Path) -> None:

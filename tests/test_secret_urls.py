@@ -147,24 +147,12 @@ def test_a_password_holding_a_quote_hash_or_space_is_printed_and_recorded_nowher
 ) -> None:
     """git sends ``alice:Hunter2'Secret`` as the credential: its messages, ours and what a
     notebook records of the remote hold no part of it (real git, a refused connection)."""
-    from openprogram.errors import SyncError
     from openprogram.sharing import check_url, record_remote
-    from openprogram.store.session.sync import pull, push
-    from tests.test_untrusted_git import one_turn
 
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = refused_port()
     url = check_url(f"https://alice:Hunter2{odd}Secret@127.0.0.1:{port}/x.git", from_notebook=False)
     assert record_remote(url, tmp_path) == f"https://127.0.0.1:{port}/x.git"
-    one_turn("s1", "one", tmp_path / "home")
-    store = SessionStore(tmp_path / "home")
-    said = []
-    for send in (push, pull):
-        with pytest.raises(SyncError) as failed:
-            send(store, "s1", url, "https")
-        said.append(str(failed.value))
-    store.close()
+    said = push_and_pull_fail(url, tmp_path)
     assert all(f"127.0.0.1:{port}/x.git" in text for text in said), said
     assert not any(part in text for text in said for part in ("Hunter2", "Secret")), said
 
@@ -199,6 +187,23 @@ def refused_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def push_and_pull_fail(url: str, tmp_path: Path) -> list[str]:
+    """What a push, then a pull, of a new one-turn session to ``url`` (unreachable) say."""
+    from openprogram.errors import SyncError
+    from openprogram.store.session.sync import pull, push
+    from tests.test_untrusted_git import one_turn
+
+    one_turn("s1", "one", tmp_path / "home")
+    store = SessionStore(tmp_path / "home")
+    said = []
+    for send in (push, pull):
+        with pytest.raises(SyncError) as failed:
+            send(store, "s1", url, "https")
+        said.append(str(failed.value))
+    store.close()
+    return said
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -220,23 +225,13 @@ def test_a_token_in_the_query_is_printed_and_recorded_nowhere(tmp_path: Path, na
     """``https://host/x.git?private_token=…`` (GitLab's way): git quotes the URL, query and
     all, when it cannot reach it; our message and what a notebook records keep the
     parameter's name and mask its value, as they do a password (real git)."""
-    from openprogram.errors import SyncError
     from openprogram.sharing import check_url, record_remote
-    from openprogram.store.session.sync import pull, push
-    from tests.test_untrusted_git import one_turn
 
     port = refused_port()
     url = check_url(f"https://127.0.0.1:{port}/x.git?ref=main&{name}={TOKEN}", from_notebook=False)
     shown = f"https://127.0.0.1:{port}/x.git?ref=main&{name}=***"
     assert record_remote(url, tmp_path) == shown
-    one_turn("s1", "one", tmp_path / "home")
-    store = SessionStore(tmp_path / "home")
-    said = []
-    for send in (push, pull):
-        with pytest.raises(SyncError) as failed:
-            send(store, "s1", url, "https")
-        said.append(str(failed.value))
-    store.close()
+    said = push_and_pull_fail(url, tmp_path)
     assert all(shown in text for text in said), said
     assert not any(TOKEN[4:12] in text for text in said), said
     old = parse_metadata({"session_id": "nb_x", "remote": url})  # an older notebook's
