@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from openprogram_magics.cells import plain
 from openprogram_magics.cells.options import cell_options
@@ -96,6 +96,17 @@ class OpenProgramMagics(Magics):
     history_failed = Bool(False, help="Later calls see the turns that failed, too.").tag(
         config=True
     )
+
+    @validate("requests_per_minute")
+    def _a_rate_a_user_may_set(self, proposal: Any) -> float:
+        """Refused as it is set (``%config`` logs why and keeps the old value)."""
+        from openprogram.agentic_programming.ratelimit import checked_rate
+        from openprogram.errors import UserError
+
+        try:
+            return checked_rate(proposal["value"], "requests_per_minute") or 0.0
+        except UserError as exc:
+            raise TraitError(str(exc)) from None
 
     def __init__(self, shell: InteractiveShell | None) -> None:
         super().__init__(shell)

@@ -334,6 +334,16 @@ def test_config_traitlets(shell: Shell) -> None:
     assert shell.magics.auto is True
 
 
+def test_a_request_rate_slower_than_one_an_hour_is_refused_as_it_is_set(
+    shell: Shell, caplog: pytest.LogCaptureFixture
+) -> None:
+    shell.run("%config OpenProgramMagics.requests_per_minute = 30")
+    shell.run("%config OpenProgramMagics.requests_per_minute = 1e-9")  # a typo for 1e9?
+    assert shell.magics.requests_per_minute == 30  # kept, as %config keeps any refused value
+    assert "requests_per_minute must be at least one request an hour" in caplog.text
+    assert shell.magics.runtime().requests_per_minute == 30
+
+
 def test_cell_magic_help(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
     doc = shell.ip.find_cell_magic("openprogram").__doc__
     assert doc is not None
