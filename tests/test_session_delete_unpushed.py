@@ -20,7 +20,7 @@ import pytest
 from test_team_authors import IDENTITY_VARS, Person
 
 from openprogram.cli import main
-from openprogram.store.session.files import forget_author
+from openprogram.store.session.records import forget_author
 from openprogram.store.session.sync import pull, push
 
 REPO = Path(__file__).resolve().parents[1]

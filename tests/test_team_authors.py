@@ -23,7 +23,7 @@ from openprogram import agentic_function
 from openprogram.cli import main
 from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
-from openprogram.store.session.files import current_author, forget_author
+from openprogram.store.session.records import current_author, forget_author
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import pull, push
 from openprogram.view import compute_layout

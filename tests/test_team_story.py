@@ -18,7 +18,7 @@ import pytest
 from test_gitmerge_team import TURN_A, TURN_B, git, notebook_without_session_commands, run_cells
 
 from openprogram.cli import main as cli_main
-from openprogram.store.session.files import forget_author
+from openprogram.store.session.records import forget_author
 from openprogram.store.session.store import SessionStore
 from openprogram_magics.headless import run_notebook
 

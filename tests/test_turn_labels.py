@@ -24,7 +24,7 @@ from openprogram.context.nodes import COMPLETED, make_call
 from openprogram.errors import UserError
 from openprogram.providers import create_runtime
 from openprogram.store.session import session_context
-from openprogram.store.session.files import forget_author
+from openprogram.store.session.records import forget_author
 from openprogram.store.session.sync import pull, push
 from openprogram.view import compute_layout
 from openprogram.view.saved import saved_view

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openprogram.store.session.files import forget_author
+from openprogram.store.session.records import forget_author
 from openprogram.store.session.store import SessionStore
 from openprogram.store.session.sync import pull, push
 from tests.test_sync import turns

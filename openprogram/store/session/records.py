@@ -9,10 +9,15 @@ itself rewritten to the escaped, redacted form, so every in-memory view is what 
 
 from __future__ import annotations
 
+import functools
+import getpass
 import os
+import re
 import socket
+import subprocess
 from collections.abc import Iterable
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 from openprogram.context.nodes import (
@@ -25,6 +30,7 @@ from openprogram.context.nodes import (
 )
 from openprogram.context.secrets import holds_secret, redact_shown
 from openprogram.store.session.files import MAX_FILE_BYTES, jsonable, loads, strict_dumps
+from openprogram.store.session.safegit import git_env
 
 _OWNER: tuple[int, str] | None = None
 
@@ -126,3 +132,82 @@ def owner_alive(owner: str) -> bool:
         pid = 0
     started = _start_time(pid) if pid > 0 else None
     return started is not None and (started == parts[2] or "0" in (started, parts[2]))
+
+
+# who runs this process: GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL, then author.*/user.* of their
+# *global* git config only (no includes, under safegit.git_env), else the login at the host
+# marked "(unverified)"
+MAX_PART = 120  # characters of a name or an email kept
+_CRUD = re.compile(r"[<>\x00-\x1f\x7f]")  # what git strips or cannot hold in an ident
+_KEYS = r"^(user|author)\.(name|email)$"
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+    verified: bool = True  # False: guessed from the login and host names
+
+    @property
+    def ident(self) -> str:
+        """``Name <email>`` as a commit's author line holds it."""
+        return f"{self.name} <{self.email}>"
+
+    def to_json(self) -> dict[str, Any]:
+        """What a turn node records as ``metadata.author`` (a new dict: the node owns it)."""
+        out: dict[str, Any] = {"name": self.name, "email": self.email}
+        if not self.verified:
+            out["unverified"] = True
+        return out
+
+
+def clean(text: str) -> str:
+    """``text`` fit for a git ident: no ``<``, ``>`` or control characters, one line."""
+    return " ".join(_CRUD.sub(" ", text).split())[:MAX_PART]
+
+
+def global_identity() -> dict[str, str]:
+    """``user.*``/``author.*`` of the user's global config files as git finds them
+    (``GIT_CONFIG_GLOBAL``, else the XDG file then ``~/.gitconfig``: later wins), their
+    includes not followed; empty when there are none or git cannot read them."""
+    env = git_env()
+    for name in ("GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME"):  # the user's, not git_env's
+        env.pop(name, None)
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    argv = ["git", "config", "--global", "--no-includes", "--get-regexp", _KEYS]
+    try:
+        result = subprocess.run(
+            argv, cwd="/", env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = result.stdout.decode("utf-8", "replace").splitlines()
+    return {key.lower(): value for key, _, value in (line.partition(" ") for line in lines)}
+
+
+@functools.cache
+def current_author() -> Author:
+    """The person running this process (read once, then cached)."""
+    name = clean(os.environ.get("GIT_AUTHOR_NAME", ""))
+    email = clean(os.environ.get("GIT_AUTHOR_EMAIL", ""))
+    if not (name and email):
+        config = global_identity()
+        name = name or clean(config.get("author.name") or config.get("user.name") or "")
+        email = email or clean(config.get("author.email") or config.get("user.email") or "")
+    email = email or clean(os.environ.get("EMAIL", ""))
+    if name and email:
+        return Author(name, email)
+    try:
+        login = clean(getpass.getuser()).replace(" ", "") or "user"
+    except (OSError, KeyError, ImportError):  # no USER/LOGNAME and no passwd entry
+        login = "user"
+    host = clean(socket.gethostname()).replace(" ", "") or "localhost"
+    return Author(f"{name or login} (unverified)", email or f"{login}@{host}", verified=False)
+
+
+forget_author = current_author.cache_clear  # read it again at the next call (tests, a new env)
+
+
+def author_record() -> dict[str, Any]:
+    return current_author().to_json()

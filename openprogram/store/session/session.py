@@ -30,8 +30,6 @@ from openprogram.store.memory import chain_after_head
 from openprogram.store.session import events
 from openprogram.store.session.files import (
     atomic_write,
-    author_record,
-    current_author,
     ensure_dir,
     jsonable,
     read_bytes,
@@ -47,7 +45,7 @@ from openprogram.store.session.index import (
 )
 from openprogram.store.session.live import LiveState
 from openprogram.store.session.queries import SessionQueries
-from openprogram.store.session.records import node_record
+from openprogram.store.session.records import author_record, current_author, node_record
 from openprogram.store.session.safegit import make_safe
 
 META_VERSION = 1

@@ -31,10 +31,11 @@ from typing import Any
 from openprogram.context.nodes import make_call
 from openprogram.errors import CorruptedFile, SessionNotFound
 from openprogram.settings import current as current_settings
-from openprogram.store.session.files import current_author, dumps, read_bytes, validate_session_id
+from openprogram.store.session.files import dumps, read_bytes, validate_session_id
 from openprogram.store.session.history import Repository
 from openprogram.store.session.index import node_relpath, read_meta
 from openprogram.store.session.live import discard, opened
+from openprogram.store.session.records import current_author
 from openprogram.store.session.safegit import init_repository, is_real_dir
 from openprogram.store.session.session import MAX_PLACE_BYTES, META_VERSION, PLACE_FILE, Session
 

@@ -23,7 +23,6 @@ from openprogram.store.session import incoming, remotes
 from openprogram.store.session.files import (
     MAX_FILE_BYTES,
     atomic_write,
-    current_author,
     loads,
     strict_dumps,
     validate_session_id,
@@ -39,7 +38,7 @@ from openprogram.store.session.history import (
 )
 from openprogram.store.session.incoming import NODE_NAME, Caps, check_history, index_pack
 from openprogram.store.session.queries import Line, other_lines, walk
-from openprogram.store.session.records import parsed
+from openprogram.store.session.records import current_author, parsed
 from openprogram.store.session.safegit import (
     INCOMING,
     QUARANTINE_PREFIX,
