@@ -87,8 +87,9 @@ def same_ids(
     A cell takes the id of the base cell it matches (same type and source; else the cell at
     its place between matched ones); the base's cells take the ids of the side cells they
     match (ours first), so a side's ids made on its own upgrade agree with the other's.  A
-    cell only a side has keeps its id, else takes that of the same cell the other side added,
-    else a new one.  Returns a note when it gave ids, else nothing.
+    cell only a side has keeps its id, else gets a new one that no other cell has (two
+    sides adding the same text are two cells, as between two 4.4 versions).  Returns a note
+    when it gave ids, else nothing.
     """
     b, o, t = (_cells(nb) if isinstance(nb, dict) else [] for nb in (base, ours, theirs))
     if not (usable_ids(o) or usable_ids(t)) or usable_ids(b, o, t):
@@ -108,16 +109,17 @@ def same_ids(
         if shared and usable_ids(side):
             continue
         matched = {j: i for i, j in _aligned(b, side).items()}
-        taken = set(base_ids)
-        ids = []
+        taken = {*base_ids, *(c.get("id") for c in other)}  # an added cell is never theirs
+        ids: list[str] = []
         for j, cell in enumerate(side):
             if j in matched:
                 ids.append(base_ids[matched[j]])
                 continue
-            twins = [c.get("id") for c in other if _key(c) == _key(cell)]
-            found = [i for i in (cell.get("id"), *twins) if isinstance(i, str) and i]
-            free = [i for i in found if i not in taken and i not in ids]
-            ids.append(free[0] if free else _new_id(cell, taken | set(ids)))
+            own = cell.get("id")
+            if isinstance(own, str) and own and own not in taken and own not in ids:
+                ids.append(own)
+            else:
+                ids.append(_new_id(cell, taken | set(ids)))
         for cell, cid in zip(side, ids, strict=True):
             cell["id"] = cid
     minors = [nb.get("nbformat_minor") for nb in (base, ours, theirs) if isinstance(nb, dict)]

@@ -349,6 +349,14 @@ def edits(cells: list[Any]) -> None:
     cells[1]["source"] += "  # edited"
 
 
+def inserts_a_look(cells: list[Any]) -> None:
+    cells.insert(1, nbformat.v4.new_code_cell("df.head()"))
+
+
+def appends_a_look(cells: list[Any]) -> None:
+    cells.append(nbformat.v4.new_code_cell("df.head()"))
+
+
 @pytest.mark.parametrize(
     ("bob", "ann", "ann_upgrades_too"),
     [
@@ -356,6 +364,7 @@ def edits(cells: list[Any]) -> None:
         (appends_too, appends, False),  # was: every cell in one block (nbdime's KeyError)
         (None, edits, False),  # was: a conflict on the cells (nbdime)
         (None, appends, True),  # both upgraded, each with its own random ids (was: one block)
+        (inserts_a_look, appends_a_look, False),  # one text added in two places: two cells
     ],
 )
 @pytest.mark.parametrize("how", ["merge", "rebase"])
