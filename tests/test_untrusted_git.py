@@ -433,3 +433,29 @@ def test_a_planted_commit_graph_cuts_no_history(op_home: Path, tmp_path: Path) -
     assert int(plain.stdout) == 2  # the planted file is what git reads, unless told not to
     assert unpushed_turns(folder).turns == 3
     assert len(commit_log(folder)) == commits
+
+
+def test_refs_nested_past_what_a_path_can_name_are_one_line(op_home: Path) -> None:
+    """A folder under ``refs/`` nested past PATH_MAX (no ref of git's or ours is) cannot be
+    checked for links: every command refuses the session in one line, nothing changed."""
+    one_turn("s1", "first", op_home)
+    folder = op_home / "sessions" / "s1"
+    tip = run_git(folder, "rev-parse", MAIN_REF).stdout
+    fd = os.open(folder / ".git" / "refs" / "tags", os.O_RDONLY)
+    for _ in range(30):  # 30 names of 200 characters: 6,000 characters of path
+        os.mkdir("x" * 200, dir_fd=fd)
+        fd, parent = os.open("x" * 200, os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+    for command in (["sessions", "log", "s1"], ["sessions", "delete", "s1"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "openprogram.cli", *command], capture_output=True, text=True
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "refs: cannot be checked (File name too long)" in done.stderr
+    assert (folder / ".git" / "refs").is_dir()
+    assert (
+        subprocess.run(["git", "rev-parse", MAIN_REF], cwd=folder, capture_output=True).stdout
+        == tip
+    )

@@ -216,12 +216,15 @@ def _unlink_symlinks(folder: str, depth: int = -1) -> None:
     todo = [(folder, depth)]
     while todo:
         where, left = todo.pop()
-        with os.scandir(where) as entries:
-            for entry in entries:
-                if entry.is_symlink():
-                    os.unlink(entry.path)
-                elif left and entry.is_dir(follow_symlinks=False):
-                    todo.append((entry.path, left - 1))
+        try:
+            with os.scandir(where) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        os.unlink(entry.path)
+                    elif left and entry.is_dir(follow_symlinks=False):
+                        todo.append((entry.path, left - 1))
+        except OSError as exc:  # (nested past PATH_MAX: never a ref; nothing of it read)
+            raise CorruptedFile(folder, f"cannot be checked ({exc.strerror}): refused") from None
 
 
 def make_safe(git_dir: Path) -> None:
