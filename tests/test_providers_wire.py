@@ -560,6 +560,15 @@ class EndlessStream(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.script is not None:  # a reply that ends: these chunks, then [DONE]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for piece in [*self.server.script, "[DONE]"]:
+                self.wfile.write(
+                    f"data: {json.dumps(piece) if piece != '[DONE]' else piece}\n\n".encode()
+                )
+            return
         if self.path == "/v1/chat/completions":
             chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
             role = {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
@@ -597,9 +606,10 @@ class EndlessServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, script: list[Any] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), EndlessStream)
         self.token = token  # what each chunk says
+        self.script = script  # else: a chat-completions stream of these chunks, which ends
         self.over = threading.Event()  # the test is over: the stream ends (unfinished)
         self.hung_up = threading.Event()  # the client closed the connection mid-stream
 
@@ -650,4 +660,42 @@ def test_a_server_that_streams_for_ever_is_cut_at_max_tokens(
     else:  # far more characters than max_tokens tokens could hold
         assert len(shown) == limit * 64 // 4096 + 1
     assert reply.text == endless.token * len(shown)
+    # never the count sent at the start (1 token): unknown, so the runtime estimates the text
+    assert reply.usage is None or reply.usage.output_tokens >= len(shown)
     assert endless.hung_up.wait(10)  # the connection was closed, so the server stops
+
+
+def test_a_reply_within_max_tokens_is_never_cut() -> None:
+    """One chunk per token of 25 parallel tool calls' arguments (100 tokens, max_tokens 100),
+    besides a header chunk per call, the role, the finish and the usage: 128 chunks, none
+    of them a token too many."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def piece(i: int, **function: str) -> dict[str, Any]:
+        head = {"id": f"call_{i}", "type": "function"} if "name" in function else {}
+        return chunk({"tool_calls": [{"index": i, **head, "function": function}]})
+
+    script = [chunk({"role": "assistant", "content": ""})]
+    for i in range(25):
+        script.append(piece(i, name="get_weather", arguments=""))
+        script += [piece(i, arguments=part) for part in ('{"city"', ': "', f"c{i}", '"}')]
+    usage = {"prompt_tokens": 10, "completion_tokens": 100, "total_tokens": 110}
+    script += [chunk({}, "tool_calls"), {**base, "choices": [], "usage": usage}]
+    server = EndlessServer("", script)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        provider = OpenAIProvider(base_url=url, api_key=KEY, timeout=5.0)
+        provider.profile().stream_with_tools = True  # (OpenAI's own API streams tool calls)
+        reply = provider.complete(ask(stream=True, max_tokens=100, tools=[WEATHER_TOOL]))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert (reply.finish_reason, reply.metadata.get("stream_cut")) == ("tool_calls", None)
+    assert [c.arguments for c in reply.tool_calls] == [{"city": f"c{i}"} for i in range(25)]
+    assert reply.usage is not None and reply.usage.output_tokens == 100

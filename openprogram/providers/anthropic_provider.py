@@ -192,6 +192,7 @@ class AnthropicProvider(SDKProvider):
                 kind = getattr(event, "type", None)
                 if kind == "content_block_delta" and (cut := cap.exceeded()):
                     stop_reason, finished = "max_tokens", True  # as if it had kept to it
+                    saw_usage = False  # (message_start's count is not the reply's: estimated)
                     break
                 if kind == "message_start":
                     model = event.message.model or model

@@ -336,9 +336,11 @@ class OpenAIProvider(SDKProvider):
         stream = client.chat.completions.create(**params)
         try:
             for chunk in stream:
-                if cut := cap.exceeded():  # a server ignoring max_tokens: ended as if it kept it
+                said = _generated(chunk)  # (framing, a tool call's name: no token counted)
+                if said and (cut := cap.exceeded()):  # ignoring max_tokens: ended as if kept
                     finish_reason = "length"
                     break
+                cap.chars += said
                 model = chunk.model or model
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
@@ -348,7 +350,6 @@ class OpenAIProvider(SDKProvider):
                     delta = choice.delta
                     if delta is not None and delta.content:
                         text.append(delta.content)
-                        cap.chars += len(delta.content)
                         if on_delta is not None:
                             on_delta(delta.content)
                     for tc in (delta.tool_calls if delta is not None else None) or []:
@@ -360,7 +361,6 @@ class OpenAIProvider(SDKProvider):
                                 slot["name"] += tc.function.name
                             if tc.function.arguments:
                                 slot["arguments"] += tc.function.arguments
-                                cap.chars += len(tc.function.arguments)
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
         finally:
@@ -409,3 +409,15 @@ def _usage(raw: Any) -> Usage | None:
         input_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
     )
+
+
+def _generated(chunk: Any) -> int:
+    """Characters of generated text a streamed chunk carries: content and tool arguments."""
+    size = 0
+    for choice in chunk.choices or []:
+        delta = choice.delta
+        if delta is not None:
+            size += len(delta.content or "")
+            for tc in delta.tool_calls or []:
+                size += len(tc.function.arguments or "") if tc.function is not None else 0
+    return size
