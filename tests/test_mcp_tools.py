@@ -263,6 +263,57 @@ def test_a_token_on_a_servers_command_line_is_in_no_listing_error_or_node() -> N
         rt.mcp.stop()
 
 
+def test_only_a_credentials_flag_has_its_value_masked_and_kept_secret() -> None:
+    """A flag's value is a credential when the flag's words say so (``--pass``, ``--pat``,
+    ``--db-pwd``, ``--credentials``, ``--cookie``, curl's ``-u user:PASS``): masked in the
+    server's listing and in any later output.  ``--max-tokens``, ``--tokenizer``,
+    ``--author``, ``--keyring-backend`` and a switch ``--no-auth`` say no such thing: their
+    values, and a cell's output quoting them, stay as they are."""
+    from openprogram.agentic_programming.mcp.server import McpServer
+    from openprogram.context.secrets import redact_shown
+
+    plain = ("--max-tokens", "409600", "--tokenizer", "bert-base-uncased", "--author")
+    plain += ("Ada Lovelace", "--keyring-backend", "keyring.backends.null.Keyring")
+    plain += ("--no-auth", "/home/ada/project/data")
+    secret = ("--pass", "hunter2hunter2", "--credentials", "CREDSECRET99", "--pat")
+    secret += ("ghpatSECRET1", "-u", "bob:SECRETPW77", "--db-pwd", "PWDSECRET88")
+    spec = ServerSpec("srv", command=("srv", *plain, *secret))
+    McpServer(spec)  # what its command line holds is registered as secret
+    assert spec.shown == (
+        "srv --max-tokens 409600 --tokenizer bert-base-uncased --author 'Ada Lovelace' "
+        "--keyring-backend keyring.backends.null.Keyring --no-auth /home/ada/project/data "
+        "--pass *** --credentials *** --pat *** -u bob:*** --db-pwd ***"
+    )
+    said = "Loaded bert-base-uncased by Ada Lovelace from /home/ada/project/data, 409600 max"
+    assert redact_shown({"text": said}) == {"text": said}
+    for value in ("hunter2hunter2", "CREDSECRET99", "ghpatSECRET1", "SECRETPW77", "PWDSECRET88"):
+        assert redact_shown(f"it echoed {value}") == "it echoed ***"
+
+
+MASK_A_MEGABYTE = """
+from openprogram.agentic_programming.mcp.server import McpServer
+from openprogram.agentic_programming.mcp.spec import ServerSpec
+server = McpServer(ServerSpec("demo", command=("srv", "--token", "cli-TOKEN-0123456789")))
+for unit in (".-key", "key", ".-", "bearer ", "-a=", "word "):
+    line = "bad request: -" + unit * (1_000_000 // len(unit)) + " --api-key=k-SECRET-42 ok"
+    print(server._why(RuntimeError(line)).endswith(" --api-key=*** ok"), flush=True)
+"""
+
+
+def test_a_servers_error_of_a_megabyte_is_masked_in_one_pass() -> None:
+    """A server's error line of 1 MB (one line, the server's to choose) is masked as a
+    plain line of that size is, however it repeats dashes, dots and flag words.  In a child:
+    a backtracking pattern holds the interpreter for hours on it (minutes on 10 KB), so the
+    wait only bounds a hang, and the child is killed when it is one."""
+    child = subprocess.Popen([sys.executable, "-c", MASK_A_MEGABYTE], stdout=subprocess.PIPE)
+    try:
+        said, _ = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        said, _ = child.communicate()
+    assert said.split() == [b"True"] * 6, f"masked in time: {said!r} (a pattern backtracks)"
+
+
 # -- chat turns, approvals, %openprogram call -----------------------------------------------------
 def test_a_chat_turn_offers_the_runtimes_mcp_tools_and_the_approval_rules_apply() -> None:
     rt = runtime(scripted(("echo", {"text": "hi"}), answer="asked"), [FLAKY])

@@ -219,6 +219,8 @@ def push_and_pull_fail(url: str, tmp_path: Path) -> list[str]:
         "signature",
         "X-Amz-Signature",
         "x-amz-credential",
+        "X-Goog-Signature",
+        "client_secret",
     ],
 )
 def test_a_token_in_the_query_is_printed_and_recorded_nowhere(tmp_path: Path, name: str) -> None:
@@ -236,6 +238,35 @@ def test_a_token_in_the_query_is_printed_and_recorded_nowhere(tmp_path: Path, na
     assert not any(TOKEN[4:12] in text for text in said), said
     old = parse_metadata({"session_id": "nb_x", "remote": url})  # an older notebook's
     assert old is not None and old.remote == shown
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential={}&X-Goog-Signature={}",
+        "?X-Amz-Security-Token={}&X-Amz-Signature={}",
+        "?client_secret={}&refresh_token={}",
+        "?id_token={}&api-key={}",
+        "?auth={}&passwd={}&pwd={}",
+        "#access_token={}&token_type=bearer",  # OAuth's implicit flow: in the fragment
+    ],
+)
+def test_every_credential_of_a_signed_or_oauth_url_is_masked_shown_and_in_a_remote(
+    query: str,
+) -> None:
+    """A signed Cloud Storage / S3 URL, an OAuth token request or redirect: each credential
+    parameter's value is masked in what is shown, in a remote as recorded and in a binary
+    buffer, and is known as a URL's secret; the parameters that are none stay."""
+    from openprogram.context.secrets import holds_secret, mask_binary, redact_shown, url_passwords
+    from openprogram.store.session.remotes import redact_url
+
+    values = [f"{TOKEN}{i}" for i in range(query.count("{}"))]
+    url = "https://h.example.com/o" + query.format(*values)
+    masked = "https://h.example.com/o" + query.format(*["***"] * len(values))
+    assert redact_shown(f"fetched {url} ok") == f"fetched {masked} ok"
+    assert redact_url(url) == masked
+    assert holds_secret(url.encode()) and set(values) <= url_passwords(url)
+    assert not any(v.encode() in mask_binary(f"\0{url}\0".encode()) for v in values)
 
 
 def test_a_push_to_a_url_with_a_query_token_leaves_it_in_no_message_node_or_notebook(

@@ -78,11 +78,14 @@ _URL_USERINFO_BYTES: Final = re.compile(URL_USERINFO.pattern.encode())
 _IN_REMOTE: Final = {  # what ends a userinfo in text and not in a remote's URL
     c: 0 for c in range(0x3001) if chr(c) in "\"'<>" or (chr(c).isspace() and c not in (10, 13))
 }
-# a credential in a URL's query string (``?private_token=…``, ``&X-Amz-Signature=…``): its
-# value (group 2) is masked wherever a URL's password is
+# a credential in a URL's query string (``?private_token=…``, ``&X-Amz-Signature=…``,
+# ``&X-Goog-Signature=…``, ``?client_secret=…``) or fragment (OAuth's ``#access_token=…``):
+# its value (group 2) is masked wherever a URL's password is
 URL_QUERY_SECRET: Final = re.compile(
-    r"(?i)([?&;](?:private_token|access_token|token|api_?key|key|password|secret|sig|signature"
-    r"|x-amz-signature|x-amz-credential)=)([^&#\s\"'<>]+)"
+    r"(?i)([?&;#](?:private_token|access_token|refresh_token|id_token|token|client_secret"
+    r"|api[_-]?key|key|password|passwd|pwd|secret|auth|sig|signature|x-amz-signature"
+    r"|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=)"
+    r"([^&#\s\"'<>]+)"
 )
 _URL_QUERY_SECRET_BYTES: Final = re.compile(URL_QUERY_SECRET.pattern.encode())
 
@@ -287,21 +290,57 @@ def redact_key_like(text: str) -> str:
 
 
 # a credential on a command line (an MCP server's): the value of a flag whose name says so
-# (``--token V``, ``--api-key=V``, ``-auth V``) and a bearer token (``-H "…: Bearer V"``)
-_FLAG_NAME = r"--?[\w.-]*(?:token|key|secret|passw|auth)[\w.-]*"
-CLI_SECRET: Final = re.compile(
-    rf"(?i)(?<![\w-])({_FLAG_NAME}(?:=|\s+)|\bbearer\s+)(?!-)([^\s\"',;]+)"
-)
+# (``--token V``, ``--api-key=V``, ``-auth V``, curl's ``-u user:PASS``) and a bearer token
+# (``-H "…: Bearer V"``).  A flag is matched whole and its name judged in Python (its words:
+# :func:`is_secret_flag`): a flag inside a run of ``[\w.-]`` never starts a match, so every
+# match is tried once per run (linear; a name pattern like ``--?[\w.-]*key[\w.-]*`` is tried
+# from every ``-`` of a run, cubic: minutes for 10 KB of ``.-key.-key…``)
+CLI_FLAG: Final = re.compile(r"(?<![\w.-])(--?[\w.-]+)(=|\s+)(?!-)([^\s\"',;]+)")
+CLI_FLAG_WORD: Final = re.compile(r"--?[\w.-]+")
+CLI_BEARER: Final = re.compile(r"(?i)\b(bearer\s+)(?!-)([^\s\"',;]+)")
+# last words that make a flag a credential's beyond a variable's (``--pwd``, ``--db-pwd``;
+# a variable ``PWD`` is the working folder)
+_FLAG_SECRET_ENDINGS: Final = frozenset({"pwd", "cookies"})
+_USER_FLAGS: Final = frozenset({"-u", "--user"})  # curl's ``-u user:password``
+
+
+def is_secret_flag(flag: str) -> bool:
+    """Whether the command-line flag ``flag`` (``--api-key``) takes a credential: one of its
+    ``-``/``_``/``.`` words says so as a variable's name would (``--github-token``,
+    ``--password``, ``--pat``, ``--pwd``); ``--tokenizer``, ``--author``, ``--max-tokens``,
+    ``--keyring-backend`` and a switch ``--no-auth`` do not."""
+    name = flag.lstrip("-")
+    words = [w for w in _SPLIT.split(name.lower()) if w]
+    if not words or words[0] == "no":
+        return False
+    return is_secret_env(name) or words[-1] in _FLAG_SECRET_ENDINGS
+
+
+def _flag_secret(flag: str, value: str) -> str:
+    """The credential in ``value`` given to ``flag`` (``""``: none)."""
+    if flag.lower() in _USER_FLAGS:  # (not a URL's port: ``-u http://host:8080``)
+        return "" if "/" in value else value.partition(":")[2]
+    return value if is_secret_flag(flag) else ""
+
+
+def _masked_flag(found: re.Match[str]) -> str:
+    flag, between, value = found.groups()
+    secret = _flag_secret(flag, value)
+    if not secret:
+        return found.group()
+    return f"{flag}{between}{value[: len(value) - len(secret)]}{REDACTED}"
 
 
 def command_secrets(words: Sequence[str]) -> set[str]:
-    """The credentials on the command line ``words`` (:data:`CLI_SECRET`), and the value
-    of a ``NAME: VALUE`` header whose name is a credential's (``X-Api-Key: V``)."""
+    """The credentials on the command line ``words`` (:func:`is_secret_flag`, a bearer
+    token), and the value of a ``NAME: VALUE`` header whose name is a credential's
+    (``X-Api-Key: V``)."""
     found = set()
     for word, after in zip(words, [*words[1:], ""], strict=False):
-        if re.fullmatch(_FLAG_NAME, word, re.IGNORECASE) and not after.startswith("-"):
-            found.add(after)  # --token V
-        found |= {value for _, value in CLI_SECRET.findall(word)}  # --token=V, Bearer V
+        if CLI_FLAG_WORD.fullmatch(word) and not after.startswith("-"):
+            found.add(_flag_secret(word, after))  # --token V
+        found |= {_flag_secret(flag, value) for flag, _, value in CLI_FLAG.findall(word)}  # =V
+        found |= {value for _, value in CLI_BEARER.findall(word)}  # "Authorization: Bearer V"
         name, colon, value = word.partition(":")
         if colon and is_secret_key(name.strip()):
             found.add(value.strip())
@@ -311,7 +350,7 @@ def command_secrets(words: Sequence[str]) -> set[str]:
 def redact_command(text: str, words: Sequence[str]) -> str:
     """``text`` (the command line ``words``, what its program said) with the credentials
     the command line holds masked, wherever they are, and :func:`redact_secrets`."""
-    text = CLI_SECRET.sub(rf"\1{REDACTED}", text)
+    text = CLI_BEARER.sub(rf"\1{REDACTED}", CLI_FLAG.sub(_masked_flag, text))
     return redact_secrets(_mask(text, {v for v in command_secrets(words) if len(v) >= 4}))
 
 
