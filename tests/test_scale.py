@@ -518,13 +518,100 @@ def test_a_price_set_in_the_kernel_prices_the_items_on_other_processes(
     op_home: Path, pool: ProcessPoolExecutor
 ) -> None:
     map_under_budget(10**6, pool, 2)  # the workers started before the price was set
-    set_price("function", 1.0, 1.0)  # $1 a million tokens, known to this process only
-    try:
-        rt = create_runtime(FunctionProvider(billed), budget=Budget(usd=1.0, per="run"))
-        with cell(rt):
+    _, one = map_under_budget(None, None, 1)
+    one //= 16  # what one item spends
+    (op_home / "prices.json").write_text('{"function": {"input": 1.0, "output": 1.0}}')
+    set_price("function", 10.0, 10.0)  # $10 a million tokens, set in this process only
+    try:  # a budget of two items' worth at the price set here (20 at the file's)
+        budget = Budget(usd=2 * one * 10 / 1e6, per="run")
+        rt = create_runtime(FunctionProvider(billed), budget=budget)
+        with cell(rt) as (s, _turn):
             results = openprogram.map(
-                classify, ["a", "b", "c"], executor=pool, max_in_flight=2, progress=False
+                classify, ["a", "b", "c", "d"], executor=pool, max_in_flight=1, progress=False
             )
     finally:
         clear_prices()
-    assert results == ["bug", "bug", "bug"]  # priced on the workers as here, not refused
+    assert [r == "bug" for r in results] == [True, True, False, False]  # as the kernel prices
+    total = summarize(reopen(op_home, s.session_id))
+    assert total["cost"] == pytest.approx(total["tokens"] * 10 / 1e6)  # not at the file's $1
+
+
+def unreadable_usage(request: LLMRequest) -> LLMResponse:
+    """An offline provider of the user's that reports a count as text."""
+    return LLMResponse("bug", usage=Usage("n/a", 600))  # type: ignore[arg-type]
+
+
+def call_in(session_id: str, budget: Budget, reply: Any = billed) -> str:
+    """One call in a cell of the session under ``budget``."""
+    rt = create_runtime(FunctionProvider(reply), budget=budget)
+    with cell(rt, session_id):
+        return str(classify("the next cell", runtime=rt))
+
+
+def next_call_goes(budget: Budget, session_id: str) -> str:
+    """A call of the session under ``budget``, on a thread: what it returned, or that it
+    still waits (for a share of the budget no one will release)."""
+    done: dict[str, str] = {}
+
+    def call() -> None:
+        done["reply"] = call_in(session_id, budget)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(60)  # (a failure guard: it returns at once, or never)
+    return done.get("reply", "still waiting")
+
+
+def test_a_map_whose_results_cannot_be_counted_holds_nothing_after(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    budget = Budget(tokens=3000)
+    rt = create_runtime(FunctionProvider(unreadable_usage), budget=budget)
+    with pytest.raises(ValueError, match="n/a"), cell(rt) as (s, _turn):
+        openprogram.map(classify, ["a", "b"], executor=pool, max_in_flight=2, progress=False)
+    assert next_call_goes(budget, s.session_id) == "bug"  # was: waits for ever
+
+
+def test_a_map_on_other_processes_waits_while_a_call_elsewhere_holds_the_budget(
+    op_home: Path, pool: ProcessPoolExecutor
+) -> None:
+    budget = Budget(tokens=3000)
+    in_flight, map_waits, answer = threading.Event(), threading.Event(), threading.Event()
+
+    def held_reply(request: LLMRequest) -> LLMResponse:
+        in_flight.set()
+        answer.wait()
+        return billed(request)
+
+    with cell(create_runtime(FunctionProvider(billed), budget=budget)) as (s, _turn):
+        pass
+    share = budget.share
+
+    def watched(*args: Any) -> Any:  # the map found the budget held by the other call
+        hold = share(*args)
+        if hold is None:
+            map_waits.set()
+        return hold
+
+    budget.share = watched  # type: ignore[method-assign]
+    other = threading.Thread(target=call_in, args=(s.session_id, budget, held_reply))
+    other.start()
+    assert in_flight.wait(60)
+    results: list[Any] = []
+
+    def run_map() -> None:
+        rt = create_runtime(FunctionProvider(billed), budget=budget)
+        with cell(rt, s.session_id):
+            results.extend(
+                openprogram.map(
+                    classify, ["x", "y"], executor=pool, max_in_flight=2, progress=False
+                )
+            )
+
+    mapper = threading.Thread(target=run_map)
+    mapper.start()
+    assert map_waits.wait(60)
+    answer.set()  # the other call ends: what it held is free
+    mapper.join()
+    other.join()
+    assert results == ["bug", "bug"]  # was: both cancelled, "the budget ... is spent"

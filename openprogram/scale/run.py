@@ -50,7 +50,7 @@ from openprogram.settings import NO_WORKER_TIMEOUT
 from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
 from openprogram.usage.budget import Hold
-from openprogram.usage.prices import price_of
+from openprogram.usage.prices import price_of, user_prices
 
 DEFAULT_THREADS = 8
 OFFLINE_PROVIDERS = ("test", "function")  # they hold no credential: they travel as they are
@@ -191,13 +191,12 @@ class MapRun:
         else:
             self.budget = None
         self._holds: dict[int, Hold] = {}  # remote: each item's share of the budget, held
-        self._priced = None  # (model, its price here): the shares of a dollar budget
+        self._price = None  # dollars per call, for the shares of a dollar budget
         if self.budget is not None and self.budget.usd is not None and runtime is not None:
             provider = runtime.provider
             if provider is not None:
                 vendor = getattr(provider, "vendor_endpoint", True)
-                price = price_of(runtime.model, provider.name, vendor_endpoint=vendor)
-                self._priced = (runtime.model, price) if price is not None else None
+                self._price = price_of(runtime.model, provider.name, vendor_endpoint=vendor)
         self.window = self.max_in_flight or submitter.default_in_flight()
         with _active_mu:
             _active.add(self)
@@ -375,15 +374,14 @@ class MapRun:
             allowance = None
             if self.budget is not None and self.shared.remote:  # its calls run beyond reach
                 sent_with = min(slots - len(tasks), len(self._pending) + 1)
-                price = self._priced[1] if self._priced is not None else None
-                hold = self.budget.share(self.writer, sent_with, price)
-                if hold is None:  # all that is left is held: wait for the items holding it
+                hold = self.budget.share(self.writer, sent_with, self._price)
+                if hold is None:  # all that is left is held: wait for the calls holding it
                     self._pending.append(index)
-                    if not self._holds:
+                    if not self._holds and not self.budget.wait_for_others(self.writer, 0.2):
                         self._budget_spent()
                     break
                 self._holds[index] = hold
-                allowance = self.budget.allowance(hold, self._priced)
+                allowance = self.budget.allowance(hold)
             tasks.append(Task(index, item, self.fn_payload, self.shared, allowance))
         if not tasks:
             return
@@ -440,8 +438,15 @@ class MapRun:
     def _settle(self, index: int, result: Outcome | BaseException, *, started: bool = True) -> None:
         """Turn what came back for ``index`` into its nodes and its place in the results
         (``started``: it was submitted, so a dead worker may have taken it down)."""
-        attempt = len(self._lost.get(index, ())) + 1
         hold = self._holds.pop(index, None)
+        try:
+            self._take(index, result, started)
+        finally:  # after what it used was counted, whatever happened counting it
+            if self.budget is not None:
+                self.budget.release(hold)
+
+    def _take(self, index: int, result: Outcome | BaseException, started: bool) -> None:
+        attempt = len(self._lost.get(index, ())) + 1
         if isinstance(result, Outcome):
             try:
                 nodes = [Call.from_dict(d) for d in loads(result.nodes)]
@@ -465,8 +470,6 @@ class MapRun:
         else:
             error, value = result, None
             nodes = self._failed_attempt(index, error, started=started, attempt=attempt)
-        if self.budget is not None:
-            self.budget.release(hold)  # after what it used was counted
         if error is not None:
             self.failed += 1
             self.results[index] = error
@@ -578,7 +581,7 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     """What a remote worker needs to build the same Runtime — never a credential.  Each of
     the ``processes`` workers paces its requests at an equal share of the runtime's rate."""
     if runtime is None:
-        return RuntimeSpec()
+        return RuntimeSpec(prices=user_prices())
     rate = runtime.requests_per_minute
     settings = {  # not the budget: each task carries its item's share (MapRun._submit)
         "max_retries": runtime.max_retries,
@@ -590,16 +593,22 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     }
     provider = runtime.provider
     if provider is None:
-        return RuntimeSpec(settings=settings)
+        return RuntimeSpec(settings=settings, prices=user_prices())
     if provider.name not in OFFLINE_PROVIDERS:
         rewrap = getattr(provider, "rewrap", None)  # a wrapper, put back around the worker's
         wrap = rewrap() if callable(rewrap) else None
         return RuntimeSpec(
-            provider=provider.name, model=runtime.model, settings=settings, wrap=wrap
+            provider=provider.name,
+            model=runtime.model,
+            settings=settings,
+            wrap=wrap,
+            prices=user_prices(),
         )
     offline = copy.copy(provider)
     if hasattr(offline, "requests"):
         offline.requests = []  # what it answered here stays here
-    spec = RuntimeSpec(model=runtime.model, offline=offline, settings=settings)
+    spec = RuntimeSpec(
+        model=runtime.model, offline=offline, settings=settings, prices=user_prices()
+    )
     _pickled(spec, f"the runtime's {provider.name!r} provider cannot be sent to other processes")
     return spec

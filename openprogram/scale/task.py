@@ -32,6 +32,7 @@ from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
 from openprogram.store.vars import TurnState, using_turn
 from openprogram.usage.budget import Allowance
+from openprogram.usage.prices import use_prices
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -52,6 +53,7 @@ class RuntimeSpec:
     # a picklable callable, worker's provider -> the provider the items use (a wrapper that
     # holds no credential: an evaluation's reuse of recorded answers)
     wrap: Any = None
+    prices: dict[str, Any] = field(default_factory=dict)  # the kernel's set_price prices
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,10 @@ def _runtime(shared: Shared, allowance: Allowance | None) -> Runtime | None:
 def build_runtime(spec: RuntimeSpec) -> Runtime:
     """The worker's Runtime for ``spec``: its credentials come from its own environment.
     Its rate is its share of the map's, which the kernel checked: a share may be slower than
-    a rate a user may set (:data:`~openprogram.agentic_programming.ratelimit.MIN_RATE`)."""
+    a rate a user may set (:data:`~openprogram.agentic_programming.ratelimit.MIN_RATE`).
+    Its prices are the kernel's: a call is priced, and a dollar budget's share spent, at the
+    price ``set_price`` gave there (over this process's table or ``prices.json``)."""
+    use_prices(spec.prices)
     share = spec.settings.get("requests_per_minute")
     settings = {**spec.settings, "requests_per_minute": 0} if share else spec.settings
     if spec.offline is not None:

@@ -74,7 +74,6 @@ class Budget:
     usd: float | None = None
     per: str = "session"
     share_of: str | None = None  # an item's share of this map budget (see Allowance)
-    priced: tuple[str, Price] | None = None  # (model, price): the kernel's, on a map's worker
     _spent: dict[tuple[str, int | None], Spent] = field(default_factory=dict, repr=False)
     _held: dict[tuple[str, int | None], list[Hold]] = field(default_factory=dict, repr=False)
     _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
@@ -149,8 +148,6 @@ class Budget:
         price = None
         if self.usd is not None:
             price = price_of(request.model, provider, vendor_endpoint=vendor_endpoint)
-            if price is None and self.priced is not None and self.priced[0] == request.model:
-                price = self.priced[1]  # set in the kernel (set_price), not in this process
             if price is None:
                 where = "" if vendor_endpoint else " at a custom base URL (unpriced there)"
                 problem = (
@@ -201,12 +198,19 @@ class Budget:
             held.append(hold)
         return hold
 
-    def allowance(self, hold: Hold, priced: tuple[str, Price] | None = None) -> Allowance:
-        """What the calls made elsewhere under ``hold`` may spend (see :meth:`share`), and
-        the model's price known here (``priced``)."""
+    def allowance(self, hold: Hold) -> Allowance:
+        """What the calls made elsewhere under ``hold`` may spend (see :meth:`share`)."""
         tokens = hold.tokens if self.tokens is not None else None
-        usd = hold.cost if self.usd is not None else None
-        return Allowance(tokens, usd, self.describe(), priced)
+        return Allowance(tokens, hold.cost if self.usd is not None else None, self.describe())
+
+    def wait_for_others(self, writer: SessionNodeWriter, timeout: float) -> bool:
+        """Whether calls in flight hold part of the budget (then wait for one to end, at most
+        ``timeout`` seconds: the caller looks for a stop between waits)."""
+        with self._lock:
+            if not self._held.get(self._key(writer)):
+                return False
+            self._lock.wait(timeout)
+            return True
 
     def release(self, hold: Hold | None) -> None:
         """The call holding ``hold`` ended (what it used is :meth:`record`-ed first)."""
@@ -276,10 +280,9 @@ class Allowance:
     tokens: int | None
     usd: float | None
     of: str
-    priced: tuple[str, Price] | None = None
 
     def budget(self) -> Budget:
-        return Budget(self.tokens, self.usd, "run", share_of=self.of, priced=self.priced)
+        return Budget(self.tokens, self.usd, "run", share_of=self.of)
 
 
 def usd_text(usd: float) -> str:

@@ -49,6 +49,19 @@ def set_price(model: str, input: float, output: float) -> None:
         _user[model] = Price(float(input), float(output), "user")
 
 
+def user_prices() -> dict[str, Price]:
+    """The prices :func:`set_price` set in this process (a map sends them to its workers)."""
+    with _lock:
+        return dict(_user)
+
+
+def use_prices(prices: dict[str, Price]) -> None:
+    """Make the prices set in this process exactly ``prices`` (a map's worker: the kernel's)."""
+    with _lock:
+        _user.clear()
+        _user.update(prices)
+
+
 def clear_prices() -> None:
     """Forget the prices set with :func:`set_price` (the file's stay)."""
     with _lock:
