@@ -245,3 +245,40 @@ def test_a_secret_percent_encoded_or_a_password_holding_an_at_is_written_nowhere
         for form in forms:
             assert form not in data, f"{form!r} written to {where}"
     assert scanned > 3
+
+
+@pytest.mark.parametrize(
+    ("shown", "expected"),
+    [  # a query parameter is a credential's by its last word, inside a URL only
+        ("https://h.org/v1?apiToken=abc123&page=2", "https://h.org/v1?apiToken=***&page=2"),
+        ("https://h.org/cb#access_token=abc123&token_type=bearer",
+         "https://h.org/cb#access_token=***&token_type=bearer"),
+        ("https://h.org/?x-api-key=abc123;q=1", "https://h.org/?x-api-key=***;q=1"),
+        ("see https://pandas.pydata.org\nrow;key=3;value=7", "see https://pandas.pydata.org\nrow;key=3;value=7"),
+    ],
+)  # fmt: skip
+def test_a_credential_in_a_query_is_masked_by_its_name_and_nothing_else(
+    shown: str, expected: str
+) -> None:
+    from openprogram.context.secrets import redact_shown
+
+    assert redact_shown(shown) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [  # docker's -e NAME=V and env NAME=V; a value holding a comma; flags that hold none
+        ("docker run -e GITHUB_PERSONAL_ACCESS_TOKEN=ghp_abcdefgh1234 img",
+         "docker run -e GITHUB_PERSONAL_ACCESS_TOKEN=*** img"),
+        ("env BRAVE_API_KEY=BSAabcdef123456 npx server", "env BRAVE_API_KEY=*** npx server"),
+        ("server --password p@ss,word1", "server --password ***"),
+        ("server --auth-mode oauth --key-file /etc/key.pem",
+         "server --auth-mode oauth --key-file /etc/key.pem"),
+    ],
+)  # fmt: skip
+def test_a_command_lines_credentials_are_masked_by_the_words_that_name_them(
+    command: str, expected: str
+) -> None:
+    from openprogram.context.secrets import redact_command
+
+    assert redact_command(command, command.split()) == expected

@@ -78,16 +78,18 @@ _URL_USERINFO_BYTES: Final = re.compile(URL_USERINFO.pattern.encode())
 _IN_REMOTE: Final = {  # what ends a userinfo in text and not in a remote's URL
     c: 0 for c in range(0x3001) if chr(c) in "\"'<>" or (chr(c).isspace() and c not in (10, 13))
 }
-# a credential in a URL's query string (``?private_token=…``, ``&X-Amz-Signature=…``,
-# ``&X-Goog-Signature=…``, ``?client_secret=…``) or fragment (OAuth's ``#access_token=…``):
-# its value (group 2) is masked wherever a URL's password is
-URL_QUERY_SECRET: Final = re.compile(
-    r"(?i)([?&;#](?:private_token|access_token|refresh_token|id_token|token|client_secret"
-    r"|api[_-]?key|key|password|passwd|pwd|secret|auth|sig|signature|x-amz-signature"
-    r"|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=)"
-    r"([^&#\s\"'<>]+)"
+# a credential in a URL's query string or fragment (``?private_token=…``, ``&X-Amz-Signature=…``,
+# OAuth's ``#access_token=…``): a parameter named as a variable holding one would be
+# (:func:`_secret_param`: ``api_token``, ``client_secret``, ``apiKey``), or one of the
+# signed URLs' own names; its value is masked wherever a URL's password is, inside URLs only
+_URL: Final = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s\"'<>]+")
+_URL_BYTES: Final = re.compile(_URL.pattern.encode())
+_PARAM: Final = re.compile(r"[?&;#]([\w.-]+)=([^&#;\s\"'<>]+)")
+_PARAM_BYTES: Final = re.compile(_PARAM.pattern.encode())
+_PARAM_SECRETS: Final = frozenset(
+    {"key", "sig", "signature", "auth", "pwd", "passwd", "jwt", "awsaccesskeyid"}
+    | {"x-amz-signature", "x-goog-signature"}
 )
-_URL_QUERY_SECRET_BYTES: Final = re.compile(URL_QUERY_SECRET.pattern.encode())
 
 
 def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int, str, str]]:
@@ -99,9 +101,37 @@ def _userinfos(text: str, remote: bool = False) -> Iterator[tuple[bool, int, int
         yield found.group(1).lower() in ("http", "https"), *found.span(2), user, password
 
 
-def _query_secrets(text: str) -> list[re.Match[str]]:
-    """The credentials in the query strings of the URLs in ``text``."""
-    return list(URL_QUERY_SECRET.finditer(text)) if "://" in text and "=" in text else []
+def _secret_param(name: str) -> bool:
+    """A query parameter holds a credential when its last word says so (``api_token``,
+    ``client_secret``, ``apiKey``; not ``token_type``)."""
+    words = [w for w in _SPLIT.split(name.lower()) if w]
+    last = words[-1] if words else ""
+    return (
+        name.lower() in _PARAM_SECRETS
+        or last in SECRET_WORDS
+        or last in ENV_SECRET_ENDINGS
+        or last.endswith(("token", "secret", "password", "apikey"))
+    )
+
+
+def _query_spans(text: str) -> list[tuple[int, int]]:
+    """Where the credentials in the queries and fragments of the URLs in ``text`` are."""
+    if "://" not in text or "=" not in text:
+        return []
+    return [
+        (url.start() + found.start(2), url.start() + found.end(2))
+        for url in _URL.finditer(text)
+        for found in _PARAM.finditer(url.group())
+        if _secret_param(found.group(1))
+    ]
+
+
+def _masked(text: str, spans: list[tuple[int, int]]) -> str:
+    out, at = [], 0
+    for start, end in spans:
+        out += [text[at:start], REDACTED]
+        at = end
+    return "".join(out) + text[at:]
 
 
 def redact_url_passwords(text: str, remote: bool = False) -> str:
@@ -109,8 +139,7 @@ def redact_url_passwords(text: str, remote: bool = False) -> str:
     (``http://user:PASS@host/v1`` → ``http://user:***@host/v1``), and a credential in its
     query (``?private_token=***``); ``remote``: the password dropped, and the user name of an
     http(s) URL too (often a token: ``https://host/v1``)."""
-    if _query_secrets(text):
-        text = URL_QUERY_SECRET.sub(rf"\1{REDACTED}", text)
+    text = _masked(text, _query_spans(text))
     out, at = [], 0
     for http, start, end, user, password in _userinfos(text, remote):
         if remote or password:  # (a remote's: up to its "@", kept for a user name only)
@@ -125,7 +154,7 @@ def strip_url_credentials(text: str, url: str = "") -> str:
     """``text`` (a remote's URL, a git message) as it may be printed or stored: no password
     in any URL (no user name either for http(s)), nor ``url``'s anywhere."""
     text = redact_url_passwords(text, remote=True)
-    parts = [found.group(2) for found in _query_secrets(url)]
+    parts = [url[start:end] for start, end in _query_spans(url)]
     for http, _, _, user, password in list(_userinfos(url, remote=True))[:1]:
         parts += (user, password) if http else (password,)
     for form in {f for part in parts for f in (part, unquote(part)) if len(f) >= 4}:
@@ -137,7 +166,7 @@ def url_passwords(text: str) -> set[str]:
     """The passwords of the URLs in ``text`` and the credentials in their queries, as written
     and percent-decoded."""
     found = [password for *_, password in _userinfos(text) if password]
-    found += [query.group(2) for query in _query_secrets(text)]
+    found += [text[start:end] for start, end in _query_spans(text)]
     return set(found) | {unquote(p) for p in found}
 
 
@@ -220,7 +249,12 @@ def _password_spans(data: bytes) -> list[tuple[int, int]]:
         return []
     found = _URL_USERINFO_BYTES.finditer(data)
     spans = [(data.find(b":", m.start(2), m.end(2)) + 1, m.end(2)) for m in found]
-    spans += [m.span(2) for m in _URL_QUERY_SECRET_BYTES.finditer(data)]
+    spans += [
+        (url.start() + found.start(2), url.start() + found.end(2))
+        for url in _URL_BYTES.finditer(data)
+        for found in _PARAM_BYTES.finditer(url.group())
+        if _secret_param(found.group(1).decode("ascii", "replace"))
+    ]
     return [(start, end) for start, end in spans if 0 < start < end]  # (no ":": -1 + 1)
 
 
@@ -295,12 +329,13 @@ def redact_key_like(text: str) -> str:
 # :func:`is_secret_flag`): a flag inside a run of ``[\w.-]`` never starts a match, so every
 # match is tried once per run (linear; a name pattern like ``--?[\w.-]*key[\w.-]*`` is tried
 # from every ``-`` of a run, cubic: minutes for 10 KB of ``.-key.-key…``)
-CLI_FLAG: Final = re.compile(r"(?<![\w.-])(--?[\w.-]+)(=|\s+)(?!-)([^\s\"',;]+)")
+CLI_FLAG: Final = re.compile(r"(?<![\w.-])(--?[\w.-]+)(=|\s+)(?!-)([^\s\"']+)")
 CLI_FLAG_WORD: Final = re.compile(r"--?[\w.-]+")
 CLI_BEARER: Final = re.compile(r"(?i)\b(bearer\s+)(?!-)([^\s\"',;]+)")
 # last words that make a flag a credential's beyond a variable's (``--pwd``, ``--db-pwd``;
 # a variable ``PWD`` is the working folder)
 _FLAG_SECRET_ENDINGS: Final = frozenset({"pwd", "cookies"})
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _USER_FLAGS: Final = frozenset({"-u", "--user"})  # curl's ``-u user:password``
 
 
@@ -313,7 +348,7 @@ def is_secret_flag(flag: str) -> bool:
     words = [w for w in _SPLIT.split(name.lower()) if w]
     if not words or words[0] == "no":
         return False
-    return is_secret_env(name) or words[-1] in _FLAG_SECRET_ENDINGS
+    return _secret_param(name) or words[-1] in _FLAG_SECRET_ENDINGS  # (by its last word)
 
 
 def _flag_secret(flag: str, value: str) -> str:
@@ -344,6 +379,9 @@ def command_secrets(words: Sequence[str]) -> set[str]:
         name, colon, value = word.partition(":")
         if colon and is_secret_key(name.strip()):
             found.add(value.strip())
+        name, equals, value = word.partition("=")  # docker's -e NAME=V, env NAME=V
+        if equals and _ENV_NAME.fullmatch(name) and is_secret_env(name):
+            found.add(value)
     return found - {""}
 
 
