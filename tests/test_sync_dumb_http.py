@@ -41,15 +41,23 @@ def assert_intact(store: SessionStore, sid: str, before: object, files: dict[str
     assert not spare.exists() or incoming.is_skeleton(spare)
 
 
+def bob_has_one_turn(
+    alice: SessionStore, bob: SessionStore, tmp_path: Path, sid: str
+) -> tuple[Path, object, dict[str, bytes]]:
+    """Alice's one turn pushed to a bare remote and pulled by Bob over file://: the remote,
+    Bob's session's state and files."""
+    remote = bare(tmp_path / "srv")
+    turns(alice, sid, "one")
+    push(alice, sid, f"file://{remote}", "file")
+    assert pull(bob, sid, f"file://{remote}", "file").status == "new"
+    return remote, state(bob, sid), snapshot(bob, sid)
+
+
 def test_a_second_turn_from_a_dumb_server_is_refused_and_the_session_intact(
     two, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     alice, bob = two
-    remote = bare(tmp_path / "srv")
-    turns(alice, "s_d", "one")
-    push(alice, "s_d", f"file://{remote}", "file")
-    assert pull(bob, "s_d", f"file://{remote}", "file").status == "new"
-    before, files = state(bob, "s_d"), snapshot(bob, "s_d")
+    remote, before, files = bob_has_one_turn(alice, bob, tmp_path, "s_d")
     turns(alice, "s_d", "two")
     push(alice, "s_d", f"file://{remote}", "file")  # (received loose: a few objects)
     git(remote, "update-server-info")
@@ -62,11 +70,7 @@ def test_a_second_turn_from_a_dumb_server_is_refused_and_the_session_intact(
 
 def test_a_packed_dumb_server_is_refused_before_its_pack_is_adopted(two, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     alice, bob = two
-    remote = bare(tmp_path / "srv")
-    turns(alice, "s_p", "one")
-    push(alice, "s_p", f"file://{remote}", "file")
-    assert pull(bob, "s_p", f"file://{remote}", "file").status == "new"
-    before, files = state(bob, "s_p"), snapshot(bob, "s_p")
+    remote, before, files = bob_has_one_turn(alice, bob, tmp_path, "s_p")
     turns(alice, "s_p", "two", "three")
     push(alice, "s_p", f"file://{remote}", "file")
     git(remote, "repack", "-adq")  # one pack, no loose object: git fetches it whole, unchecked
