@@ -118,12 +118,18 @@ def _query_spans(text: str) -> list[tuple[int, int]]:
     """Where the credentials in the queries and fragments of the URLs in ``text`` are."""
     if "://" not in text or "=" not in text:
         return []
-    return [
-        (url.start() + found.start(2), url.start() + found.end(2))
-        for url in _URL.finditer(text)
-        for found in _PARAM.finditer(url.group())
-        if _secret_param(found.group(1))
-    ]
+    return _credential_params(_URL.finditer(text), _PARAM)
+
+
+def _credential_params(urls: Iterable[re.Match[Any]], params: re.Pattern[Any]) -> list[Any]:
+    """The spans of the credentials among the ``params`` of ``urls`` (text or bytes)."""
+    spans = []
+    for url in urls:
+        for found in params.finditer(url.group()):
+            name = found.group(1)
+            if _secret_param(name if isinstance(name, str) else name.decode("ascii", "replace")):
+                spans.append((url.start() + found.start(2), url.start() + found.end(2)))
+    return spans
 
 
 def _masked(text: str, spans: list[tuple[int, int]]) -> str:
@@ -249,12 +255,7 @@ def _password_spans(data: bytes) -> list[tuple[int, int]]:
         return []
     found = _URL_USERINFO_BYTES.finditer(data)
     spans = [(data.find(b":", m.start(2), m.end(2)) + 1, m.end(2)) for m in found]
-    spans += [
-        (url.start() + found.start(2), url.start() + found.end(2))
-        for url in _URL_BYTES.finditer(data)
-        for found in _PARAM_BYTES.finditer(url.group())
-        if _secret_param(found.group(1).decode("ascii", "replace"))
-    ]
+    spans += _credential_params(_URL_BYTES.finditer(data), _PARAM_BYTES)
     return [(start, end) for start, end in spans if 0 < start < end]  # (no ":": -1 + 1)
 
 
@@ -340,10 +341,10 @@ _USER_FLAGS: Final = frozenset({"-u", "--user"})  # curl's ``-u user:password``
 
 
 def is_secret_flag(flag: str) -> bool:
-    """Whether the command-line flag ``flag`` (``--api-key``) takes a credential: one of its
-    ``-``/``_``/``.`` words says so as a variable's name would (``--github-token``,
+    """Whether the command-line flag ``flag`` (``--api-key``) takes a credential: the last of
+    its ``-``/``_``/``.`` words says so, as a query parameter's would (``--github-token``,
     ``--password``, ``--pat``, ``--pwd``); ``--tokenizer``, ``--author``, ``--max-tokens``,
-    ``--keyring-backend`` and a switch ``--no-auth`` do not."""
+    ``--auth-mode``, ``--key-file`` and a switch ``--no-auth`` do not."""
     name = flag.lstrip("-")
     words = [w for w in _SPLIT.split(name.lower()) if w]
     if not words or words[0] == "no":

@@ -50,7 +50,7 @@ from openprogram.settings import NO_WORKER_TIMEOUT
 from openprogram.store.session.files import dumps, interrupts_deferred, loads
 from openprogram.store.vars import get_store, get_turn_id
 from openprogram.usage.budget import Hold
-from openprogram.usage.prices import price_of, user_prices
+from openprogram.usage.prices import price_of
 
 DEFAULT_THREADS = 8
 OFFLINE_PROVIDERS = ("test", "function")  # they hold no credential: they travel as they are
@@ -581,7 +581,7 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     """What a remote worker needs to build the same Runtime — never a credential.  Each of
     the ``processes`` workers paces its requests at an equal share of the runtime's rate."""
     if runtime is None:
-        return RuntimeSpec(prices=user_prices())
+        return RuntimeSpec()
     rate = runtime.requests_per_minute
     settings = {  # not the budget: each task carries its item's share (MapRun._submit)
         "max_retries": runtime.max_retries,
@@ -593,22 +593,16 @@ def _runtime_spec(runtime: Runtime | None, processes: int = 1) -> RuntimeSpec:
     }
     provider = runtime.provider
     if provider is None:
-        return RuntimeSpec(settings=settings, prices=user_prices())
+        return RuntimeSpec(settings=settings)
     if provider.name not in OFFLINE_PROVIDERS:
         rewrap = getattr(provider, "rewrap", None)  # a wrapper, put back around the worker's
         wrap = rewrap() if callable(rewrap) else None
         return RuntimeSpec(
-            provider=provider.name,
-            model=runtime.model,
-            settings=settings,
-            wrap=wrap,
-            prices=user_prices(),
+            provider=provider.name, model=runtime.model, settings=settings, wrap=wrap
         )
     offline = copy.copy(provider)
     if hasattr(offline, "requests"):
         offline.requests = []  # what it answered here stays here
-    spec = RuntimeSpec(
-        model=runtime.model, offline=offline, settings=settings, prices=user_prices()
-    )
+    spec = RuntimeSpec(model=runtime.model, offline=offline, settings=settings)
     _pickled(spec, f"the runtime's {provider.name!r} provider cannot be sent to other processes")
     return spec

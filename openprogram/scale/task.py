@@ -32,7 +32,7 @@ from openprogram.store.memory import MemoryRecorder
 from openprogram.store.session.files import dumps, loads
 from openprogram.store.vars import TurnState, using_turn
 from openprogram.usage.budget import Allowance
-from openprogram.usage.prices import use_prices
+from openprogram.usage.prices import use_prices, user_prices
 
 if TYPE_CHECKING:
     from openprogram.agentic_programming.runtime import Runtime
@@ -53,7 +53,7 @@ class RuntimeSpec:
     # a picklable callable, worker's provider -> the provider the items use (a wrapper that
     # holds no credential: an evaluation's reuse of recorded answers)
     wrap: Any = None
-    prices: dict[str, Any] = field(default_factory=dict)  # the kernel's set_price prices
+    prices: dict[str, Any] = field(default_factory=user_prices)  # set_price's, where made
 
 
 @dataclass(frozen=True)
